@@ -1,0 +1,17 @@
+#pragma once
+// Each subcommand registers its options on the app and returns the action to run once parsed.
+// An action returns the process exit code: 0 success/fits, 1 does not fit, 2 bad input.
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace trainplan::cli {
+
+using command_action = std::function<int()>;
+
+// The fit check lives on the top-level app: `plan --params 7B --seq 4096 --gpu h100`.
+command_action register_fit_check(CLI::App& app);
+// `plan gpus`, `plan models`: what the data knows.
+void register_list_commands(CLI::App& app, command_action& chosen);
+
+}  // namespace trainplan::cli

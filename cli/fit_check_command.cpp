@@ -1,0 +1,50 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/model_run_options.hpp"
+#include "cli/plan_report.hpp"
+#include "planner/quantity_parse.hpp"
+#include "planner/suggest.hpp"
+
+namespace trainplan::cli {
+
+namespace {
+
+struct fit_check_args {
+  model_run_args model_run;
+  std::string tokens;
+  bool json = false;
+  std::size_t max_suggestions = 5;
+};
+
+}  // namespace
+
+command_action register_fit_check(CLI::App& app) {
+  auto args = std::make_shared<fit_check_args>();
+  add_model_run_options(app, args->model_run);
+  app.add_option("--tokens", args->tokens, "training tokens (e.g. 1T): prints the time to train")->group("Run");
+  app.add_flag("--json", args->json, "print one JSON object instead of the report");
+  app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 5)")
+      ->check(CLI::Range(0, 50));
+
+  return [args]() -> int {
+    resolved_run r = resolve_model_run(args->model_run);
+    std::optional<double> tokens;
+    if (!args->tokens.empty()) tokens = static_cast<double>(parse_decimal_count(args->tokens, "--tokens"));
+    plan_result plan = evaluate_plan(r.model, r.run, r.gpu, r.calib);
+    std::vector<fit_suggestion> suggestions;
+    if (!plan.fits && args->max_suggestions > 0)
+      suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, args->max_suggestions);
+    plan_report_input in{plan, suggestions, r.notes, tokens};
+    if (args->json) fmt::print("{}\n", render_plan_json(in).dump(2));
+    else fmt::print("{}", render_plan_text(in));
+    std::fflush(stdout);
+    return plan.fits ? 0 : 1;
+  };
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,42 @@
+#include "cli/format.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace trainplan::cli {
+
+std::string gib(std::uint64_t bytes) {
+  const double g = static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+  if (g < 0.1 && bytes > 0) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return fmt::format("{:.2f} GiB", g);
+}
+
+std::string gib_signed(std::int64_t bytes) {
+  const std::uint64_t magnitude = bytes < 0 ? static_cast<std::uint64_t>(-(bytes + 1)) + 1 : static_cast<std::uint64_t>(bytes);
+  return (bytes < 0 ? "-" : "") + gib(magnitude);
+}
+
+std::string grouped(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+std::string duration(double seconds) {
+  if (!std::isfinite(seconds)) return "unknown";
+  if (seconds < 120) return fmt::format("{:.3g} s", seconds);
+  if (seconds < 2 * 3600) return fmt::format("{:.1f} min", seconds / 60);
+  if (seconds < 2 * 86400) return fmt::format("{:.1f} h", seconds / 3600);
+  if (seconds < 2 * 365.25 * 86400) return fmt::format("{:.1f} days", seconds / 86400);
+  return fmt::format("{:.1f} years", seconds / (365.25 * 86400));
+}
+
+std::string scientific(double x) { return fmt::format("{:.3g}", x); }
+
+}  // namespace trainplan::cli

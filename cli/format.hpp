@@ -1,0 +1,15 @@
+#pragma once
+// Number formatting for people: binary GiB with the unit written, grouped integers, durations.
+#include <cstdint>
+#include <string>
+
+namespace trainplan::cli {
+
+std::string gib(std::uint64_t bytes);           // "12.55 GiB"
+std::string gib_signed(std::int64_t bytes);     // "-3.20 GiB"
+std::string grouped(std::uint64_t n);           // "6,738,415,616"
+std::string percent(double fraction);           // "41.3%"
+std::string duration(double seconds);           // "0.412 s", "3.2 h", "41.0 days"
+std::string scientific(double x);               // "1.73e+14"
+
+}  // namespace trainplan::cli

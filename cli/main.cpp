@@ -1,0 +1,54 @@
+// plan: will this training run fit on this GPU, how fast will it go, and what would make it fit?
+// Exit codes: 0 fits (or a command succeeded), 1 does not fit, 2 bad input, 3 internal error.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.hpp"
+#include "planner/input_error.hpp"
+
+namespace {
+
+constexpr int exit_bad_input = 2;
+constexpr int exit_internal = 3;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "trainplan: predicts whether a transformer training run fits on a GPU, where every byte goes, the FLOPs and time "
+      "of a step, and what to change when it does not fit.\n"
+      "Example: plan --params 7B --seq 4096 --gpu h100\n"
+      "Exit codes: 0 fits, 1 does not fit, 2 bad input.",
+      "plan"};
+  app.set_version_flag("--version", "trainplan 0.1.0");
+  app.require_subcommand(0, 1);
+
+  try {
+    trainplan::cli::command_action chosen;
+    trainplan::cli::command_action fit_check = trainplan::cli::register_fit_check(app);
+    trainplan::cli::register_list_commands(app, chosen);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      fmt::print(stderr, "plan: error: {} (see plan --help)\n", e.what());
+      return exit_bad_input;
+    }
+    return chosen ? chosen() : fit_check();
+  } catch (const trainplan::input_error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "plan: error: {}\n", e.what());
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "plan: internal error: {}\n", e.what());
+    return exit_internal;
+  }
+}

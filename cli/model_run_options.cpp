@@ -1,0 +1,141 @@
+#include "cli/model_run_options.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/hf_config.hpp"
+#include "planner/input_error.hpp"
+#include "planner/quantity_parse.hpp"
+#include "planner/shape_from_params.hpp"
+
+namespace trainplan::cli {
+
+void add_model_run_options(CLI::App& app, model_run_args& a) {
+  const char* model_group = "Model (one of --model, --params, --hf-config, or a shape)";
+  app.add_option("--model,-m", a.model, "preset name (see `plan models`)")->group(model_group);
+  app.add_option("--params,-p", a.params, "parameter count such as 7B or 1.5B: a preset of that size, else a derived shape")
+      ->group(model_group);
+  app.add_option("--hf-config", a.hf_config, "Hugging Face config.json (gpt2, llama, mistral, qwen2)")->group(model_group);
+  const char* shape_group = "Shape (overrides the chosen model, or defines one)";
+  app.add_option("--family", a.family, "gpt or llama (default llama for a shape given from scratch)")->group(shape_group);
+  app.add_option("--layers", a.layers, "transformer layers L")->group(shape_group);
+  app.add_option("--hidden", a.hidden, "hidden size h")->group(shape_group);
+  app.add_option("--heads", a.heads, "attention heads a")->group(shape_group);
+  app.add_option("--kv-heads", a.kv_heads, "key/value heads (grouped-query attention; default: heads)")->group(shape_group);
+  app.add_option("--ffn", a.ffn, "MLP width (default 4h for gpt, 8h/3 rounded up to 256 for llama)")->group(shape_group);
+  app.add_option("--vocab", a.vocab, "vocabulary size V")->group(shape_group);
+  const char* run_group = "Run";
+  app.add_option("--seq,-s", a.seq, "sequence length in tokens; k = 1024 (default 4096, capped by learned positions)")
+      ->group(run_group);
+  app.add_option("--micro-batch,-b", a.micro_batch, "sequences per forward/backward pass (default 1)")->group(run_group);
+  app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)")->group(run_group);
+  app.add_option("--global-batch", a.global_batch, "sequences per optimizer step; sets --grad-accum = global / micro")
+      ->group(run_group);
+  app.add_option("--precision", a.precision,
+                 "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | megatron-bf16 (default bf16-mixed)")
+      ->group(run_group);
+  app.add_option("--grad-dtype", a.grad_dtype, "auto | fp32 (adds an fp32 gradient accumulation buffer)")->group(run_group);
+  app.add_option("--optimizer", a.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit | lion (default adamw)")
+      ->group(run_group);
+  app.add_option("--recompute", a.recompute, "none | selective | full (default none)")->group(run_group);
+  app.add_option("--attention", a.attention, "eager | flash (default flash)")->group(run_group);
+  app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->group(run_group);
+  const char* gpu_group = "GPU and data";
+  app.add_option("--gpu,-g", a.gpu, "GPU name (see `plan gpus`; default h100)")->group(gpu_group);
+  app.add_option("--data-dir", a.data_dir, "folder whose gpus.json / models.json / calibration.json replace the built-in ones")
+      ->group(gpu_group);
+}
+
+namespace {
+
+std::uint64_t llama_default_ffn(std::uint64_t hidden) { return ((8 * hidden / 3 + 255) / 256) * 256; }
+
+}  // namespace
+
+resolved_run resolve_model_run(const model_run_args& a) {
+  resolved_run r;
+  r.data = catalog::load(a.data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.data_dir));
+
+  // ---- the model ----
+  const int sources = !a.model.empty() + !a.params.empty() + !a.hf_config.empty();
+  if (sources > 1) throw input_error("give only one of --model, --params and --hf-config");
+  const bool custom_shape = !a.layers.empty() || !a.hidden.empty() || !a.heads.empty() || !a.vocab.empty();
+  bool from_scratch = false;
+  if (!a.model.empty()) {
+    r.model = r.data.model(a.model).spec;
+  } else if (!a.params.empty()) {
+    shape_choice choice = shape_for_params(parse_decimal_count(a.params, "--params"), r.data);
+    r.model = choice.spec;
+    r.notes.push_back(choice.rule + "; override with --model NAME or --layers/--hidden/--heads/--kv-heads/--ffn/--vocab");
+  } else if (!a.hf_config.empty()) {
+    r.model = model_from_hf_config(a.hf_config);
+  } else if (custom_shape) {
+    from_scratch = true;
+    if (a.layers.empty() || a.hidden.empty() || a.heads.empty() || a.vocab.empty())
+      throw input_error("a shape given from scratch needs --layers, --hidden, --heads and --vocab");
+    r.model.name = "custom";
+    r.model.family = a.family.empty() ? model_family::llama : parse_family(a.family);
+    r.model.source = "command line";
+  } else {
+    throw input_error("no model given: use --model NAME, --params 7B, --hf-config FILE or --layers/--hidden/--heads/--vocab");
+  }
+
+  model_spec& m = r.model;
+  const bool shape_overridden = custom_shape || !a.family.empty() || !a.kv_heads.empty() || !a.ffn.empty();
+  if (!from_scratch && !a.family.empty()) m.family = parse_family(a.family);
+  if (!a.layers.empty()) m.layers = parse_integer(a.layers, "--layers");
+  if (!a.hidden.empty()) m.hidden = parse_integer(a.hidden, "--hidden");
+  if (!a.heads.empty()) m.heads = parse_integer(a.heads, "--heads");
+  if (!a.vocab.empty()) m.vocab = parse_integer(a.vocab, "--vocab");
+  if (from_scratch || !a.hidden.empty() || !a.heads.empty()) {
+    if (m.hidden % m.heads != 0)
+      throw input_error(fmt::format("--heads {} does not divide --hidden {}", m.heads, m.hidden));
+    m.head_dim = m.hidden / m.heads;
+  }
+  if (!a.kv_heads.empty()) m.kv_heads = parse_integer(a.kv_heads, "--kv-heads");
+  else if (from_scratch || !a.heads.empty()) m.kv_heads = m.heads;
+  if (!a.ffn.empty()) m.ffn = parse_integer(a.ffn, "--ffn");
+  else if (from_scratch || !a.hidden.empty()) {
+    m.ffn = m.family == model_family::gpt ? 4 * m.hidden : llama_default_ffn(m.hidden);
+    if (!from_scratch) r.notes.push_back(fmt::format("--hidden changed: ffn re-derived as {} (give --ffn to set it)", m.ffn));
+  }
+  if (from_scratch) {
+    m.tied_embeddings = m.family == model_family::gpt;
+    m.max_positions = 0;
+    m.dropout = m.family == model_family::gpt ? 0.1 : 0.0;
+  }
+  if (shape_overridden && !from_scratch) m.name += " (modified)";
+  validate_model(m);
+
+  // ---- the run ----
+  run_config& run = r.run;
+  if (!a.seq.empty()) {
+    run.seq = parse_binary_count(a.seq, "--seq");
+  } else {
+    run.seq = m.max_positions > 0 ? std::min<std::uint64_t>(4096, m.max_positions) : 4096;
+    r.notes.push_back(fmt::format("--seq not given: assumed {}", run.seq));
+  }
+  if (!a.micro_batch.empty()) run.micro_batch = parse_binary_count(a.micro_batch, "--micro-batch");
+  if (!a.grad_accum.empty()) run.grad_accum = parse_binary_count(a.grad_accum, "--grad-accum");
+  if (!a.global_batch.empty()) {
+    const std::uint64_t global = parse_binary_count(a.global_batch, "--global-batch");
+    if (global % run.micro_batch != 0)
+      throw input_error(fmt::format("--global-batch {} is not a multiple of --micro-batch {}", global, run.micro_batch));
+    const std::uint64_t accum = global / run.micro_batch;
+    if (!a.grad_accum.empty() && accum != run.grad_accum)
+      throw input_error(fmt::format("--global-batch {} = {} x {} contradicts --grad-accum {}", global, run.micro_batch,
+                                    accum, run.grad_accum));
+    run.grad_accum = accum;
+  }
+  run.precision = parse_precision(a.precision);
+  run.grad_dtype = parse_grad_dtype(a.grad_dtype);
+  run.optimizer = parse_optimizer(a.optimizer);
+  run.recompute = parse_recompute(a.recompute);
+  run.attention = parse_attention(a.attention);
+  run.dropout = a.dropout.empty() ? m.dropout : parse_probability(a.dropout, "--dropout");
+
+  r.gpu = r.data.gpu(a.gpu);
+  r.calib = r.data.calibration_for(r.gpu);
+  return r;
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,42 @@
+#pragma once
+// The model, run and GPU options shared by `plan` and its subcommands, as typed, and their resolution
+// into planner structures. Numbers are taken as strings and parsed by the planner so that every bad
+// value gets the same kind of one-line message.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "planner/catalog.hpp"
+#include "planner/calibration.hpp"
+#include "planner/gpu_spec.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/run_config.hpp"
+
+namespace trainplan::cli {
+
+struct model_run_args {
+  std::string model, params, hf_config;
+  std::string family, layers, hidden, heads, kv_heads, ffn, vocab;
+  std::string seq, micro_batch, grad_accum, global_batch;
+  std::string precision = "bf16-mixed", grad_dtype = "auto", optimizer = "adamw";
+  std::string recompute = "none", attention = "flash", dropout;
+  std::string gpu = "h100";
+  std::string data_dir;
+};
+
+void add_model_run_options(CLI::App& app, model_run_args& args);
+
+struct resolved_run {
+  catalog data;
+  model_spec model;
+  run_config run;
+  gpu_spec gpu;
+  calibration calib;
+  std::vector<std::string> notes;  // how the shape and defaults were chosen, for the report
+};
+
+resolved_run resolve_model_run(const model_run_args& args);  // throws input_error
+
+}  // namespace trainplan::cli

@@ -1,0 +1,25 @@
+#pragma once
+// The fit check's output: a report for people, and one JSON object for scripts.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "planner/plan.hpp"
+#include "planner/suggest.hpp"
+
+namespace trainplan::cli {
+
+struct plan_report_input {
+  const plan_result& plan;
+  const std::vector<fit_suggestion>& suggestions;
+  const std::vector<std::string>& notes;     // how the shape and defaults were chosen
+  std::optional<double> train_tokens;        // --tokens
+};
+
+std::vector<std::string> plan_assumptions(const plan_result& plan);
+std::string render_plan_text(const plan_report_input& in);
+nlohmann::json render_plan_json(const plan_report_input& in);
+
+}  // namespace trainplan::cli

@@ -1,0 +1,97 @@
+#include <nlohmann/json.hpp>
+
+#include "cli/plan_report.hpp"
+
+namespace trainplan::cli {
+
+nlohmann::json render_plan_json(const plan_report_input& in) {
+  using json = nlohmann::json;
+  const plan_result& p = in.plan;
+  const model_spec& m = p.model;
+  const run_config& run = p.run;
+  json j;
+  j["model"] = {{"name", m.name},
+                {"family", family_name(m.family)},
+                {"params", p.params.total},
+                {"params_12lh2_vh", p.params.approx_12lh2_vh},
+                {"layers", m.layers},
+                {"hidden", m.hidden},
+                {"heads", m.heads},
+                {"kv_heads", m.kv_heads},
+                {"head_dim", m.head_dim},
+                {"ffn", m.ffn},
+                {"vocab", m.vocab},
+                {"max_positions", m.max_positions},
+                {"tied_embeddings", m.tied_embeddings},
+                {"source", m.source}};
+  j["run"] = {{"seq", run.seq},
+              {"micro_batch", run.micro_batch},
+              {"grad_accum", run.grad_accum},
+              {"global_batch", run.micro_batch * run.grad_accum},
+              {"tokens_per_step", run.seq * run.micro_batch * run.grad_accum},
+              {"precision", precision_name(run.precision)},
+              {"grad_dtype", dtype_name(p.layout.optimizer_grad_dtype())},
+              {"optimizer", optimizer_name(run.optimizer)},
+              {"recompute", recompute_name(run.recompute)},
+              {"attention", attention_name(run.attention)},
+              {"dropout", run.dropout}};
+  j["gpu"] = {{"name", p.gpu.name},
+              {"description", p.gpu.description},
+              {"memory_bytes", p.gpu.memory_bytes},
+              {"peak_tflops", p.time.peak_flops_per_s / 1e12}};
+
+  json tensors = json::array();
+  for (const live_tensor& t : p.timeline.live_at_peak)
+    tensors.push_back({{"name", t.spec->name},
+                       {"category", category_name(t.spec->category)},
+                       {"shape", t.spec->shape},
+                       {"dtype", dtype_name(t.spec->type)},
+                       {"instances", t.instances},
+                       {"bytes", t.bytes}});
+  j["memory"] = {{"weights_bytes", p.category_bytes(tensor_category::weights)},
+                 {"master_weights_bytes", p.category_bytes(tensor_category::master_weights)},
+                 {"gradients_bytes", p.category_bytes(tensor_category::gradients)},
+                 {"optimizer_bytes", p.category_bytes(tensor_category::optimizer)},
+                 {"activations_bytes", p.category_bytes(tensor_category::activations)},
+                 {"activations_per_layer_bytes", p.inv.activations_per_layer_bytes},
+                 {"logits_bytes", p.category_bytes(tensor_category::logits)},
+                 {"activation_grads_bytes", p.category_bytes(tensor_category::activation_grads)},
+                 {"overhead_bytes", p.overhead.total()},
+                 {"overhead", {{"cuda_context_bytes", p.overhead.cuda_context_bytes},
+                               {"cublas_workspace_bytes", p.overhead.cublas_workspace_bytes},
+                               {"allocator_slack_bytes", p.overhead.allocator_slack_bytes}}},
+                 {"tensor_peak_bytes", p.tensor_peak_bytes},
+                 {"peak_bytes", p.peak_bytes},
+                 {"peak_phase", phase_name(p.timeline.peak)},
+                 {"peak_when", describe_point(p.timeline.peak, run.grad_accum)},
+                 {"headroom_bytes", p.headroom_bytes},
+                 {"tensors_at_peak", tensors}};
+  j["fits"] = p.fits;
+  j["flops"] = {{"model_per_step", p.flops.model_per_step},
+                {"hardware_per_step", p.flops.hardware_per_step},
+                {"recompute_per_step", p.flops.recompute_per_step},
+                {"six_n_per_step", p.flops.six_n_per_step}};
+  j["time"] = {{"step_seconds", p.time.step_seconds},
+               {"compute_seconds", p.time.compute_seconds},
+               {"optimizer_seconds", p.time.optimizer_seconds},
+               {"tokens_per_second", p.time.tokens_per_second},
+               {"mfu", p.time.mfu},
+               {"hfu", p.time.hfu}};
+  if (in.train_tokens) {
+    j["time"]["train_tokens"] = *in.train_tokens;
+    j["time"]["time_to_train_seconds"] = *in.train_tokens / p.time.tokens_per_second;
+  }
+  json suggestions = json::array();
+  for (const fit_suggestion& s : in.suggestions)
+    suggestions.push_back({{"changes", s.changes},
+                           {"peak_bytes", s.peak_bytes},
+                           {"headroom_bytes", s.headroom_bytes},
+                           {"tokens_per_second", s.tokens_per_second},
+                           {"changes_training", s.changes_training}});
+  j["suggestions"] = suggestions;
+  j["notes"] = in.notes;
+  j["assumptions"] = plan_assumptions(p);
+  return j;
+}
+
+}  // namespace trainplan::cli

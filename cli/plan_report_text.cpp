@@ -1,0 +1,151 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "cli/format.hpp"
+#include "cli/plan_report.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+std::string precision_summary(const precision_layout& l) {
+  std::string s = fmt::format("{} weights, {} grads", dtype_name(l.weights), dtype_name(l.grads));
+  if (l.master) s += fmt::format(", {} master", dtype_name(*l.master));
+  if (l.grad_accum) s += fmt::format(", {} grad accumulation", dtype_name(*l.grad_accum));
+  s += fmt::format(", {} activations", dtype_name(l.activations));
+  if (l.gemm_input_saved) s += fmt::format(" ({} GEMM inputs)", dtype_name(*l.gemm_input_saved));
+  return s;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::vector<std::string> plan_assumptions(const plan_result& p) {
+  std::vector<std::string> a;
+  a.push_back("one GPU, no data, tensor or pipeline parallelism");
+  a.push_back(fmt::format("precision {}: {}", precision_name(p.run.precision), precision_summary(p.layout)));
+  a.push_back("gradients exist from the first backward of a step until its optimizer step ends "
+              "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
+  a.push_back("activation gradients use a fixed set of backward buffers reused by every layer (as llm.c); the "
+              "loss is computed on an fp32 copy of the logits");
+  a.push_back(fmt::format("runtime overhead: CUDA context {}, cuBLAS workspace {}, allocator slack {} of tensor "
+                          "bytes (data/calibration.json; {})",
+                          gib(p.calib.cuda_context_bytes), gib(p.calib.cublas_workspace_bytes),
+                          percent(p.calib.allocator_slack_fraction), "initial literature values until calibrated"));
+  a.push_back(fmt::format("time: hardware FLOPs at {} of the {} dense peak, plus the optimizer's memory traffic at "
+                          "full bandwidth",
+                          percent(p.calib.achieved_efficiency), dtype_name(p.layout.compute)));
+  return a;
+}
+
+std::string render_plan_text(const plan_report_input& in) {
+  const plan_result& p = in.plan;
+  const model_spec& m = p.model;
+  const run_config& run = p.run;
+  std::string out;
+  auto line = [&out]<typename... T>(fmt::format_string<T...> f, T&&... args) {
+    out += fmt::format(f, std::forward<T>(args)...);
+    out += '\n';
+  };
+
+  line("trainplan: {} on {} ({})", m.name, p.gpu.description, p.gpu.name);
+  line("  model  {} family: L={} h={} heads={} kv_heads={} head_dim={} ffn={} vocab={}{}{}", family_name(m.family),
+       m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.tied_embeddings ? ", tied embeddings" : "",
+       m.max_positions ? fmt::format(", {} learned positions", m.max_positions) : "");
+  line("         {} parameters (12Lh^2+Vh estimate: {})", grouped(p.params.total), grouped(p.params.approx_12lh2_vh));
+  line("  run    seq {} x micro-batch {} x {} accumulation = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
+       grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step)));
+  line("         {}, {}, recompute {}, {} attention, dropout {}", precision_name(run.precision),
+       optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout);
+  for (const std::string& n : in.notes) line("  note   {}", n);
+  line("");
+
+  const double capacity = static_cast<double>(p.gpu.memory_bytes);
+  line("Memory at the peak: {}", describe_point(p.timeline.peak, run.grad_accum));
+  line("  {:<34} {:>22} {:>12} {:>9}", "component", "bytes", "GiB", "% of GPU");
+  auto row = [&](const std::string& label, std::uint64_t bytes) {
+    line("  {:<34} {:>22} {:>12} {:>9}", label, grouped(bytes), gib(bytes), percent(bytes / capacity));
+  };
+  std::string weights_label = fmt::format("weights ({})", dtype_name(p.layout.weights));
+  if (p.layout.fp8_weight_cache) weights_label += " + fp8 copies";
+  if (p.layout.autocast_weight_cache) weights_label += " + bf16 autocast copies";
+  row(weights_label, p.category_bytes(tensor_category::weights));
+  if (p.layout.master) row(fmt::format("master weights ({})", dtype_name(*p.layout.master)),
+                           p.category_bytes(tensor_category::master_weights));
+  row(fmt::format("gradients ({}{})", dtype_name(p.layout.grads), p.layout.grad_accum ? " + fp32 accumulation" : ""),
+      p.category_bytes(tensor_category::gradients));
+  row(fmt::format("optimizer state ({})", optimizer_name(run.optimizer)), p.category_bytes(tensor_category::optimizer));
+  row("activations (saved for backward)", p.category_bytes(tensor_category::activations));
+  row("logits and loss", p.category_bytes(tensor_category::logits));
+  row("activation gradients (backward)", p.category_bytes(tensor_category::activation_grads));
+  row("runtime overhead", p.overhead.total());
+  line("  {:-<80}", "");
+  row("peak", p.peak_bytes);
+  line("  {:<34} {:>22} {:>12}", "GPU memory", grouped(p.gpu.memory_bytes), gib(p.gpu.memory_bytes));
+  line("");
+  line("  one layer keeps {} from its forward to its backward (x {} layers = {})", gib(p.inv.activations_per_layer_bytes),
+       m.layers, gib(p.inv.activations_per_layer_bytes * m.layers));
+
+  std::vector<live_tensor> largest = p.timeline.live_at_peak;
+  std::sort(largest.begin(), largest.end(), [](const live_tensor& x, const live_tensor& y) { return x.bytes > y.bytes; });
+  line("  largest buffers live at the peak:");
+  for (std::size_t i = 0; i < std::min<std::size_t>(6, largest.size()); ++i) {
+    const live_tensor& t = largest[i];
+    line("    {:<32} {:>18} {:<5} {:>10}{}", t.spec->name, shape_text(t.spec->shape), dtype_name(t.spec->type),
+         gib(t.bytes), t.instances > 1 ? fmt::format("  ({} layers)", t.instances) : "");
+  }
+  line("");
+
+  if (p.fits)
+    line("Verdict: FITS with {} headroom ({} of {} used)", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
+         percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes));
+  else
+    line("Verdict: DOES NOT FIT: short by {} (peak {} on a {} GPU)", gib_signed(-p.headroom_bytes), gib(p.peak_bytes),
+         gib(p.gpu.memory_bytes));
+  line("");
+
+  const step_flops& f = p.flops;
+  line("Compute per step: model {} FLOPs (6N {} + attention {}), hardware {} FLOPs (recompute +{})",
+       scientific(f.model_per_step), scientific(3 * f.gemm_forward_per_token * f.tokens_per_step),
+       scientific(3 * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
+       percent(f.recompute_per_step / f.model_per_step));
+  line("  step {} ({} compute at {} of {:.0f} TFLOP/s {} + {} optimizer) -> {} tokens/s, MFU {}, HFU {}",
+       duration(p.time.step_seconds), duration(p.time.compute_seconds), percent(p.calib.achieved_efficiency),
+       p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
+       grouped(static_cast<std::uint64_t>(p.time.tokens_per_second)), percent(p.time.mfu), percent(p.time.hfu));
+  if (in.train_tokens)
+    line("  {} tokens take {} on this one GPU ({} steps)", scientific(*in.train_tokens),
+         duration(*in.train_tokens / p.time.tokens_per_second), grouped(static_cast<std::uint64_t>(std::ceil(*in.train_tokens / f.tokens_per_step))));
+  line("");
+
+  if (!p.fits) {
+    if (in.suggestions.empty()) {
+      const std::uint64_t states = p.category_bytes(tensor_category::weights) + p.category_bytes(tensor_category::master_weights) +
+                                   p.category_bytes(tensor_category::gradients) + p.category_bytes(tensor_category::optimizer);
+      line("What would make it fit: no combination of up to three single-GPU changes (recompute, micro-batch, "
+           "precision, optimizer) fits. Model state alone needs {} at the peak; shard it across GPUs or train "
+           "adapters instead.", gib(states));
+    } else {
+      line("What would make it fit (fewest changes first):");
+      for (std::size_t i = 0; i < in.suggestions.size(); ++i) {
+        const fit_suggestion& s = in.suggestions[i];
+        std::string flags;
+        for (const std::string& c : s.changes) flags += (flags.empty() ? "" : " ") + c;
+        line("  {}. {:<58} peak {:>10}, headroom {:>10}, {} tokens/s{}", i + 1, flags, gib(s.peak_bytes),
+             gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped(static_cast<std::uint64_t>(s.tokens_per_second)),
+             s.changes_training ? " (changes the numerics)" : "");
+      }
+    }
+    line("");
+  }
+  line("Assumptions:");
+  for (const std::string& a : plan_assumptions(p)) line("  - {}", a);
+  return out;
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,257 @@
+#include "planner/catalog.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "planner/embedded_data.hpp"
+#include "planner/input_error.hpp"
+#include "planner/quantity_parse.hpp"
+
+namespace trainplan {
+namespace {
+
+using json = nlohmann::json;
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return out;
+}
+
+json parse_document(std::string_view text, const std::string& file) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw input_error(fmt::format("{}: not valid JSON ({})", file, e.what()));
+  }
+}
+
+// Strict object reader: every key read must exist with the right type, and keys nobody reads are errors.
+class strict_object {
+ public:
+  strict_object(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) throw input_error(fmt::format("{}: expected a JSON object", where_));
+  }
+  const json& at(const std::string& key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    if (it == j_.end()) throw input_error(fmt::format("{}: missing key '{}'", where_, key));
+    return *it;
+  }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  std::string string(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_string()) throw type_error(key, "a string");
+    return v.get<std::string>();
+  }
+  std::uint64_t uint(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_number_unsigned()) throw type_error(key, "a non-negative integer");
+    return v.get<std::uint64_t>();
+  }
+  double number(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_number()) throw type_error(key, "a number");
+    return v.get<double>();
+  }
+  bool boolean(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_boolean()) throw type_error(key, "true or false");
+    return v.get<bool>();
+  }
+  void finish() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key()) && !it.key().starts_with("_"))
+        throw input_error(fmt::format("{}: unknown key '{}'", where_, it.key()));
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  input_error type_error(const std::string& key, const char* expected) const {
+    return input_error(fmt::format("{}: key '{}' must be {}", where_, key, expected));
+  }
+  const json& j_;
+  std::string where_;
+  std::set<std::string> seen_;
+};
+
+std::vector<gpu_spec> parse_gpus(std::string_view text) {
+  const std::string file = "gpus.json";
+  json doc = parse_document(text, file);
+  strict_object top(doc, file);
+  const json& list = top.at("gpus");
+  top.finish();
+  if (!list.is_array()) throw input_error(file + ": key 'gpus' must be an array");
+  std::vector<gpu_spec> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    strict_object o(list[i], fmt::format("{}: gpus[{}]", file, i));
+    gpu_spec g;
+    g.name = lower(o.string("name"));
+    const json& aliases = o.at("aliases");
+    if (!aliases.is_array()) throw input_error(o.where() + ": key 'aliases' must be an array");
+    for (const json& a : aliases) {
+      if (!a.is_string()) throw input_error(o.where() + ": aliases must be strings");
+      g.aliases.push_back(lower(a.get<std::string>()));
+    }
+    g.description = o.string("description");
+    g.memory_bytes = o.uint("memory_bytes");
+    g.memory_bandwidth_bytes_per_s = o.number("memory_bandwidth_bytes_per_s");
+    g.host_link_bytes_per_s = o.number("host_link_bytes_per_s");
+    strict_object peaks(o.at("peak_dense_tflops"), o.where() + ": peak_dense_tflops");
+    for (dtype t : {dtype::fp32, dtype::tf32, dtype::bf16, dtype::fp16, dtype::fp8}) {
+      const json& v = peaks.at(std::string(dtype_name(t)));
+      if (v.is_null()) continue;
+      if (!v.is_number() || v.get<double>() <= 0)
+        throw input_error(fmt::format("{}: peak_dense_tflops.{} must be a positive number or null", o.where(), dtype_name(t)));
+      g.peak_dense_tflops[t] = v.get<double>();
+    }
+    peaks.finish();
+    g.source = o.string("source");
+    o.finish();
+    if (g.memory_bytes == 0) throw input_error(o.where() + ": memory_bytes must be positive");
+    if (g.memory_bandwidth_bytes_per_s <= 0 || g.host_link_bytes_per_s <= 0)
+      throw input_error(o.where() + ": bandwidths must be positive");
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::vector<model_preset> parse_models(std::string_view text) {
+  const std::string file = "models.json";
+  json doc = parse_document(text, file);
+  strict_object top(doc, file);
+  const json& list = top.at("models");
+  top.finish();
+  if (!list.is_array()) throw input_error(file + ": key 'models' must be an array");
+  std::vector<model_preset> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    strict_object o(list[i], fmt::format("{}: models[{}]", file, i));
+    model_preset p;
+    model_spec& m = p.spec;
+    m.name = lower(o.string("name"));
+    m.family = parse_family(o.string("family"));
+    p.nominal_text = o.string("nominal_params");
+    p.nominal_params = parse_decimal_count(p.nominal_text, o.where() + ": nominal_params");
+    m.layers = o.uint("layers");
+    m.hidden = o.uint("hidden");
+    m.heads = o.uint("heads");
+    m.kv_heads = o.uint("kv_heads");
+    m.head_dim = o.has("head_dim") ? o.uint("head_dim") : (m.heads ? m.hidden / m.heads : 0);
+    if (!o.has("head_dim") && m.heads && m.hidden % m.heads != 0)
+      throw input_error(fmt::format("{}: heads must divide hidden, or give head_dim", o.where()));
+    m.ffn = o.uint("ffn");
+    m.vocab = o.uint("vocab");
+    m.max_positions = o.uint("max_positions");
+    m.tied_embeddings = o.boolean("tied_embeddings");
+    m.qkv_bias = o.has("qkv_bias") ? o.boolean("qkv_bias") : false;
+    m.dropout = o.number("dropout");
+    m.source = o.string("source");
+    o.finish();
+    validate_model(m);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+calibration parse_calibration_entry(const json& j, const std::string& where, const calibration* base) {
+  strict_object o(j, where);
+  calibration c = base ? *base : calibration{};
+  auto pick_uint = [&](const char* key, std::uint64_t& field) {
+    if (base && !o.has(key)) return;
+    field = o.uint(key);
+  };
+  auto pick_number = [&](const char* key, double& field) {
+    if (base && !o.has(key)) return;
+    field = o.number(key);
+  };
+  pick_uint("cuda_context_bytes", c.cuda_context_bytes);
+  pick_uint("cublas_workspace_bytes", c.cublas_workspace_bytes);
+  pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
+  pick_number("achieved_efficiency", c.achieved_efficiency);
+  if (!base || o.has("source")) c.source = o.string("source");
+  o.finish();
+  if (c.allocator_slack_fraction < 0 || c.allocator_slack_fraction > 1)
+    throw input_error(where + ": allocator_slack_fraction must be within [0, 1]");
+  if (!(c.achieved_efficiency > 0 && c.achieved_efficiency <= 1))
+    throw input_error(where + ": achieved_efficiency must be within (0, 1]");
+  return c;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(fmt::format("{}: cannot read the file", path.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+catalog catalog::from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json) {
+  catalog c;
+  c.gpus_ = parse_gpus(gpus_json);
+  c.models_ = parse_models(models_json);
+  const std::string file = "calibration.json";
+  json doc = parse_document(calibration_json, file);
+  strict_object top(doc, file);
+  c.default_calibration_ = parse_calibration_entry(top.at("default"), file + ": default", nullptr);
+  const json& per_gpu = top.at("gpus");
+  top.finish();
+  if (!per_gpu.is_object()) throw input_error(file + ": key 'gpus' must be an object");
+  for (auto it = per_gpu.begin(); it != per_gpu.end(); ++it) {
+    const std::string name = lower(it.key());
+    if (std::none_of(c.gpus_.begin(), c.gpus_.end(), [&](const gpu_spec& g) { return g.name == name; }))
+      throw input_error(fmt::format("{}: gpus.{} is not a GPU in gpus.json", file, it.key()));
+    c.gpu_calibration_.emplace_back(
+        name, parse_calibration_entry(it.value(), fmt::format("{}: gpus.{}", file, it.key()), &c.default_calibration_));
+  }
+  return c;
+}
+
+catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
+  auto text_of = [&](std::string_view name) -> std::string {
+    if (data_dir) {
+      if (!std::filesystem::is_directory(*data_dir))
+        throw input_error(fmt::format("--data-dir: {} is not a folder", data_dir->string()));
+      std::filesystem::path p = *data_dir / std::string(name);
+      if (std::filesystem::exists(p)) return read_file(p);
+    }
+    for (const embedded_file& f : embedded_data_files())
+      if (f.name == name) return std::string(f.bytes);
+    throw input_error(fmt::format("{}: not embedded in this build", name));
+  };
+  return from_text(text_of("gpus.json"), text_of("models.json"), text_of("calibration.json"));
+}
+
+const gpu_spec& catalog::gpu(std::string_view name) const {
+  const std::string key = lower(name);
+  for (const gpu_spec& g : gpus_) {
+    if (g.name == key || std::find(g.aliases.begin(), g.aliases.end(), key) != g.aliases.end()) return g;
+  }
+  std::string known;
+  for (const gpu_spec& g : gpus_) known += (known.empty() ? "" : ", ") + g.name;
+  throw input_error(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known));
+}
+
+const model_preset& catalog::model(std::string_view name) const {
+  const std::string key = lower(name);
+  for (const model_preset& m : models_)
+    if (m.spec.name == key) return m;
+  std::string known;
+  for (const model_preset& m : models_) known += (known.empty() ? "" : ", ") + m.spec.name;
+  throw input_error(fmt::format("--model: unknown model '{}' (known: {})", name, known));
+}
+
+calibration catalog::calibration_for(const gpu_spec& gpu) const {
+  for (const auto& [name, entry] : gpu_calibration_)
+    if (name == gpu.name) return entry;
+  return default_calibration_;
+}
+
+}  // namespace trainplan

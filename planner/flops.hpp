@@ -1,0 +1,31 @@
+#pragma once
+// FLOPs of one training step: model FLOPs (what the math needs) and hardware FLOPs (what the GPU runs,
+// recomputation included).
+#include <cstdint>
+
+#include "planner/model_spec.hpp"
+#include "planner/param_count.hpp"
+#include "planner/run_config.hpp"
+
+namespace trainplan {
+
+struct step_flops {
+  double tokens_per_step = 0;
+  double gemm_forward_per_token = 0;       // 2 * (GEMM weights): the "6N" term's forward third
+  double attention_forward_per_token = 0;  // QK^T and attention over V, all layers
+  double model_per_step = 0;               // 3 * forward (backward = 2 * forward)
+  double recompute_per_step = 0;           // forward work redone in backward
+  double hardware_per_step = 0;            // model + recompute
+  double six_n_per_step = 0;               // the rule of thumb 6 * params * tokens, for reference
+};
+
+// Narayanan et al. 2021 (Megatron-LM, Sec. 5.1) and Chowdhery et al. 2022 (PaLM, App. B):
+//   forward FLOPs per token = 2 * N_gemm + 4 * L * s * (heads * head_dim)
+// with N_gemm the weights used in matrix multiplies (the output projection included, even when tied) and
+// the attention term counting the full s x s score matrix (no causal discount), as both papers do.
+// Backward is twice the forward: model FLOPs = 3 * forward * tokens.
+// Recomputation adds forward work: full reruns every layer's forward (not the head); selective reruns
+// the attention core; flash attention recomputes the scores in its backward, which counts the same.
+step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params);
+
+}  // namespace trainplan

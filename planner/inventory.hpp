@@ -1,0 +1,73 @@
+#pragma once
+// The named tensor inventory (DESIGN.md): every byte the planner predicts belongs to a buffer with a
+// name, a shape, a dtype and a lifetime. The harness allocates under the same names, so predicted and
+// measured bytes line up name by name.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/dtype.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/precision.hpp"
+#include "planner/run_config.hpp"
+
+namespace trainplan {
+
+// Which line of the report a buffer belongs to (the `memory.*_bytes` fields of --json).
+enum class tensor_category { weights, master_weights, gradients, optimizer, activations, logits, activation_grads };
+constexpr int tensor_category_count = 7;
+std::string_view category_name(tensor_category c);  // "weights", "master_weights"...
+
+// Events of one micro-batch, in order. With L layers their indices are:
+//   fwd_embed 0 | fwd_layer i: 1+i | fwd_head L+1 | loss L+2 | bwd_head L+3 |
+//   bwd_layer i: L+4+(L-1-i) | bwd_embed 2L+4          (2L+5 events)
+// "head" is the final norm and the output projection. Within an event, the planner counts every
+// buffer whose lifetime covers the event as live at once (the harness allocates at the start of the
+// event and frees at its end, so the two agree).
+enum class event_kind { fwd_embed, fwd_layer, fwd_head, loss, bwd_head, bwd_layer, bwd_embed, optimizer };
+std::int64_t event_index(event_kind kind, std::int64_t layer, std::int64_t layers);
+
+// Lifetime in micro-batch event indices: instance i (a layer index for per-layer buffers, 0 otherwise)
+// lives over [first_base + first_step*i, last_base + last_step*i].
+struct event_interval {
+  std::int64_t first_base = 0, first_step = 0;
+  std::int64_t last_base = 0, last_step = 0;
+};
+
+// How a buffer lives across micro-batches and steps.
+//   whole_run: allocated before the first step, never freed (weights, master copy).
+//   backward_to_optimizer: from the first backward event of a step's first micro-batch until the
+//     optimizer step ends (gradients; freed by zero_grad(set_to_none=True), PyTorch's default).
+//   from_first_optimizer: created by the first optimizer step, kept after (lazy Adam state, as PyTorch).
+//   micro_batch: lives within each micro-batch over its intervals (activations and their gradients).
+enum class state_lifetime { whole_run, backward_to_optimizer, from_first_optimizer, micro_batch };
+
+struct tensor_spec {
+  std::string name;                   // "layer{}.attn.softmax": {} stands for the layer index
+  std::vector<std::uint64_t> shape;   // (b, a, s, s)
+  dtype type = dtype::bf16;
+  std::uint64_t bytes = 0;            // one instance: product(shape) * dtype_bytes(type)
+  tensor_category category = tensor_category::activations;
+  state_lifetime lifetime = state_lifetime::micro_batch;
+  bool per_layer = false;             // one instance per layer
+  bool kept_to_backward = false;      // per-layer buffer kept from its forward to its backward
+  int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
+  std::array<event_interval, 2> intervals{};
+
+  std::string instance_name(std::uint64_t layer) const;  // "layer7.attn.softmax"
+};
+
+struct inventory {
+  std::uint64_t layers = 0;
+  std::int64_t events_per_micro_batch = 0;
+  std::vector<tensor_spec> tensors;
+  // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
+  std::uint64_t activations_per_layer_bytes = 0;
+};
+
+// Builds the inventory of one training step: model state, then activations in the order they appear.
+inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout);
+
+}  // namespace trainplan

@@ -1,0 +1,89 @@
+#include "planner/optimizer.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/checked_math.hpp"
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+namespace {
+
+struct optimizer_entry {
+  optimizer_kind kind;
+  std::string_view name;
+};
+constexpr optimizer_entry optimizer_names[] = {
+    {optimizer_kind::adamw, "adamw"},         {optimizer_kind::sgd, "sgd"},
+    {optimizer_kind::sgd_momentum, "sgd-momentum"}, {optimizer_kind::adafactor, "adafactor"},
+    {optimizer_kind::adamw_8bit, "adamw-8bit"}, {optimizer_kind::lion, "lion"},
+};
+
+constexpr std::uint64_t bnb_block_elements = 2048;   // bitsandbytes blockwise 8-bit optimizer block
+constexpr std::uint64_t bnb_min_8bit_elements = 4096; // smaller tensors keep fp32 state
+
+std::uint64_t instances(const param_tensor& p, std::uint64_t layers) { return p.per_layer ? layers : 1; }
+
+}  // namespace
+
+std::string_view optimizer_name(optimizer_kind o) {
+  for (const auto& e : optimizer_names)
+    if (e.kind == o) return e.name;
+  return "?";
+}
+
+optimizer_kind parse_optimizer(std::string_view text) {
+  for (const auto& e : optimizer_names)
+    if (e.name == text) return e.kind;
+  throw input_error(fmt::format(
+      "--optimizer: unknown optimizer '{}' (known: adamw, sgd, sgd-momentum, adafactor, adamw-8bit, lion)", text));
+}
+
+std::vector<optimizer_state_buffer> optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
+                                                    std::uint64_t layers, dtype state_dtype) {
+  const char* what = "optimizer state bytes";
+  std::uint64_t trainable = 0;
+  for (const param_tensor& p : params)
+    trainable = checked_add(trainable, checked_mul(p.count, instances(p, layers), what), what);
+  const std::uint64_t full = checked_mul(trainable, dtype_bytes(state_dtype), what);
+
+  switch (o) {
+    case optimizer_kind::adamw:
+      return {{"adam.m", state_dtype, full}, {"adam.v", state_dtype, full}};
+    case optimizer_kind::sgd:
+      return {};
+    case optimizer_kind::sgd_momentum:
+      return {{"sgd.momentum", state_dtype, full}};
+    case optimizer_kind::lion:
+      return {{"lion.m", state_dtype, full}};
+    case optimizer_kind::adafactor: {
+      std::uint64_t elements = 0;
+      for (const param_tensor& p : params) {
+        std::uint64_t per = p.count;
+        if (p.shape.size() >= 2) {  // row statistics over all but the last dim, column over the last
+          per = checked_add(p.count / p.shape.back(), p.shape.back(), what);
+        }
+        elements = checked_add(elements, checked_mul(per, instances(p, layers), what), what);
+      }
+      return {{"adafactor.v", state_dtype, checked_mul(elements, dtype_bytes(state_dtype), what)}};
+    }
+    case optimizer_kind::adamw_8bit: {
+      std::uint64_t bytes = 0;
+      for (const param_tensor& p : params) {
+        std::uint64_t per = p.count < bnb_min_8bit_elements
+                                ? checked_mul(p.count, dtype_bytes(dtype::fp32), what)
+                                : checked_add(p.count, ((p.count + bnb_block_elements - 1) / bnb_block_elements) * 4, what);
+        bytes = checked_add(bytes, checked_mul(per, instances(p, layers), what), what);
+      }
+      return {{"adam8bit.m", dtype::u8, bytes}, {"adam8bit.v", dtype::u8, bytes}};
+    }
+  }
+  return {};
+}
+
+std::uint64_t optimizer_state_traffic_bytes(const std::vector<optimizer_state_buffer>& state) {
+  std::uint64_t bytes = 0;
+  for (const auto& s : state) bytes = checked_add(bytes, checked_mul(s.bytes, 2, "optimizer traffic"), "optimizer traffic");
+  return bytes;
+}
+
+}  // namespace trainplan

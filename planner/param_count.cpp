@@ -1,0 +1,84 @@
+#include "planner/param_count.hpp"
+
+#include "planner/checked_math.hpp"
+
+namespace trainplan {
+namespace {
+
+void add(std::vector<param_tensor>& out, std::string name, std::vector<std::uint64_t> shape, bool per_layer,
+         bool matmul) {
+  std::uint64_t count = 1;
+  for (std::uint64_t d : shape) count = checked_mul(count, d, "parameter count");
+  out.push_back({std::move(name), std::move(shape), count, per_layer, matmul});
+}
+
+}  // namespace
+
+std::vector<param_tensor> param_tensors(const model_spec& m) {
+  const std::uint64_t h = m.hidden, f = m.ffn, v = m.vocab;
+  std::vector<param_tensor> t;
+  add(t, "embed.tokens", {v, h}, false, false);
+  if (m.max_positions > 0) add(t, "embed.positions", {m.max_positions, h}, false, false);
+
+  if (m.family == model_family::gpt) {
+    // GPT-2 block (Radford et al. 2019; HF GPT2Block): ln_1, c_attn (h -> 3h), c_proj, ln_2, c_fc (h -> f),
+    // c_proj (f -> h), each linear with a bias, each LayerNorm with weight and bias.
+    add(t, "layer{}.ln1.weight", {h}, true, false);
+    add(t, "layer{}.ln1.bias", {h}, true, false);
+    add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true);
+    add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false);
+    add(t, "layer{}.attn.out.weight", {h, m.q_width()}, true, true);
+    add(t, "layer{}.attn.out.bias", {h}, true, false);
+    add(t, "layer{}.ln2.weight", {h}, true, false);
+    add(t, "layer{}.ln2.bias", {h}, true, false);
+    add(t, "layer{}.mlp.fc.weight", {f, h}, true, true);
+    add(t, "layer{}.mlp.fc.bias", {f}, true, false);
+    add(t, "layer{}.mlp.proj.weight", {h, f}, true, true);
+    add(t, "layer{}.mlp.proj.bias", {h}, true, false);
+    add(t, "final_norm.weight", {h}, false, false);
+    add(t, "final_norm.bias", {h}, false, false);
+  } else {
+    // Llama block (Touvron et al. 2023; HF LlamaDecoderLayer): input RMSNorm, q/k/v/o (GQA: k and v are
+    // kv_heads*head_dim wide), post-attention RMSNorm, SwiGLU gate/up (h -> f) and down (f -> h).
+    add(t, "layer{}.ln1.weight", {h}, true, false);
+    add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true);
+    if (m.qkv_bias) add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false);
+    add(t, "layer{}.attn.out.weight", {h, m.q_width()}, true, true);
+    add(t, "layer{}.ln2.weight", {h}, true, false);
+    add(t, "layer{}.mlp.gate.weight", {f, h}, true, true);
+    add(t, "layer{}.mlp.up.weight", {f, h}, true, true);
+    add(t, "layer{}.mlp.down.weight", {h, f}, true, true);
+    add(t, "final_norm.weight", {h}, false, false);
+  }
+  if (!m.tied_embeddings) add(t, "lm_head.weight", {v, h}, false, true);
+  return t;
+}
+
+param_counts count_params(const model_spec& m) {
+  param_counts c;
+  for (const param_tensor& p : param_tensors(m)) {
+    if (p.per_layer) {
+      c.per_layer = checked_add(c.per_layer, p.count, "parameter count");
+      if (p.matmul) c.matmul_per_layer = checked_add(c.matmul_per_layer, p.count, "parameter count");
+    } else if (p.name.starts_with("embed.")) {
+      c.embedding = checked_add(c.embedding, p.count, "parameter count");
+    } else if (p.name.starts_with("final_norm.")) {
+      c.final_norm = checked_add(c.final_norm, p.count, "parameter count");
+    } else {
+      c.lm_head = checked_add(c.lm_head, p.count, "parameter count");
+    }
+  }
+  c.layers_total = checked_mul(c.per_layer, m.layers, "parameter count");
+  c.total = checked_add(checked_add(c.embedding, c.layers_total, "parameter count"),
+                        checked_add(c.final_norm, c.lm_head, "parameter count"), "parameter count");
+  // The output projection is a GEMM whether or not its weight is shared with the token embedding.
+  const std::uint64_t head_gemm = checked_mul(m.vocab, m.hidden, "parameter count");
+  c.matmul = checked_add(checked_mul(c.matmul_per_layer, m.layers, "parameter count"), head_gemm, "parameter count");
+  // Ultra-scale Playbook (seed 001), "Memory for weights/grads/optimizer states": N = 12 L h^2 + V h
+  // (biases, norms and position embeddings left out).
+  c.approx_12lh2_vh = checked_add(checked_product({12, m.layers, m.hidden, m.hidden}, "parameter count"),
+                                  head_gemm, "parameter count");
+  return c;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,36 @@
+#pragma once
+// Exact parameter counts from a model's shape, tensor by tensor.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/model_spec.hpp"
+
+namespace trainplan {
+
+struct param_tensor {
+  std::string name;                 // "embed.tokens", "layer{}.attn.qkv.weight", "lm_head.weight"...
+  std::vector<std::uint64_t> shape; // e.g. (3h, h) for the GPT qkv projection
+  std::uint64_t count = 0;          // product of shape
+  bool per_layer = false;           // one copy in each of the L layers
+  bool matmul = false;              // a weight a GEMM multiplies by (enters the 6N FLOPs rule)
+};
+
+struct param_counts {
+  std::uint64_t total = 0;          // every trainable parameter, counted once (tied embeddings once)
+  std::uint64_t embedding = 0;      // token (+ position) embeddings
+  std::uint64_t per_layer = 0;      // one transformer layer
+  std::uint64_t layers_total = 0;   // L * per_layer
+  std::uint64_t final_norm = 0;
+  std::uint64_t lm_head = 0;        // 0 when tied
+  std::uint64_t matmul = 0;         // weights used in GEMMs per forward, the tied head counted as a GEMM
+  std::uint64_t matmul_per_layer = 0;
+  std::uint64_t approx_12lh2_vh = 0;  // the seeds' estimate 12*L*h^2 + V*h (Ultra-scale Playbook)
+};
+
+// Tensors in model order; per-layer tensors are listed once with per_layer = true.
+std::vector<param_tensor> param_tensors(const model_spec& m);
+
+param_counts count_params(const model_spec& m);
+
+}  // namespace trainplan

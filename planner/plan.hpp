@@ -1,0 +1,59 @@
+#pragma once
+// One configuration evaluated: memory (inventory, timeline, peak), FLOPs, time, and the verdict.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/calibration.hpp"
+#include "planner/flops.hpp"
+#include "planner/gpu_spec.hpp"
+#include "planner/inventory.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/param_count.hpp"
+#include "planner/precision.hpp"
+#include "planner/run_config.hpp"
+#include "planner/step_time.hpp"
+#include "planner/timeline.hpp"
+
+namespace trainplan {
+
+struct runtime_overhead {
+  std::uint64_t cuda_context_bytes = 0;
+  std::uint64_t cublas_workspace_bytes = 0;
+  std::uint64_t allocator_slack_bytes = 0;  // slack fraction x tensor peak
+  std::uint64_t total() const { return cuda_context_bytes + cublas_workspace_bytes + allocator_slack_bytes; }
+};
+
+struct plan_result {
+  model_spec model;
+  param_counts params;
+  run_config run;
+  precision_layout layout;
+  gpu_spec gpu;
+  calibration calib;
+
+  inventory inv;
+  timeline_result timeline;
+  std::uint64_t tensor_peak_bytes = 0;  // tensors live at the peak event
+  runtime_overhead overhead;
+  std::uint64_t peak_bytes = 0;         // tensor peak + overhead: what the GPU must hold
+  bool fits = false;
+  std::int64_t headroom_bytes = 0;      // gpu memory - peak (negative: short by that much)
+
+  step_flops flops;
+  step_time time;
+
+  std::uint64_t category_bytes(tensor_category c) const {
+    return timeline.category_bytes_at_peak[static_cast<int>(c)];
+  }
+};
+
+struct plan_options {
+  bool keep_timeline_points = false;  // keep every event's live bytes (for timelines and plots)
+};
+
+// Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).
+plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
+                          const calibration& calib, const plan_options& options = {});
+
+}  // namespace trainplan

@@ -1,0 +1,101 @@
+#include "planner/quantity_parse.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "planner/checked_math.hpp"
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+namespace {
+
+[[noreturn]] void fail(std::string_view option, std::string_view text, std::string_view why) {
+  throw input_error(std::string(option) + ": '" + std::string(text) + "' " + std::string(why));
+}
+
+std::uint64_t pow_u64(std::uint64_t base, unsigned exponent) {
+  std::uint64_t out = 1;
+  for (unsigned i = 0; i < exponent; ++i) out *= base;  // callers keep this within 10^12 or 1024^2
+  return out;
+}
+
+// Parses "<digits>[.<digits>]<suffix>" exactly: the mantissa is kept as an integer with a count of
+// fraction digits, so "1.1B" is 1,100,000,000 with no floating-point rounding.
+std::uint64_t parse_scaled(std::string_view text, std::string_view option, bool binary) {
+  if (text.empty()) fail(option, text, "is empty; expected a number such as 7B or 4096");
+  std::size_t i = 0;
+  std::uint64_t mantissa = 0;
+  unsigned fraction_digits = 0;
+  bool seen_digit = false, seen_point = false;
+  for (; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '.' && !seen_point) { seen_point = true; continue; }
+    if (!std::isdigit(static_cast<unsigned char>(c))) break;
+    seen_digit = true;
+    std::uint64_t next = 0;
+    if (__builtin_mul_overflow(mantissa, 10u, &next) || __builtin_add_overflow(next, std::uint64_t(c - '0'), &next))
+      fail(option, text, "is larger than 64 bits can hold");
+    mantissa = next;
+    if (seen_point) ++fraction_digits;
+  }
+  if (!seen_digit) fail(option, text, "is not a number");
+  std::string_view suffix = text.substr(i);
+  std::uint64_t multiplier = 1;
+  if (!suffix.empty()) {
+    if (suffix.size() != 1) fail(option, text, "has an unknown suffix");
+    char s = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
+    if (binary) {
+      if (s == 'K') multiplier = 1024;
+      else if (s == 'M') multiplier = 1024ull * 1024;
+      else fail(option, text, "has an unknown suffix (use k = 1024 or M = 1024^2)");
+    } else {
+      if (s == 'K') multiplier = pow_u64(10, 3);
+      else if (s == 'M') multiplier = pow_u64(10, 6);
+      else if (s == 'B' || s == 'G') multiplier = pow_u64(10, 9);
+      else if (s == 'T') multiplier = pow_u64(10, 12);
+      else fail(option, text, "has an unknown suffix (use K, M, B or T)");
+    }
+  }
+  std::uint64_t scaled = 0;
+  if (__builtin_mul_overflow(mantissa, multiplier, &scaled)) fail(option, text, "is larger than 64 bits can hold");
+  std::uint64_t divisor = pow_u64(10, fraction_digits > 19 ? 19 : fraction_digits);
+  if (fraction_digits > 19 || scaled % divisor != 0) fail(option, text, "is not a whole number");
+  return scaled / divisor;
+}
+
+}  // namespace
+
+std::uint64_t parse_decimal_count(std::string_view text, std::string_view option) {
+  std::uint64_t v = parse_scaled(text, option, false);
+  if (v == 0) fail(option, text, "must be at least 1");
+  return v;
+}
+
+std::uint64_t parse_binary_count(std::string_view text, std::string_view option) {
+  std::uint64_t v = parse_scaled(text, option, true);
+  if (v == 0) fail(option, text, "must be at least 1");
+  return v;
+}
+
+std::uint64_t parse_integer(std::string_view text, std::string_view option, std::uint64_t min_value) {
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size())
+    fail(option, text, "is not a whole number");
+  if (ec == std::errc::result_out_of_range) fail(option, text, "is larger than 64 bits can hold");
+  if (v < min_value) fail(option, text, "must be at least " + std::to_string(min_value));
+  return v;
+}
+
+double parse_probability(std::string_view text, std::string_view option) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
+    fail(option, text, "is not a number");
+  if (v < 0.0 || v >= 1.0) fail(option, text, "must be at least 0 and below 1");
+  return v;
+}
+
+}  // namespace trainplan

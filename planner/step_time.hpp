@@ -1,0 +1,25 @@
+#pragma once
+// Expected step time, throughput and utilization.
+#include <cstdint>
+
+#include "planner/calibration.hpp"
+#include "planner/flops.hpp"
+#include "planner/gpu_spec.hpp"
+
+namespace trainplan {
+
+struct step_time {
+  double peak_flops_per_s = 0;     // dense peak for the compute dtype
+  double compute_seconds = 0;      // hardware FLOPs / (peak * achieved efficiency)
+  double optimizer_seconds = 0;    // optimizer traffic / memory bandwidth (the update is memory-bound)
+  double step_seconds = 0;
+  double tokens_per_second = 0;
+  double mfu = 0;                  // model FLOPs / (step time * peak)      (Chowdhery et al. 2022, App. B)
+  double hfu = 0;                  // hardware FLOPs / (step time * peak)
+};
+
+// optimizer_traffic_bytes: bytes the optimizer step reads and writes once per step.
+step_time estimate_step_time(const step_flops& flops, double peak_flops_per_s, const gpu_spec& gpu,
+                             const calibration& calib, std::uint64_t optimizer_traffic_bytes);
+
+}  // namespace trainplan

@@ -1,0 +1,133 @@
+#include "planner/suggest.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+namespace {
+
+struct change {
+  std::string flag;
+  std::function<void(run_config&)> apply;
+  bool changes_training = false;
+};
+
+using axis = std::vector<change>;
+
+std::vector<axis> change_axes(const run_config& run, const gpu_spec& gpu) {
+  std::vector<axis> axes;
+
+  axis recompute;
+  if (run.recompute == recompute_mode::none)
+    recompute.push_back({"--recompute selective", [](run_config& r) { r.recompute = recompute_mode::selective; }});
+  if (run.recompute != recompute_mode::full)
+    recompute.push_back({"--recompute full", [](run_config& r) { r.recompute = recompute_mode::full; }});
+  axes.push_back(std::move(recompute));
+
+  if (run.attention == attention_kind::eager)
+    axes.push_back({{"--attention flash", [](run_config& r) { r.attention = attention_kind::flash; }}});
+
+  axis batch;  // every smaller divisor of the micro-batch, accumulation scaled to keep the global batch
+  for (std::uint64_t mb = run.micro_batch / 2; mb >= 1; --mb) {
+    if (run.micro_batch % mb != 0) continue;
+    const std::uint64_t accum = run.grad_accum * (run.micro_batch / mb);
+    batch.push_back({fmt::format("--micro-batch {} --grad-accum {}", mb, accum), [mb, accum](run_config& r) {
+                       r.micro_batch = mb;
+                       r.grad_accum = accum;
+                     }});
+    if (batch.size() >= 6) break;  // 1, 2, 4... beyond six halvings the list only repeats the lesson
+  }
+  axes.push_back(std::move(batch));
+
+  axis precision;
+  if (run.grad_dtype == grad_dtype_choice::fp32)
+    precision.push_back({"--grad-dtype auto", [](run_config& r) { r.grad_dtype = grad_dtype_choice::automatic; }, true});
+  if ((run.precision == precision_regime::fp32 || run.precision == precision_regime::amp_bf16 ||
+       run.precision == precision_regime::megatron_bf16) && gpu.peak_flops_per_s(dtype::bf16))
+    precision.push_back({"--precision bf16-mixed", [](run_config& r) {
+                           r.precision = precision_regime::bf16_mixed;
+                           r.grad_dtype = grad_dtype_choice::automatic;
+                         }, true});
+  if (run.precision == precision_regime::fp32 && !gpu.peak_flops_per_s(dtype::bf16))
+    precision.push_back({"--precision fp16-mixed", [](run_config& r) {
+                           r.precision = precision_regime::fp16_mixed;
+                           r.grad_dtype = grad_dtype_choice::automatic;
+                         }, true});
+  axes.push_back(std::move(precision));
+
+  axis optimizer;
+  for (optimizer_kind o : {optimizer_kind::adamw_8bit, optimizer_kind::adafactor, optimizer_kind::lion}) {
+    if (run.optimizer == o || run.optimizer == optimizer_kind::sgd) continue;
+    optimizer.push_back({fmt::format("--optimizer {}", optimizer_name(o)), [o](run_config& r) { r.optimizer = o; }, true});
+  }
+  axes.push_back(std::move(optimizer));
+
+  std::erase_if(axes, [](const axis& a) { return a.empty(); });
+  return axes;
+}
+
+}  // namespace
+
+std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_config& run, const gpu_spec& gpu,
+                                         const calibration& calib, std::size_t max_results) {
+  const std::vector<axis> axes = change_axes(run, gpu);
+  std::vector<fit_suggestion> found;
+
+  // Depth-first over axes: each axis contributes nothing or one of its changes; at most three changes.
+  std::vector<const change*> picked;
+  std::function<void(std::size_t)> explore = [&](std::size_t next_axis) {
+    if (!picked.empty()) {
+      run_config candidate = run;
+      fit_suggestion s;
+      for (const change* c : picked) {
+        c->apply(candidate);
+        s.changes.push_back(c->flag);
+        s.changes_training = s.changes_training || c->changes_training;
+      }
+      try {
+        plan_result r = evaluate_plan(model, candidate, gpu, calib);
+        if (r.fits) {
+          s.run = candidate;
+          s.peak_bytes = r.peak_bytes;
+          s.headroom_bytes = r.headroom_bytes;
+          s.tokens_per_second = r.time.tokens_per_second;
+          found.push_back(std::move(s));
+        }
+      } catch (const input_error&) {
+        // A combination this GPU cannot run is simply not a suggestion.
+      }
+    }
+    if (picked.size() == 3) return;
+    for (std::size_t a = next_axis; a < axes.size(); ++a)
+      for (const change& c : axes[a]) {
+        picked.push_back(&c);
+        explore(a + 1);
+        picked.pop_back();
+      }
+  };
+  explore(0);
+
+  std::stable_sort(found.begin(), found.end(), [](const fit_suggestion& x, const fit_suggestion& y) {
+    if (x.changes.size() != y.changes.size()) return x.changes.size() < y.changes.size();
+    if (x.changes_training != y.changes_training) return !x.changes_training;
+    return x.tokens_per_second > y.tokens_per_second;
+  });
+  // A combination that contains a smaller fitting combination adds nothing: drop it.
+  std::vector<fit_suggestion> out;
+  for (fit_suggestion& s : found) {
+    bool redundant = std::any_of(out.begin(), out.end(), [&](const fit_suggestion& kept) {
+      return std::all_of(kept.changes.begin(), kept.changes.end(), [&](const std::string& c) {
+        return std::find(s.changes.begin(), s.changes.end(), c) != s.changes.end();
+      });
+    });
+    if (!redundant) out.push_back(std::move(s));
+    if (out.size() == max_results) break;
+  }
+  return out;
+}
+
+}  // namespace trainplan

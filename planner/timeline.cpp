@@ -1,0 +1,135 @@
+#include "planner/timeline.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "planner/checked_math.hpp"
+
+namespace trainplan {
+namespace {
+
+// Number of integers i in [0, layers) with first_base + first_step*i <= e <= last_base + last_step*i.
+std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, std::int64_t layers, bool per_layer) {
+  std::int64_t lo = 0, hi = per_layer ? layers - 1 : 0;
+  // first_base + first_step*i <= e
+  if (iv.first_step == 0) { if (iv.first_base > e) return 0; }
+  else if (iv.first_step > 0) hi = std::min(hi, e - iv.first_base);
+  else lo = std::max(lo, iv.first_base - e);
+  // last_base + last_step*i >= e
+  if (iv.last_step == 0) { if (iv.last_base < e) return 0; }
+  else if (iv.last_step > 0) lo = std::max(lo, e - iv.last_base);
+  else hi = std::min(hi, iv.last_base - e);
+  return hi >= lo ? static_cast<std::uint64_t>(hi - lo + 1) : 0;
+}
+
+bool state_live(state_lifetime life, const timeline_point& p, std::int64_t first_backward_event,
+                std::int64_t event) {
+  switch (life) {
+    case state_lifetime::whole_run: return true;
+    case state_lifetime::backward_to_optimizer:
+      return p.kind == event_kind::optimizer || p.micro_batch > 0 || event >= first_backward_event;
+    case state_lifetime::from_first_optimizer: return p.step > 1 || p.kind == event_kind::optimizer;
+    case state_lifetime::micro_batch: return false;
+  }
+  return false;
+}
+
+struct event_id {
+  event_kind kind;
+  std::uint64_t layer;
+};
+
+event_id event_at(std::int64_t e, std::int64_t L) {
+  if (e == 0) return {event_kind::fwd_embed, 0};
+  if (e <= L) return {event_kind::fwd_layer, static_cast<std::uint64_t>(e - 1)};
+  if (e == L + 1) return {event_kind::fwd_head, 0};
+  if (e == L + 2) return {event_kind::loss, 0};
+  if (e == L + 3) return {event_kind::bwd_head, 0};
+  if (e <= 2 * L + 3) return {event_kind::bwd_layer, static_cast<std::uint64_t>(2 * L + 3 - e)};
+  return {event_kind::bwd_embed, 0};
+}
+
+}  // namespace
+
+std::uint64_t instances_live(const tensor_spec& t, std::int64_t event, std::int64_t layers) {
+  std::uint64_t n = 0;
+  for (int k = 0; k < t.interval_count; ++k) n += count_in_interval(t.intervals[k], event, layers, t.per_layer);
+  return n;
+}
+
+std::string phase_name(const timeline_point& p) {
+  switch (p.kind) {
+    case event_kind::fwd_embed: return "forward embedding";
+    case event_kind::fwd_layer: return fmt::format("forward layer {}", p.layer);
+    case event_kind::fwd_head: return "forward head (final norm, output projection)";
+    case event_kind::loss: return "loss (cross-entropy forward and backward)";
+    case event_kind::bwd_head: return "backward head";
+    case event_kind::bwd_layer: return fmt::format("backward layer {}", p.layer);
+    case event_kind::bwd_embed: return "backward embedding";
+    case event_kind::optimizer: return "optimizer step";
+  }
+  return "?";
+}
+
+std::string describe_point(const timeline_point& p, std::uint64_t grad_accum) {
+  std::string step = p.step == 1 ? "step 1" : "step 2 and later";
+  if (p.kind == event_kind::optimizer) return fmt::format("{}, {}", step, phase_name(p));
+  std::string mb;
+  if (grad_accum == 1) mb = "";
+  else if (p.micro_batch == 0) mb = fmt::format(", micro-batch 1 of {}", grad_accum);
+  else if (grad_accum == 2) mb = ", micro-batch 2 of 2";
+  else mb = fmt::format(", micro-batches 2-{} of {}", grad_accum, grad_accum);
+  return fmt::format("{}{}, {}", step, mb, phase_name(p));
+}
+
+timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, bool keep_points) {
+  const std::int64_t L = static_cast<std::int64_t>(inv.layers);
+  const std::int64_t first_backward = event_index(event_kind::bwd_head, 0, L);
+  timeline_result out;
+  bool have_peak = false;
+
+  auto visit = [&](timeline_point p, std::int64_t e) {
+    std::uint64_t live = 0;
+    for (const tensor_spec& t : inv.tensors) {
+      std::uint64_t n = t.lifetime == state_lifetime::micro_batch
+                            ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
+                            : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
+      if (n) live = checked_add(live, checked_mul(n, t.bytes, "live bytes"), "live bytes");
+    }
+    p.live_bytes = live;
+    if (keep_points) out.points.push_back(p);
+    if (!have_peak || live > out.peak.live_bytes) {
+      out.peak = p;
+      have_peak = true;
+    }
+  };
+
+  const std::uint64_t micro_batches = grad_accum > 1 ? 2 : 1;
+  for (int step = 1; step <= 2; ++step) {
+    for (std::uint64_t mb = 0; mb < micro_batches; ++mb)
+      for (std::int64_t e = 0; e < inv.events_per_micro_batch; ++e) {
+        event_id id = event_at(e, L);
+        visit({step, mb, id.kind, id.layer, 0}, e);
+      }
+    visit({step, micro_batches - 1, event_kind::optimizer, 0, 0}, inv.events_per_micro_batch);
+  }
+
+  // What is live at the peak, by buffer and by category.
+  const timeline_point& p = out.peak;
+  const std::int64_t e = p.kind == event_kind::optimizer
+                             ? inv.events_per_micro_batch
+                             : event_index(p.kind, static_cast<std::int64_t>(p.layer), L);
+  for (const tensor_spec& t : inv.tensors) {
+    std::uint64_t n = t.lifetime == state_lifetime::micro_batch
+                          ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
+                          : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
+    if (!n) continue;
+    std::uint64_t bytes = n * t.bytes;  // cannot overflow: the sum over all tensors was checked above
+    out.live_at_peak.push_back({&t, n, bytes});
+    out.category_bytes_at_peak[static_cast<int>(t.category)] += bytes;
+  }
+  return out;
+}
+
+}  // namespace trainplan

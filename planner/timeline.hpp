@@ -1,0 +1,43 @@
+#pragma once
+// Walks the events of training steps over the inventory and finds the peak: when it happens and what
+// is live then. Step 1 differs from later steps (optimizer state appears at its first optimizer step);
+// the first micro-batch of a step differs from later ones (gradients exist from its backward on).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/inventory.hpp"
+
+namespace trainplan {
+
+struct timeline_point {
+  int step = 1;                      // 1: first step; 2: every later step (identical to each other)
+  std::uint64_t micro_batch = 0;     // 0-based; micro-batches 2..k-1 repeat micro-batch 1
+  event_kind kind = event_kind::fwd_embed;
+  std::uint64_t layer = 0;           // for fwd_layer / bwd_layer
+  std::uint64_t live_bytes = 0;      // tensor bytes live during the event
+};
+
+std::string describe_point(const timeline_point& p, std::uint64_t grad_accum);  // "step 2, micro-batch 1 of 4, backward layer 31"
+std::string phase_name(const timeline_point& p);  // "backward layer 31"
+
+struct live_tensor {
+  const tensor_spec* spec = nullptr;
+  std::uint64_t instances = 0;       // layers live (1 for a non-layer buffer)
+  std::uint64_t bytes = 0;           // instances * spec->bytes
+};
+
+struct timeline_result {
+  timeline_point peak;
+  std::vector<live_tensor> live_at_peak;  // in inventory order
+  std::uint64_t category_bytes_at_peak[tensor_category_count] = {};
+  std::vector<timeline_point> points;     // every simulated event, when asked for
+};
+
+// Simulates step 1 and step 2, each with micro-batch 0 and (when grad_accum > 1) micro-batch 1.
+timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, bool keep_points);
+
+// Instances of `t` live at micro-batch event `event` (0 when not live). Exposed for tests.
+std::uint64_t instances_live(const tensor_spec& t, std::int64_t event, std::int64_t layers);
+
+}  // namespace trainplan
