@@ -26,10 +26,10 @@ struct fit_check_args {
 command_action register_fit_check(CLI::App& app) {
   auto args = std::make_shared<fit_check_args>();
   add_model_run_options(app, args->model_run);
-  app.add_option("--tokens", args->tokens, "training tokens (e.g. 1T): prints the time to train")->group("Run");
+  app.add_option("--tokens", args->tokens, "training tokens (e.g. 1T): prints the time to train")->type_name("COUNT")->group("Run");
   app.add_flag("--json", args->json, "print one JSON object instead of the report");
   app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 5)")
-      ->check(CLI::Range(0, 50));
+      ->type_name("N")->check(CLI::Range(0, 50));
 
   return [args]() -> int {
     resolved_run r = resolve_model_run(args->model_run);

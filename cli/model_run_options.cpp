@@ -11,38 +11,38 @@ namespace trainplan::cli {
 
 void add_model_run_options(CLI::App& app, model_run_args& a) {
   const char* model_group = "Model (one of --model, --params, --hf-config, or a shape)";
-  app.add_option("--model,-m", a.model, "preset name (see `plan models`)")->group(model_group);
+  app.add_option("--model,-m", a.model, "preset name (see `plan models`)")->type_name("NAME")->group(model_group);
   app.add_option("--params,-p", a.params, "parameter count such as 7B or 1.5B: a preset of that size, else a derived shape")
-      ->group(model_group);
-  app.add_option("--hf-config", a.hf_config, "Hugging Face config.json (gpt2, llama, mistral, qwen2)")->group(model_group);
+      ->type_name("COUNT")->group(model_group);
+  app.add_option("--hf-config", a.hf_config, "Hugging Face config.json (gpt2, llama, mistral, qwen2)")->type_name("FILE")->group(model_group);
   const char* shape_group = "Shape (overrides the chosen model, or defines one)";
-  app.add_option("--family", a.family, "gpt or llama (default llama for a shape given from scratch)")->group(shape_group);
-  app.add_option("--layers", a.layers, "transformer layers L")->group(shape_group);
-  app.add_option("--hidden", a.hidden, "hidden size h")->group(shape_group);
-  app.add_option("--heads", a.heads, "attention heads a")->group(shape_group);
-  app.add_option("--kv-heads", a.kv_heads, "key/value heads (grouped-query attention; default: heads)")->group(shape_group);
-  app.add_option("--ffn", a.ffn, "MLP width (default 4h for gpt, 8h/3 rounded up to 256 for llama)")->group(shape_group);
-  app.add_option("--vocab", a.vocab, "vocabulary size V")->group(shape_group);
+  app.add_option("--family", a.family, "gpt or llama (default llama for a shape given from scratch)")->type_name("gpt|llama")->group(shape_group);
+  app.add_option("--layers", a.layers, "transformer layers L")->type_name("N")->group(shape_group);
+  app.add_option("--hidden", a.hidden, "hidden size h")->type_name("N")->group(shape_group);
+  app.add_option("--heads", a.heads, "attention heads a")->type_name("N")->group(shape_group);
+  app.add_option("--kv-heads", a.kv_heads, "key/value heads (grouped-query attention; default: heads)")->type_name("N")->group(shape_group);
+  app.add_option("--ffn", a.ffn, "MLP width (default 4h for gpt, 8h/3 rounded up to 256 for llama)")->type_name("N")->group(shape_group);
+  app.add_option("--vocab", a.vocab, "vocabulary size V")->type_name("N")->group(shape_group);
   const char* run_group = "Run";
   app.add_option("--seq,-s", a.seq, "sequence length in tokens; k = 1024 (default 4096, capped by learned positions)")
       ->group(run_group);
-  app.add_option("--micro-batch,-b", a.micro_batch, "sequences per forward/backward pass (default 1)")->group(run_group);
-  app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)")->group(run_group);
+  app.add_option("--micro-batch,-b", a.micro_batch, "sequences per forward/backward pass (default 1)")->type_name("N")->group(run_group);
+  app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)")->type_name("N")->group(run_group);
   app.add_option("--global-batch", a.global_batch, "sequences per optimizer step; sets --grad-accum = global / micro")
       ->group(run_group);
   app.add_option("--precision", a.precision,
                  "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | megatron-bf16 (default bf16-mixed)")
-      ->group(run_group);
-  app.add_option("--grad-dtype", a.grad_dtype, "auto | fp32 (adds an fp32 gradient accumulation buffer)")->group(run_group);
+      ->type_name("REGIME")->group(run_group);
+  app.add_option("--grad-dtype", a.grad_dtype, "auto | fp32 (adds an fp32 gradient accumulation buffer)")->type_name("DTYPE")->group(run_group);
   app.add_option("--optimizer", a.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit | lion (default adamw)")
-      ->group(run_group);
-  app.add_option("--recompute", a.recompute, "none | selective | full (default none)")->group(run_group);
-  app.add_option("--attention", a.attention, "eager | flash (default flash)")->group(run_group);
-  app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->group(run_group);
+      ->type_name("NAME")->group(run_group);
+  app.add_option("--recompute", a.recompute, "none | selective | full (default none)")->type_name("MODE")->group(run_group);
+  app.add_option("--attention", a.attention, "eager | flash (default flash)")->type_name("KIND")->group(run_group);
+  app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* gpu_group = "GPU and data";
-  app.add_option("--gpu,-g", a.gpu, "GPU name (see `plan gpus`; default h100)")->group(gpu_group);
-  app.add_option("--data-dir", a.data_dir, "folder whose gpus.json / models.json / calibration.json replace the built-in ones")
-      ->group(gpu_group);
+  app.add_option("--gpu,-g", a.gpu, "GPU name (see `plan gpus`; default h100)")->type_name("NAME")->group(gpu_group);
+  app.add_option("--data-dir", a.data_dir, "folder with gpus.json / models.json / calibration.json whose entries add to or replace the built-in ones")
+      ->type_name("DIR")->group(gpu_group);
 }
 
 namespace {

@@ -84,6 +84,10 @@ std::string render_plan_text(const plan_report_input& in) {
   row("logits and loss", p.category_bytes(tensor_category::logits));
   row("activation gradients (backward)", p.category_bytes(tensor_category::activation_grads));
   row("runtime overhead", p.overhead.total());
+  row("  CUDA context", p.overhead.cuda_context_bytes);
+  row("  cuBLAS workspace", p.overhead.cublas_workspace_bytes);
+  row(fmt::format("  allocator slack ({} of tensors)", percent(p.calib.allocator_slack_fraction)),
+      p.overhead.allocator_slack_bytes);
   line("  {:-<80}", "");
   row("peak", p.peak_bytes);
   line("  {:<34} {:>22} {:>12}", "GPU memory", grouped(p.gpu.memory_bytes), gib(p.gpu.memory_bytes));

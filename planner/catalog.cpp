@@ -191,42 +191,70 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+template <typename T, typename Name>
+void merge_by_name(std::vector<T>& into, std::vector<T> from, Name name_of) {
+  for (T& item : from) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const T& x) { return name_of(x) == name_of(item); });
+    if (it != into.end()) *it = std::move(item);
+    else into.push_back(std::move(item));
+  }
+}
+
 }  // namespace
+
+void catalog::apply_calibration(std::string_view calibration_json, bool replace_default) {
+  const std::string file = "calibration.json";
+  json doc = parse_document(calibration_json, file);
+  strict_object top(doc, file);
+  if (replace_default || top.has("default"))
+    default_calibration_ = parse_calibration_entry(top.at("default"), file + ": default", nullptr);
+  const json& per_gpu = top.has("gpus") || replace_default ? top.at("gpus") : json::object();
+  top.finish();
+  if (!per_gpu.is_object()) throw input_error(file + ": key 'gpus' must be an object");
+  for (auto it = per_gpu.begin(); it != per_gpu.end(); ++it) {
+    const std::string name = lower(it.key());
+    if (std::none_of(gpus_.begin(), gpus_.end(), [&](const gpu_spec& g) { return g.name == name; }))
+      throw input_error(fmt::format("{}: gpus.{} is not a GPU in gpus.json", file, it.key()));
+    std::erase_if(gpu_calibration_, [&](const auto& entry) { return entry.first == name; });
+    gpu_calibration_.emplace_back(
+        name, parse_calibration_entry(it.value(), fmt::format("{}: gpus.{}", file, it.key()), &default_calibration_));
+  }
+}
 
 catalog catalog::from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json) {
   catalog c;
   c.gpus_ = parse_gpus(gpus_json);
   c.models_ = parse_models(models_json);
-  const std::string file = "calibration.json";
-  json doc = parse_document(calibration_json, file);
-  strict_object top(doc, file);
-  c.default_calibration_ = parse_calibration_entry(top.at("default"), file + ": default", nullptr);
-  const json& per_gpu = top.at("gpus");
-  top.finish();
-  if (!per_gpu.is_object()) throw input_error(file + ": key 'gpus' must be an object");
-  for (auto it = per_gpu.begin(); it != per_gpu.end(); ++it) {
-    const std::string name = lower(it.key());
-    if (std::none_of(c.gpus_.begin(), c.gpus_.end(), [&](const gpu_spec& g) { return g.name == name; }))
-      throw input_error(fmt::format("{}: gpus.{} is not a GPU in gpus.json", file, it.key()));
-    c.gpu_calibration_.emplace_back(
-        name, parse_calibration_entry(it.value(), fmt::format("{}: gpus.{}", file, it.key()), &c.default_calibration_));
-  }
+  c.apply_calibration(calibration_json, true);
   return c;
 }
 
 catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
-  auto text_of = [&](std::string_view name) -> std::string {
-    if (data_dir) {
-      if (!std::filesystem::is_directory(*data_dir))
-        throw input_error(fmt::format("--data-dir: {} is not a folder", data_dir->string()));
-      std::filesystem::path p = *data_dir / std::string(name);
-      if (std::filesystem::exists(p)) return read_file(p);
-    }
+  auto embedded = [](std::string_view name) -> std::string_view {
     for (const embedded_file& f : embedded_data_files())
-      if (f.name == name) return std::string(f.bytes);
+      if (f.name == name) return f.bytes;
     throw input_error(fmt::format("{}: not embedded in this build", name));
   };
-  return from_text(text_of("gpus.json"), text_of("models.json"), text_of("calibration.json"));
+  catalog c = from_text(embedded("gpus.json"), embedded("models.json"), embedded("calibration.json"));
+  if (!data_dir) return c;
+  if (!std::filesystem::is_directory(*data_dir))
+    throw input_error(fmt::format("--data-dir: {} is not a folder", data_dir->string()));
+  // A user's files add entries and replace built-in entries of the same name.
+  auto user_file = [&](const char* name) -> std::optional<std::string> {
+    std::filesystem::path p = *data_dir / name;
+    if (!std::filesystem::exists(p)) return std::nullopt;
+    return read_file(p);
+  };
+  try {
+    if (auto text = user_file("gpus.json"))
+      merge_by_name(c.gpus_, parse_gpus(*text), [](const gpu_spec& g) { return g.name; });
+    if (auto text = user_file("models.json"))
+      merge_by_name(c.models_, parse_models(*text), [](const model_preset& m) { return m.spec.name; });
+    if (auto text = user_file("calibration.json")) c.apply_calibration(*text, false);
+  } catch (const input_error& e) {
+    throw input_error(fmt::format("{}/{}", data_dir->string(), e.what()));
+  }
+  return c;
 }
 
 const gpu_spec& catalog::gpu(std::string_view name) const {

@@ -22,7 +22,8 @@ struct model_preset {
 
 class catalog {
  public:
-  // Embedded data/, each file replaced by <data_dir>/<file> when that file exists.
+  // Embedded data/, then the files of data_dir that exist: their entries are added, or replace built-in
+  // entries of the same name (a calibration.json there overrides the keys it names).
   static catalog load(const std::optional<std::filesystem::path>& data_dir = std::nullopt);
   // Parses the three documents directly (tests use this for malformed input).
   static catalog from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json);
@@ -35,6 +36,8 @@ class catalog {
   const std::vector<model_preset>& models() const { return models_; }
 
  private:
+  void apply_calibration(std::string_view calibration_json, bool replace_default);
+
   std::vector<gpu_spec> gpus_;
   std::vector<model_preset> models_;
   calibration default_calibration_;

@@ -1,0 +1,41 @@
+#pragma once
+// Runs the built `plan` binary with arguments and captures its exit code, stdout and stderr.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace trainplan::test {
+
+struct plan_run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline plan_run run_plan(const std::string& args) {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-cli-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto out = dir / ("out" + std::to_string(counter));
+  const auto err = dir / ("err" + std::to_string(counter++));
+  const std::string cmd = std::string(TRAINPLAN_PLAN_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string() +
+                          " </dev/null";
+  const int status = std::system(cmd.c_str());
+  plan_run r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace trainplan::test

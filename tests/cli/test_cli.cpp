@@ -1,0 +1,150 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "run_plan.hpp"
+
+using namespace trainplan::test;
+using json = nlohmann::json;
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(TRAINPLAN_TEST_DATA) + "/" + name; }
+
+bool one_line(const std::string& s) { return !s.empty() && std::count(s.begin(), s.end(), '\n') == 1; }
+
+}  // namespace
+
+TEST_CASE("the main command: 7B at 4096 on an H100 does not fit and says what would", "[cli]") {
+  plan_run r = run_plan("--params 7B --seq 4096 --gpu h100");
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::Contains("llama-2-7b"));
+  CHECK_THAT(r.out, Catch::Contains("6,738,415,616 parameters"));
+  CHECK_THAT(r.out, Catch::Contains("DOES NOT FIT"));
+  CHECK_THAT(r.out, Catch::Contains("What would make it fit"));
+  CHECK_THAT(r.out, Catch::Contains("Assumptions"));
+}
+
+TEST_CASE("a run that fits exits 0", "[cli]") {
+  plan_run r = run_plan("--model gpt2 --seq 1024 --micro-batch 8 --gpu a100-40gb");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("FITS"));
+}
+
+TEST_CASE("--json prints one object with the documented fields, bytes as integers", "[cli][json]") {
+  plan_run r = run_plan("--params 7B --seq 4096 --gpu h100 --json --tokens 1T");
+  REQUIRE(r.exit_code == 1);
+  json j = json::parse(r.out);
+  for (const char* k : {"params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "family"})
+    CHECK(j["model"].contains(k));
+  for (const char* k : {"seq", "micro_batch", "grad_accum", "precision", "grad_dtype", "optimizer", "recompute",
+                        "attention", "dropout"})
+    CHECK(j["run"].contains(k));
+  CHECK(j["gpu"]["name"] == "h100");
+  CHECK(j["gpu"]["memory_bytes"].is_number_unsigned());
+  for (const char* k : {"weights_bytes", "master_weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                        "activations_per_layer_bytes", "logits_bytes", "overhead_bytes", "peak_bytes"}) {
+    INFO(k);
+    CHECK(j["memory"][k].is_number_unsigned());
+  }
+  CHECK(j["memory"]["peak_phase"].is_string());
+  CHECK(j["fits"] == false);
+  CHECK(j["flops"]["model_per_step"].get<double>() > 0);
+  CHECK(j["flops"]["hardware_per_step"].get<double>() >= j["flops"]["model_per_step"].get<double>());
+  for (const char* k : {"step_seconds", "tokens_per_second", "mfu", "hfu", "time_to_train_seconds"}) CHECK(j["time"].contains(k));
+  CHECK(j["model"]["params"] == 6738415616ull);
+  CHECK(j["run"]["grad_dtype"] == "bf16");
+  CHECK_FALSE(j["suggestions"].empty());
+  // The components add up to the peak.
+  std::uint64_t sum = 0;
+  for (const char* k : {"weights_bytes", "master_weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                        "logits_bytes", "activation_grads_bytes", "overhead_bytes"})
+    sum += j["memory"][k].get<std::uint64_t>();
+  CHECK(sum == j["memory"]["peak_bytes"].get<std::uint64_t>());
+}
+
+TEST_CASE("--grad-dtype fp32 keeps bf16 and fp32 gradients: 6 bytes per parameter at the peak", "[cli][json]") {
+  json j = json::parse(run_plan("--model gpt2 --seq 1024 --json --grad-dtype fp32").out);
+  CHECK(j["run"]["grad_dtype"] == "fp32");
+  CHECK(j["memory"]["peak_phase"] == "backward head");  // gradients exist from here on
+  CHECK(j["memory"]["gradients_bytes"].get<std::uint64_t>() == 6ull * 124439808);
+}
+
+TEST_CASE("shapes from the command line, a Hugging Face config, and --global-batch", "[cli]") {
+  json j = json::parse(run_plan("--layers 4 --hidden 256 --heads 4 --vocab 1000 --seq 128 --json").out);
+  CHECK(j["model"]["family"] == "llama");
+  CHECK(j["model"]["ffn"] == 768);  // 8h/3 rounded up to 256
+  CHECK(j["model"]["kv_heads"] == 4);
+  j = json::parse(run_plan("--hf-config " + fixture("hf/llama-3.1-8b.json") + " --seq 8k --json").out);
+  CHECK(j["model"]["params"] == 8030261248ull);
+  CHECK(j["run"]["seq"] == 8192);
+  j = json::parse(run_plan("--model gpt2 --seq 512 --micro-batch 4 --global-batch 64 --json").out);
+  CHECK(j["run"]["grad_accum"] == 16);
+  j = json::parse(run_plan("--model llama-2-7b --layers 2 --json --seq 128").out);
+  CHECK(j["model"]["layers"] == 2);
+  CHECK(j["model"]["hidden"] == 4096);
+}
+
+TEST_CASE("bad input: one line on stderr, exit 2, nothing half-printed", "[cli][errors]") {
+  const char* cases[] = {
+      "--params 7X --seq 4096",                     // malformed number
+      "--params 7B --seq abc",                      // not a number
+      "--params 7B --seq 0",                        // zero
+      "--params 7B --seq -5",                       // negative
+      "--params 7B --gpu h1000",                    // unknown GPU
+      "--model llama-9",                            // unknown model
+      "--model gpt2 --params 7B",                   // two model sources
+      "--seq 4096",                                 // no model
+      "--model gpt2 --seq 2048",                    // beyond learned positions
+      "--layers 0 --hidden 64 --heads 4 --vocab 10",  // impossible shape
+      "--layers 2 --hidden 64 --heads 5 --vocab 10",  // heads do not divide hidden
+      "--model llama-3.1-8b --kv-heads 5",          // kv heads do not divide heads
+      "--model gpt2 --seq 512 --micro-batch 99999999999999999999",  // beyond 64 bits
+      "--model llama-3.1-405b --seq 1M --micro-batch 1M --attention eager",  // sizes beyond 64 bits
+      "--model gpt2 --dropout 1.5",                 // not a probability
+      "--model gpt2 --precision fp64",              // unknown regime
+      "--model gpt2 --optimizer adam9",             // unknown optimizer
+      "--model gpt2 --recompute some",              // unknown mode
+      "--model gpt2 --attention sparse",            // unknown kind
+      "--model gpt2 --grad-accum 2 --global-batch 8 --micro-batch 2",  // contradicting batch options
+      "--model gpt2 --global-batch 7 --micro-batch 2",  // not a multiple
+      "--model gpt2 --gpu v100-16gb",               // bf16 on Volta
+      "--model gpt2 --no-such-flag",                // unknown option
+      "--hf-config /nonexistent/config.json",       // unreadable file
+      "--model gpt2 --tokens lots",                 // malformed tokens
+      "--model gpt2 --data-dir /nonexistent",       // missing folder
+  };
+  for (const char* args : cases) {
+    INFO(args);
+    plan_run r = run_plan(args);
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+    CHECK_THAT(r.err, Catch::StartsWith("plan: error: "));
+    CHECK(r.out.empty());
+  }
+  plan_run broken = run_plan("--hf-config " + fixture("hf/broken.json"));
+  CHECK(broken.exit_code == 2);
+  CHECK(one_line(broken.err));
+  CHECK_THAT(broken.err, Catch::Contains("broken.json"));
+}
+
+TEST_CASE("help, version and the list commands exit 0", "[cli]") {
+  plan_run help = run_plan("--help");
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("--params") && Catch::Contains("--recompute") && Catch::Contains("Exit codes"));
+  CHECK(run_plan("--version").exit_code == 0);
+  plan_run gpus = run_plan("gpus");
+  CHECK(gpus.exit_code == 0);
+  CHECK_THAT(gpus.out, Catch::Contains("h100") && Catch::Contains("t4"));
+  plan_run models = run_plan("models");
+  CHECK(models.exit_code == 0);
+  CHECK_THAT(models.out, Catch::Contains("124,439,808"));
+}
+
+TEST_CASE("--data-dir adds a GPU the built-in table lacks", "[cli]") {
+  plan_run r = run_plan("--model gpt2 --seq 256 --gpu tiny-gpu --data-dir " + fixture("data_dir"));
+  CHECK(r.exit_code == 1);  // 1 GiB cannot hold gpt2's 2 GB of model state
+  CHECK_THAT(r.out, Catch::Contains("A 1 GiB test GPU"));
+}

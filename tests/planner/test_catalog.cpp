@@ -1,0 +1,90 @@
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "planner/catalog.hpp"
+#include "planner/input_error.hpp"
+#include "test_helpers.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+namespace {
+
+const std::string one_gpu = R"({"gpus": [{"name": "x1", "aliases": [], "description": "X", "memory_bytes": 1000,
+  "memory_bandwidth_bytes_per_s": 1e12, "host_link_bytes_per_s": 1e10,
+  "peak_dense_tflops": {"fp32": 1, "tf32": null, "bf16": 2, "fp16": 2, "fp8": null}, "source": "test"}]})";
+const std::string one_model = R"({"models": [{"name": "m1", "family": "gpt", "nominal_params": "1M", "layers": 2,
+  "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": 256, "vocab": 100, "max_positions": 64, "tied_embeddings": true,
+  "dropout": 0.0, "source": "test"}]})";
+const std::string calib = R"({"default": {"cuda_context_bytes": 1, "cublas_workspace_bytes": 2,
+  "allocator_slack_fraction": 0.0, "achieved_efficiency": 0.5, "source": "test"}, "gpus": {"x1": {"cuda_context_bytes": 7}}})";
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("the built-in data has every GPU and preset the issue names", "[catalog]") {
+  for (const char* g : {"h100", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "b200", "l40s", "a10g", "l4", "rtx-4090",
+                        "rtx-3090", "v100-16gb", "v100-32gb", "t4"}) {
+    INFO(g);
+    const gpu_spec& gpu = data().gpu(g);
+    CHECK(gpu.memory_bytes > 8ull << 30);
+    CHECK_FALSE(gpu.source.empty());
+    CHECK(gpu.peak_flops_per_s(dtype::fp32).has_value());
+  }
+  for (const char* m : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-175b", "llama-2-7b", "llama-2-13b",
+                        "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b", "tinyllama-1.1b"}) {
+    INFO(m);
+    CHECK_FALSE(data().model(m).spec.source.empty());
+  }
+  // "An 80 GB H100 is 81559 MiB" (DESIGN.md); Volta and Turing have no bf16.
+  CHECK(data().gpu("h100").memory_bytes == 81559ull * 1024 * 1024);
+  CHECK(data().gpu("H100-SXM").name == "h100");
+  CHECK_FALSE(data().gpu("v100-16gb").peak_flops_per_s(dtype::bf16).has_value());
+  CHECK(data().gpu("h100").peak_flops_per_s(dtype::bf16) == Approx(989.4e12));
+}
+
+TEST_CASE("unknown names list what is known", "[catalog]") {
+  CHECK_THROWS_WITH(data().gpu("h1000"), Catch::Contains("unknown GPU 'h1000'") && Catch::Contains("h100"));
+  CHECK_THROWS_WITH(data().model("llama-9"), Catch::Contains("unknown model 'llama-9'") && Catch::Contains("gpt2"));
+}
+
+TEST_CASE("per-GPU calibration overrides the default key by key", "[catalog]") {
+  catalog c = catalog::from_text(one_gpu, one_model, calib);
+  calibration cal = c.calibration_for(c.gpu("x1"));
+  CHECK(cal.cuda_context_bytes == 7);
+  CHECK(cal.cublas_workspace_bytes == 2);
+  CHECK(cal.achieved_efficiency == 0.5);
+  CHECK(data().calibration_for(data().gpu("a100-80gb")).cublas_workspace_bytes == 4u << 20);
+  CHECK(data().calibration_for(data().gpu("h100")).cublas_workspace_bytes == 32u << 20);
+}
+
+TEST_CASE("data loading is strict: broken JSON, unknown and missing keys name the file and key", "[catalog]") {
+  CHECK_THROWS_WITH(catalog::from_text("{", one_model, calib), Catch::Contains("gpus.json") && Catch::Contains("JSON"));
+  CHECK_THROWS_WITH(catalog::from_text(replace(one_gpu, "\"source\": \"test\"", "\"source\": \"test\", \"colour\": 1"),
+                                       one_model, calib),
+                    Catch::Contains("gpus.json") && Catch::Contains("unknown key 'colour'"));
+  CHECK_THROWS_WITH(catalog::from_text(replace(one_gpu, "\"memory_bytes\": 1000,", ""), one_model, calib),
+                    Catch::Contains("missing key 'memory_bytes'"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(one_model, "\"layers\": 2", "\"layers\": -2"), calib),
+                    Catch::Contains("models.json") && Catch::Contains("'layers'"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(one_model, "\"heads\": 4, \"kv_heads\": 4", "\"heads\": 3, \"kv_heads\": 3"), calib),
+                    Catch::Contains("models.json"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"x1\"", "\"x9\"")),
+                    Catch::Contains("calibration.json") && Catch::Contains("x9"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"achieved_efficiency\": 0.5", "\"achieved_efficiency\": 1.5")),
+                    Catch::Contains("achieved_efficiency"));
+  CHECK_THROWS_AS(catalog::from_text(replace(one_gpu, "\"bf16\": 2", "\"bf16\": \"fast\""), one_model, calib), input_error);
+}
+
+TEST_CASE("--data-dir replaces built-in files that exist there", "[catalog]") {
+  catalog c = catalog::load(std::filesystem::path(TRAINPLAN_TEST_DATA) / "data_dir");
+  CHECK(c.gpu("tiny-gpu").memory_bytes == 1073741824ull);
+  CHECK(c.model("gpt2").spec.layers == 12);  // models.json not in the folder: built-in one kept
+  CHECK_THROWS_AS(catalog::load(std::filesystem::path("/nonexistent/folder")), input_error);
+}

@@ -1,0 +1,64 @@
+#include <catch2/catch.hpp>
+
+#include "planner/flops.hpp"
+#include "planner/param_count.hpp"
+#include "planner/plan.hpp"
+#include "test_helpers.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+TEST_CASE("model FLOPs equal Megatron's 72BsLh^2(1 + s/6h + V/12hL) for a GPT without biases", "[flops]") {
+  // Narayanan et al. 2021, eq. (3). Their count has no biases or norms, and ours counts only GEMM weights,
+  // so the two are the same polynomial for a GPT-3-style shape.
+  for (auto [L, h, a, V, s, B] : {std::tuple{24, 2048, 16, 50257, 2048, 8}, std::tuple{96, 12288, 96, 51200, 2048, 1},
+                                  std::tuple{12, 768, 12, 50257, 1024, 4}}) {
+    model_spec m = gpt_shape(L, h, a, V);
+    run_config r = run_of(s, B, recompute_mode::none, attention_kind::eager, 0.0);
+    const step_flops f = count_flops(m, r, count_params(m));
+    const double megatron = 72.0 * B * s * L * double(h) * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * L));
+    CHECK(f.model_per_step == Approx(megatron).epsilon(1e-12));
+    CHECK(f.hardware_per_step == f.model_per_step);  // eager, no recomputation: nothing redone
+  }
+}
+
+TEST_CASE("hardware FLOPs add recomputation; model FLOPs do not", "[flops]") {
+  model_spec m = gpt_shape(24, 2048, 16);
+  const param_counts pc = count_params(m);
+  const double tokens = 2048.0 * 4;
+  run_config r = run_of(2048, 4, recompute_mode::none, attention_kind::eager, 0.0);
+  const step_flops none = count_flops(m, r, pc);
+  const double attention_core = 4.0 * 24 * 2048 * 2048 * tokens;
+  r.recompute = recompute_mode::selective;
+  const step_flops selective = count_flops(m, r, pc);
+  CHECK(selective.model_per_step == none.model_per_step);
+  CHECK(selective.recompute_per_step == Approx(attention_core));
+  r.recompute = recompute_mode::full;
+  const step_flops full = count_flops(m, r, pc);
+  CHECK(full.recompute_per_step == Approx(2.0 * 12 * 2048.0 * 2048 * 24 * tokens + attention_core));
+  // Full recomputation redoes every layer's forward, a third of the layers' work (seed 001: "up to 30-40%");
+  // only the small output projection (V = 1000 here) is not redone.
+  CHECK(full.hardware_per_step / full.model_per_step == Approx(4.0 / 3.0).margin(0.001));
+  r.recompute = recompute_mode::none;
+  r.attention = attention_kind::flash;
+  CHECK(count_flops(m, r, pc).recompute_per_step == Approx(attention_core));
+}
+
+TEST_CASE("step time, MFU and HFU follow from FLOPs, peak and calibration", "[flops][time]") {
+  const model_spec& m = data().model("gpt2").spec;
+  run_config r = run_of(1024, 8, recompute_mode::full, attention_kind::flash, 0.0);
+  const gpu_spec& gpu = data().gpu("h100");
+  const calibration cal = data().calibration_for(gpu);
+  const plan_result p = evaluate_plan(m, r, gpu, cal);
+  const double peak = 989.4e12;
+  CHECK(p.time.peak_flops_per_s == Approx(peak));
+  CHECK(p.time.compute_seconds == Approx(p.flops.hardware_per_step / (peak * cal.achieved_efficiency)));
+  CHECK(p.time.step_seconds == Approx(p.time.compute_seconds + p.time.optimizer_seconds));
+  CHECK(p.time.tokens_per_second == Approx(1024.0 * 8 / p.time.step_seconds));
+  CHECK(p.time.mfu == Approx(p.flops.model_per_step / (p.time.step_seconds * peak)));
+  CHECK(p.time.hfu == Approx(p.flops.hardware_per_step / (p.time.step_seconds * peak)));
+  CHECK(p.time.mfu < p.time.hfu);
+  CHECK(p.time.hfu <= cal.achieved_efficiency);
+  // AdamW bf16-mixed traffic: read grads (2), master r/w (8), write weights (2), m and v r/w (16) = 28 B/param.
+  CHECK(p.time.optimizer_seconds == Approx(28.0 * count_params(m).total / 3.35e12));
+}

@@ -1,0 +1,112 @@
+// evaluate_plan end to end: exactness at extreme sizes, overflow, the verdict, and the seeds' case.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "planner/input_error.hpp"
+#include "planner/plan.hpp"
+#include "planner/suggest.hpp"
+#include "test_helpers.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+namespace {
+
+plan_result plan_for(const char* model, run_config r, const char* gpu = "h100") {
+  const gpu_spec& g = data().gpu(gpu);
+  return evaluate_plan(data().model(model).spec, r, g, data().calibration_for(g));
+}
+
+}  // namespace
+
+TEST_CASE("405B at a 1M-token sequence stays exact in 64 bits", "[plan][overflow]") {
+  run_config r = run_of(1ull << 20, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  const plan_result p = plan_for("llama-3.1-405b", r);
+  const unsigned __int128 s = 1ull << 20, h = 16384, f = 53248, a = 128, qkv = 16384 + 2 * 1024;
+  // ln1.in, qkv_in, out_in, ln2.in, fc_in (5 x 2sh) + qkv + gate/up/down + fp32 lse
+  const unsigned __int128 expected = 10 * s * h + 2 * s * qkv + 6 * s * f + 4 * a * s;
+  CHECK(p.inv.activations_per_layer_bytes == static_cast<std::uint64_t>(expected));
+  CHECK_FALSE(p.fits);
+  CHECK(p.peak_bytes > 16ull * 405'000'000'000ull);
+  // Eager attention at this size is still below 2^64 bytes per layer (2as^2 = 2^48 * 2^8)...
+  r.attention = attention_kind::eager;
+  CHECK_NOTHROW(plan_for("llama-3.1-405b", r));
+  // ...but a micro-batch of 2^20 such sequences is not, and must say so instead of wrapping around.
+  r.micro_batch = 1ull << 20;
+  CHECK_THROWS_WITH(plan_for("llama-3.1-405b", r), Catch::Contains("64 bits"));
+}
+
+TEST_CASE("the verdict compares the peak with the GPU's memory", "[plan]") {
+  run_config r = run_of(1024, 4, recompute_mode::none, attention_kind::flash, 0.1);
+  const plan_result small = plan_for("gpt2", r);
+  CHECK(small.fits);
+  CHECK(small.headroom_bytes == std::int64_t(small.gpu.memory_bytes - small.peak_bytes));
+  CHECK(small.peak_bytes == small.tensor_peak_bytes + small.overhead.total());
+  r.seq = 4096;
+  const plan_result big = plan_for("llama-2-7b", r);
+  CHECK_FALSE(big.fits);
+  CHECK(big.headroom_bytes == -std::int64_t(big.peak_bytes - big.gpu.memory_bytes));
+}
+
+TEST_CASE("the seeds' 7B case: ~112 GB of model state before one activation", "[plan][seed]") {
+  // Seed 000: "a 7B parameter model in mixed precision already needs about 112 GB just for weights,
+  // gradients, and optimizer states". llama-2-7b has 6.74B parameters: 107.8 GB.
+  run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  const plan_result p = plan_for("llama-2-7b", r);
+  const std::uint64_t states = p.category_bytes(tensor_category::weights) + p.category_bytes(tensor_category::master_weights) +
+                               p.category_bytes(tensor_category::gradients) + p.category_bytes(tensor_category::optimizer);
+  CHECK(states == 16 * p.params.total);
+  CHECK(states > p.gpu.memory_bytes);
+}
+
+TEST_CASE("bf16 on a GPU without bf16 is an input error", "[plan]") {
+  run_config r = run_of(1024, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  CHECK_THROWS_WITH(plan_for("gpt2", r, "v100-16gb"), Catch::Contains("bf16"));
+  r.precision = precision_regime::fp16_mixed;
+  CHECK_NOTHROW(plan_for("gpt2", r, "v100-16gb"));
+  r.precision = precision_regime::fp8_mixed;
+  CHECK_THROWS_AS(plan_for("gpt2", r, "a100-80gb"), input_error);
+}
+
+TEST_CASE("a sequence longer than the learned positions is refused", "[plan]") {
+  run_config r = run_of(2048, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  CHECK_THROWS_WITH(plan_for("gpt2", r), Catch::Contains("1024"));
+}
+
+TEST_CASE("suggestions fit, are ranked by fewest changes, and are not supersets of each other", "[plan][suggest]") {
+  // gpt2-xl at micro-batch 4 with eager attention needs ~59 GiB on a 39.5 GiB A100: the s^2 softmax
+  // buffers (48 layers x 5as^2b) are the excess, so flash attention alone must be among the answers.
+  run_config r = run_of(1024, 4, recompute_mode::none, attention_kind::eager, 0.1);
+  const model_spec& m = data().model("gpt2-xl").spec;
+  const gpu_spec& gpu = data().gpu("a100-40gb");
+  const calibration cal = data().calibration_for(gpu);
+  REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
+  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, 8);
+  REQUIRE_FALSE(s.empty());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const plan_result again = evaluate_plan(m, s[i].run, gpu, cal);
+    CHECK(again.fits);
+    CHECK(again.peak_bytes == s[i].peak_bytes);
+    CHECK(s[i].run.micro_batch * s[i].run.grad_accum == 4);  // the global batch is kept
+    if (i > 0) CHECK(s[i - 1].changes.size() <= s[i].changes.size());
+    for (std::size_t j = 0; j < i; ++j) {  // no answer contains an earlier, smaller answer
+      const bool contains_all = std::all_of(s[j].changes.begin(), s[j].changes.end(), [&](const std::string& c) {
+        return std::find(s[i].changes.begin(), s[i].changes.end(), c) != s[i].changes.end();
+      });
+      CHECK_FALSE(contains_all);
+    }
+  }
+  CHECK(std::any_of(s.begin(), s.end(), [](const fit_suggestion& x) {
+    return x.changes == std::vector<std::string>{"--attention flash"};
+  }));
+  // Changes that keep the numerics rank before those that do not, at equal count.
+  CHECK_FALSE(s.front().changes_training);
+}
+
+TEST_CASE("no suggestion when nothing on one GPU can fit", "[plan][suggest]") {
+  run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  const model_spec& m = data().model("llama-3.1-405b").spec;
+  const gpu_spec& gpu = data().gpu("h100");
+  CHECK(suggest_fits(m, r, gpu, data().calibration_for(gpu)).empty());
+}

@@ -1,0 +1,49 @@
+#include <catch2/catch.hpp>
+
+#include "planner/input_error.hpp"
+#include "planner/quantity_parse.hpp"
+
+using namespace trainplan;
+
+TEST_CASE("decimal counts take K/M/B/T suffixes exactly", "[parse]") {
+  CHECK(parse_decimal_count("7B", "--params") == 7'000'000'000ull);
+  CHECK(parse_decimal_count("1.5B", "--params") == 1'500'000'000ull);
+  CHECK(parse_decimal_count("1.1b", "--params") == 1'100'000'000ull);
+  CHECK(parse_decimal_count("124M", "--params") == 124'000'000ull);
+  CHECK(parse_decimal_count("1T", "--tokens") == 1'000'000'000'000ull);
+  CHECK(parse_decimal_count("405G", "--params") == 405'000'000'000ull);
+  CHECK(parse_decimal_count("12345", "--params") == 12345ull);
+}
+
+TEST_CASE("binary counts take k/M as powers of 1024", "[parse]") {
+  CHECK(parse_binary_count("4096", "--seq") == 4096);
+  CHECK(parse_binary_count("4k", "--seq") == 4096);
+  CHECK(parse_binary_count("32K", "--seq") == 32768);
+  CHECK(parse_binary_count("1M", "--seq") == 1048576);
+  CHECK(parse_binary_count("1.5k", "--seq") == 1536);
+}
+
+TEST_CASE("malformed numbers are input errors naming the option", "[parse]") {
+  for (const char* bad : {"", "abc", "7X", "7BB", "-1", "1.5", "0", "0.1k", "1e9", " 7B", "7B ", "."}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_binary_count(bad, "--seq"), input_error);
+  }
+  for (const char* bad : {"", "B", "1.23456789012B0", "99999999999999999999", "20000000000T", "0B", "1.0000000001"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_decimal_count(bad, "--params"), input_error);
+  }
+  CHECK_THROWS_WITH(parse_decimal_count("7X", "--params"), Catch::Contains("--params") && Catch::Contains("7X"));
+}
+
+TEST_CASE("integers and probabilities are checked", "[parse]") {
+  CHECK(parse_integer("32", "--layers") == 32);
+  CHECK_THROWS_AS(parse_integer("0", "--layers"), input_error);
+  CHECK_THROWS_AS(parse_integer("3.5", "--layers"), input_error);
+  CHECK_THROWS_AS(parse_integer("18446744073709551616", "--layers"), input_error);
+  CHECK(parse_probability("0.1", "--dropout") == Approx(0.1));
+  CHECK(parse_probability("0", "--dropout") == 0.0);
+  CHECK_THROWS_AS(parse_probability("1", "--dropout"), input_error);
+  CHECK_THROWS_AS(parse_probability("-0.1", "--dropout"), input_error);
+  CHECK_THROWS_AS(parse_probability("nan", "--dropout"), input_error);
+  CHECK_THROWS_AS(parse_probability("0.1x", "--dropout"), input_error);
+}

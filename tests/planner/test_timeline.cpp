@@ -1,0 +1,142 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "planner/inventory.hpp"
+#include "planner/timeline.hpp"
+#include "test_helpers.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+namespace {
+
+struct walked {
+  inventory inv;
+  timeline_result tl;
+};
+
+walked walk(const model_spec& m, const run_config& r) {
+  walked w;
+  w.inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
+  w.tl = walk_timeline(w.inv, r.grad_accum, true);
+  return w;
+}
+
+const timeline_point& point(const timeline_result& tl, int step, std::uint64_t mb, event_kind k, std::uint64_t layer = 0) {
+  auto it = std::find_if(tl.points.begin(), tl.points.end(), [&](const timeline_point& p) {
+    return p.step == step && p.micro_batch == mb && p.kind == k && p.layer == layer;
+  });
+  REQUIRE(it != tl.points.end());
+  return *it;
+}
+
+std::uint64_t bytes_named(const inventory& inv, const std::string& prefix) {
+  std::uint64_t b = 0;
+  for (const tensor_spec& t : inv.tensors)
+    if (t.name.starts_with(prefix)) b += t.bytes;
+  return b;
+}
+
+std::uint64_t bytes_exact(const inventory& inv, const std::string& name) {
+  for (const tensor_spec& t : inv.tensors)
+    if (t.name == name) return t.bytes;
+  FAIL("no buffer named " << name);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("optimizer state appears at the first optimizer step; gradients live from backward to optimizer",
+          "[timeline]") {
+  model_spec m = gpt_shape(4, 128, 4);
+  run_config r = run_of(64, 2, recompute_mode::none, attention_kind::eager, 0.0);
+  walked w = walk(m, r);
+  const std::uint64_t adam = bytes_named(w.inv, "adam."), grads = bytes_named(w.inv, "grads.");
+  const std::uint64_t step1_fwd = point(w.tl, 1, 0, event_kind::fwd_embed).live_bytes;
+  const std::uint64_t step2_fwd = point(w.tl, 2, 0, event_kind::fwd_embed).live_bytes;
+  CHECK(step2_fwd - step1_fwd == adam);
+  const std::uint64_t loss = point(w.tl, 2, 0, event_kind::loss).live_bytes;
+  const std::uint64_t bwd_head = point(w.tl, 2, 0, event_kind::bwd_head).live_bytes;
+  // From the loss to the head's backward: gradients and backward buffers appear; the logits, their fp32
+  // copy and the targets are gone (logits.grad lives across both).
+  CHECK(bwd_head - grads - bytes_named(w.inv, "bwd.") + bytes_exact(w.inv, "logits") +
+            bytes_exact(w.inv, "logits.fp32") + bytes_exact(w.inv, "batch.targets") == loss);
+  const std::uint64_t opt1 = point(w.tl, 1, 0, event_kind::optimizer).live_bytes;
+  CHECK(opt1 == bytes_named(w.inv, "weights.") + bytes_named(w.inv, "master.") + grads + adam);
+}
+
+TEST_CASE("accumulation: activations do not persist across micro-batches, gradients do", "[timeline]") {
+  model_spec m = gpt_shape(4, 128, 4);
+  run_config r = run_of(64, 2, recompute_mode::none, attention_kind::flash, 0.1);
+  r.grad_accum = 4;
+  walked w = walk(m, r);
+  const std::uint64_t grads = bytes_named(w.inv, "grads.");
+  const std::uint64_t mb0 = point(w.tl, 2, 0, event_kind::fwd_embed).live_bytes;
+  const std::uint64_t mb1 = point(w.tl, 2, 1, event_kind::fwd_embed).live_bytes;
+  CHECK(mb1 - mb0 == grads);
+  // Every event of micro-batch 1 is micro-batch 0's plus the gradients.
+  for (const timeline_point& p : w.tl.points) {
+    if (p.micro_batch != 1 || p.kind == event_kind::optimizer) continue;
+    const timeline_point& first = point(w.tl, p.step, 0, p.kind, p.layer);
+    INFO(phase_name(p));
+    if (first.kind == event_kind::bwd_head || first.kind == event_kind::bwd_layer || first.kind == event_kind::bwd_embed)
+      CHECK(p.live_bytes == first.live_bytes);
+    else
+      CHECK(p.live_bytes == first.live_bytes + grads);
+  }
+  // The peak is in a later micro-batch of a later step and does not grow with more accumulation.
+  CHECK(w.tl.peak.step == 2);
+  run_config more = r;
+  more.grad_accum = 64;
+  CHECK(walk(m, more).tl.peak.live_bytes == w.tl.peak.live_bytes);
+}
+
+TEST_CASE("the peak equals the sum of what is live at it, and every event is below it", "[timeline]") {
+  for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+    for (attention_kind att : {attention_kind::eager, attention_kind::flash}) {
+      model_spec m = gpt_shape(6, 256, 8);
+      run_config r = run_of(512, 2, rc, att, 0.1);
+      r.grad_accum = 3;
+      walked w = walk(m, r);
+      std::uint64_t sum = 0, by_category = 0;
+      for (const live_tensor& t : w.tl.live_at_peak) sum += t.bytes;
+      for (std::uint64_t c : w.tl.category_bytes_at_peak) by_category += c;
+      CHECK(sum == w.tl.peak.live_bytes);
+      CHECK(by_category == sum);
+      for (const timeline_point& p : w.tl.points) CHECK(p.live_bytes <= w.tl.peak.live_bytes);
+    }
+  }
+}
+
+TEST_CASE("kept activations accumulate layer by layer in forward and drain in backward", "[timeline]") {
+  model_spec m = gpt_shape(8, 128, 4);
+  run_config r = run_of(256, 1, recompute_mode::none, attention_kind::eager, 0.0);
+  walked w = walk(m, r);
+  const std::uint64_t per_layer = w.inv.activations_per_layer_bytes;
+  for (std::uint64_t i = 1; i < 8; ++i) {
+    CHECK(point(w.tl, 2, 0, event_kind::fwd_layer, i).live_bytes - point(w.tl, 2, 0, event_kind::fwd_layer, i - 1).live_bytes ==
+          per_layer);
+    CHECK(point(w.tl, 2, 0, event_kind::bwd_layer, i).live_bytes - point(w.tl, 2, 0, event_kind::bwd_layer, i - 1).live_bytes ==
+          per_layer);
+  }
+}
+
+TEST_CASE("instances_live counts layers whose lifetime covers an event", "[timeline]") {
+  model_spec m = gpt_shape(5, 64, 4);
+  run_config r = run_of(32, 1, recompute_mode::none, attention_kind::eager, 0.0);
+  const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
+  const std::int64_t L = 5;
+  for (const tensor_spec& t : inv.tensors) {
+    if (!t.per_layer) continue;
+    INFO(t.name);
+    const bool is_input = t.name == "layer{}.ln1.in";
+    for (std::int64_t j = 0; j < L; ++j) {
+      // During forward of layer j, layers 0..j hold it (and layer j+1's input already exists).
+      CHECK(instances_live(t, event_index(event_kind::fwd_layer, j, L), L) == std::uint64_t(j + 1 + (is_input && j + 1 < L)));
+      CHECK(instances_live(t, event_index(event_kind::bwd_layer, j, L), L) == std::uint64_t(j + 1));
+    }
+    CHECK(instances_live(t, event_index(event_kind::loss, 0, L), L) == 5);
+    CHECK(instances_live(t, event_index(event_kind::bwd_embed, 0, L), L) == 0);
+  }
+}
