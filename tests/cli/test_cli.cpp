@@ -33,7 +33,7 @@ TEST_CASE("a run that fits exits 0", "[cli]") {
   CHECK_THAT(r.out, Catch::Contains("FITS"));
 }
 
-TEST_CASE("--json prints one object with the documented fields, bytes as integers", "[cli][json]") {
+TEST_CASE("option --json prints one object with the documented fields, bytes as integers", "[cli][json]") {
   plan_run r = run_plan("--params 7B --seq 4096 --gpu h100 --json --tokens 1T");
   REQUIRE(r.exit_code == 1);
   json j = json::parse(r.out);
@@ -65,7 +65,7 @@ TEST_CASE("--json prints one object with the documented fields, bytes as integer
   CHECK(sum == j["memory"]["peak_bytes"].get<std::uint64_t>());
 }
 
-TEST_CASE("--grad-dtype fp32 keeps bf16 and fp32 gradients: 6 bytes per parameter at the peak", "[cli][json]") {
+TEST_CASE("option --grad-dtype fp32 keeps bf16 and fp32 gradients: 6 bytes per parameter at the peak", "[cli][json]") {
   json j = json::parse(run_plan("--model gpt2 --seq 1024 --json --grad-dtype fp32").out);
   CHECK(j["run"]["grad_dtype"] == "fp32");
   CHECK(j["memory"]["peak_phase"] == "backward head");  // gradients exist from here on
@@ -143,7 +143,7 @@ TEST_CASE("help, version and the list commands exit 0", "[cli]") {
   CHECK_THAT(models.out, Catch::Contains("124,439,808"));
 }
 
-TEST_CASE("--data-dir adds a GPU the built-in table lacks", "[cli]") {
+TEST_CASE("option --data-dir adds a GPU the built-in table lacks", "[cli]") {
   plan_run r = run_plan("--model gpt2 --seq 256 --gpu tiny-gpu --data-dir " + fixture("data_dir"));
   CHECK(r.exit_code == 1);  // 1 GiB cannot hold gpt2's 2 GB of model state
   CHECK_THAT(r.out, Catch::Contains("A 1 GiB test GPU"));

@@ -82,7 +82,7 @@ TEST_CASE("data loading is strict: broken JSON, unknown and missing keys name th
   CHECK_THROWS_AS(catalog::from_text(replace(one_gpu, "\"bf16\": 2", "\"bf16\": \"fast\""), one_model, calib), input_error);
 }
 
-TEST_CASE("--data-dir replaces built-in files that exist there", "[catalog]") {
+TEST_CASE("a --data-dir adds to and replaces built-in entries", "[catalog]") {
   catalog c = catalog::load(std::filesystem::path(TRAINPLAN_TEST_DATA) / "data_dir");
   CHECK(c.gpu("tiny-gpu").memory_bytes == 1073741824ull);
   CHECK(c.model("gpt2").spec.layers == 12);  // models.json not in the folder: built-in one kept

@@ -67,7 +67,7 @@ TEST_CASE("other regimes: pure bf16 8, Megatron 18, autocast 16, fp16-mixed 16 b
   CHECK(bpp(precision_regime::fp8_mixed) == 16 * P + 2 * gemm);
 }
 
-TEST_CASE("--grad-dtype fp32 adds a buffer only where gradients are 16-bit", "[model-state]") {
+TEST_CASE("option --grad-dtype fp32 adds a buffer only where gradients are 16-bit", "[model-state]") {
   const model_spec& m = data().model("gpt2").spec;
   const std::uint64_t P = count_params(m).total;
   CHECK(state_bytes(m, precision_regime::fp32, grad_dtype_choice::fp32, optimizer_kind::adamw) == 16 * P);

@@ -59,13 +59,13 @@ TEST_CASE("llama counts follow GQA: k and v are kv_heads*head_dim wide", "[param
   CHECK(count_params(m).lm_head == 0);
 }
 
-TEST_CASE("--params picks the first preset of that nominal size", "[params]") {
+TEST_CASE("the --params rule picks the first preset of that nominal size", "[params]") {
   CHECK(shape_for_params(7'000'000'000ull, data()).spec.name == "llama-2-7b");
   CHECK(shape_for_params(124'000'000ull, data()).spec.name == "gpt2");
   CHECK(shape_for_params(405'000'000'000ull, data()).spec.name == "llama-3.1-405b");
 }
 
-TEST_CASE("--params without a preset derives a llama shape within 3%", "[params]") {
+TEST_CASE("the --params rule without a preset derives a llama shape within 3%", "[params]") {
   for (std::uint64_t target : {3'000'000'000ull, 20'000'000'000ull, 500'000'000ull, 34'000'000'000ull}) {
     INFO(target);
     shape_choice c = shape_for_params(target, data());
