@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "planner/checked_math.hpp"
 #include "planner/optimizer.hpp"
 #include "planner/param_count.hpp"
@@ -204,7 +206,10 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   bwd_buffer("d_residual", {b, s, h});  // gradient flowing down the residual stream
   bwd_buffer("d_hidden", {b, s, h});    // gradient of a sub-block's input or output
   bwd_buffer("d_qkv", {b, s, qkv});
-  bwd_buffer("d_ffn", {b, s, m.family == model_family::llama ? checked_mul(2, f, "d_ffn") : f});
+  // d_ffn holds the MLP's inner gradients (gate and up for SwiGLU), and, once the MLP is done, the
+  // gradient of the attention output: it is as wide as the larger of the two.
+  const std::uint64_t ffn_grad_width = m.family == model_family::llama ? checked_mul(2, f, "d_ffn") : f;
+  bwd_buffer("d_ffn", {b, s, std::max(ffn_grad_width, hq)});
   if (eager) bwd_buffer("d_scores", {b, a, s, s});
   else inv.span("bwd.flash_delta", {b, a, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
                 event_kind::bwd_embed);  // rowsum(dO * O), FlashAttention-2 backward

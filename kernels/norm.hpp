@@ -1,0 +1,26 @@
+#pragma once
+// LayerNorm (Ba et al. 2016; GPT) and RMSNorm (Zhang & Sennrich 2019; Llama) over the last dim of
+// (rows, width). Mean and inverse std are not saved: the backward recomputes them from the input,
+// which is why the planner's inventory has no per-row statistics.
+#include <cstddef>
+
+#include "kernels/view.hpp"
+
+namespace trainplan::kernels {
+
+constexpr float norm_epsilon = 1e-5f;
+
+// y = (x - mean) * rstd * weight + bias    (bias may be null: RMSNorm-style callers use rms_norm)
+void layer_norm_forward(const view& x, const view& weight, const view& bias, const view& y, std::size_t rows,
+                        std::size_t width);
+// dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * weight; added into dx.
+void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
+                         const view& d_bias, std::size_t rows, std::size_t width);
+
+// y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps)
+void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width);
+// dx = rstd * (dxhat - xhat * mean(dxhat * xhat)); added into dx.
+void rms_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
+                       std::size_t rows, std::size_t width);
+
+}  // namespace trainplan::kernels

@@ -1,0 +1,79 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "fd_check.hpp"
+#include "kernels/adamw.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/dropout.hpp"
+#include "kernels/embedding.hpp"
+
+using namespace trainplan;
+using namespace trainplan::kernels;
+using namespace trainplan::test;
+
+TEST_CASE("cross-entropy gradient matches finite differences, and the loss of uniform logits is log V",
+          "[kernels][loss]") {
+  const std::size_t rows = 6, vocab = 11;
+  std::vector<float> logits = random_vector(rows * vocab, 17, 3.0f), d(rows * vocab);
+  std::vector<std::int32_t> targets = {0, 3, 10, 5, 5, 1};
+  const view t{targets.data(), dtype::i32, rows};
+  auto loss = [&](const std::vector<float>& x) {
+    std::vector<float> xc = x, scratch(rows * vocab);
+    return cross_entropy_forward_backward(fp32_view(xc), t, fp32_view(scratch), rows, vocab, 1.0f);
+  };
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), rows, vocab, 1.0f);
+  check_gradient("cross-entropy", logits, d, loss);
+  std::vector<float> zeros(rows * vocab, 0.0f);
+  CHECK(loss(zeros) == Approx(rows * std::log(11.0)));
+  // grad_scale scales the gradient only
+  std::vector<float> d2(rows * vocab);
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d2), rows, vocab, 0.5f);
+  for (std::size_t i = 0; i < d.size(); ++i) CHECK(d2[i] == Approx(0.5f * d[i]));
+}
+
+TEST_CASE("embedding backward matches finite differences", "[kernels][embedding]") {
+  const std::size_t b = 2, s = 5, h = 4, vocab = 7;
+  std::vector<std::int32_t> tokens = {1, 3, 3, 6, 0, 2, 2, 2, 5, 1};
+  const view t{tokens.data(), dtype::i32, b * s};
+  std::vector<float> wte = random_vector(vocab * h, 18), wpe = random_vector(s * h, 19), up = random_vector(b * s * h, 20);
+  auto loss = [&](const std::vector<float>& te, const std::vector<float>& pe) {
+    std::vector<float> a = te, p = pe, out(b * s * h);
+    embedding_forward(t, fp32_view(a), fp32_view(p), fp32_view(out), b, s, h);
+    return dot(out, up);
+  };
+  std::vector<float> dte(vocab * h, 0.0f), dpe(s * h, 0.0f);
+  embedding_backward(t, fp32_view(up), fp32_view(dte), fp32_view(dpe), b, s, h, vocab);
+  check_gradient("d_wte", wte, dte, [&](const std::vector<float>& x) { return loss(x, wpe); });
+  check_gradient("d_wpe", wpe, dpe, [&](const std::vector<float>& x) { return loss(wte, x); });
+  for (std::size_t e = 0; e < h; ++e) CHECK(dte[4 * h + e] == 0.0f);  // token 4 never appears
+}
+
+TEST_CASE("AdamW's first step moves each weight by lr against its gradient's sign, after decay", "[kernels][adamw]") {
+  // Step 1: m_hat = g, v_hat = g^2, so the update is lr * g / (|g| + eps) ~ lr * sign(g).
+  std::vector<float> p = {1.0f, -2.0f, 0.5f}, g = {0.3f, -4.0f, 0.0f}, m(3, 0.0f), v(3, 0.0f);
+  const adamw_config cfg;
+  adamw_step(cfg, 1, fp32_view(p), fp32_view(g), 1.0f, fp32_view(m), fp32_view(v), view{}, 3);
+  CHECK(p[0] == Approx(1.0f * (1 - cfg.lr * cfg.weight_decay) - cfg.lr).epsilon(1e-6));
+  CHECK(p[1] == Approx(-2.0f * (1 - cfg.lr * cfg.weight_decay) + cfg.lr).epsilon(1e-6));
+  CHECK(p[2] == Approx(0.5f * (1 - cfg.lr * cfg.weight_decay)).epsilon(1e-6));
+  CHECK(m[1] == Approx(0.1f * -4.0f));
+  CHECK(v[1] == Approx(0.001 * 16.0).epsilon(1e-4));  // 1 - 0.999f is 0.001 only to ~1.3e-5 in fp32
+  std::vector<float> inf = {1.0f, std::numeric_limits<float>::infinity()};
+  CHECK(has_non_finite(fp32_view(inf), 2));
+  CHECK_FALSE(has_non_finite(fp32_view(p), 3));
+}
+
+TEST_CASE("dropout masks keep 1 - p of elements and are reproducible", "[kernels][dropout]") {
+  const std::size_t n = 200000;
+  std::vector<std::uint8_t> a(n), b(n), c(n);
+  dropout_mask(42, 7, 0.1f, {a.data(), dtype::u8, n}, n);
+  dropout_mask(42, 7, 0.1f, {b.data(), dtype::u8, n}, n);
+  dropout_mask(42, 8, 0.1f, {c.data(), dtype::u8, n}, n);
+  std::size_t kept = 0, same_site = 0, other_site = 0;
+  for (std::size_t i = 0; i < n; ++i) kept += a[i], same_site += a[i] == b[i], other_site += a[i] == c[i];
+  // Binomial(n, 0.9): standard deviation sqrt(n * 0.09) ~ 134; allow 5 of them.
+  CHECK(std::abs(static_cast<double>(kept) - 0.9 * n) < 5 * 134);
+  CHECK(same_site == n);
+  CHECK(other_site < n);  // another site draws other masks (two independent masks agree on ~82%)
+}

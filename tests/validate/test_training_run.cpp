@@ -1,0 +1,147 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "../planner/test_helpers.hpp"
+#include "planner/input_error.hpp"
+#include "validate/training_run.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+namespace {
+
+model_spec tiny(model_family family) {
+  model_spec m = gpt_shape(2, 32, 4, 48);
+  m.max_positions = 32;
+  if (family == model_family::llama) {
+    m.family = family;
+    m.kv_heads = 2;
+    m.ffn = 80;
+    m.tied_embeddings = false;
+    m.max_positions = 0;
+  }
+  return m;
+}
+
+// Gradients of one micro-batch, flattened.
+std::vector<float> gradients(const model_spec& m, const run_config& r) {
+  validate::training_run run(m, r);
+  run.net.run_micro_batch(0, 0, 1.0f);
+  const kernels::view g = run.state.grads.view();
+  std::vector<float> out(g.size);
+  for (std::size_t i = 0; i < g.size; ++i) out[i] = g.get(i);
+  return out;
+}
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 0, worst = 0;
+  for (float x : a) scale = std::max(scale, static_cast<double>(std::abs(x)));
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+  return worst / scale;
+}
+
+}  // namespace
+
+TEST_CASE("recompute modes and eager/flash attention give the same gradients in fp32", "[validate]") {
+  for (model_family family : {model_family::gpt, model_family::llama}) {
+    for (double dropout : {0.0, 0.1}) {
+      INFO(family_name(family) << " dropout " << dropout);
+      const model_spec m = tiny(family);
+      run_config base = run_of(24, 2, recompute_mode::none, attention_kind::eager, dropout);
+      base.precision = precision_regime::fp32;
+      const std::vector<float> reference = gradients(m, base);
+      for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
+        for (attention_kind att : {attention_kind::eager, attention_kind::flash}) {
+          run_config r = base;
+          r.recompute = rc;
+          r.attention = att;
+          INFO(recompute_name(rc) << " " << attention_name(att));
+          // Recomputation reruns the same fp32 operations: identical. Flash sums in another order
+          // (tiles, online rescaling): 1e-5 of the largest gradient.
+          CHECK(max_relative_difference(reference, gradients(m, r)) <= 1e-5);
+        }
+    }
+  }
+}
+
+TEST_CASE("recomputation in bf16 reproduces the forward bit for bit", "[validate]") {
+  const model_spec m = tiny(model_family::gpt);
+  run_config r = run_of(24, 2, recompute_mode::none, attention_kind::eager, 0.1);
+  const std::vector<float> none = gradients(m, r);
+  r.recompute = recompute_mode::full;
+  CHECK(max_relative_difference(none, gradients(m, r)) == 0.0);
+}
+
+TEST_CASE("training on one batch lowers the loss", "[validate]") {
+  for (precision_regime p : {precision_regime::fp32, precision_regime::bf16_mixed, precision_regime::fp16_mixed}) {
+    INFO(precision_name(p));
+    run_config r = run_of(16, 2, recompute_mode::none, attention_kind::flash, 0.0);
+    r.precision = p;
+    validate::training_options opt;
+    opt.adamw.lr = 1e-2f;
+    validate::training_run run(tiny(model_family::llama), r, opt);
+    run.net.fixed_tokens = std::vector<std::int32_t>(32, 3);
+    std::vector<std::int32_t> targets(32);
+    for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<std::int32_t>(i % 5);
+    run.net.fixed_targets = targets;
+    const double first = run.step().loss;
+    for (int i = 0; i < 10; ++i) run.step();
+    CHECK(run.records.back().loss < first - 0.5);
+  }
+}
+
+TEST_CASE("gradient accumulation averages micro-batches: 2 x 1 equals 1 x 2 on the same data", "[validate]") {
+  const model_spec m = tiny(model_family::gpt);
+  run_config one = run_of(16, 2, recompute_mode::none, attention_kind::eager, 0.0);
+  one.precision = precision_regime::fp32;
+  std::vector<std::int32_t> tokens(32), targets(32);
+  for (std::size_t i = 0; i < 32; ++i) tokens[i] = static_cast<std::int32_t>((i * 7) % 48), targets[i] = static_cast<std::int32_t>((i * 5 + 1) % 48);
+  validate::training_run big(m, one);
+  big.net.fixed_tokens = tokens;
+  big.net.fixed_targets = targets;
+  big.net.run_micro_batch(0, 0, 1.0f);
+
+  run_config two = one;
+  two.micro_batch = 1;
+  two.grad_accum = 2;
+  validate::training_run small(m, two);
+  for (std::uint64_t mb = 0; mb < 2; ++mb) {
+    small.net.fixed_tokens = std::vector<std::int32_t>(tokens.begin() + 16 * mb, tokens.begin() + 16 * (mb + 1));
+    small.net.fixed_targets = std::vector<std::int32_t>(targets.begin() + 16 * mb, targets.begin() + 16 * (mb + 1));
+    small.net.run_micro_batch(0, mb, 1.0f);
+  }
+  const kernels::view a = big.state.grads.view(), b = small.state.grads.view();
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size; ++i) {
+    worst = std::max(worst, static_cast<double>(std::abs(a.get(i) - b.get(i))));
+    scale = std::max(scale, static_cast<double>(std::abs(a.get(i))));
+  }
+  CHECK(worst <= 1e-5 * scale);  // fp32, the same sums split in two
+}
+
+TEST_CASE("fp16 dynamic loss scaling skips a step with overflowing gradients and halves the scale", "[validate]") {
+  run_config r = run_of(16, 1, recompute_mode::none, attention_kind::eager, 0.0);
+  r.precision = precision_regime::fp16_mixed;
+  validate::training_options opt;
+  opt.initial_loss_scale = 1e30f;  // overflows fp16 (max 65504) in the loss gradient
+  validate::training_run run(tiny(model_family::gpt), r, opt);
+  const validate::step_record first = run.step();
+  CHECK(first.skipped);
+  CHECK(run.state.adam_m.empty());  // a skipped step creates no optimizer state
+  const validate::step_record second = run.step();
+  CHECK(second.loss_scale == Approx(0.5e30f));
+  opt.initial_loss_scale = 1024.0f;
+  validate::training_run ok(tiny(model_family::gpt), r, opt);
+  CHECK_FALSE(ok.step().skipped);
+  CHECK_FALSE(ok.state.adam_m.empty());
+}
+
+TEST_CASE("the harness refuses regimes it does not implement", "[validate]") {
+  run_config r = run_of(16, 1, recompute_mode::none, attention_kind::eager, 0.0);
+  r.precision = precision_regime::fp8_mixed;
+  CHECK_THROWS_AS(validate::check_harness_supports(tiny(model_family::gpt), r), input_error);
+  r.precision = precision_regime::bf16_mixed;
+  r.optimizer = optimizer_kind::lion;
+  CHECK_THROWS_AS(validate::check_harness_supports(tiny(model_family::gpt), r), input_error);
+}

@@ -1,0 +1,86 @@
+#include "validate/model_state.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/dropout.hpp"
+#include "planner/param_count.hpp"
+
+namespace trainplan::validate {
+
+float model_state::init_value(std::uint64_t seed, std::size_t param_index, const std::string& name, std::uint64_t i) {
+  if (name.ends_with(".bias")) return 0.0f;
+  if (name.find("ln1.") != std::string::npos || name.find("ln2.") != std::string::npos ||
+      name.starts_with("final_norm."))
+    return 1.0f;
+  const double u = kernels::uniform_hash(seed, param_index, i);  // [0, 1)
+  return static_cast<float>(0.02 * std::sqrt(12.0) * (u - 0.5));
+}
+
+model_state::model_state(const model_spec& m, const precision_layout& lay, tracking_allocator& alloc, std::uint64_t seed)
+    : layout(lay), alloc_(alloc) {
+  std::vector<std::pair<std::string, std::uint64_t>> expanded;
+  for (const param_tensor& p : param_tensors(m)) {
+    if (!p.per_layer) {
+      expanded.emplace_back(p.name, p.count);
+      continue;
+    }
+    for (std::uint64_t l = 0; l < m.layers; ++l) {
+      std::string name = p.name;
+      name.replace(name.find("{}"), 2, std::to_string(l));
+      expanded.emplace_back(name, p.count);
+    }
+  }
+  // Order slots layer by layer, as the model's state_dict lists them.
+  std::vector<std::pair<std::string, std::uint64_t>> ordered;
+  for (const auto& e : expanded)
+    if (!e.first.starts_with("layer")) ordered.push_back(e);
+  for (std::uint64_t l = 0; l < m.layers; ++l)
+    for (const auto& e : expanded)
+      if (e.first.starts_with(fmt::format("layer{}.", l))) ordered.push_back(e);
+  for (const auto& [name, count] : ordered) {
+    slots_[name] = {params_, count};
+    params_ += count;
+  }
+
+  weights = alloc_.allocate(fmt::format("weights.{}", dtype_name(lay.weights)), {params_}, lay.weights);
+  if (lay.master) master = alloc_.allocate(fmt::format("master.{}", dtype_name(*lay.master)), {params_}, *lay.master);
+  std::size_t index = 0;
+  for (const auto& [name, count] : ordered) {
+    const param_slot& s = slots_[name];
+    for (std::uint64_t i = 0; i < count; ++i) {
+      const float v = init_value(seed, index, name, i);
+      if (master) master.view().set(s.offset + i, v);
+      weights.view().set(s.offset + i, v);
+    }
+    ++index;
+  }
+}
+
+kernels::view model_state::slot_view(const tensor& t, const std::string& name) const {
+  auto it = slots_.find(name);
+  if (it == slots_.end()) throw std::logic_error("no parameter named " + name);
+  return t.view().slice(it->second.offset, it->second.count);
+}
+
+void model_state::ensure_grads() {
+  if (grads) return;
+  grads = alloc_.allocate(fmt::format("grads.{}", dtype_name(layout.grads)), {params_}, layout.grads);
+  if (layout.grad_accum)
+    grads_accum = alloc_.allocate(fmt::format("grads.{}", dtype_name(*layout.grad_accum)), {params_}, *layout.grad_accum);
+}
+
+void model_state::ensure_optimizer_state() {
+  if (adam_m) return;
+  adam_m = alloc_.allocate("adam.m", {params_}, layout.optimizer_state);
+  adam_v = alloc_.allocate("adam.v", {params_}, layout.optimizer_state);
+}
+
+void model_state::release_grads() {
+  grads.reset();
+  grads_accum.reset();
+}
+
+}  // namespace trainplan::validate

@@ -1,0 +1,99 @@
+#pragma once
+// Every buffer of the harness is allocated here under its inventory name ("layer3.attn.softmax",
+// "adam.m"). The allocator keeps the live bytes, the peak and what was live at it, the largest live
+// bytes of every phase (an event of the step timeline), and the size each name was allocated with.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/view.hpp"
+#include "planner/dtype.hpp"
+
+namespace trainplan::validate {
+
+class tracking_allocator;
+
+// An owning buffer. Freed (and un-tracked) when destroyed or reset.
+class tensor {
+ public:
+  tensor() = default;
+  tensor(tensor&& other) noexcept { *this = std::move(other); }
+  tensor& operator=(tensor&& other) noexcept;
+  tensor(const tensor&) = delete;
+  tensor& operator=(const tensor&) = delete;
+  ~tensor() { reset(); }
+
+  void reset();
+  bool empty() const { return owner_ == nullptr; }
+  explicit operator bool() const { return !empty(); }
+
+  const std::string& name() const { return name_; }
+  const std::vector<std::uint64_t>& shape() const { return shape_; }
+  dtype type() const { return type_; }
+  std::uint64_t elements() const { return elements_; }
+  std::uint64_t bytes() const { return elements_ * dtype_bytes(type_); }
+  kernels::view view() const { return {storage_.get(), type_, static_cast<std::size_t>(elements_)}; }
+  void fill(float value) const;
+
+ private:
+  friend class tracking_allocator;
+  tracking_allocator* owner_ = nullptr;
+  std::uint64_t id_ = 0;
+  std::string name_;
+  std::vector<std::uint64_t> shape_;
+  dtype type_ = dtype::fp32;
+  std::uint64_t elements_ = 0;
+  std::unique_ptr<std::byte[]> storage_;
+};
+
+struct phase_record {
+  std::string label;         // "step 1, micro-batch 1, forward layer 3"
+  int step = 0;
+  std::uint64_t micro_batch = 0;
+  std::string kind;          // "fwd_layer", "loss", ... (planner event kinds)
+  std::uint64_t layer = 0;
+  std::uint64_t max_live_bytes = 0;
+};
+
+struct live_buffer {
+  std::string name;
+  std::uint64_t bytes = 0;
+};
+
+class tracking_allocator {
+ public:
+  tensor allocate(std::string name, std::vector<std::uint64_t> shape, dtype type);
+  // Starts a new phase; allocations until the next mark belong to it.
+  void mark_phase(phase_record phase);
+
+  std::uint64_t live_bytes() const { return live_bytes_; }
+  std::uint64_t peak_bytes() const { return peak_bytes_; }
+  const phase_record& peak_phase() const { return phases_.at(peak_phase_index_); }
+  const std::vector<live_buffer>& live_at_peak() const { return live_at_peak_; }
+  const std::vector<phase_record>& phases() const { return phases_; }
+  // Bytes each name was first allocated with (the layer index replaced by {} for per-layer buffers).
+  const std::map<std::string, std::uint64_t>& bytes_by_template() const { return bytes_by_template_; }
+  // True when some name was allocated with two different sizes.
+  bool inconsistent_sizes() const { return inconsistent_; }
+
+ private:
+  friend class tensor;
+  void release(std::uint64_t id, std::uint64_t bytes);
+
+  std::uint64_t next_id_ = 1;
+  std::uint64_t live_bytes_ = 0, peak_bytes_ = 0;
+  std::size_t peak_phase_index_ = 0;
+  std::map<std::uint64_t, live_buffer> live_;
+  std::vector<live_buffer> live_at_peak_;
+  std::vector<phase_record> phases_{phase_record{"setup", 0, 0, "setup", 0, 0}};
+  std::map<std::string, std::uint64_t> bytes_by_template_;
+  bool inconsistent_ = false;
+};
+
+// "layer12.attn.qkv" -> "layer{}.attn.qkv"; other names unchanged.
+std::string name_template(const std::string& name);
+
+}  // namespace trainplan::validate

@@ -1,0 +1,77 @@
+#include "validate/training_run.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan::validate {
+
+void check_harness_supports(const model_spec&, const run_config& run) {
+  if (run.precision != precision_regime::fp32 && run.precision != precision_regime::bf16_mixed &&
+      run.precision != precision_regime::fp16_mixed)
+    throw input_error(fmt::format("the harness runs fp32, bf16-mixed and fp16-mixed, not {}", precision_name(run.precision)));
+  if (run.optimizer != optimizer_kind::adamw)
+    throw input_error(fmt::format("the harness runs adamw, not {}", optimizer_name(run.optimizer)));
+}
+
+training_run::training_run(const model_spec& m, const run_config& run, const training_options& opts)
+    : model(m),
+      config(run),
+      layout(make_precision_layout(run.precision, run.grad_dtype)),
+      options(opts),
+      state(model, layout, alloc, opts.seed),
+      net(model, config, layout, alloc, state, opts.seed),
+      loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {
+  check_harness_supports(m, run);
+}
+
+step_record training_run::step() {
+  step_record rec;
+  rec.step = static_cast<int>(records.size()) + 1;
+  rec.loss_scale = loss_scale_;
+  const int step_index = rec.step - 1;
+  double loss_sum = 0;
+  for (std::uint64_t mb = 0; mb < config.grad_accum; ++mb) {
+    loss_sum += net.run_micro_batch(step_index, mb, loss_scale_);
+    if (state.grads_accum) {  // --grad-dtype fp32: fold this micro-batch's 16-bit gradients into fp32
+      const kernels::view low = state.grads.view(), high = state.grads_accum.view();
+      for (std::size_t i = 0; i < low.size; ++i) {
+        high.set(i, high.get(i) + low.get(i));
+        low.set(i, 0.0f);
+      }
+    }
+  }
+  rec.loss = loss_sum / static_cast<double>(config.grad_accum);
+
+  alloc.mark_phase({fmt::format("step {}, optimizer step", rec.step), rec.step, config.grad_accum - 1, "optimizer", 0, 0});
+  const tensor& grads = state.grads_accum ? state.grads_accum : state.grads;
+  const std::size_t n = static_cast<std::size_t>(state.params());
+  if (layout.loss_scaling && kernels::has_non_finite(grads.view(), n)) {
+    rec.skipped = true;  // GradScaler: skip the update, halve the scale (backoff_factor 0.5)
+    loss_scale_ *= 0.5f;
+    good_steps_ = 0;
+  } else {
+    state.ensure_optimizer_state();
+    const tensor& params = state.master ? state.master : state.weights;
+    const kernels::view copy = state.master ? state.weights.view() : kernels::view{};
+    const int optimizer_step = static_cast<int>(std::count_if(records.begin(), records.end(),
+                                                              [](const step_record& r) { return !r.skipped; })) + 1;
+    kernels::adamw_step(options.adamw, optimizer_step, params.view(), grads.view(), 1.0f / loss_scale_,
+                        state.adam_m.view(), state.adam_v.view(), copy, n);
+    if (layout.loss_scaling && ++good_steps_ == options.loss_scale_growth_interval) {
+      loss_scale_ *= 2.0f;  // growth_factor 2 after growth_interval clean steps
+      good_steps_ = 0;
+    }
+  }
+  state.release_grads();
+  records.push_back(rec);
+  return rec;
+}
+
+void training_run::run() {
+  for (int i = 0; i < options.steps; ++i) step();
+}
+
+}  // namespace trainplan::validate

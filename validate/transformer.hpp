@@ -1,0 +1,71 @@
+#pragma once
+// One micro-batch of a GPT or Llama transformer on the CPU kernels: forward layer by layer, loss, backward
+// layer by layer, with the buffers the planner's inventory names, allocated and freed at the planner's
+// events (planner/inventory.hpp), and recomputation that really recomputes.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "kernels/attention.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/precision.hpp"
+#include "planner/run_config.hpp"
+#include "validate/model_state.hpp"
+#include "validate/tracking_allocator.hpp"
+
+namespace trainplan::validate {
+
+class transformer {
+ public:
+  transformer(const model_spec& m, const run_config& run, const precision_layout& layout, tracking_allocator& alloc,
+              model_state& state, std::uint64_t seed);
+
+  // Forward, loss and backward of micro-batch `micro_batch` of step `step` (both 0-based); gradients are
+  // added to the model state's. The loss gradient is multiplied by loss_scale / (tokens * grad_accum).
+  // Returns the mean cross-entropy of the micro-batch.
+  double run_micro_batch(int step, std::uint64_t micro_batch, float loss_scale);
+
+  // Tokens and targets for (step, micro-batch): generated from the seed unless set here ([b, s] each).
+  std::optional<std::vector<std::int32_t>> fixed_tokens, fixed_targets;
+
+ private:
+  struct layer_buffers {
+    tensor ln1_in, qkv_in, qkv, softmax, softmax_mask, softmax_dropped, lse, out_in, attn_mask, ln2_in, fc_in;
+    tensor mlp_a, mlp_b, mlp_c;  // gpt: gelu_in, proj_in; llama: gate, up, down_in
+    tensor mlp_mask;
+  };
+  struct backward_buffers {
+    tensor d_residual, d_hidden, d_qkv, d_ffn, d_scores, flash_delta;
+  };
+
+  void mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label);
+  tensor act(const std::string& name, std::vector<std::uint64_t> shape, dtype type);
+  std::string pname(std::uint64_t layer, const char* suffix) const;
+  std::uint64_t site(int step, std::uint64_t mb, std::uint64_t layer, int kind) const;
+
+  void embed_forward(int step, std::uint64_t mb);
+  // Computes whatever of layer i's buffers is missing. When `output` is given (the forward pass), also
+  // writes the layer's output there; a recomputation in backward does not need it.
+  void layer_forward(std::uint64_t i, int step, std::uint64_t mb, tensor* output);
+  void drop_unkept(layer_buffers& l);
+  double head_forward_and_loss(int step, std::uint64_t mb, float loss_scale);
+  void head_backward();
+  void layer_backward(std::uint64_t i, int step, std::uint64_t mb);
+  void embed_backward();
+
+  const model_spec& m_;
+  const run_config& run_;
+  const precision_layout& layout_;
+  tracking_allocator& alloc_;
+  model_state& state_;
+  std::uint64_t seed_;
+  kernels::attention_shape shape_;
+  dtype act_;
+  std::uint64_t rows_;  // b * s
+
+  tensor tokens_, targets_, embed_mask_, final_norm_in_, lm_head_in_, logits_, logits_fp32_, logits_grad_;
+  std::vector<layer_buffers> layers_;
+  backward_buffers bwd_;
+};
+
+}  // namespace trainplan::validate

@@ -1,0 +1,99 @@
+#include "validate/validation.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <optional>
+
+#include "planner/timeline.hpp"
+
+namespace trainplan::validate {
+namespace {
+
+std::optional<event_kind> kind_from_name(const std::string& k) {
+  static const std::map<std::string, event_kind> kinds = {
+      {"fwd_embed", event_kind::fwd_embed}, {"fwd_layer", event_kind::fwd_layer}, {"fwd_head", event_kind::fwd_head},
+      {"loss", event_kind::loss},           {"bwd_head", event_kind::bwd_head},   {"bwd_layer", event_kind::bwd_layer},
+      {"bwd_embed", event_kind::bwd_embed}, {"optimizer", event_kind::optimizer}};
+  auto it = kinds.find(k);
+  if (it == kinds.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace
+
+bool validation_result::tensors_match() const {
+  return std::all_of(tensors.begin(), tensors.end(), [](const tensor_comparison& t) { return t.matches(); });
+}
+
+validation_result compare_with_planner(const training_run& run) {
+  validation_result r;
+  const inventory inv = build_inventory(run.model, run.config, run.layout);
+  const timeline_result predicted = walk_timeline(inv, run.config.grad_accum, true);
+  const tracking_allocator& alloc = run.alloc;
+  r.steps = static_cast<int>(run.records.size());
+  r.steps_run = run.records;
+
+  // Peak.
+  r.predicted_peak_bytes = predicted.peak.live_bytes;
+  r.measured_peak_bytes = alloc.peak_bytes();
+  r.predicted_peak_phase = describe_point(predicted.peak, run.config.grad_accum);
+  r.measured_peak_phase = alloc.peak_phase().label;
+  r.delta_pct = r.predicted_peak_bytes == 0 ? 0.0
+                                            : 100.0 * (static_cast<double>(r.measured_peak_bytes) -
+                                                       static_cast<double>(r.predicted_peak_bytes)) /
+                                                  static_cast<double>(r.predicted_peak_bytes);
+
+  // Buffers by name.
+  std::map<std::string, tensor_category> category_of;
+  for (const tensor_spec& t : inv.tensors) {
+    category_of[t.name] = t.category;
+    tensor_comparison c{t.name, t.bytes, 0, true, false};
+    auto it = alloc.bytes_by_template().find(t.name);
+    if (it != alloc.bytes_by_template().end()) c.measured = true, c.measured_bytes = it->second;
+    r.tensors.push_back(c);
+  }
+  for (const auto& [name, bytes] : alloc.bytes_by_template())
+    if (!category_of.count(name)) r.tensors.push_back({name, 0, bytes, false, true});
+
+  // Components at the peaks.
+  std::map<std::string, component_comparison> components;
+  for (int c = 0; c < tensor_category_count; ++c) {
+    const std::string name(category_name(static_cast<tensor_category>(c)));
+    components[name] = {name, predicted.category_bytes_at_peak[c], 0};
+  }
+  for (const live_buffer& b : alloc.live_at_peak()) {
+    auto it = category_of.find(name_template(b.name));
+    const std::string name = it == category_of.end() ? "unpredicted" : std::string(category_name(it->second));
+    components[name].component = name;
+    components[name].measured_bytes += b.bytes;
+  }
+  for (auto& [name, c] : components) r.components.push_back(c);
+
+  // Timeline: every event the harness ran against the planner's (later steps and micro-batches repeat
+  // step 2 and micro-batch 2).
+  for (const phase_record& p : alloc.phases()) {
+    auto kind = kind_from_name(p.kind);
+    if (!kind) continue;
+    const int step = std::min(p.step, 2);
+    const std::uint64_t mb = std::min<std::uint64_t>(p.micro_batch, 1);
+    timeline_row row{p.label, 0, p.max_live_bytes};
+    for (const timeline_point& q : predicted.points)
+      if (q.step == step && q.micro_batch == mb && q.kind == *kind && q.layer == p.layer) row.predicted_bytes = q.live_bytes;
+    r.timeline.push_back(row);
+  }
+  return r;
+}
+
+validation_result validate_on_cpu(const model_spec& m, const run_config& run, const training_options& options) {
+  check_harness_supports(m, run);
+  training_run harness(m, run, options);
+  const auto start = std::chrono::steady_clock::now();
+  harness.run();
+  const auto stop = std::chrono::steady_clock::now();
+  validation_result r = compare_with_planner(harness);
+  r.seconds = std::chrono::duration<double>(stop - start).count();
+  return r;
+}
+
+}  // namespace trainplan::validate

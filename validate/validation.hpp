@@ -1,0 +1,56 @@
+#pragma once
+// Runs the harness on a configuration and compares what it measured with what the planner predicted:
+// the peak and its phase, every named buffer's size, the bytes of each component at the peak, and the
+// live bytes of every event of the timeline.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/inventory.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/run_config.hpp"
+#include "validate/training_run.hpp"
+
+namespace trainplan::validate {
+
+struct tensor_comparison {
+  std::string name;                 // planner template: "layer{}.attn.softmax"
+  std::uint64_t predicted_bytes = 0;  // one instance
+  std::uint64_t measured_bytes = 0;
+  bool predicted = false, measured = false;
+  bool matches() const { return predicted && measured && predicted_bytes == measured_bytes; }
+};
+
+struct component_comparison {
+  std::string component;            // planner category name, or "unpredicted"
+  std::uint64_t predicted_bytes = 0;  // at the predicted peak
+  std::uint64_t measured_bytes = 0;   // at the measured peak
+};
+
+struct timeline_row {
+  std::string phase;                // "step 2, micro-batch 1, backward layer 0"
+  std::uint64_t predicted_bytes = 0, measured_bytes = 0;
+};
+
+struct validation_result {
+  std::string backend = "cpu";
+  int steps = 0;
+  std::uint64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
+  std::string predicted_peak_phase, measured_peak_phase;
+  double delta_pct = 0;             // (measured - predicted) / predicted * 100
+  std::vector<tensor_comparison> tensors;
+  std::vector<component_comparison> components;
+  std::vector<timeline_row> timeline;
+  std::vector<step_record> steps_run;
+  double seconds = 0;               // wall time of the harness steps
+
+  bool tensors_match() const;
+};
+
+// Throws input_error for configurations the harness does not run.
+validation_result validate_on_cpu(const model_spec& m, const run_config& run, const training_options& options);
+
+// Compares a finished run with the planner (exposed for tests).
+validation_result compare_with_planner(const training_run& run);
+
+}  // namespace trainplan::validate
