@@ -13,5 +13,7 @@ using command_action = std::function<int()>;
 command_action register_fit_check(CLI::App& app);
 // `plan gpus`, `plan models`: what the data knows.
 void register_list_commands(CLI::App& app, command_action& chosen);
+// `plan validate`: real training steps against the prediction.
+void register_validate_command(CLI::App& app, command_action& chosen);
 
 }  // namespace trainplan::cli

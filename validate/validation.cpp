@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -24,6 +25,10 @@ std::optional<event_kind> kind_from_name(const std::string& k) {
 
 bool validation_result::tensors_match() const {
   return std::all_of(tensors.begin(), tensors.end(), [](const tensor_comparison& t) { return t.matches(); });
+}
+
+bool validation_result::passed(double tolerance_pct) const {
+  return std::abs(delta_pct) <= tolerance_pct && tensors_match();
 }
 
 validation_result compare_with_planner(const training_run& run) {

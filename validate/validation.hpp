@@ -45,6 +45,8 @@ struct validation_result {
   double seconds = 0;               // wall time of the harness steps
 
   bool tensors_match() const;
+  // Within tolerance: |delta_pct| <= tolerance_pct and every named buffer has its predicted size.
+  bool passed(double tolerance_pct) const;
 };
 
 // Throws input_error for configurations the harness does not run.

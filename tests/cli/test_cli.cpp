@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "run_plan.hpp"
@@ -147,4 +148,48 @@ TEST_CASE("option --data-dir adds a GPU the built-in table lacks", "[cli]") {
   plan_run r = run_plan("--model gpt2 --seq 256 --gpu tiny-gpu --data-dir " + fixture("data_dir"));
   CHECK(r.exit_code == 1);  // 1 GiB cannot hold gpt2's 2 GB of model state
   CHECK_THAT(r.out, Catch::Contains("A 1 GiB test GPU"));
+}
+
+TEST_CASE("plan validate --backend cpu passes on a small shape and writes its reports", "[cli][validate]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-validate-" + std::to_string(::getpid()));
+  const std::string shape = "--layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --micro-batch 2 --grad-accum 2 ";
+  plan_run r = run_plan("validate " + shape + "--family gpt --attention eager --recompute selective --report-dir " +
+                        dir.string() + " --timeline-csv " + (dir / "timeline.csv").string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("PASS") && Catch::Contains("delta +0.000%"));
+  std::size_t json_reports = 0, md_reports = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    json_reports += e.path().extension() == ".json";
+    md_reports += e.path().extension() == ".md";
+  }
+  CHECK(json_reports == 1);
+  CHECK(md_reports == 1);
+  const std::string csv = slurp(dir / "timeline.csv");
+  CHECK_THAT(csv, Catch::StartsWith("event,phase,predicted_bytes,measured_bytes"));
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 1 + 2 * 2 * (2 * 2 + 5) + 2);  // 2 steps x 2 micro-batches x events + 2 optimizer steps
+
+  plan_run j = run_plan("validate " + shape + "--json --no-report");
+  REQUIRE(j.exit_code == 0);
+  json v = json::parse(j.out);
+  CHECK(v["backend"] == "cpu");
+  CHECK(v["predicted"]["peak_bytes"] == v["measured"]["peak_bytes"]);
+  CHECK(v["delta_pct"] == 0.0);
+  CHECK(v["pass"] == true);
+  CHECK(v["tensors"].size() > 10);
+  for (const json& t : v["tensors"]) CHECK(t["match"] == true);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][validate][errors]") {
+  for (const char* args : {"validate --params 7B --seq 4096",                    // far too large for the CPU backend
+                           "validate --model gpt2 --seq 64 --backend cuda",      // no CUDA backend yet
+                           "validate --model gpt2 --seq 64 --backend tpu",       // unknown backend
+                           "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --precision fp8-mixed",
+                           "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --optimizer lion",
+                           "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 0"}) {
+    INFO(args);
+    plan_run r = run_plan(std::string(args) + " --no-report");
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+  }
 }

@@ -5,6 +5,7 @@
 #include "../planner/test_helpers.hpp"
 #include "planner/input_error.hpp"
 #include "validate/training_run.hpp"
+#include "validate/validation.hpp"
 
 using namespace trainplan;
 using namespace trainplan::test;
@@ -144,4 +145,19 @@ TEST_CASE("the harness refuses regimes it does not implement", "[validate]") {
   r.precision = precision_regime::bf16_mixed;
   r.optimizer = optimizer_kind::lion;
   CHECK_THROWS_AS(validate::check_harness_supports(tiny(model_family::gpt), r), input_error);
+}
+
+TEST_CASE("a validation fails when the peak is off by more than the tolerance or a buffer differs", "[validate]") {
+  validate::validation_result r;
+  r.delta_pct = 0.4;
+  r.tensors.push_back({"weights.bf16", 100, 100, true, true});
+  CHECK(r.passed(0.5));
+  r.delta_pct = -0.6;
+  CHECK_FALSE(r.passed(0.5));
+  r.delta_pct = 0.0;
+  r.tensors.push_back({"layer{}.attn.qkv", 64, 32, true, true});
+  CHECK_FALSE(r.passed(0.5));
+  r.tensors.back().measured_bytes = 64;
+  r.tensors.push_back({"bwd.extra", 0, 8, false, true});  // allocated but not predicted
+  CHECK_FALSE(r.passed(0.5));
 }
