@@ -28,6 +28,22 @@ inline model_spec gpt_shape(std::uint64_t layers, std::uint64_t hidden, std::uin
   return m;
 }
 
+// The tiny shapes the harness tests run: 2 layers, h 32, 4 heads; llama with 2 kv heads, SwiGLU 96,
+// untied, no dropout; gpt with dropout 0.1 and 64 learned positions.
+inline model_spec tiny_model(model_family family, std::uint64_t vocab = 64) {
+  model_spec m = gpt_shape(2, 32, 4, vocab);
+  m.max_positions = 64;
+  if (family == model_family::llama) {
+    m.family = family;
+    m.kv_heads = 2;
+    m.ffn = 96;
+    m.tied_embeddings = false;
+    m.max_positions = 0;
+    m.dropout = 0.0;
+  }
+  return m;
+}
+
 inline run_config run_of(std::uint64_t seq, std::uint64_t micro_batch, recompute_mode rc, attention_kind att,
                          double dropout) {
   run_config r;

@@ -12,18 +12,7 @@ using namespace trainplan::test;
 
 namespace {
 
-model_spec tiny(model_family family) {
-  model_spec m = gpt_shape(2, 32, 4, 48);
-  m.max_positions = 32;
-  if (family == model_family::llama) {
-    m.family = family;
-    m.kv_heads = 2;
-    m.ffn = 80;
-    m.tied_embeddings = false;
-    m.max_positions = 0;
-  }
-  return m;
-}
+model_spec tiny(model_family family) { return tiny_model(family, 48); }
 
 // Gradients of one micro-batch, flattened.
 std::vector<float> gradients(const model_spec& m, const run_config& r) {

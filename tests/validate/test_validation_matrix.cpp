@@ -18,17 +18,8 @@ TEST_CASE("planner and harness agree on every configuration of the matrix", "[va
         for (std::uint64_t accum : {1, 4})
           for (std::uint64_t mb : {1, 2})
             for (precision_regime p : {precision_regime::fp32, precision_regime::bf16_mixed, precision_regime::fp16_mixed}) {
-              model_spec m = gpt_shape(2, 32, 4, 64);
-              m.max_positions = 16;
-              double dropout = 0.1;
-              if (family == model_family::llama) {
-                m.family = family;
-                m.kv_heads = 2;
-                m.ffn = 96;
-                m.tied_embeddings = false;
-                m.max_positions = 0;
-                dropout = 0.0;
-              }
+              const model_spec m = tiny_model(family);
+              const double dropout = m.dropout;
               run_config r = run_of(16, mb, rc, att, dropout);
               r.grad_accum = accum;
               r.precision = p;
