@@ -15,5 +15,9 @@ command_action register_fit_check(CLI::App& app);
 void register_list_commands(CLI::App& app, command_action& chosen);
 // `plan validate`: real training steps against the prediction.
 void register_validate_command(CLI::App& app, command_action& chosen);
+// `plan sweep`: the cross product of option values, as CSV or JSON lines.
+void register_sweep_command(CLI::App& app, command_action& chosen);
+// `plan bench`: speed figures.
+void register_bench_command(CLI::App& app, command_action& chosen);
 
 }  // namespace trainplan::cli

@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
     trainplan::cli::command_action fit_check = trainplan::cli::register_fit_check(app);
     trainplan::cli::register_list_commands(app, chosen);
     trainplan::cli::register_validate_command(app, chosen);
+    trainplan::cli::register_sweep_command(app, chosen);
+    trainplan::cli::register_bench_command(app, chosen);
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -42,9 +42,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
 
   json tensors = json::array();
   for (const live_tensor& t : p.timeline.live_at_peak)
-    tensors.push_back({{"name", t.spec->name},
+    tensors.push_back({{"name", std::string(t.spec->name)},
                        {"category", category_name(t.spec->category)},
-                       {"shape", t.spec->shape},
+                       {"shape", t.spec->shape.to_vector()},
                        {"dtype", dtype_name(t.spec->type)},
                        {"instances", t.instances},
                        {"bytes", t.bytes}});

@@ -17,7 +17,7 @@ std::string precision_summary(const precision_layout& l) {
   return s;
 }
 
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
+std::string shape_text(const tensor_shape& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
   return s + "]";

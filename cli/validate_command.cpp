@@ -89,7 +89,7 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
       validate::check_harness_supports(r.model, r.run);
 
       const precision_layout layout = make_precision_layout(r.run.precision, r.run.grad_dtype);
-      const std::uint64_t predicted_peak = walk_timeline(build_inventory(r.model, r.run, layout), r.run.grad_accum, false).peak.live_bytes;
+      const std::uint64_t predicted_peak = walk_timeline(build_inventory(r.model, r.run, layout), r.run.grad_accum, timeline_detail::peak).peak.live_bytes;
       const double flops = count_flops(r.model, r.run, count_params(r.model)).hardware_per_step * options.steps;
       if (!args->force && (flops > cpu_flops_limit || predicted_peak > cpu_bytes_limit))
         throw input_error(fmt::format(

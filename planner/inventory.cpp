@@ -38,8 +38,8 @@ std::int64_t event_index(event_kind kind, std::int64_t layer, std::int64_t layer
 }
 
 std::string tensor_spec::instance_name(std::uint64_t layer) const {
-  if (!per_layer) return name;
-  std::string out = name;
+  if (!per_layer) return std::string(name);
+  std::string out(name);
   auto pos = out.find("{}");
   if (pos != std::string::npos) out.replace(pos, 2, std::to_string(layer));
   return out;
@@ -50,30 +50,32 @@ namespace {
 // Collects buffers; shapes are multiplied with overflow checks.
 class inventory_builder {
  public:
-  inventory_builder(std::int64_t layers) : L_(layers) {}
+  inventory_builder(std::int64_t layers, std::vector<tensor_spec>& out) : L_(layers), out_(out) { out_.reserve(48); }
 
-  tensor_spec& add(std::string name, std::vector<std::uint64_t> shape, dtype type, tensor_category cat) {
+  tensor_spec& add(std::string_view name, tensor_shape shape, dtype type, tensor_category cat) {
     tensor_spec t;
-    t.name = std::move(name);
-    std::uint64_t elements = 1;
-    for (std::uint64_t d : shape) elements = checked_mul(elements, d, "tensor " + t.name + " size");
-    t.bytes = checked_mul(elements, dtype_bytes(type), "tensor " + t.name + " size");
-    t.shape = std::move(shape);
+    t.name = name;
+    std::uint64_t bytes = dtype_bytes(type);
+    for (std::uint64_t d : shape)
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        throw input_error(fmt::format("tensor {} size is larger than 64 bits can hold", name));
+    t.bytes = bytes;
+    t.shape = shape;
     t.type = type;
     t.category = cat;
-    out_.push_back(std::move(t));
+    out_.push_back(t);
     return out_.back();
   }
 
-  void model_state(std::string name, std::uint64_t elements, dtype type, tensor_category cat, state_lifetime life) {
-    tensor_spec& t = add(std::move(name), {elements}, type, cat);
+  void model_state(std::string_view name, std::uint64_t elements, dtype type, tensor_category cat, state_lifetime life) {
+    tensor_spec& t = add(name, {elements}, type, cat);
     t.lifetime = life;
   }
 
   // A fixed interval of event kinds within a micro-batch (non-layer buffers).
-  void span(std::string name, std::vector<std::uint64_t> shape, dtype type, tensor_category cat, event_kind first,
+  void span(std::string_view name, tensor_shape shape, dtype type, tensor_category cat, event_kind first,
             event_kind last, std::int64_t first_layer = 0) {
-    tensor_spec& t = add(std::move(name), std::move(shape), type, cat);
+    tensor_spec& t = add(name, shape, type, cat);
     t.interval_count = 1;
     t.intervals[0] = {event_index(first, first_layer, L_), 0, event_index(last, 0, L_), 0};
   }
@@ -81,9 +83,9 @@ class inventory_builder {
   // A per-layer buffer. kept: from forward of layer i (or the event before, for a layer's input, which
   // the previous layer or the embedding writes) to backward of layer i. Otherwise it exists only while
   // its layer's forward runs and again while its backward recomputes it.
-  void layer(std::string name, std::vector<std::uint64_t> shape, dtype type, bool kept, bool is_layer_input = false,
+  void layer(std::string_view name, tensor_shape shape, dtype type, bool kept, bool is_layer_input = false,
              tensor_category cat = tensor_category::activations) {
-    tensor_spec& t = add("layer{}." + std::move(name), std::move(shape), type, cat);
+    tensor_spec& t = add(name, shape, type, cat);
     t.per_layer = true;
     t.kept_to_backward = kept;
     const std::int64_t fwd0 = event_index(event_kind::fwd_layer, 0, L_);
@@ -98,16 +100,29 @@ class inventory_builder {
     }
   }
 
-  std::vector<tensor_spec> take() { return std::move(out_); }
-
  private:
   std::int64_t L_;
-  std::vector<tensor_spec> out_;
+  std::vector<tensor_spec>& out_;
 };
+
+// Static names of the model-state buffers, so that tensor_spec can hold a string_view.
+std::string_view state_buffer_name(std::string_view kind, dtype t) {
+  static constexpr std::string_view weights[] = {"weights.fp32", "weights.tf32", "weights.bf16", "weights.fp16",
+                                                 "weights.fp8", "weights.u8", "weights.i32"};
+  static constexpr std::string_view master[] = {"master.fp32", "master.tf32", "master.bf16", "master.fp16",
+                                                "master.fp8", "master.u8", "master.i32"};
+  static constexpr std::string_view grads[] = {"grads.fp32", "grads.tf32", "grads.bf16", "grads.fp16",
+                                               "grads.fp8", "grads.u8", "grads.i32"};
+  const auto i = static_cast<std::size_t>(t);
+  return kind == "weights" ? weights[i] : kind == "master" ? master[i] : grads[i];
+}
 
 }  // namespace
 
-inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout) {
+model_facts describe_model(const model_spec& m) { return {param_tensors(m), count_params(m)}; }
+
+inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
+                          const model_facts* facts) {
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, f = m.ffn, V = m.vocab;
   const std::uint64_t qkv = m.qkv_width(), hq = m.q_width();
   const dtype act = layout.activations;
@@ -116,16 +131,22 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const bool eager = run.attention == attention_kind::eager;
   const bool keep_layer = run.recompute != recompute_mode::full;
   const bool keep_core = run.recompute == recompute_mode::none;  // the attention core (s^2 buffers)
-  inventory_builder inv(static_cast<std::int64_t>(m.layers));
+  inventory out;
+  inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
 
   // ---- model state -------------------------------------------------------------------------------
-  const std::vector<param_tensor> params = param_tensors(m);
-  const param_counts pc = count_params(m);
+  model_facts local;
+  if (!facts) {
+    local = describe_model(m);
+    facts = &local;
+  }
+  const std::vector<param_tensor>& params = facts->tensors;
+  const param_counts& pc = facts->counts;
   const std::uint64_t P = pc.total;
-  inv.model_state(fmt::format("weights.{}", dtype_name(layout.weights)), P, layout.weights, tensor_category::weights,
+  inv.model_state(state_buffer_name("weights", layout.weights), P, layout.weights, tensor_category::weights,
                   state_lifetime::whole_run);
   if (layout.master)
-    inv.model_state(fmt::format("master.{}", dtype_name(*layout.master)), P, *layout.master,
+    inv.model_state(state_buffer_name("master", *layout.master), P, *layout.master,
                     tensor_category::master_weights, state_lifetime::whole_run);
   if (layout.fp8_weight_cache) {
     // Only GEMM weights are cast: the layers' matmul weights, and the head unless it is tied (TE keeps
@@ -134,10 +155,10 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     inv.model_state("weights.fp8", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run);
     inv.model_state("weights.fp8_t", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run);
   }
-  inv.model_state(fmt::format("grads.{}", dtype_name(layout.grads)), P, layout.grads, tensor_category::gradients,
+  inv.model_state(state_buffer_name("grads", layout.grads), P, layout.grads, tensor_category::gradients,
                   state_lifetime::backward_to_optimizer);
   if (layout.grad_accum)
-    inv.model_state(fmt::format("grads.{}", dtype_name(*layout.grad_accum)), P, *layout.grad_accum,
+    inv.model_state(state_buffer_name("grads", *layout.grad_accum), P, *layout.grad_accum,
                     tensor_category::gradients, state_lifetime::backward_to_optimizer);
   for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, params, m.layers, layout.optimizer_state)) {
     tensor_spec& t = inv.add(st.name, {st.bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
@@ -154,35 +175,35 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
 
   // ---- one transformer layer (Korthikanti et al. 2022, Sec. 4.1, per-layer accounting) --------------
   // Residual stream entering the layer = input of the first norm; written by the previous layer.
-  inv.layer("ln1.in", {b, s, h}, act, true, /*is_layer_input=*/true);  // 2sbh
-  inv.layer("attn.qkv_in", {b, s, h}, gemm_in, keep_layer);           // 2sbh: norm output, QKV GEMM input
-  inv.layer("attn.qkv", {b, s, qkv}, act, keep_layer);                // 6sbh for MHA: Q, K (QK^T) and V
+  inv.layer("layer{}.ln1.in", {b, s, h}, act, true, /*is_layer_input=*/true);  // 2sbh
+  inv.layer("layer{}.attn.qkv_in", {b, s, h}, gemm_in, keep_layer);           // 2sbh: norm output, QKV GEMM input
+  inv.layer("layer{}.attn.qkv", {b, s, qkv}, act, keep_layer);                // 6sbh for MHA: Q, K (QK^T) and V
   if (eager) {
-    inv.layer("attn.softmax", {b, a, s, s}, act, keep_layer && keep_core);  // 2as^2b
+    inv.layer("layer{}.attn.softmax", {b, a, s, s}, act, keep_layer && keep_core);  // 2as^2b
     if (dropout) {
-      inv.layer("attn.softmax_dropout_mask", {b, a, s, s}, dtype::u8, keep_layer && keep_core);  // as^2b
-      inv.layer("attn.softmax_dropout", {b, a, s, s}, act, keep_layer && keep_core);             // 2as^2b
+      inv.layer("layer{}.attn.softmax_dropout_mask", {b, a, s, s}, dtype::u8, keep_layer && keep_core);  // as^2b
+      inv.layer("layer{}.attn.softmax_dropout", {b, a, s, s}, act, keep_layer && keep_core);             // 2as^2b
     }
   } else {
     // Flash attention saves the fp32 log-sum-exp of each row (Dao et al. 2022, Alg. 2) and regenerates
     // its dropout mask from the RNG state, so nothing of size s^2 is kept.
-    inv.layer("attn.lse", {b, a, s}, dtype::fp32, keep_layer);
+    inv.layer("layer{}.attn.lse", {b, a, s}, dtype::fp32, keep_layer);
   }
-  inv.layer("attn.out_in", {b, s, hq}, gemm_in, keep_layer);  // 2sbh: attention output, out-proj input
-  if (dropout) inv.layer("attn.dropout_mask", {b, s, h}, dtype::u8, keep_layer);  // sbh
-  inv.layer("ln2.in", {b, s, h}, act, keep_layer);                                // 2sbh
-  inv.layer("mlp.fc_in", {b, s, h}, gemm_in, keep_layer);                         // 2sbh
+  inv.layer("layer{}.attn.out_in", {b, s, hq}, gemm_in, keep_layer);  // 2sbh: attention output, out-proj input
+  if (dropout) inv.layer("layer{}.attn.dropout_mask", {b, s, h}, dtype::u8, keep_layer);  // sbh
+  inv.layer("layer{}.ln2.in", {b, s, h}, act, keep_layer);                                // 2sbh
+  inv.layer("layer{}.mlp.fc_in", {b, s, h}, gemm_in, keep_layer);                         // 2sbh
   if (m.family == model_family::gpt) {
-    inv.layer("mlp.gelu_in", {b, s, f}, act, keep_layer);      // 8sbh at f = 4h
-    inv.layer("mlp.proj_in", {b, s, f}, gemm_in, keep_layer);  // 8sbh: GELU output
+    inv.layer("layer{}.mlp.gelu_in", {b, s, f}, act, keep_layer);      // 8sbh at f = 4h
+    inv.layer("layer{}.mlp.proj_in", {b, s, f}, gemm_in, keep_layer);  // 8sbh: GELU output
   } else {
-    inv.layer("mlp.gate", {b, s, f}, act, keep_layer);         // SwiGLU backward needs gate and up
-    inv.layer("mlp.up", {b, s, f}, act, keep_layer);
-    inv.layer("mlp.down_in", {b, s, f}, gemm_in, keep_layer);  // silu(gate) * up
+    inv.layer("layer{}.mlp.gate", {b, s, f}, act, keep_layer);         // SwiGLU backward needs gate and up
+    inv.layer("layer{}.mlp.up", {b, s, f}, act, keep_layer);
+    inv.layer("layer{}.mlp.down_in", {b, s, f}, gemm_in, keep_layer);  // silu(gate) * up
   }
-  if (dropout) inv.layer("mlp.dropout_mask", {b, s, h}, dtype::u8, keep_layer);  // sbh
+  if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s, h}, dtype::u8, keep_layer);  // sbh
   if (layout.autocast_weight_cache)
-    inv.layer("autocast.weights", {pc.matmul_per_layer}, dtype::bf16, keep_layer, false, tensor_category::weights);
+    inv.layer("layer{}.autocast.weights", {pc.matmul_per_layer}, dtype::bf16, keep_layer, false, tensor_category::weights);
 
   // ---- head and loss -------------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
@@ -199,25 +220,22 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   inv.span("logits.grad", {b, s, V}, act, tensor_category::logits, event_kind::loss, event_kind::bwd_head);
 
   // ---- activation gradients (reused across layers, as llm.c does) -----------------------------------
-  auto bwd_buffer = [&](std::string name, std::vector<std::uint64_t> shape) {
-    inv.span("bwd." + std::move(name), std::move(shape), act, tensor_category::activation_grads, event_kind::bwd_head,
-             event_kind::bwd_embed);
+  auto bwd_buffer = [&](std::string_view name, tensor_shape shape) {
+    inv.span(name, shape, act, tensor_category::activation_grads, event_kind::bwd_head, event_kind::bwd_embed);
   };
-  bwd_buffer("d_residual", {b, s, h});  // gradient flowing down the residual stream
-  bwd_buffer("d_hidden", {b, s, h});    // gradient of a sub-block's input or output
-  bwd_buffer("d_qkv", {b, s, qkv});
+  bwd_buffer("bwd.d_residual", {b, s, h});  // gradient flowing down the residual stream
+  bwd_buffer("bwd.d_hidden", {b, s, h});    // gradient of a sub-block's input or output
+  bwd_buffer("bwd.d_qkv", {b, s, qkv});
   // d_ffn holds the MLP's inner gradients (gate and up for SwiGLU), and, once the MLP is done, the
   // gradient of the attention output: it is as wide as the larger of the two.
   const std::uint64_t ffn_grad_width = m.family == model_family::llama ? checked_mul(2, f, "d_ffn") : f;
-  bwd_buffer("d_ffn", {b, s, std::max(ffn_grad_width, hq)});
-  if (eager) bwd_buffer("d_scores", {b, a, s, s});
+  bwd_buffer("bwd.d_ffn", {b, s, std::max(ffn_grad_width, hq)});
+  if (eager) bwd_buffer("bwd.d_scores", {b, a, s, s});
   else inv.span("bwd.flash_delta", {b, a, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
                 event_kind::bwd_embed);  // rowsum(dO * O), FlashAttention-2 backward
 
-  inventory out;
   out.layers = m.layers;
   out.events_per_micro_batch = 2 * static_cast<std::int64_t>(m.layers) + 5;
-  out.tensors = inv.take();
   for (const tensor_spec& t : out.tensors)
     if (t.per_layer && t.kept_to_backward && t.category == tensor_category::activations)
       out.activations_per_layer_bytes = checked_add(out.activations_per_layer_bytes, t.bytes, "activation bytes");

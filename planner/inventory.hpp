@@ -2,14 +2,17 @@
 // The named tensor inventory (DESIGN.md): every byte the planner predicts belongs to a buffer with a
 // name, a shape, a dtype and a lifetime. The harness allocates under the same names, so predicted and
 // measured bytes line up name by name.
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "planner/dtype.hpp"
 #include "planner/model_spec.hpp"
+#include "planner/param_count.hpp"
 #include "planner/precision.hpp"
 #include "planner/run_config.hpp"
 
@@ -44,9 +47,29 @@ struct event_interval {
 //   micro_batch: lives within each micro-batch over its intervals (activations and their gradients).
 enum class state_lifetime { whole_run, backward_to_optimizer, from_first_optimizer, micro_batch };
 
+// Up to four dimensions, stored inline: an inventory is built per configuration, millions of times in
+// a sweep, so it allocates nothing per buffer.
+struct tensor_shape {
+  std::array<std::uint64_t, 4> dims{};
+  std::size_t rank = 0;
+
+  tensor_shape() = default;
+  tensor_shape(std::initializer_list<std::uint64_t> d) {
+    for (std::uint64_t x : d) dims[rank++] = x;
+  }
+  const std::uint64_t* begin() const { return dims.data(); }
+  const std::uint64_t* end() const { return dims.data() + rank; }
+  std::size_t size() const { return rank; }
+  std::uint64_t operator[](std::size_t i) const { return dims[i]; }
+  std::vector<std::uint64_t> to_vector() const { return {begin(), end()}; }
+  friend bool operator==(const tensor_shape& a, const std::vector<std::uint64_t>& b) {
+    return a.rank == b.size() && std::equal(a.begin(), a.end(), b.begin());
+  }
+};
+
 struct tensor_spec {
-  std::string name;                   // "layer{}.attn.softmax": {} stands for the layer index
-  std::vector<std::uint64_t> shape;   // (b, a, s, s)
+  std::string_view name;              // "layer{}.attn.softmax": {} stands for the layer index (static storage)
+  tensor_shape shape;                 // (b, a, s, s)
   dtype type = dtype::bf16;
   std::uint64_t bytes = 0;            // one instance: product(shape) * dtype_bytes(type)
   tensor_category category = tensor_category::activations;
@@ -67,7 +90,16 @@ struct inventory {
   std::uint64_t activations_per_layer_bytes = 0;
 };
 
+// What depends on the model alone, computed once per model (a sweep evaluates many runs of one model).
+struct model_facts {
+  std::vector<param_tensor> tensors;
+  param_counts counts;
+};
+model_facts describe_model(const model_spec& m);
+
 // Builds the inventory of one training step: model state, then activations in the order they appear.
-inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout);
+// `facts` must describe `m` (describe_model); without it they are computed here.
+inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
+                          const model_facts* facts = nullptr);
 
 }  // namespace trainplan

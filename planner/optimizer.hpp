@@ -16,7 +16,7 @@ std::string_view optimizer_name(optimizer_kind o);
 optimizer_kind parse_optimizer(std::string_view text);  // throws input_error
 
 struct optimizer_state_buffer {
-  std::string name;        // "adam.m"
+  std::string_view name;   // "adam.m" (static storage)
   dtype type = dtype::fp32;
   std::uint64_t bytes = 0;
 };

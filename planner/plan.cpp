@@ -50,15 +50,21 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   r.gpu = gpu;
   r.calib = calib;
   r.layout = make_precision_layout(run.precision, run.grad_dtype);
-  r.params = count_params(model);
+  model_facts local;
+  const model_facts* facts = options.facts;
+  if (!facts) {
+    local = describe_model(model);
+    facts = &local;
+  }
+  r.params = facts->counts;
 
   auto peak = gpu.peak_flops_per_s(r.layout.compute);
   if (!peak)
     throw input_error(fmt::format("GPU {} has no {} tensor throughput in gpus.json; precision {} cannot run on it",
                                   gpu.name, dtype_name(r.layout.compute), precision_name(run.precision)));
 
-  r.inv = build_inventory(model, run, r.layout);
-  r.timeline = walk_timeline(r.inv, run.grad_accum, options.keep_timeline_points);
+  r.inv = build_inventory(model, run, r.layout, facts);
+  r.timeline = walk_timeline(r.inv, run.grad_accum, options.detail);
   r.tensor_peak_bytes = r.timeline.peak.live_bytes;
 
   r.overhead.cuda_context_bytes = calib.cuda_context_bytes;

@@ -49,7 +49,8 @@ struct plan_result {
 };
 
 struct plan_options {
-  bool keep_timeline_points = false;  // keep every event's live bytes (for timelines and plots)
+  timeline_detail detail = timeline_detail::peak_and_live;
+  const model_facts* facts = nullptr;  // describe_model(model), when the caller evaluates many runs of it
 };
 
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).

@@ -1,10 +1,13 @@
 #include "planner/timeline.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "planner/checked_math.hpp"
+#include "planner/input_error.hpp"
 
 namespace trainplan {
 namespace {
@@ -83,39 +86,76 @@ std::string describe_point(const timeline_point& p, std::uint64_t grad_accum) {
   return fmt::format("{}{}, {}", step, mb, phase_name(p));
 }
 
-timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, bool keep_points) {
+timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, timeline_detail detail) {
   const std::int64_t L = static_cast<std::int64_t>(inv.layers);
   const std::int64_t first_backward = event_index(event_kind::bwd_head, 0, L);
+  const bool keep_points = detail == timeline_detail::every_event;
   timeline_result out;
   bool have_peak = false;
 
+  // Live bytes of one event, by category; summed in 128 bits and checked once (sizes are each below 2^64).
+  unsigned __int128 best_category[tensor_category_count] = {};
   auto visit = [&](timeline_point p, std::int64_t e) {
-    std::uint64_t live = 0;
+    unsigned __int128 category[tensor_category_count] = {};
     for (const tensor_spec& t : inv.tensors) {
-      std::uint64_t n = t.lifetime == state_lifetime::micro_batch
-                            ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
-                            : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
-      if (n) live = checked_add(live, checked_mul(n, t.bytes, "live bytes"), "live bytes");
+      const std::uint64_t n = t.lifetime == state_lifetime::micro_batch
+                                  ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
+                                  : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
+      category[static_cast<int>(t.category)] += static_cast<unsigned __int128>(n) * t.bytes;
     }
-    p.live_bytes = live;
+    unsigned __int128 live = 0;
+    for (unsigned __int128 c : category) live += c;
+    if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
+    p.live_bytes = static_cast<std::uint64_t>(live);
     if (keep_points) out.points.push_back(p);
-    if (!have_peak || live > out.peak.live_bytes) {
+    if (!have_peak || p.live_bytes > out.peak.live_bytes) {
       out.peak = p;
       have_peak = true;
+      std::copy(std::begin(category), std::end(category), std::begin(best_category));
     }
+  };
+  auto visit_event = [&](int step, std::uint64_t mb, event_kind kind, std::int64_t layer) {
+    visit({step, mb, kind, static_cast<std::uint64_t>(layer), 0},
+          kind == event_kind::optimizer ? inv.events_per_micro_batch : event_index(kind, layer, L));
   };
 
   const std::uint64_t micro_batches = grad_accum > 1 ? 2 : 1;
-  for (int step = 1; step <= 2; ++step) {
-    for (std::uint64_t mb = 0; mb < micro_batches; ++mb)
-      for (std::int64_t e = 0; e < inv.events_per_micro_batch; ++e) {
-        event_id id = event_at(e, L);
-        visit({step, mb, id.kind, id.layer, 0}, e);
-      }
-    visit({step, micro_batches - 1, event_kind::optimizer, 0, 0}, inv.events_per_micro_batch);
+  if (keep_points) {
+    for (int step = 1; step <= 2; ++step) {
+      for (std::uint64_t mb = 0; mb < micro_batches; ++mb)
+        for (std::int64_t e = 0; e < inv.events_per_micro_batch; ++e) {
+          event_id id = event_at(e, L);
+          visit({step, mb, id.kind, id.layer, 0}, e);
+        }
+      visit({step, micro_batches - 1, event_kind::optimizer, 0, 0}, inv.events_per_micro_batch);
+    }
+  } else {
+    bool optimizer_state = false;
+    for (const tensor_spec& t : inv.tensors)
+      optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
+    const int step = optimizer_state ? 2 : 1;
+    const std::uint64_t last_mb = micro_batches - 1;
+    if (optimizer_state) visit_event(1, last_mb, event_kind::optimizer, 0);
+    auto forward = [&] {
+      visit_event(step, last_mb, event_kind::fwd_embed, 0);
+      visit_event(step, last_mb, event_kind::fwd_layer, L - 1);
+      visit_event(step, last_mb, event_kind::fwd_head, 0);
+      visit_event(step, last_mb, event_kind::loss, 0);
+    };
+    auto backward = [&] {
+      visit_event(step, 0, event_kind::bwd_head, 0);
+      visit_event(step, 0, event_kind::bwd_layer, L - 1);
+      visit_event(step, 0, event_kind::bwd_embed, 0);
+    };
+    if (micro_batches == 1) forward(), backward();
+    else backward(), forward();  // micro-batch 1's backward comes first in time, then micro-batch 2's forward
+    visit_event(step, last_mb, event_kind::optimizer, 0);
   }
 
-  // What is live at the peak, by buffer and by category.
+  for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(best_category[c]);
+  if (detail == timeline_detail::peak) return out;
+
+  // What is live at the peak, buffer by buffer.
   const timeline_point& p = out.peak;
   const std::int64_t e = p.kind == event_kind::optimizer
                              ? inv.events_per_micro_batch
@@ -124,10 +164,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, bo
     std::uint64_t n = t.lifetime == state_lifetime::micro_batch
                           ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
                           : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
-    if (!n) continue;
-    std::uint64_t bytes = n * t.bytes;  // cannot overflow: the sum over all tensors was checked above
-    out.live_at_peak.push_back({&t, n, bytes});
-    out.category_bytes_at_peak[static_cast<int>(t.category)] += bytes;
+    if (n) out.live_at_peak.push_back({&t, n, n * t.bytes});
   }
   return out;
 }

@@ -29,13 +29,29 @@ struct live_tensor {
 
 struct timeline_result {
   timeline_point peak;
-  std::vector<live_tensor> live_at_peak;  // in inventory order
+  std::vector<live_tensor> live_at_peak;  // in inventory order (peak_and_live, every_event)
   std::uint64_t category_bytes_at_peak[tensor_category_count] = {};
-  std::vector<timeline_point> points;     // every simulated event, when asked for
+  std::vector<timeline_point> points;     // every simulated event (every_event)
 };
 
-// Simulates step 1 and step 2, each with micro-batch 0 and (when grad_accum > 1) micro-batch 1.
-timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, bool keep_points);
+enum class timeline_detail {
+  peak,            // the peak and the bytes of each category there (fast: a sweep's path)
+  peak_and_live,   // also the list of buffers live at the peak
+  every_event,     // also every simulated event's live bytes (points)
+};
+
+// Simulates step 1 and step 2, each with micro-batch 0 and (when grad_accum > 1) micro-batch 1, and
+// finds the first event with the largest live bytes.
+//
+// Without every_event only the events that can hold that peak are visited: later layers of a forward
+// pass hold strictly more than earlier ones (each keeps its input at least), earlier layers of a backward
+// pass hold strictly more than later ones; step 2 holds strictly more than step 1 wherever optimizer
+// state exists, and equal otherwise; a later micro-batch holds the gradients during its forward (more)
+// and the same during its backward. So the first maximum is always among: step 1's optimizer step, the
+// forward's embedding, last layer, head and loss of the last simulated micro-batch, and the backward's
+// head, last layer and embedding of the first micro-batch, in the step that first holds the most.
+// tests/planner/test_timeline.cpp checks this equals the full walk across a grid of configurations.
+timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, timeline_detail detail);
 
 // Instances of `t` live at micro-batch event `event` (0 when not live). Exposed for tests.
 std::uint64_t instances_live(const tensor_spec& t, std::int64_t event, std::int64_t layers);

@@ -34,7 +34,7 @@ bool validation_result::passed(double tolerance_pct) const {
 validation_result compare_with_planner(const training_run& run) {
   validation_result r;
   const inventory inv = build_inventory(run.model, run.config, run.layout);
-  const timeline_result predicted = walk_timeline(inv, run.config.grad_accum, true);
+  const timeline_result predicted = walk_timeline(inv, run.config.grad_accum, timeline_detail::every_event);
   const tracking_allocator& alloc = run.alloc;
   r.steps = static_cast<int>(run.records.size());
   r.steps_run = run.records;
@@ -52,9 +52,10 @@ validation_result compare_with_planner(const training_run& run) {
   // Buffers by name.
   std::map<std::string, tensor_category> category_of;
   for (const tensor_spec& t : inv.tensors) {
-    category_of[t.name] = t.category;
-    tensor_comparison c{t.name, t.bytes, 0, true, false};
-    auto it = alloc.bytes_by_template().find(t.name);
+    const std::string name(t.name);
+    category_of[name] = t.category;
+    tensor_comparison c{name, t.bytes, 0, true, false};
+    auto it = alloc.bytes_by_template().find(name);
     if (it != alloc.bytes_by_template().end()) c.measured = true, c.measured_bytes = it->second;
     r.tensors.push_back(c);
   }

@@ -19,7 +19,7 @@ struct walked {
 walked walk(const model_spec& m, const run_config& r) {
   walked w;
   w.inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
-  w.tl = walk_timeline(w.inv, r.grad_accum, true);
+  w.tl = walk_timeline(w.inv, r.grad_accum, timeline_detail::every_event);
   return w;
 }
 
@@ -139,4 +139,34 @@ TEST_CASE("instances_live counts layers whose lifetime covers an event", "[timel
     CHECK(instances_live(t, event_index(event_kind::loss, 0, L), L) == 5);
     CHECK(instances_live(t, event_index(event_kind::bwd_embed, 0, L), L) == 0);
   }
+}
+
+TEST_CASE("the peak-only walk finds the same first peak as the full walk", "[timeline]") {
+  int cases = 0;
+  for (std::uint64_t layers : {1, 2, 5})
+    for (model_family family : {model_family::gpt, model_family::llama})
+      for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
+        for (attention_kind att : {attention_kind::eager, attention_kind::flash})
+          for (std::uint64_t accum : {1, 3})
+            for (optimizer_kind opt : {optimizer_kind::adamw, optimizer_kind::sgd, optimizer_kind::adafactor})
+              for (precision_regime p : {precision_regime::bf16_mixed, precision_regime::fp32, precision_regime::amp_bf16})
+                for (std::uint64_t seq : {16, 2048}) {
+                  model_spec m = gpt_shape(layers, 256, 4, seq == 16 ? 50000 : 100);  // big vocab: logits dominate
+                  if (family == model_family::llama) m.family = family, m.kv_heads = 2, m.tied_embeddings = false;
+                  run_config r = run_of(seq, 2, rc, att, family == model_family::gpt ? 0.1 : 0.0);
+                  r.grad_accum = accum;
+                  r.optimizer = opt;
+                  r.precision = p;
+                  const inventory inv = build_inventory(m, r, make_precision_layout(p, r.grad_dtype));
+                  const timeline_result full = walk_timeline(inv, accum, timeline_detail::every_event);
+                  const timeline_result fast = walk_timeline(inv, accum, timeline_detail::peak);
+                  INFO(layers << " " << family_name(family) << " " << recompute_name(rc) << " " << attention_name(att)
+                              << " accum " << accum << " " << optimizer_name(opt) << " " << precision_name(p) << " seq " << seq);
+                  CHECK(fast.peak.live_bytes == full.peak.live_bytes);
+                  CHECK(describe_point(fast.peak, accum) == describe_point(full.peak, accum));
+                  for (int c = 0; c < tensor_category_count; ++c)
+                    CHECK(fast.category_bytes_at_peak[c] == full.category_bytes_at_peak[c]);
+                  ++cases;
+                }
+  CHECK(cases == 3 * 2 * 3 * 2 * 2 * 3 * 3 * 2);
 }

@@ -1,0 +1,233 @@
+#include "cli/sweep_output.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+constexpr std::uint64_t block_rows = 4096;
+
+void json_string(fmt::memory_buffer& out, std::string_view s) {
+  out.push_back('"');
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
+
+// One value per column, typed so both formats can write it.
+struct cell {
+  enum kind_t { text, integer, real, boolean, null } kind = null;
+  std::string_view s;
+  std::uint64_t u = 0;
+  std::int64_t i = 0;
+  bool is_signed = false;
+  double d = 0;
+  bool b = false;
+};
+
+cell t(std::string_view s) { return {cell::text, s}; }
+cell u(std::uint64_t v) { cell c{cell::integer}; c.u = v; return c; }
+cell i(std::int64_t v) { cell c{cell::integer}; c.i = v; c.is_signed = true; return c; }
+cell r(double v) { cell c{cell::real}; c.d = v; return c; }
+cell b(bool v) { cell c{cell::boolean}; c.b = v; return c; }
+cell none() { return {}; }
+
+}  // namespace
+
+const std::vector<std::string>& sweep_columns() {
+  static const std::vector<std::string> columns = {
+      "model", "family", "params", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
+      "gpu", "memory_bytes",
+      "seq", "micro_batch", "grad_accum", "global_batch", "tokens_per_step", "precision", "grad_dtype", "optimizer",
+      "recompute", "attention", "dropout",
+      "weights_bytes", "master_weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+      "activations_per_layer_bytes", "logits_bytes", "activation_grads_bytes", "overhead_bytes", "peak_bytes",
+      "peak_phase", "fits", "headroom_bytes",
+      "model_per_step", "hardware_per_step", "step_seconds", "tokens_per_second", "mfu", "hfu",
+      "error"};
+  return columns;
+}
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format format) {
+  const sweep_space::point& p = res.point;
+  const model_spec& m = p.model->spec;
+  const run_config& run = p.run;
+  const bool ok = res.plan.has_value();
+  std::string phase;
+  cell cells[42];
+  std::size_t n = 0;
+  cells[n++] = t(m.name);
+  cells[n++] = t(family_name(m.family));
+  cells[n++] = u(p.model->facts.counts.total);
+  cells[n++] = u(m.layers);
+  cells[n++] = u(m.hidden);
+  cells[n++] = u(m.heads);
+  cells[n++] = u(m.kv_heads);
+  cells[n++] = u(m.ffn);
+  cells[n++] = u(m.vocab);
+  cells[n++] = t(p.gpu->spec.name);
+  cells[n++] = u(p.gpu->spec.memory_bytes);
+  cells[n++] = u(run.seq);
+  cells[n++] = u(run.micro_batch);
+  cells[n++] = ok || run.grad_accum ? u(run.grad_accum) : none();
+  const bool sizes_known = ok;
+  cells[n++] = sizes_known ? u(run.micro_batch * run.grad_accum) : none();
+  cells[n++] = sizes_known ? u(run.seq * run.micro_batch * run.grad_accum) : none();
+  cells[n++] = t(precision_name(run.precision));
+  cells[n++] = ok ? t(dtype_name(res.plan->layout.optimizer_grad_dtype())) : t(grad_dtype_choice_name(run.grad_dtype));
+  cells[n++] = t(optimizer_name(run.optimizer));
+  cells[n++] = t(recompute_name(run.recompute));
+  cells[n++] = t(attention_name(run.attention));
+  cells[n++] = r(run.dropout);
+  if (ok) {
+    const plan_result& pl = *res.plan;
+    for (tensor_category c : {tensor_category::weights, tensor_category::master_weights, tensor_category::gradients,
+                              tensor_category::optimizer, tensor_category::activations})
+      cells[n++] = u(pl.category_bytes(c));
+    cells[n++] = u(pl.inv.activations_per_layer_bytes);
+    cells[n++] = u(pl.category_bytes(tensor_category::logits));
+    cells[n++] = u(pl.category_bytes(tensor_category::activation_grads));
+    cells[n++] = u(pl.overhead.total());
+    cells[n++] = u(pl.peak_bytes);
+    phase = phase_name(pl.timeline.peak);
+    cells[n++] = t(phase);
+    cells[n++] = b(pl.fits);
+    cells[n++] = i(pl.headroom_bytes);
+    cells[n++] = r(pl.flops.model_per_step);
+    cells[n++] = r(pl.flops.hardware_per_step);
+    cells[n++] = r(pl.time.step_seconds);
+    cells[n++] = r(pl.time.tokens_per_second);
+    cells[n++] = r(pl.time.mfu);
+    cells[n++] = r(pl.time.hfu);
+    cells[n++] = none();
+  } else {
+    while (n < 41) cells[n++] = none();
+    cells[n++] = t(res.error);
+  }
+
+  auto it = std::back_inserter(out);
+  const std::vector<std::string>& names = sweep_columns();
+  if (format == sweep_format::jsonl) out.push_back('{');
+  for (std::size_t k = 0; k < n; ++k) {
+    const cell& c = cells[k];
+    if (format == sweep_format::csv) {
+      if (k) out.push_back(',');
+    } else {
+      if (k) out.push_back(',');
+      json_string(out, names[k]);
+      out.push_back(':');
+    }
+    switch (c.kind) {
+      case cell::text:
+        if (format == sweep_format::csv) {
+          if (c.s.find_first_of(",\"\r\n") == std::string_view::npos) out.append(c.s.data(), c.s.data() + c.s.size());
+          else {
+            const std::string q = csv_field(c.s);
+            out.append(q.data(), q.data() + q.size());
+          }
+        } else {
+          json_string(out, c.s);
+        }
+        break;
+      case cell::integer:
+        if (c.is_signed) fmt::format_to(it, "{}", c.i);
+        else fmt::format_to(it, "{}", c.u);
+        break;
+      case cell::real: fmt::format_to(it, "{:.6g}", c.d); break;
+      case cell::boolean: fmt::format_to(it, "{}", c.b ? "true" : "false"); break;
+      case cell::null:
+        if (format == sweep_format::jsonl) fmt::format_to(it, "null");
+        break;
+    }
+  }
+  if (format == sweep_format::jsonl) out.push_back('}');
+  out.push_back('\n');
+}
+
+sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::uint64_t total = space.size();
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  sweep_stats stats;
+  auto write = [&](const fmt::memory_buffer& buf) {
+    if (std::fwrite(buf.data(), 1, buf.size(), out) != buf.size()) throw input_error("writing the sweep failed (disk full?)");
+    stats.bytes_written += buf.size();
+  };
+  if (format == sweep_format::csv) {
+    fmt::memory_buffer header;
+    for (std::size_t k = 0; k < sweep_columns().size(); ++k)
+      fmt::format_to(std::back_inserter(header), "{}{}", k ? "," : "", sweep_columns()[k]);
+    header.push_back('\n');
+    write(header);
+  }
+
+  struct block {
+    fmt::memory_buffer text;
+    std::uint64_t fitting = 0, invalid = 0;
+  };
+  std::vector<block> blocks(threads);
+  auto fill = [&](block& bl, std::uint64_t first, std::uint64_t last) {
+    bl.text.clear();
+    bl.fitting = bl.invalid = 0;
+    for (std::uint64_t k = first; k < last; ++k) {
+      const sweep_result res = evaluate_point(space.at(k));
+      bl.fitting += res.plan && res.plan->fits;
+      bl.invalid += !res.plan;
+      append_row(bl.text, res, format);
+    }
+  };
+  auto last_draw = start;
+  for (std::uint64_t next = 0; next < total;) {
+    std::vector<std::thread> workers;
+    std::uint64_t first = next;
+    unsigned used = 0;
+    for (; used < threads && first < total; ++used) {
+      const std::uint64_t last = std::min(total, first + block_rows);
+      if (used + 1 == threads || last == total) fill(blocks[used], first, last);  // this thread works too
+      else workers.emplace_back(fill, std::ref(blocks[used]), first, last);
+      first = last;
+    }
+    for (std::thread& w : workers) w.join();
+    for (unsigned k = 0; k < used; ++k) {
+      write(blocks[k].text);
+      stats.fitting += blocks[k].fitting;
+      stats.invalid += blocks[k].invalid;
+    }
+    next = first;
+    const auto now = std::chrono::steady_clock::now();
+    if (progress && (now - last_draw > std::chrono::milliseconds(200) || next == total)) {
+      const int width = 40, filled = static_cast<int>(width * static_cast<double>(next) / static_cast<double>(total));
+      fmt::print(stderr, "\r[{:#<{}}{:<{}}] {:3.0f}% {}/{}", "", filled, "", width - filled,
+                 100.0 * static_cast<double>(next) / static_cast<double>(total), next, total);
+      last_draw = now;
+    }
+  }
+  if (progress) fmt::print(stderr, "\n");
+  stats.rows = total;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+}  // namespace trainplan::cli

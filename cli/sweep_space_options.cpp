@@ -1,0 +1,74 @@
+#include "cli/sweep_space_options.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/input_error.hpp"
+#include "planner/sweep_axis.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+template <typename T, typename Parse>
+std::vector<T> names_axis(const std::string& text, const char* option, Parse parse) {
+  std::vector<T> out;
+  for (const std::string& item : parse_name_axis(text, option)) out.push_back(parse(item));
+  return out;
+}
+
+}  // namespace
+
+sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::string>* notes) {
+  sweep_space space;
+  // Models: resolve each listed one through the same path as `plan` (single values).
+  std::vector<model_run_args> per_model;
+  auto each = [&](const std::string& text, const char* option, std::string model_run_args::*field) {
+    for (const std::string& item : parse_name_axis(text, option)) {
+      model_run_args one = args;
+      one.*field = item;
+      per_model.push_back(one);
+    }
+  };
+  if (!args.model.empty()) each(args.model, "--model", &model_run_args::model);
+  else if (!args.params.empty()) each(args.params, "--params", &model_run_args::params);
+  else if (!args.hf_config.empty()) each(args.hf_config, "--hf-config", &model_run_args::hf_config);
+  else per_model.push_back(args);
+  for (model_run_args& one : per_model) {
+    // Run options are swept below; resolve the model with single placeholder run values.
+    one.seq = "1";
+    one.micro_batch = one.grad_accum = one.global_batch = "";
+    one.precision = "bf16-mixed";
+    one.grad_dtype = "auto";
+    one.optimizer = "adamw";
+    one.recompute = "none";
+    one.attention = "flash";
+    one.dropout = "";
+    one.gpu = "h100";
+    resolved_run r = resolve_model_run(one);
+    if (notes) notes->insert(notes->end(), r.notes.begin(), r.notes.end());
+    space.models.push_back({r.model, describe_model(r.model)});
+  }
+
+  const catalog data = catalog::load(args.data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args.data_dir));
+  for (const std::string& name : parse_name_axis(args.gpu, "--gpu")) {
+    const gpu_spec& g = data.gpu(name);
+    space.gpus.push_back({g, data.calibration_for(g)});
+  }
+  space.precisions = names_axis<precision_regime>(args.precision, "--precision", parse_precision);
+  space.grad_dtypes = names_axis<grad_dtype_choice>(args.grad_dtype, "--grad-dtype", parse_grad_dtype);
+  space.optimizers = names_axis<optimizer_kind>(args.optimizer, "--optimizer", parse_optimizer);
+  space.recomputes = names_axis<recompute_mode>(args.recompute, "--recompute", parse_recompute);
+  space.attentions = names_axis<attention_kind>(args.attention, "--attention", parse_attention);
+  if (!args.dropout.empty()) space.dropouts = parse_probability_axis(args.dropout, "--dropout");
+  if (!args.seq.empty()) space.seqs = parse_count_axis(args.seq, "--seq");
+  if (!args.micro_batch.empty()) space.micro_batches = parse_count_axis(args.micro_batch, "--micro-batch");
+  if (!args.global_batch.empty()) {
+    if (!args.grad_accum.empty()) throw input_error("give --grad-accum or --global-batch, not both, in a sweep");
+    space.global_batches = parse_count_axis(args.global_batch, "--global-batch");
+  } else if (!args.grad_accum.empty()) {
+    space.grad_accums = parse_count_axis(args.grad_accum, "--grad-accum");
+  }
+  space.size();  // rejects sweeps beyond 2^64 configurations here, with its message
+  return space;
+}
+
+}  // namespace trainplan::cli

@@ -1,0 +1,75 @@
+#include "planner/sweep.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/checked_math.hpp"
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+namespace {
+
+// Peels the innermost digit of a mixed-radix index.
+std::size_t take(std::uint64_t& index, std::size_t radix) {
+  const std::size_t digit = static_cast<std::size_t>(index % radix);
+  index /= radix;
+  return digit;
+}
+
+}  // namespace
+
+std::uint64_t sweep_space::size() const {
+  const std::uint64_t accum = global_batches.empty() ? grad_accums.size() : global_batches.size();
+  const std::uint64_t drops = dropouts.empty() ? 1 : dropouts.size();
+  return checked_product({models.size(), gpus.size(), precisions.size(), grad_dtypes.size(), optimizers.size(),
+                          recomputes.size(), attentions.size(), drops, seqs.size(), micro_batches.size(), accum},
+                         "the number of sweep configurations");
+}
+
+sweep_space::point sweep_space::at(std::uint64_t index) const {
+  point p;
+  run_config& r = p.run;
+  const std::size_t accum_i = take(index, global_batches.empty() ? grad_accums.size() : global_batches.size());
+  r.micro_batch = micro_batches[take(index, micro_batches.size())];
+  r.seq = seqs[take(index, seqs.size())];
+  const std::size_t drop_i = dropouts.empty() ? 0 : take(index, dropouts.size());
+  r.attention = attentions[take(index, attentions.size())];
+  r.recompute = recomputes[take(index, recomputes.size())];
+  r.optimizer = optimizers[take(index, optimizers.size())];
+  r.grad_dtype = grad_dtypes[take(index, grad_dtypes.size())];
+  r.precision = precisions[take(index, precisions.size())];
+  p.gpu = &gpus[take(index, gpus.size())];
+  p.model = &models[take(index, models.size())];
+  r.dropout = dropouts.empty() ? p.model->spec.dropout : dropouts[drop_i];
+  if (global_batches.empty()) {
+    r.grad_accum = grad_accums[accum_i];
+  } else {
+    const std::uint64_t global = global_batches[accum_i];
+    if (global % r.micro_batch != 0) {
+      p.error = fmt::format("global batch {} is not a multiple of micro-batch {}", global, r.micro_batch);
+      r.grad_accum = 0;
+    } else {
+      r.grad_accum = global / r.micro_batch;
+    }
+  }
+  return p;
+}
+
+sweep_result evaluate_point(const sweep_space::point& p) {
+  sweep_result out;
+  out.point = p;
+  if (!p.error.empty()) {
+    out.error = p.error;
+    return out;
+  }
+  try {
+    plan_options options;
+    options.detail = timeline_detail::peak;
+    options.facts = &p.model->facts;
+    out.plan.emplace(evaluate_plan(p.model->spec, p.run, p.gpu->spec, p.gpu->calib, options));
+  } catch (const input_error& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+}  // namespace trainplan

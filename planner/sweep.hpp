@@ -1,0 +1,63 @@
+#pragma once
+// A sweep: the cross product of resolved axes, visited by index (mixed radix) so that a sweep of any size
+// needs no memory beyond its axes. Axes from outer to inner: model, gpu, precision, grad dtype, optimizer,
+// recompute, attention, dropout, sequence, micro-batch, accumulation (or global batch).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/calibration.hpp"
+#include "planner/gpu_spec.hpp"
+#include "planner/inventory.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/plan.hpp"
+#include "planner/run_config.hpp"
+
+namespace trainplan {
+
+struct sweep_model {
+  model_spec spec;
+  model_facts facts;
+};
+
+struct sweep_gpu {
+  gpu_spec spec;
+  calibration calib;
+};
+
+struct sweep_space {
+  std::vector<sweep_model> models;
+  std::vector<sweep_gpu> gpus;
+  std::vector<precision_regime> precisions{precision_regime::bf16_mixed};
+  std::vector<grad_dtype_choice> grad_dtypes{grad_dtype_choice::automatic};
+  std::vector<optimizer_kind> optimizers{optimizer_kind::adamw};
+  std::vector<recompute_mode> recomputes{recompute_mode::none};
+  std::vector<attention_kind> attentions{attention_kind::flash};
+  std::vector<double> dropouts;                  // empty: each model's own
+  std::vector<std::uint64_t> seqs{4096};
+  std::vector<std::uint64_t> micro_batches{1};
+  std::vector<std::uint64_t> grad_accums{1};
+  std::vector<std::uint64_t> global_batches;     // when set, accumulation = global / micro-batch
+
+  std::uint64_t size() const;  // throws input_error beyond 2^64
+
+  struct point {
+    const sweep_model* model = nullptr;
+    const sweep_gpu* gpu = nullptr;
+    run_config run;
+    std::string error;  // the point cannot exist (a global batch that the micro-batch does not divide)
+  };
+  point at(std::uint64_t index) const;
+};
+
+// One evaluated point: the plan, or why it has none.
+struct sweep_result {
+  sweep_space::point point;
+  std::optional<plan_result> plan;
+  std::string error;
+};
+
+sweep_result evaluate_point(const sweep_space::point& p);
+
+}  // namespace trainplan
