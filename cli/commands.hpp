@@ -19,5 +19,10 @@ void register_validate_command(CLI::App& app, command_action& chosen);
 void register_sweep_command(CLI::App& app, command_action& chosen);
 // `plan bench`: speed figures.
 void register_bench_command(CLI::App& app, command_action& chosen);
+// `plan search` and `plan max`: the best configurations, and the inverse questions.
+void register_search_command(CLI::App& app, command_action& chosen);
+void register_max_command(CLI::App& app, command_action& chosen);
+// `plan plot`: charts through gnuplot.
+void register_plot_command(CLI::App& app, command_action& chosen);
 
 }  // namespace trainplan::cli

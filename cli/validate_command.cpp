@@ -103,10 +103,16 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
 
       std::string written;
       if (!args->no_report) {
-        const std::string stem = fmt::format("validate-{}-{}-{}", result.backend, r.model.name, timestamp());
+        const run_config& c = r.run;
+        const std::string stem = fmt::format("validate-{}-{}-s{}-b{}-a{}-{}-{}-{}-{}", result.backend, r.model.name, c.seq,
+                                             c.micro_batch, c.grad_accum, precision_name(c.precision),
+                                             recompute_name(c.recompute), attention_name(c.attention), timestamp());
         std::string safe_stem;
-        for (char c : stem) safe_stem += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.') ? c : '_';
-        const std::filesystem::path base = std::filesystem::path(args->report_dir) / safe_stem;
+        for (char ch : stem) safe_stem += (std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.') ? ch : '_';
+        // Never overwrite a report: runs within the same second get -2, -3...
+        std::filesystem::path base = std::filesystem::path(args->report_dir) / safe_stem;
+        for (int n = 2; std::filesystem::exists(base.string() + ".json"); ++n)
+          base = std::filesystem::path(args->report_dir) / fmt::format("{}-{}", safe_stem, n);
         write_file(base.string() + ".json", render_validate_json(in).dump(2) + "\n");
         write_file(base.string() + ".md", render_validate_markdown(in));
         written = base.string() + ".json";

@@ -94,6 +94,9 @@ nlohmann::json render_validate_json(const validate_report_input& in) {
     components.push_back({{"component", c.component}, {"predicted_bytes", c.predicted_bytes}, {"measured_bytes", c.measured_bytes}});
   for (const auto& s : r.steps_run)
     steps.push_back({{"step", s.step}, {"loss", s.loss}, {"skipped", s.skipped}, {"loss_scale", s.loss_scale}});
+  json timeline = json::array();
+  for (const auto& row : r.timeline)
+    timeline.push_back({{"phase", row.phase}, {"predicted_bytes", row.predicted_bytes}, {"measured_bytes", row.measured_bytes}});
   return json{{"backend", r.backend},
               {"model", {{"name", m.name}, {"family", family_name(m.family)}, {"layers", m.layers}, {"hidden", m.hidden},
                          {"heads", m.heads}, {"kv_heads", m.kv_heads}, {"ffn", m.ffn}, {"vocab", m.vocab}}},
@@ -110,7 +113,8 @@ nlohmann::json render_validate_json(const validate_report_input& in) {
               {"pass", in.passed},
               {"components", components},
               {"tensors", tensors},
-              {"steps", steps}};
+              {"steps", steps},
+              {"timeline", timeline}};
 }
 
 std::string render_validate_markdown(const validate_report_input& in) {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "planner/input_error.hpp"
+#include "planner/search.hpp"
 
 namespace trainplan {
 namespace {
@@ -76,6 +76,10 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
                                          const calibration& calib, std::size_t max_results) {
   const std::vector<axis> axes = change_axes(run, gpu);
   std::vector<fit_suggestion> found;
+  // Candidates are evaluated like the search's (planner/search.hpp), against the verdict's budget: the
+  // whole GPU memory (no safety margin, as the fit check itself).
+  const sweep_model sm{model, describe_model(model)};
+  const sweep_gpu sg{gpu, calib};
 
   // Depth-first over axes: each axis contributes nothing or one of its changes; at most three changes.
   std::vector<const change*> picked;
@@ -88,17 +92,14 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
         s.changes.push_back(c->flag);
         s.changes_training = s.changes_training || c->changes_training;
       }
-      try {
-        plan_result r = evaluate_plan(model, candidate, gpu, calib);
-        if (r.fits) {
-          s.run = candidate;
-          s.peak_bytes = r.peak_bytes;
-          s.headroom_bytes = r.headroom_bytes;
-          s.tokens_per_second = r.time.tokens_per_second;
-          found.push_back(std::move(s));
-        }
-      } catch (const input_error&) {
-        // A combination this GPU cannot run is simply not a suggestion.
+      // A combination this GPU cannot run (nullopt) is simply not a suggestion.
+      const std::optional<config_summary> r = summarize_config(sm, sg, candidate, 0.0);
+      if (r && r->fits) {
+        s.run = candidate;
+        s.peak_bytes = r->peak_bytes;
+        s.headroom_bytes = static_cast<std::int64_t>(r->budget_bytes - r->peak_bytes);
+        s.tokens_per_second = r->tokens_per_second;
+        found.push_back(std::move(s));
       }
     }
     if (picked.size() == 3) return;

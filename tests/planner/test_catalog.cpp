@@ -18,7 +18,7 @@ const std::string one_model = R"({"models": [{"name": "m1", "family": "gpt", "no
   "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": 256, "vocab": 100, "max_positions": 64, "tied_embeddings": true,
   "dropout": 0.0, "source": "test"}]})";
 const std::string calib = R"({"default": {"cuda_context_bytes": 1, "cublas_workspace_bytes": 2,
-  "allocator_slack_fraction": 0.0, "achieved_efficiency": 0.5, "source": "test"}, "gpus": {"x1": {"cuda_context_bytes": 7}}})";
+  "allocator_slack_fraction": 0.0, "achieved_efficiency": 0.5, "safety_margin_fraction": 0.1, "source": "test"}, "gpus": {"x1": {"cuda_context_bytes": 7}}})";
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   auto pos = s.find(from);

@@ -1,0 +1,65 @@
+#include "cli/gnuplot.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string gnuplot_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+void render_gnuplot(const gnuplot_job& job) {
+  const std::filesystem::path out(job.output);
+  std::string terminal;
+  if (out.extension() == ".svg") terminal = "set terminal svg size 960,600 dynamic enhanced background rgb 'white' font 'Helvetica,13'";
+  else if (out.extension() == ".png") terminal = "set terminal pngcairo size 960,600 enhanced background rgb 'white' font 'Helvetica,11'";
+  else throw input_error(fmt::format("-o {}: the file must end in .svg or .png", job.output));
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    throw input_error("gnuplot is not installed: apt-get install gnuplot-nox (scripts/build.sh does)");
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("trainplan-plot-{}", getpid());
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, content] : job.data_files) std::ofstream(dir / name) << content;
+  const std::filesystem::path partial = std::filesystem::absolute(out).string() + ".partial";
+  std::ofstream(dir / "plot.gp") << terminal << "\nset output " << gnuplot_quote(partial.string()) << "\n"
+                                 << "cd " << gnuplot_quote(dir.string()) << "\n"
+                                 << job.script << "\nunset output\n";
+  const std::string cmd = fmt::format("gnuplot {} 2>{}", shell_quote((dir / "plot.gp").string()),
+                                      shell_quote((dir / "stderr.txt").string()));
+  const int status = std::system(cmd.c_str());
+  std::ifstream err_in(dir / "stderr.txt");
+  std::string first_error;
+  for (std::string line; std::getline(err_in, line);)
+    if (!line.empty() && line.find_first_not_of(" ^") != std::string::npos) {
+      if (first_error.empty() || line.find("line") != std::string::npos) first_error = line;
+    }
+  std::filesystem::remove_all(dir);
+  std::error_code ec;
+  if (status != 0 || !std::filesystem::exists(partial) || std::filesystem::file_size(partial, ec) == 0) {
+    std::filesystem::remove(partial, ec);
+    throw input_error(fmt::format("gnuplot failed{}", first_error.empty() ? "" : ": " + first_error));
+  }
+  std::filesystem::rename(partial, out, ec);
+  if (ec) throw input_error(fmt::format("-o: cannot write {}: {}", job.output, ec.message()));
+}
+
+}  // namespace trainplan::cli

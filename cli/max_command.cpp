@@ -1,0 +1,111 @@
+// `plan max seq|micro-batch|params`: the largest value that still fits the GPU with everything else fixed.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/format.hpp"
+#include "cli/model_run_options.hpp"
+#include "planner/input_error.hpp"
+#include "planner/max_fit.hpp"
+#include "planner/param_count.hpp"
+#include "planner/search.hpp"
+#include "planner/shape_from_params.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+struct max_args {
+  model_run_args model_run;
+  std::string what;
+  double margin = 0;
+  bool json = false;
+};
+
+}  // namespace
+
+void register_max_command(CLI::App& app, command_action& chosen) {
+  auto args = std::make_shared<max_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "max", "the longest sequence, largest micro-batch or largest model (llama family) that fits (exit 1 if none)");
+  cmd->add_option("what", args->what, "seq | micro-batch | params")->required()->type_name("WHAT");
+  add_model_run_options(*cmd, args->model_run);
+  cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default 0, as the fit check)")
+      ->type_name("FRACTION");
+  cmd->add_flag("--json", args->json, "print one JSON object");
+
+  cmd->callback([args, &chosen]() {
+    chosen = [args]() -> int {
+      if (args->margin < 0 || args->margin >= 1) throw input_error("--margin must be at least 0 and below 1");
+      model_run_args a = args->model_run;
+      const bool params = args->what == "params";
+      if (args->what != "seq" && args->what != "micro-batch" && !params)
+        throw input_error(fmt::format("max: unknown quantity '{}' (known: seq, micro-batch, params)", args->what));
+      if (params && a.model.empty() && a.params.empty() && a.hf_config.empty()) a.params = "7B";  // placeholder shape
+      if (args->what == "seq" && a.seq.empty()) a.seq = "1";
+      resolved_run r = resolve_model_run(a);
+      const sweep_gpu gpu{r.gpu, r.calib};
+      sweep_model model{r.model, describe_model(r.model)};
+      run_config run = r.run;
+
+      std::optional<config_summary> at_max, next;
+      auto try_value = [&](std::uint64_t v, std::optional<config_summary>* keep) {
+        if (params) {
+          model.spec = derive_llama_shape(v * 1'000'000ull);
+          model.facts = describe_model(model.spec);
+        } else if (args->what == "seq") {
+          run.seq = v;
+        } else {
+          run.micro_batch = v;
+        }
+        std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin);
+        if (keep) *keep = s;
+        return s && s->fits;
+      };
+      std::uint64_t hi = 1ull << 24;
+      if (args->what == "seq" && r.model.max_positions) hi = r.model.max_positions;
+      if (params) hi = 10'000'000;  // 10T parameters, in millions
+      const std::optional<std::uint64_t> best = largest_fitting(1, hi, [&](std::uint64_t v) { return try_value(v, nullptr); });
+      if (best) {
+        if (*best < hi) try_value(*best + 1, &next);
+        try_value(*best, &at_max);  // last, so that run and model describe the maximum
+      }
+
+      const std::string unit = params ? "parameters" : args->what == "seq" ? "tokens" : "sequences";
+      const std::uint64_t value = !best ? 0 : params ? count_params(model.spec).total : *best;
+      if (args->json) {
+        nlohmann::json j{{"what", args->what}, {"gpu", r.gpu.name}, {"fits", best.has_value()}};
+        if (best) {
+          j["value"] = value;
+          j["peak_bytes"] = at_max->peak_bytes;
+          j["budget_bytes"] = at_max->budget_bytes;
+          if (params) j["model"] = {{"layers", model.spec.layers}, {"hidden", model.spec.hidden}, {"heads", model.spec.heads}, {"ffn", model.spec.ffn}};
+          if (next) j["next_peak_bytes"] = next->peak_bytes;
+        }
+        fmt::print("{}\n", j.dump(2));
+        return best ? 0 : 1;
+      }
+      if (!best) {
+        fmt::print("Nothing fits: even the smallest {} ({}) exceeds {} of {}.\n", args->what, params ? "1M parameters" : "1",
+                   gib(memory_budget(r.gpu, args->margin)), r.gpu.description);
+        return 1;
+      }
+      const std::string subject = params ? fmt::format("llama-family model (derived shape: L={} h={} heads={} ffn={})",
+                                                       model.spec.layers, model.spec.hidden, model.spec.heads, model.spec.ffn)
+                                         : args->what == "seq" ? "sequence" : "micro-batch";
+      fmt::print("Largest {} that fits on {}: {} {}, peak {} of {}.\n", subject, r.gpu.description, grouped(value), unit,
+                 gib(at_max->peak_bytes), gib(at_max->budget_bytes));
+      if (next)
+        fmt::print("One step more ({}) needs {} bytes, {} over the budget.\n", params ? "1M more parameters" : "+1",
+                   grouped(next->peak_bytes), grouped(next->peak_bytes - next->budget_bytes));
+      else if (*best == hi) fmt::print("That is the search's upper limit ({}).\n", grouped(hi));
+      fmt::print("Everything else as given: {}, {}, recompute {}, {} attention, seq {}, micro-batch {}.\n",
+                 precision_name(run.precision), optimizer_name(run.optimizer), recompute_name(run.recompute),
+                 attention_name(run.attention), run.seq, run.micro_batch);
+      return 0;
+    };
+  });
+}
+
+}  // namespace trainplan::cli

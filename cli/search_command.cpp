@@ -1,0 +1,158 @@
+// `plan search`: the configurations that fit, best first for a target batch, with the Pareto front of
+// peak memory against tokens/s and what breaks the budget for the rest. Exit 0 when something fits.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/format.hpp"
+#include "cli/sweep_space_options.hpp"
+#include "planner/input_error.hpp"
+#include "planner/quantity_parse.hpp"
+#include "planner/search.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+struct search_args {
+  model_run_args model_run;
+  std::string tokens_per_step = "4M";
+  double margin = -1;
+  std::size_t top = 5;
+  bool json = false;
+};
+
+std::string config_label(const config_summary& s) {
+  return fmt::format("seq {} x micro-batch {} x {} accumulation, recompute {}, {} attention, {}, {}", s.run.seq,
+                     s.run.micro_batch, s.run.grad_accum, recompute_name(s.run.recompute), attention_name(s.run.attention),
+                     precision_name(s.run.precision), optimizer_name(s.run.optimizer));
+}
+
+// Why the winner beats the runner-up, from the fields in which they differ.
+std::string why_first(const config_summary& a, const config_summary* b) {
+  std::string why = fmt::format("highest predicted tokens/s ({}), {} of the budget", grouped(static_cast<std::uint64_t>(a.tokens_per_second)),
+                                percent(static_cast<double>(a.peak_bytes) / static_cast<double>(a.budget_bytes)));
+  if (!b) return why + "; the only configuration that fits";
+  std::vector<std::string> reasons;
+  if (a.run.recompute != b->run.recompute)
+    reasons.push_back(fmt::format("recompute {} redoes less work than {}", recompute_name(a.run.recompute), recompute_name(b->run.recompute)));
+  if (a.run.attention != b->run.attention)
+    reasons.push_back(fmt::format("{} attention instead of {}", attention_name(a.run.attention), attention_name(b->run.attention)));
+  if (a.run.precision != b->run.precision)
+    reasons.push_back(fmt::format("{} instead of {}", precision_name(a.run.precision), precision_name(b->run.precision)));
+  if (a.run.micro_batch != b->run.micro_batch)
+    reasons.push_back(fmt::format("micro-batch {} rather than {} (fewer, larger GEMMs for the same tokens; equal in the "
+                                  "model's speed until GEMM-size efficiency is calibrated)",
+                                  a.run.micro_batch, b->run.micro_batch));
+  const double gain = a.tokens_per_second / b->tokens_per_second - 1.0;
+  why += fmt::format("; {:+.1f}% over #2", 100.0 * gain);
+  if (!reasons.empty()) {
+    why += ": ";
+    for (std::size_t i = 0; i < reasons.size(); ++i) why += (i ? "; " : "") + reasons[i];
+  }
+  return why;
+}
+
+nlohmann::json summary_json(const config_summary& s) {
+  return {{"model", s.model->spec.name}, {"gpu", s.gpu->spec.name}, {"seq", s.run.seq}, {"micro_batch", s.run.micro_batch},
+          {"grad_accum", s.run.grad_accum}, {"recompute", recompute_name(s.run.recompute)},
+          {"attention", attention_name(s.run.attention)}, {"precision", precision_name(s.run.precision)},
+          {"optimizer", optimizer_name(s.run.optimizer)}, {"peak_bytes", s.peak_bytes}, {"budget_bytes", s.budget_bytes},
+          {"fits", s.fits}, {"tokens_per_second", s.tokens_per_second}, {"mfu", s.mfu},
+          {"largest_component", category_name(s.largest)}};
+}
+
+}  // namespace
+
+void register_search_command(CLI::App& app, command_action& chosen) {
+  auto args = std::make_shared<search_args>();
+  args->model_run.micro_batch = "1:1024:x2";
+  args->model_run.recompute = "none,selective,full";
+  CLI::App* cmd = app.add_subcommand(
+      "search", "find the configurations that fit, best tokens/s first, for a target batch (exit 0 if any fits)");
+  add_model_run_options(*cmd, args->model_run);
+  cmd->add_option("--tokens-per-step", args->tokens_per_step,
+                  "target global batch in tokens; k, M are powers of 1024 (default 4M = 4,194,304)")
+      ->type_name("TOKENS");
+  cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default: calibration, 0.05)")
+      ->type_name("FRACTION");
+  cmd->add_option("--top", args->top, "how many of the best to list (default 5)")->type_name("N");
+  cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full unless given; lists and ranges as in sweep.");
+
+  cmd->callback([args, &chosen]() {
+    chosen = [args]() -> int {
+      const sweep_space space = resolve_sweep_space(args->model_run);
+      const std::uint64_t target = parse_binary_count(args->tokens_per_step, "--tokens-per-step");
+      const double margin = args->margin >= 0 ? args->margin : space.gpus.front().calib.safety_margin_fraction;
+      if (margin >= 1) throw input_error("--margin must be below 1");
+      const search_result r = search_configs(space, target, margin);
+
+      std::map<std::string, std::pair<std::size_t, const config_summary*>> failing;  // component -> count, smallest
+      for (const config_summary& s : r.failing) {
+        auto& entry = failing[std::string(category_name(s.largest))];
+        ++entry.first;
+        if (!entry.second || s.peak_bytes < entry.second->peak_bytes) entry.second = &s;
+      }
+      if (args->json) {
+        nlohmann::json j;
+        j["tokens_per_step"] = target;
+        j["margin"] = margin;
+        j["evaluated"] = r.evaluated;
+        j["unreachable"] = r.unreachable;
+        j["invalid"] = r.invalid;
+        j["best"] = nlohmann::json::array();
+        for (std::size_t i = 0; i < std::min(args->top, r.fitting.size()); ++i) j["best"].push_back(summary_json(r.fitting[i]));
+        j["pareto"] = nlohmann::json::array();
+        for (const config_summary& s : r.pareto) j["pareto"].push_back(summary_json(s));
+        j["failing_by_component"] = nlohmann::json::object();
+        for (const auto& [name, entry] : failing)
+          j["failing_by_component"][name] = {{"count", entry.first}, {"smallest", summary_json(*entry.second)}};
+        fmt::print("{}\n", j.dump(2));
+        return r.fitting.empty() ? 1 : 0;
+      }
+
+      std::string models, gpus;
+      for (const auto& m : space.models) models += (models.empty() ? "" : ", ") + m.spec.name;
+      for (const auto& g : space.gpus) gpus += (gpus.empty() ? "" : ", ") + g.spec.name;
+      fmt::print("plan search: {} on {}, {} tokens per step, {}% of memory kept free\n", models, gpus, grouped(target),
+                 100.0 * margin);
+      fmt::print("Evaluated {} configurations: {} fit, {} over the budget, {} cannot run; {} more cannot split the batch "
+                 "exactly.\n\n",
+                 r.evaluated, r.fitting.size(), r.failing.size(), r.invalid, r.unreachable);
+      if (!r.fitting.empty()) {
+        fmt::print("Best by predicted tokens/s:\n  {:>2}  {:<16} {:<10} {:<80} {:>10} {:>9} {:>12} {:>7}\n", "#", "model", "gpu",
+                   "configuration", "peak", "budget", "tokens/s", "MFU");
+        for (std::size_t i = 0; i < std::min(args->top, r.fitting.size()); ++i) {
+          const config_summary& s = r.fitting[i];
+          fmt::print("  {:>2}  {:<16} {:<10} {:<80} {:>10} {:>9} {:>12} {:>7}\n", i + 1, s.model->spec.name, s.gpu->spec.name,
+                     config_label(s), gib(s.peak_bytes), percent(static_cast<double>(s.peak_bytes) / s.budget_bytes),
+                     grouped(static_cast<std::uint64_t>(s.tokens_per_second)), percent(s.mfu));
+        }
+        fmt::print("Why #1: {}.\n\n", why_first(r.fitting[0], r.fitting.size() > 1 ? &r.fitting[1] : nullptr));
+        fmt::print("Pareto front (no other fitting configuration has both a lower peak and more tokens/s):\n");
+        for (const config_summary& s : r.pareto)
+          fmt::print("  peak {:>10}  {:>12} tokens/s  {} on {}: {}\n", gib(s.peak_bytes),
+                     grouped(static_cast<std::uint64_t>(s.tokens_per_second)), s.model->spec.name, s.gpu->spec.name,
+                     config_label(s));
+        fmt::print("\n");
+      } else {
+        fmt::print("Nothing fits.\n\n");
+      }
+      if (!failing.empty()) {
+        fmt::print("Over the budget, by the largest component at the peak:\n");
+        for (const auto& [name, entry] : failing)
+          fmt::print("  {:<18} {:>6} configurations; the closest: {} on {}, {} ({} {} of {} budget)\n", name, entry.first,
+                     entry.second->model->spec.name, entry.second->gpu->spec.name, config_label(*entry.second),
+                     gib(entry.second->category_bytes[static_cast<int>(entry.second->largest)]), name,
+                     gib(entry.second->budget_bytes));
+      }
+      return r.fitting.empty() ? 1 : 0;
+    };
+  });
+}
+
+}  // namespace trainplan::cli

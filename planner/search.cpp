@@ -1,0 +1,89 @@
+#include "planner/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+
+std::uint64_t memory_budget(const gpu_spec& gpu, double margin) {
+  return static_cast<std::uint64_t>(std::floor(static_cast<double>(gpu.memory_bytes) * (1.0 - margin)));
+}
+
+std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
+                                               double margin, std::string* why) {
+  plan_options options;
+  options.detail = timeline_detail::peak;
+  options.facts = &model.facts;
+  try {
+    const plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
+    config_summary s;
+    s.model = &model;
+    s.gpu = &gpu;
+    s.run = run;
+    s.peak_bytes = p.peak_bytes;
+    s.budget_bytes = memory_budget(gpu.spec, margin);
+    s.fits = p.peak_bytes <= s.budget_bytes;
+    s.tokens_per_second = p.time.tokens_per_second;
+    s.mfu = p.time.mfu;
+    s.step_seconds = p.time.step_seconds;
+    s.overhead_bytes = p.overhead.total();
+    std::uint64_t largest = 0;
+    for (int c = 0; c < tensor_category_count; ++c) {
+      s.category_bytes[c] = p.timeline.category_bytes_at_peak[c];
+      if (s.category_bytes[c] > largest) largest = s.category_bytes[c], s.largest = static_cast<tensor_category>(c);
+    }
+    return s;
+  } catch (const input_error& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+}
+
+bool dominates(const config_summary& a, const config_summary& b) {
+  const bool no_worse = a.peak_bytes <= b.peak_bytes && a.tokens_per_second >= b.tokens_per_second;
+  const bool better = a.peak_bytes < b.peak_bytes || a.tokens_per_second > b.tokens_per_second;
+  return no_worse && better;
+}
+
+search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin) {
+  if (target_tokens_per_step == 0) throw input_error("the target batch must be at least one token");
+  if (margin < 0 || margin >= 1) throw input_error("--margin must be at least 0 and below 1");
+  if (!space.global_batches.empty() || space.grad_accums != std::vector<std::uint64_t>{1})
+    throw input_error("the search chooses the accumulation from the target batch: give no --grad-accum or --global-batch");
+  search_result out;
+  const std::uint64_t total = space.size();
+  for (std::uint64_t k = 0; k < total; ++k) {
+    sweep_space::point p = space.at(k);
+    const std::uint64_t tokens_per_micro_batch = p.run.seq * p.run.micro_batch;  // both below 2^32 in practice
+    if (tokens_per_micro_batch == 0 || target_tokens_per_step % tokens_per_micro_batch != 0 ||
+        tokens_per_micro_batch > target_tokens_per_step) {
+      ++out.unreachable;
+      continue;
+    }
+    p.run.grad_accum = target_tokens_per_step / tokens_per_micro_batch;
+    ++out.evaluated;
+    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin);
+    if (!s) ++out.invalid;
+    else if (s->fits) out.fitting.push_back(*s);
+    else out.failing.push_back(*s);
+  }
+  std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {
+    if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
+    if (a.run.micro_batch != b.run.micro_batch) return a.run.micro_batch > b.run.micro_batch;  // fewer, larger GEMMs
+    return a.peak_bytes < b.peak_bytes;
+  });
+  // Pareto front: by ascending peak, keep each run faster than every run with a smaller peak.
+  std::vector<config_summary> by_peak = out.fitting;
+  std::stable_sort(by_peak.begin(), by_peak.end(), [](const config_summary& a, const config_summary& b) {
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    return a.tokens_per_second > b.tokens_per_second;
+  });
+  double best_speed = -1;
+  for (const config_summary& s : by_peak)
+    if (s.tokens_per_second > best_speed) out.pareto.push_back(s), best_speed = s.tokens_per_second;
+  return out;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,51 @@
+#pragma once
+// The configuration search: which runs fit (with a safety margin), ranked by predicted tokens/s for a
+// target global batch, their Pareto front of peak memory against tokens/s, and, for the runs that do not
+// fit, the component that breaks the budget. The fit check's suggestions use the same evaluation.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/plan.hpp"
+#include "planner/sweep.hpp"
+
+namespace trainplan {
+
+// What the search keeps of one evaluated configuration (a plan_result is far larger).
+struct config_summary {
+  const sweep_model* model = nullptr;
+  const sweep_gpu* gpu = nullptr;
+  run_config run;
+  std::uint64_t peak_bytes = 0;
+  std::uint64_t budget_bytes = 0;       // GPU memory x (1 - margin)
+  bool fits = false;                    // peak <= budget
+  double tokens_per_second = 0, mfu = 0, step_seconds = 0;
+  std::uint64_t category_bytes[tensor_category_count] = {};
+  std::uint64_t overhead_bytes = 0;
+  tensor_category largest = tensor_category::activations;  // the biggest component at the peak
+};
+
+// The budget for a GPU: memory x (1 - margin), margin in [0, 1).
+std::uint64_t memory_budget(const gpu_spec& gpu, double margin);
+
+// Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set.
+std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
+                                               double margin, std::string* why = nullptr);
+
+struct search_result {
+  std::vector<config_summary> fitting;  // best first: tokens/s, then larger micro-batch, then lower peak
+  std::vector<config_summary> pareto;   // fitting runs no other beats on both peak and tokens/s, by peak
+  std::vector<config_summary> failing;  // over the budget
+  std::uint64_t evaluated = 0, unreachable = 0, invalid = 0;  // unreachable: the target batch cannot be split
+};
+
+// Every point of `space`, with accumulation = target_tokens / (seq x micro-batch) (which must divide
+// exactly; the space's own accumulation axis must be the default {1}), evaluated against the budget. The
+// summaries point into `space`, which must outlive the result.
+search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin);
+
+// True when a is at least as good as b on both axes and better on one (lower peak, higher tokens/s).
+bool dominates(const config_summary& a, const config_summary& b);
+
+}  // namespace trainplan
