@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -36,9 +37,15 @@ std::string why_first(const config_summary& a, const config_summary* b) {
   std::string why = fmt::format("highest predicted tokens/s ({}), {} of the budget", grouped(static_cast<std::uint64_t>(a.tokens_per_second)),
                                 percent(static_cast<double>(a.peak_bytes) / static_cast<double>(a.budget_bytes)));
   if (!b) return why + "; the only configuration that fits";
+  const double gain = a.tokens_per_second / b->tokens_per_second - 1.0;
+  const bool tie = std::abs(gain) < 1e-9;
   std::vector<std::string> reasons;
   if (a.run.recompute != b->run.recompute)
-    reasons.push_back(fmt::format("recompute {} redoes less work than {}", recompute_name(a.run.recompute), recompute_name(b->run.recompute)));
+    reasons.push_back(tie ? fmt::format("recompute {} rather than {} (the same work here: flash attention already "
+                                        "recomputes the attention core)",
+                                        recompute_name(a.run.recompute), recompute_name(b->run.recompute))
+                          : fmt::format("recompute {} redoes less work than {}", recompute_name(a.run.recompute),
+                                        recompute_name(b->run.recompute)));
   if (a.run.attention != b->run.attention)
     reasons.push_back(fmt::format("{} attention instead of {}", attention_name(a.run.attention), attention_name(b->run.attention)));
   if (a.run.precision != b->run.precision)
@@ -47,8 +54,7 @@ std::string why_first(const config_summary& a, const config_summary* b) {
     reasons.push_back(fmt::format("micro-batch {} rather than {} (fewer, larger GEMMs for the same tokens; equal in the "
                                   "model's speed until GEMM-size efficiency is calibrated)",
                                   a.run.micro_batch, b->run.micro_batch));
-  const double gain = a.tokens_per_second / b->tokens_per_second - 1.0;
-  why += fmt::format("; {:+.1f}% over #2", 100.0 * gain);
+  why += tie ? std::string("; ties with #2 on speed, preferred for") : fmt::format("; {:+.1f}% over #2", 100.0 * gain);
   if (!reasons.empty()) {
     why += ": ";
     for (std::size_t i = 0; i < reasons.size(); ++i) why += (i ? "; " : "") + reasons[i];

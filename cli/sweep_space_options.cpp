@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "planner/input_error.hpp"
 #include "planner/sweep_axis.hpp"
 
@@ -30,6 +32,7 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
   };
   if (!args.model.empty()) each(args.model, "--model", &model_run_args::model);
   else if (!args.params.empty()) each(args.params, "--params", &model_run_args::params);
+  else if (!args.hf_config.empty() && std::filesystem::exists(args.hf_config)) per_model.push_back(args);  // one file, commas and all
   else if (!args.hf_config.empty()) each(args.hf_config, "--hf-config", &model_run_args::hf_config);
   else per_model.push_back(args);
   for (model_run_args& one : per_model) {

@@ -71,7 +71,10 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
   }
   std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {
     if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
-    if (a.run.micro_batch != b.run.micro_batch) return a.run.micro_batch > b.run.micro_batch;  // fewer, larger GEMMs
+    // Equal speed (with flash attention, selective recomputation changes nothing): prefer less
+    // recomputation, then fewer, larger GEMMs, then more headroom.
+    if (a.run.recompute != b.run.recompute) return a.run.recompute < b.run.recompute;
+    if (a.run.micro_batch != b.run.micro_batch) return a.run.micro_batch > b.run.micro_batch;
     return a.peak_bytes < b.peak_bytes;
   });
   // Pareto front: by ascending peak, keep each run faster than every run with a smaller peak.

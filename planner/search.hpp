@@ -34,7 +34,7 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
                                                double margin, std::string* why = nullptr);
 
 struct search_result {
-  std::vector<config_summary> fitting;  // best first: tokens/s, then larger micro-batch, then lower peak
+  std::vector<config_summary> fitting;  // best first: tokens/s, less recomputation, larger micro-batch, lower peak
   std::vector<config_summary> pareto;   // fitting runs no other beats on both peak and tokens/s, by peak
   std::vector<config_summary> failing;  // over the budget
   std::uint64_t evaluated = 0, unreachable = 0, invalid = 0;  // unreachable: the target batch cannot be split

@@ -50,7 +50,7 @@ std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_v
         std::string_view s = parts[2];
         if (!s.empty() && (s.front() == 'x' || s.front() == 'X' || s.front() == '*')) multiply = true, s.remove_prefix(1);
         else if (!s.empty() && s.front() == '+') s.remove_prefix(1);
-        step = parse_integer(s, fmt::format("{} step", option), 0);
+        step = s == "0" ? 0 : multiply ? parse_integer(s, fmt::format("{} step", option), 0) : count(s);
         if ((!multiply && step == 0) || (multiply && step < 2))
           throw input_error(fmt::format("{}: step '{}' in '{}' never advances", option, parts[2], item));
       }

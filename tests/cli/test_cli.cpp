@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "run_plan.hpp"
@@ -192,4 +193,180 @@ TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][valida
     CHECK(r.exit_code == 2);
     CHECK(one_line(r.err));
   }
+}
+
+namespace {
+
+// Splits one CSV line into fields (RFC 4180 quotes).
+std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else out.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("plan sweep writes the cross product as CSV with plan's field names", "[cli][sweep]") {
+  plan_run r = run_plan("sweep --model gpt2,tinyllama-1.1b --seq 256:1024:x2 --micro-batch 1,4 --recompute none,full "
+                        "--gpu h100,a100-40gb");
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 1 + 2 * 3 * 2 * 2 * 2);
+  const std::vector<std::string> header = csv_split(lines[0]);
+  for (const char* col : {"model", "seq", "micro_batch", "grad_accum", "precision", "recompute", "weights_bytes",
+                          "optimizer_bytes", "activations_bytes", "peak_bytes", "peak_phase", "fits", "headroom_bytes",
+                          "model_per_step", "step_seconds", "tokens_per_second", "mfu"})
+    CHECK(std::find(header.begin(), header.end(), col) != header.end());
+  const std::size_t peak_col = std::find(header.begin(), header.end(), "peak_bytes") - header.begin();
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = csv_split(lines[i]);
+    REQUIRE(f.size() == header.size());
+    CHECK(std::stoull(f[peak_col]) > 0);
+  }
+  // Each row equals what `plan --json` says of the same configuration.
+  const std::vector<std::string> first = csv_split(lines[1]);
+  json one = json::parse(run_plan("--model gpt2 --seq 256 --micro-batch 1 --recompute none --gpu h100 --json").out);
+  CHECK(first[peak_col] == std::to_string(one["memory"]["peak_bytes"].get<std::uint64_t>()));
+}
+
+TEST_CASE("plan sweep quotes fields, writes JSON lines, reports invalid points, and writes files whole", "[cli][sweep]") {
+  // A model name with a comma and a quote (from the config file's path) must be quoted in CSV.
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-sweep-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto odd = dir / "a,b\"c.json";
+  std::filesystem::copy_file(fixture("hf/gpt2.json"), odd, std::filesystem::copy_options::overwrite_existing);
+  plan_run r = run_plan("sweep --hf-config '" + odd.string() + "' --seq 512,2048");
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 3);
+  const std::vector<std::string> header = csv_split(lines[0]);
+  const std::vector<std::string> ok = csv_split(lines[1]), invalid = csv_split(lines[2]);
+  REQUIRE(ok.size() == header.size());
+  REQUIRE(invalid.size() == header.size());
+  CHECK(ok[0] == "hf:" + odd.string());
+  CHECK_THAT(lines[1], Catch::Contains("\"\""));  // the quote doubled
+  CHECK_THAT(invalid.back(), Catch::Contains("learned positions"));  // seq 2048 > gpt2's 1024
+
+  plan_run j = run_plan("sweep --model gpt2 --seq 256,512 --micro-batch 1:4:x2 --format jsonl");
+  REQUIRE(j.exit_code == 0);
+  const std::vector<std::string> rows = lines_of(j.out);
+  REQUIRE(rows.size() == 6);
+  for (const std::string& row : rows) {
+    json v = json::parse(row);
+    CHECK(v["model"] == "gpt2");
+    CHECK(v["peak_bytes"].is_number_unsigned());
+    CHECK(v["fits"].is_boolean());
+  }
+  const auto out = dir / "sweep.csv";
+  plan_run f = run_plan("sweep --model gpt2 --seq 256:1024:x2 -o " + out.string());
+  CHECK(f.exit_code == 0);
+  CHECK(lines_of(slurp(out)).size() == 4);
+  CHECK_FALSE(std::filesystem::exists(out.string() + ".partial"));
+  // A failing sweep leaves the previous file untouched.
+  plan_run bad = run_plan("sweep --model gpt2 --seq 256:128 -o " + out.string());
+  CHECK(bad.exit_code == 2);
+  CHECK(lines_of(slurp(out)).size() == 4);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan sweep, search, max and plot reject bad input with one line and exit 2", "[cli][sweep][errors]") {
+  for (const char* args : {"sweep --model gpt2 --seq 1024:512", "sweep --model gpt2 --seq 512:1024:+0",
+                           "sweep --model gpt2 --micro-batch 1,,2", "sweep --model gpt2 --seq abc",
+                           "sweep --model gpt2 --format xml", "sweep --model gpt2,nope", "sweep --model gpt2 --gpu h100,h999",
+                           "search --model gpt2 --seq 1024 --tokens-per-step 0", "search --model gpt2 --seq 1024 --grad-accum 2",
+                           "max width --model gpt2", "plot pie --model gpt2 -o /tmp/x.svg",
+                           "plot breakdown --model gpt2 --seq 512 -o /tmp/x.jpg",
+                           "plot breakdown --model gpt2 --seq 512 --gpu h100,a100-40gb -o /tmp/x.svg",
+                           "plot parity -o /tmp/x.svg", "plot timeline --report /nonexistent.json -o /tmp/x.svg"}) {
+    INFO(args);
+    plan_run r = run_plan(args);
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+  }
+}
+
+TEST_CASE("plan search lists the best, the Pareto front and what breaks the budget", "[cli][search]") {
+  plan_run r = run_plan("search --model gpt2 --seq 1024 --gpu a100-40gb --tokens-per-step 64k");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("Best by predicted tokens/s") && Catch::Contains("Why #1") &&
+                        Catch::Contains("Pareto front") && Catch::Contains("Over the budget"));
+  json j = json::parse(run_plan("search --model gpt2 --seq 1024 --gpu a100-40gb --tokens-per-step 64k --json").out);
+  CHECK(j["best"][0]["recompute"] == "none");
+  CHECK(j["best"][0]["fits"] == true);
+  plan_run none = run_plan("search --model llama-3.1-405b --seq 4096 --gpu h100");
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.out, Catch::Contains("Nothing fits"));
+}
+
+TEST_CASE("plan max: the value fits and one more does not", "[cli][max]") {
+  json seq = json::parse(run_plan("max seq --model llama-3.1-8b --gpu h200 --recompute full --json").out);
+  REQUIRE(seq["fits"] == true);
+  const std::uint64_t s = seq["value"];
+  CHECK(run_plan("--model llama-3.1-8b --gpu h200 --recompute full --seq " + std::to_string(s)).exit_code == 0);
+  CHECK(run_plan("--model llama-3.1-8b --gpu h200 --recompute full --seq " + std::to_string(s + 1)).exit_code == 1);
+  json mb = json::parse(run_plan("max micro-batch --model gpt2 --seq 1024 --gpu a100-40gb --json").out);
+  const std::uint64_t b = mb["value"];
+  CHECK(run_plan("--model gpt2 --seq 1024 --gpu a100-40gb --micro-batch " + std::to_string(b)).exit_code == 0);
+  CHECK(run_plan("--model gpt2 --seq 1024 --gpu a100-40gb --micro-batch " + std::to_string(b + 1)).exit_code == 1);
+  json params = json::parse(run_plan("max params --seq 4096 --gpu h100 --recompute full --json").out);
+  CHECK(params["value"].get<std::uint64_t>() > 3'000'000'000ull);  // 16 bytes/param: at most ~5B on 80 GB
+  CHECK(params["value"].get<std::uint64_t>() < 5'400'000'000ull);
+  CHECK(run_plan("max seq --model llama-3.1-405b --gpu h100").exit_code == 1);
+}
+
+TEST_CASE("every plot kind writes a valid SVG and PNG", "[cli][plot]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-plot-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  REQUIRE(run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --grad-accum 2 --report-dir " + dir.string())
+              .exit_code == 0);
+  std::string report;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".json") report = e.path().string();
+  REQUIRE_FALSE(report.empty());
+  const std::pair<const char*, std::string> kinds[] = {
+      {"memory-vs-seq", "--model llama-3.1-8b --seq 512:8k:x2"},
+      {"memory-vs-seq", "--model gpt2,tinyllama-1.1b --seq 256:2k:x2"},
+      {"recompute", "--model gpt2 --seq 256:1024:x2 --attention eager"},
+      {"breakdown", "--model llama-3.1-8b --seq 4096"},
+      {"timeline", "--model gpt2 --seq 512 --grad-accum 2"},
+      {"timeline", "--report " + report},
+      {"parity", "--reports " + report + " " + report}};
+  int n = 0;
+  for (const auto& [kind, options] : kinds)
+    for (const char* ext : {".svg", ".png"}) {
+      const auto out = dir / (std::string(kind) + std::to_string(n++) + ext);
+      INFO(kind << " " << options << " " << ext);
+      plan_run r = run_plan(std::string("plot ") + kind + " " + options + " -o " + out.string());
+      REQUIRE(r.exit_code == 0);
+      const std::string content = slurp(out);
+      if (std::string(ext) == ".svg") {
+        CHECK_THAT(content, Catch::Contains("<svg") && Catch::Contains("</svg>"));
+        CHECK_THAT(content, Catch::Contains("<title>"));  // gnuplot titles every SVG it writes
+      } else {
+        REQUIRE(content.size() > 1000);
+        CHECK(content.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0);
+      }
+    }
+  std::filesystem::remove_all(dir);
 }

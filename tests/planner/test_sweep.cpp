@@ -1,0 +1,138 @@
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "planner/input_error.hpp"
+#include "planner/max_fit.hpp"
+#include "planner/search.hpp"
+#include "planner/sweep.hpp"
+#include "planner/sweep_axis.hpp"
+#include "test_helpers.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+TEST_CASE("axis values: lists, +N and xN ranges, suffixes, inclusive stop", "[sweep][parse]") {
+  using v = std::vector<std::uint64_t>;
+  CHECK(parse_count_axis("1,2,4,8", "--micro-batch") == v{1, 2, 4, 8});
+  CHECK(parse_count_axis("512:32k:x2", "--seq") == v{512, 1024, 2048, 4096, 8192, 16384, 32768});
+  CHECK(parse_count_axis("1:5", "--grad-accum") == v{1, 2, 3, 4, 5});
+  CHECK(parse_count_axis("10:20:+5", "--seq") == v{10, 15, 20});
+  CHECK(parse_count_axis("10:22:5", "--seq") == v{10, 15, 20});  // a plain step adds; 22 is not reached
+  CHECK(parse_count_axis("3:100:x3", "--seq") == v{3, 9, 27, 81});
+  CHECK(parse_count_axis("7", "--seq") == v{7});
+  CHECK(parse_count_axis("1, 2:4", "--seq") == v{1, 2, 3, 4});
+  CHECK(parse_count_axis("1B:3B:+1B", "--params", true) == v{1'000'000'000, 2'000'000'000, 3'000'000'000});
+  CHECK(parse_name_axis("h100, a100-80gb", "--gpu") == std::vector<std::string>{"h100", "a100-80gb"});
+  CHECK(parse_probability_axis("0,0.1", "--dropout") == std::vector<double>{0.0, 0.1});
+}
+
+TEST_CASE("axis values: bad input names the option", "[sweep][parse]") {
+  for (const char* bad : {"", " ", "1,,2", "1,", ",1", "8:4", "1:8:+0", "1:8:x1", "1:8:x0", "a:b", "1:8:y2", "1:2:3:4",
+                          "abc", "-1", "1:8:x", "0"}) {
+    INFO("'" << bad << "'");
+    CHECK_THROWS_AS(parse_count_axis(bad, "--seq"), input_error);
+  }
+  CHECK_THROWS_WITH(parse_count_axis("8:4", "--seq"), Catch::Contains("--seq") && Catch::Contains("reversed"));
+  CHECK_THROWS_WITH(parse_count_axis("1:8:+0", "--seq"), Catch::Contains("never advances"));
+  CHECK_THROWS_WITH(parse_count_axis("1:100000000", "--seq"), Catch::Contains("more than"));
+  CHECK_THROWS_AS(parse_name_axis("h100,,a100", "--gpu"), input_error);
+  CHECK_THROWS_AS(parse_probability_axis("0.1,1.2", "--dropout"), input_error);
+}
+
+namespace {
+
+sweep_space small_space() {
+  sweep_space s;
+  for (const char* name : {"gpt2", "tinyllama-1.1b"}) {
+    const model_spec& m = data().model(name).spec;
+    s.models.push_back({m, describe_model(m)});
+  }
+  for (const char* name : {"h100", "a100-40gb"}) s.gpus.push_back({data().gpu(name), data().calibration_for(data().gpu(name))});
+  s.recomputes = {recompute_mode::none, recompute_mode::selective, recompute_mode::full};
+  s.seqs = {256, 512, 1024};
+  s.micro_batches = {1, 2, 4, 8};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the sweep visits every combination exactly once, innermost axis fastest", "[sweep]") {
+  const sweep_space s = small_space();
+  REQUIRE(s.size() == 2 * 2 * 3 * 3 * 4);
+  std::set<std::tuple<std::string, std::string, int, std::uint64_t, std::uint64_t>> seen;
+  for (std::uint64_t k = 0; k < s.size(); ++k) {
+    const sweep_space::point p = s.at(k);
+    seen.emplace(p.model->spec.name, p.gpu->spec.name, static_cast<int>(p.run.recompute), p.run.seq, p.run.micro_batch);
+  }
+  CHECK(seen.size() == s.size());
+  CHECK(s.at(0).run.micro_batch == 1);
+  CHECK(s.at(1).run.micro_batch == 2);  // micro-batch is innermost
+  CHECK(s.at(4).run.seq == 512);
+  CHECK(s.at(s.size() - 1).model->spec.name == "tinyllama-1.1b");  // model is outermost
+}
+
+TEST_CASE("a global batch axis sets the accumulation, or marks the point impossible", "[sweep]") {
+  sweep_space s = small_space();
+  s.global_batches = {8, 12};
+  s.micro_batches = {4, 8};
+  const sweep_space::point a = s.at(0);  // micro-batch 4, global 8
+  CHECK(a.run.grad_accum == 2);
+  CHECK(a.error.empty());
+  const sweep_space::point b = s.at(3);  // micro-batch 8, global 12
+  CHECK(b.run.micro_batch == 8);
+  CHECK_FALSE(b.error.empty());
+  CHECK_FALSE(evaluate_point(b).plan.has_value());
+  sweep_space huge = small_space();
+  huge.seqs.assign(1u << 20, 512);
+  huge.micro_batches.assign(1u << 20, 1);
+  huge.grad_accums.assign(1u << 20, 1);
+  huge.optimizers.assign(1u << 12, optimizer_kind::adamw);
+  CHECK_THROWS_WITH(huge.size(), Catch::Contains("64 bits"));
+}
+
+TEST_CASE("search ranks fitting runs by tokens/s and finds the known best", "[search]") {
+  // gpt2 at 1024 tokens with eager attention on an A100 40GB with a 64k-token batch: recompute none fits
+  // at small micro-batches, and recomputation only adds FLOPs, so the best must be recompute none; ties
+  // on speed go to the larger micro-batch.
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  s.gpus.push_back({data().gpu("a100-40gb"), data().calibration_for(data().gpu("a100-40gb"))});
+  s.recomputes = {recompute_mode::full, recompute_mode::selective, recompute_mode::none};
+  s.attentions = {attention_kind::eager};
+  s.seqs = {1024};
+  s.micro_batches = {1, 2, 4, 8, 16, 32, 64, 128};
+  const search_result r = search_configs(s, 65536, 0.05);
+  REQUIRE_FALSE(r.fitting.empty());
+  const config_summary& best = r.fitting.front();
+  CHECK(best.run.recompute == recompute_mode::none);
+  CHECK(best.run.micro_batch * best.run.grad_accum * best.run.seq == 65536);
+  for (const config_summary& c : r.fitting) {
+    CHECK(c.peak_bytes <= c.budget_bytes);
+    CHECK(c.tokens_per_second <= best.tokens_per_second);
+    if (c.run.recompute == recompute_mode::none && c.tokens_per_second == best.tokens_per_second)
+      CHECK(c.run.micro_batch <= best.run.micro_batch);
+  }
+  // Micro-batch 64 x 1024 tokens of gpt2 needs far more than 40 GB of logits and activations.
+  CHECK(std::any_of(r.failing.begin(), r.failing.end(), [](const config_summary& c) { return c.run.micro_batch == 64; }));
+  for (const config_summary& c : r.failing) CHECK(c.peak_bytes > c.budget_bytes);
+  // Pareto front: nothing fitting dominates a front member, and peaks rise while speed rises.
+  for (const config_summary& p : r.pareto)
+    for (const config_summary& c : r.fitting) CHECK_FALSE(dominates(c, p));
+  for (std::size_t i = 1; i < r.pareto.size(); ++i) {
+    CHECK(r.pareto[i].peak_bytes >= r.pareto[i - 1].peak_bytes);
+    CHECK(r.pareto[i].tokens_per_second > r.pareto[i - 1].tokens_per_second);
+  }
+  CHECK(r.evaluated == 3 * 7);  // micro-batch 128 x 1024 exceeds the 64k target
+  CHECK(r.unreachable == 3);
+}
+
+TEST_CASE("largest_fitting finds the boundary of a monotone predicate", "[max]") {
+  for (std::uint64_t boundary : {1ull, 2ull, 7ull, 1000ull, 999999ull, 1000000ull}) {
+    const auto v = largest_fitting(1, 1000000, [&](std::uint64_t x) { return x <= boundary; });
+    REQUIRE(v);
+    CHECK(*v == boundary);
+  }
+  CHECK_FALSE(largest_fitting(1, 100, [](std::uint64_t) { return false; }));
+}
