@@ -42,6 +42,8 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       const bool params = args->what == "params";
       if (args->what != "seq" && args->what != "micro-batch" && !params)
         throw input_error(fmt::format("max: unknown quantity '{}' (known: seq, micro-batch, params)", args->what));
+      if (params && !a.family.empty() && a.family != "llama")
+        throw input_error("max params: derived shapes exist for the llama family only (see plan models for gpt presets)");
       if (params && a.model.empty() && a.params.empty() && a.hf_config.empty()) a.params = "7B";  // placeholder shape
       if (args->what == "seq" && a.seq.empty()) a.seq = "1";
       resolved_run r = resolve_model_run(a);

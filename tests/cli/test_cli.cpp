@@ -295,7 +295,7 @@ TEST_CASE("plan sweep, search, max and plot reject bad input with one line and e
                            "sweep --model gpt2 --micro-batch 1,,2", "sweep --model gpt2 --seq abc",
                            "sweep --model gpt2 --format xml", "sweep --model gpt2,nope", "sweep --model gpt2 --gpu h100,h999",
                            "search --model gpt2 --seq 1024 --tokens-per-step 0", "search --model gpt2 --seq 1024 --grad-accum 2",
-                           "max width --model gpt2", "plot pie --model gpt2 -o /tmp/x.svg",
+                           "max width --model gpt2", "max params --family gpt --seq 1024", "plot pie --model gpt2 -o /tmp/x.svg",
                            "plot breakdown --model gpt2 --seq 512 -o /tmp/x.jpg",
                            "plot breakdown --model gpt2 --seq 512 --gpu h100,a100-40gb -o /tmp/x.svg",
                            "plot parity -o /tmp/x.svg", "plot timeline --report /nonexistent.json -o /tmp/x.svg"}) {
