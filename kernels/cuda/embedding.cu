@@ -1,0 +1,61 @@
+// Token and position embeddings. The backward scatters into fp32 scratch (only the rows of tokens seen
+// get contributions) and adds it to the stored gradients once.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.hpp"
+
+namespace trainplan::kernels::cuda {
+namespace {
+
+__global__ void embedding_forward_kernel(dview tokens, dview wte, dview wpe, bool has_positions, dview out, std::size_t seq,
+                                         std::size_t width, std::size_t n) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::size_t row = i / width, e = i % width, t = row % seq;
+  float x = wte.get(static_cast<std::size_t>(tokens.get_i32(row)) * width + e);
+  if (has_positions) x += wpe.get(t * width + e);
+  out.set(i, x);
+}
+
+__global__ void embedding_backward_kernel(dview tokens, dview d_out, float* d_wte, float* d_wpe, std::size_t seq,
+                                          std::size_t width, std::size_t n) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const std::size_t row = i / width, e = i % width, t = row % seq;
+  const float g = d_out.get(i);
+  atomicAdd(&d_wte[static_cast<std::size_t>(tokens.get_i32(row)) * width + e], g);
+  if (d_wpe) atomicAdd(&d_wpe[t * width + e], g);
+}
+
+__global__ void add_kernel(dview target, const float* scratch, std::size_t n) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n && scratch[i] != 0.0f) target.set(i, target.get(i) + scratch[i]);
+}
+
+}  // namespace
+
+void embedding_forward(const view& tokens, const view& wte, const view& wpe, const view& out, std::size_t batch,
+                       std::size_t seq, std::size_t width) {
+  const std::size_t n = batch * seq * width;
+  embedding_forward_kernel<<<blocks_for(n, 256), 256>>>(device(tokens), device(wte), device(wpe), wpe.data != nullptr,
+                                                        device(out), seq, width, n);
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
+}
+
+void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, std::size_t batch,
+                        std::size_t seq, std::size_t width, std::size_t vocab) {
+  const std::size_t n = batch * seq * width, wte_n = vocab * width, wpe_n = d_wpe.data ? seq * width : 0;
+  float* scratch = static_cast<float*>(device_alloc((wte_n + wpe_n) * sizeof(float)));
+  TRAINPLAN_CUDA_CHECK(cudaMemset(scratch, 0, (wte_n + wpe_n) * sizeof(float)));
+  embedding_backward_kernel<<<blocks_for(n, 256), 256>>>(device(tokens), device(d_out), scratch,
+                                                         wpe_n ? scratch + wte_n : nullptr, seq, width, n);
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
+  add_kernel<<<blocks_for(wte_n, 256), 256>>>(device(d_wte), scratch, wte_n);
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
+  if (wpe_n) {
+    add_kernel<<<blocks_for(wpe_n, 256), 256>>>(device(d_wpe), scratch + wte_n, wpe_n);
+    TRAINPLAN_CUDA_LAUNCH_CHECK();
+  }
+  device_free(scratch);
+}
+
+}  // namespace trainplan::kernels::cuda

@@ -1,0 +1,68 @@
+// Linear layers through cublasGemmEx with fp32 accumulation. Row-major (M, K) x (N, K)^T is computed as
+// the column-major product (N, M) = W^T-view x in-view, so no transposed copies are made.
+#include <stdexcept>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.hpp"
+
+namespace trainplan::kernels::cuda {
+namespace {
+
+cudaDataType_t cuda_type(dtype t) {
+  switch (t) {
+    case dtype::fp32: return CUDA_R_32F;
+    case dtype::bf16: return CUDA_R_16BF;
+    case dtype::fp16: return CUDA_R_16F;
+    default: throw std::runtime_error("gemm: unsupported dtype");
+  }
+}
+
+__global__ void add_bias_kernel(dview out, dview bias, std::size_t M, std::size_t N) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < M * N) out.set(i, out.get(i) + bias.get(i % N));
+}
+
+// d_bias[n] += sum over rows of d_out[:, n]; one thread per column (column sums are short here).
+__global__ void column_sum_kernel(dview d_out, dview d_bias, std::size_t M, std::size_t N) {
+  const std::size_t n = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (n >= N) return;
+  float acc = 0;
+  for (std::size_t m = 0; m < M; ++m) acc += d_out.get(m * N + n);
+  d_bias.set(n, d_bias.get(n) + acc);
+}
+
+void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const view& a,
+          std::size_t lda, const view& b, std::size_t ldb, float beta, const view& c, std::size_t ldc) {
+  const float alpha = 1.0f;
+  TRAINPLAN_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), ta, tb, static_cast<int>(m), static_cast<int>(n),
+                                      static_cast<int>(k), &alpha, a.data, cuda_type(a.type), static_cast<int>(lda), b.data,
+                                      cuda_type(b.type), static_cast<int>(ldb), &beta, c.data, cuda_type(c.type),
+                                      static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace
+
+void linear_forward(const view& in, const view& weight, const view* bias, const view& out, std::size_t M, std::size_t N,
+                    std::size_t K) {
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, weight, K, in, K, 0.0f, out, N);
+  if (bias) {
+    add_bias_kernel<<<blocks_for(M * N, 256), 256>>>(device(out), device(*bias), M, N);
+    TRAINPLAN_CUDA_LAUNCH_CHECK();
+  }
+}
+
+void linear_backward_input(const view& d_out, const view& weight, const view& d_in, std::size_t M, std::size_t N,
+                           std::size_t K, bool accumulate) {
+  gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, weight, K, d_out, N, accumulate ? 1.0f : 0.0f, d_in, K);
+}
+
+void linear_backward_weight(const view& d_out, const view& in, const view& d_weight, const view* d_bias, std::size_t M,
+                            std::size_t N, std::size_t K) {
+  gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, in, K, d_out, N, 1.0f, d_weight, K);
+  if (d_bias) {
+    column_sum_kernel<<<blocks_for(N, 256), 256>>>(device(d_out), device(*d_bias), M, N);
+    TRAINPLAN_CUDA_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace trainplan::kernels::cuda

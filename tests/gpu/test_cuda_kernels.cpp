@@ -1,0 +1,238 @@
+// Every CUDA kernel against its CPU reference (kernels/*.cpp) on the same inputs. Runs only where a CUDA
+// device is usable; elsewhere it prints SKIPPED with the reason and exits 77, which ctest reports as a
+// skipped test. Tolerances: fp32 runs differ from the CPU only in summation order and in the device's
+// expf/tanhf (a few ulps), so 1e-4 of the largest magnitude; bf16 stores round either way by at most one
+// bf16 ulp (2^-8 relative), so 1.6e-2 of the largest magnitude.
+#define CATCH_CONFIG_RUNNER
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "kernels/activation.hpp"
+#include "kernels/adamw.hpp"
+#include "kernels/attention.hpp"
+#include "kernels/cross_entropy.hpp"
+#include "kernels/cuda/ops.hpp"
+#include "kernels/dropout.hpp"
+#include "kernels/embedding.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/norm.hpp"
+
+using namespace trainplan;
+namespace cpu = trainplan::kernels;
+namespace gpu = trainplan::kernels::cuda;
+
+namespace {
+
+// The same values on the host and on the device, in one dtype.
+class twin {
+ public:
+  twin(const std::vector<float>& values, dtype t) : type_(t), n_(values.size()), host_(n_ * dtype_bytes(t)) {
+    const cpu::view h = host();
+    for (std::size_t i = 0; i < n_; ++i) h.set(i, values[i]);
+    device_ = gpu::device_alloc(host_.size());
+    gpu::copy_to_device(device_, host_.data(), host_.size());
+  }
+  twin(const std::vector<std::int32_t>& values) : type_(dtype::i32), n_(values.size()), host_(n_ * 4) {
+    std::memcpy(host_.data(), values.data(), host_.size());
+    device_ = gpu::device_alloc(host_.size());
+    gpu::copy_to_device(device_, host_.data(), host_.size());
+  }
+  ~twin() { gpu::device_free(device_); }
+  twin(const twin&) = delete;
+  twin& operator=(const twin&) = delete;
+
+  cpu::view host() { return {host_.data(), type_, n_}; }
+  cpu::view dev() { return {device_, type_, n_}; }
+  // Device contents, as floats.
+  std::vector<float> fetch() {
+    std::vector<unsigned char> raw(host_.size());
+    gpu::copy_to_host(raw.data(), device_, raw.size());
+    const cpu::view v{raw.data(), type_, n_};
+    std::vector<float> out(n_);
+    for (std::size_t i = 0; i < n_; ++i) out[i] = v.get(i);
+    return out;
+  }
+  std::vector<float> host_values() {
+    std::vector<float> out(n_);
+    for (std::size_t i = 0; i < n_; ++i) out[i] = host().get(i);
+    return out;
+  }
+
+ private:
+  dtype type_;
+  std::size_t n_;
+  std::vector<unsigned char> host_;
+  void* device_ = nullptr;
+};
+
+std::vector<float> random(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>(2.0 * cpu::uniform_hash(seed, 5, i) - 1.0);
+  return v;
+}
+
+void check_close(const char* what, twin& t, dtype type) {
+  INFO(what);
+  const std::vector<float> reference = t.host_values(), got = t.fetch();
+  double scale = 1e-6;
+  for (float r : reference) scale = std::max(scale, static_cast<double>(std::abs(r)));
+  const double tolerance = (type == dtype::fp32 ? 1e-4 : 1.6e-2) * scale;
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(got[i]) - reference[i]));
+  CHECK(worst <= tolerance);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string reason = gpu::unavailable_reason();
+  if (!reason.empty()) {
+    std::printf("SKIPPED: the CUDA kernel tests need a GPU (%s)\n", reason.c_str());
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}
+
+TEST_CASE("cuBLAS linear layers match the CPU reference", "[gpu][gemm]") {
+  for (dtype t : {dtype::fp32, dtype::bf16, dtype::fp16}) {
+    const std::size_t M = 37, N = 29, K = 45;
+    twin in(random(M * K, 1), t), w(random(N * K, 2), t), b(random(N, 3), t), out(std::vector<float>(M * N), t);
+    const cpu::view bh = b.host(), bd = b.dev();
+    cpu::linear_forward(in.host(), w.host(), &bh, out.host(), M, N, K);
+    gpu::linear_forward(in.dev(), w.dev(), &bd, out.dev(), M, N, K);
+    check_close("forward", out, t);
+    twin dout(random(M * N, 4), t), din(random(M * K, 5), t), dw(random(N * K, 6), t), db(random(N, 7), t);
+    const cpu::view dbh = db.host(), dbd = db.dev();
+    cpu::linear_backward_input(dout.host(), w.host(), din.host(), M, N, K, true);
+    gpu::linear_backward_input(dout.dev(), w.dev(), din.dev(), M, N, K, true);
+    check_close("backward input", din, t);
+    cpu::linear_backward_weight(dout.host(), in.host(), dw.host(), &dbh, M, N, K);
+    gpu::linear_backward_weight(dout.dev(), in.dev(), dw.dev(), &dbd, M, N, K);
+    check_close("backward weight", dw, t);
+    check_close("backward bias", db, t);
+  }
+}
+
+TEST_CASE("norms, activations and dropout masks match the CPU reference", "[gpu][norm][activation]") {
+  for (dtype t : {dtype::fp32, dtype::bf16}) {
+    const std::size_t rows = 13, width = 300;
+    twin x(random(rows * width, 8, 2.0f), t), w(random(width, 9), t), b(random(width, 10), t), y(std::vector<float>(rows * width), t);
+    cpu::layer_norm_forward(x.host(), w.host(), b.host(), y.host(), rows, width);
+    gpu::layer_norm_forward(x.dev(), w.dev(), b.dev(), y.dev(), rows, width);
+    check_close("layer norm forward", y, t);
+    twin dy(random(rows * width, 11), t), dx(random(rows * width, 12), t), dw(random(width, 13), t), db(random(width, 14), t);
+    cpu::layer_norm_backward(x.host(), w.host(), dy.host(), dx.host(), dw.host(), db.host(), rows, width);
+    gpu::layer_norm_backward(x.dev(), w.dev(), dy.dev(), dx.dev(), dw.dev(), db.dev(), rows, width);
+    check_close("layer norm dx", dx, t);
+    check_close("layer norm dw", dw, t);
+    check_close("layer norm db", db, t);
+    cpu::rms_norm_forward(x.host(), w.host(), y.host(), rows, width);
+    gpu::rms_norm_forward(x.dev(), w.dev(), y.dev(), rows, width);
+    check_close("rms norm forward", y, t);
+    cpu::rms_norm_backward(x.host(), w.host(), dy.host(), dx.host(), dw.host(), rows, width);
+    gpu::rms_norm_backward(x.dev(), w.dev(), dy.dev(), dx.dev(), dw.dev(), rows, width);
+    check_close("rms norm dx", dx, t);
+    check_close("rms norm dw", dw, t);
+
+    const std::size_t n = rows * width;
+    cpu::gelu_forward(x.host(), y.host(), n);
+    gpu::gelu_forward(x.dev(), y.dev(), n);
+    check_close("gelu forward", y, t);
+    cpu::gelu_backward(x.host(), dy.host(), dx.host(), n);
+    gpu::gelu_backward(x.dev(), dy.dev(), dx.dev(), n);
+    check_close("gelu backward", dx, t);
+    twin up(random(n, 15), t), dg(std::vector<float>(n), t), du(std::vector<float>(n), t);
+    cpu::swiglu_forward(x.host(), up.host(), y.host(), n);
+    gpu::swiglu_forward(x.dev(), up.dev(), y.dev(), n);
+    check_close("swiglu forward", y, t);
+    cpu::swiglu_backward(x.host(), up.host(), dy.host(), dg.host(), du.host(), n);
+    gpu::swiglu_backward(x.dev(), up.dev(), dy.dev(), dg.dev(), du.dev(), n);
+    check_close("swiglu d_gate", dg, t);
+    check_close("swiglu d_up", du, t);
+  }
+  twin mask(std::vector<float>(100000), dtype::u8);
+  cpu::dropout_mask(42, 9, 0.1f, mask.host(), 100000);
+  gpu::dropout_mask(42, 9, 0.1f, mask.dev(), 100000);
+  CHECK(mask.fetch() == mask.host_values());  // the same hash: exactly the same elements dropped
+}
+
+TEST_CASE("cross-entropy, AdamW, the overflow check and embeddings match the CPU reference", "[gpu][loss][adamw]") {
+  const std::size_t rows = 24, vocab = 1000;
+  twin logits(random(rows * vocab, 16, 4.0f), dtype::fp32), d(std::vector<float>(rows * vocab), dtype::bf16);
+  std::vector<std::int32_t> targets(rows);
+  for (std::size_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int32_t>((r * 37) % vocab);
+  twin t(targets);
+  const double l_cpu = cpu::cross_entropy_forward_backward(logits.host(), t.host(), d.host(), rows, vocab, 0.25f);
+  const double l_gpu = gpu::cross_entropy_forward_backward(logits.dev(), t.dev(), d.dev(), rows, vocab, 0.25f);
+  CHECK(l_gpu == Approx(l_cpu).epsilon(1e-5));
+  check_close("d_logits", d, dtype::bf16);
+
+  const std::size_t n = 5000;
+  twin master(random(n, 17), dtype::fp32), g(random(n, 18, 0.01f), dtype::bf16), m(random(n, 19, 0.001f), dtype::fp32),
+      v(random(n, 20, 0.0001f), dtype::fp32), w(std::vector<float>(n), dtype::bf16);
+  for (std::size_t i = 0; i < n; ++i) v.host().set(i, std::abs(v.host().get(i)));  // a second moment is positive
+  gpu::copy_to_device(v.dev().data, v.host().data, n * 4);
+  const cpu::adamw_config cfg;
+  cpu::adamw_step(cfg, 3, master.host(), g.host(), 0.5f, m.host(), v.host(), w.host(), n);
+  gpu::adamw_step(cfg, 3, master.dev(), g.dev(), 0.5f, m.dev(), v.dev(), w.dev(), n);
+  check_close("adamw master", master, dtype::fp32);
+  check_close("adamw m", m, dtype::fp32);
+  check_close("adamw v", v, dtype::fp32);
+  check_close("adamw bf16 weights", w, dtype::bf16);
+  CHECK_FALSE(gpu::has_non_finite(g.dev(), n));
+  std::vector<float> bad = random(n, 21);
+  bad[n - 3] = INFINITY;
+  twin with_inf(bad, dtype::fp16);
+  CHECK(gpu::has_non_finite(with_inf.dev(), n));
+
+  const std::size_t b = 2, s = 16, h = 32, V = 50;
+  std::vector<std::int32_t> tok(b * s);
+  for (std::size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<std::int32_t>((i * 7) % V);
+  twin tokens(tok), wte(random(V * h, 22), dtype::bf16), wpe(random(s * h, 23), dtype::bf16), out(std::vector<float>(b * s * h), dtype::bf16);
+  cpu::embedding_forward(tokens.host(), wte.host(), wpe.host(), out.host(), b, s, h);
+  gpu::embedding_forward(tokens.dev(), wte.dev(), wpe.dev(), out.dev(), b, s, h);
+  check_close("embedding forward", out, dtype::bf16);
+  twin dout(random(b * s * h, 24), dtype::fp32), dwte(random(V * h, 25), dtype::fp32), dwpe(random(s * h, 26), dtype::fp32);
+  cpu::embedding_backward(tokens.host(), dout.host(), dwte.host(), dwpe.host(), b, s, h, V);
+  gpu::embedding_backward(tokens.dev(), dout.dev(), dwte.dev(), dwpe.dev(), b, s, h, V);
+  check_close("embedding d_wte", dwte, dtype::fp32);
+  check_close("embedding d_wpe", dwpe, dtype::fp32);
+}
+
+TEST_CASE("eager and flash attention and RoPE match the CPU reference", "[gpu][attention]") {
+  for (float p : {0.0f, 0.2f}) {
+    const cpu::attention_shape sh{2, 40, 4, 2, 16};
+    const cpu::attention_dropout drop{p, 11, 12};
+    const std::size_t qkv_n = sh.batch * sh.seq * sh.qkv_width(), out_n = sh.batch * sh.seq * sh.out_width();
+    const std::size_t probs = sh.batch * sh.heads * sh.seq * sh.seq, rows = sh.batch * sh.heads * sh.seq;
+    twin qkv(random(qkv_n, 27, 1.5f), dtype::fp32), sm(std::vector<float>(probs), dtype::fp32),
+        mask(std::vector<float>(probs), dtype::u8), dropped(std::vector<float>(probs), dtype::fp32),
+        out(std::vector<float>(out_n), dtype::fp32);
+    cpu::eager_attention_forward(sh, qkv.host(), sm.host(), mask.host(), dropped.host(), drop, out.host());
+    gpu::eager_attention_forward(sh, qkv.dev(), sm.dev(), mask.dev(), dropped.dev(), drop, out.dev());
+    check_close("eager forward", out, dtype::fp32);
+    check_close("eager softmax", sm, dtype::fp32);
+    twin dout(random(out_n, 28), dtype::fp32), scores(std::vector<float>(probs), dtype::fp32), dqkv(std::vector<float>(qkv_n), dtype::fp32);
+    cpu::eager_attention_backward(sh, qkv.host(), sm.host(), mask.host(), dropped.host(), drop, dout.host(), scores.host(), dqkv.host());
+    gpu::eager_attention_backward(sh, qkv.dev(), sm.dev(), mask.dev(), dropped.dev(), drop, dout.dev(), scores.dev(), dqkv.dev());
+    check_close("eager backward", dqkv, dtype::fp32);
+
+    twin fout(std::vector<float>(out_n), dtype::fp32), lse(std::vector<float>(rows), dtype::fp32),
+        delta(std::vector<float>(rows), dtype::fp32), fd(std::vector<float>(qkv_n), dtype::fp32);
+    cpu::flash_attention_forward(sh, qkv.host(), drop, fout.host(), lse.host());
+    gpu::flash_attention_forward(sh, qkv.dev(), drop, fout.dev(), lse.dev());
+    check_close("flash forward", fout, dtype::fp32);
+    check_close("flash lse", lse, dtype::fp32);
+    cpu::flash_attention_backward(sh, qkv.host(), fout.host(), lse.host(), drop, dout.host(), delta.host(), fd.host());
+    gpu::flash_attention_backward(sh, qkv.dev(), fout.dev(), lse.dev(), drop, dout.dev(), delta.dev(), fd.dev());
+    check_close("flash backward", fd, dtype::fp32);
+
+    cpu::rope_apply(sh, qkv.host(), false);
+    gpu::rope_apply(sh, qkv.dev(), false);
+    check_close("rope", qkv, dtype::fp32);
+  }
+}
