@@ -24,5 +24,7 @@ void register_search_command(CLI::App& app, command_action& chosen);
 void register_max_command(CLI::App& app, command_action& chosen);
 // `plan plot`: charts through gnuplot.
 void register_plot_command(CLI::App& app, command_action& chosen);
+// `plan calibrate`: fit calibration constants from GPU validation reports.
+void register_calibrate_command(CLI::App& app, command_action& chosen);
 
 }  // namespace trainplan::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     trainplan::cli::register_search_command(app, chosen);
     trainplan::cli::register_max_command(app, chosen);
     trainplan::cli::register_plot_command(app, chosen);
+    trainplan::cli::register_calibrate_command(app, chosen);
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -37,9 +37,11 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                           "bytes (data/calibration.json; {})",
                           gib(p.calib.cuda_context_bytes), gib(p.calib.cublas_workspace_bytes),
                           percent(p.calib.allocator_slack_fraction), "initial literature values until calibrated"));
-  a.push_back(fmt::format("time: hardware FLOPs at {} of the {} dense peak, plus the optimizer's memory traffic at "
+  a.push_back(fmt::format("time: hardware FLOPs at {} of the {} dense peak ({}), plus the optimizer's memory traffic at "
                           "full bandwidth",
-                          percent(p.calib.achieved_efficiency), dtype_name(p.layout.compute)));
+                          percent(p.time.efficiency), dtype_name(p.layout.compute),
+                          p.calib.efficiency_half_tokens > 0 ? "calibrated for this GEMM size"
+                                                             : "not yet calibrated: independent of GEMM size"));
   return a;
 }
 
@@ -119,7 +121,7 @@ std::string render_plan_text(const plan_report_input& in) {
        scientific(3 * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
        percent(f.recompute_per_step / f.model_per_step));
   line("  step {} ({} compute at {} of {:.0f} TFLOP/s {} + {} optimizer) -> {} tokens/s, MFU {}, HFU {}",
-       duration(p.time.step_seconds), duration(p.time.compute_seconds), percent(p.calib.achieved_efficiency),
+       duration(p.time.step_seconds), duration(p.time.compute_seconds), percent(p.time.efficiency),
        p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
        grouped(static_cast<std::uint64_t>(p.time.tokens_per_second)), percent(p.time.mfu), percent(p.time.hfu));
   if (in.train_tokens)

@@ -175,10 +175,12 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
   pick_number("achieved_efficiency", c.achieved_efficiency);
   pick_number("safety_margin_fraction", c.safety_margin_fraction);
+  if (o.has("efficiency_half_tokens")) c.efficiency_half_tokens = o.number("efficiency_half_tokens");  // optional
   if (!base || o.has("source")) c.source = o.string("source");
   o.finish();
   if (c.allocator_slack_fraction < 0 || c.allocator_slack_fraction > 1)
     throw input_error(where + ": allocator_slack_fraction must be within [0, 1]");
+  if (c.efficiency_half_tokens < 0) throw input_error(where + ": efficiency_half_tokens must not be negative");
   if (c.safety_margin_fraction < 0 || c.safety_margin_fraction >= 1)
     throw input_error(where + ": safety_margin_fraction must be within [0, 1)");
   if (!(c.achieved_efficiency > 0 && c.achieved_efficiency <= 1))

@@ -92,7 +92,8 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
 
   r.flops = count_flops(model, run, r.params);
-  r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout, r.params.total));
+  r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout, r.params.total),
+                              static_cast<double>(run.seq) * static_cast<double>(run.micro_batch));
   return r;
 }
 

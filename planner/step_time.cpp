@@ -3,10 +3,12 @@
 namespace trainplan {
 
 step_time estimate_step_time(const step_flops& flops, double peak_flops_per_s, const gpu_spec& gpu,
-                             const calibration& calib, std::uint64_t optimizer_traffic_bytes) {
+                             const calibration& calib, std::uint64_t optimizer_traffic_bytes,
+                             double tokens_per_micro_batch) {
   step_time t;
   t.peak_flops_per_s = peak_flops_per_s;
-  t.compute_seconds = flops.hardware_per_step / (peak_flops_per_s * calib.achieved_efficiency);
+  t.efficiency = calib.efficiency_at(tokens_per_micro_batch);
+  t.compute_seconds = flops.hardware_per_step / (peak_flops_per_s * t.efficiency);
   t.optimizer_seconds = static_cast<double>(optimizer_traffic_bytes) / gpu.memory_bandwidth_bytes_per_s;
   t.step_seconds = t.compute_seconds + t.optimizer_seconds;
   t.tokens_per_second = flops.tokens_per_step / t.step_seconds;

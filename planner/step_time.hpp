@@ -10,7 +10,8 @@ namespace trainplan {
 
 struct step_time {
   double peak_flops_per_s = 0;     // dense peak for the compute dtype
-  double compute_seconds = 0;      // hardware FLOPs / (peak * achieved efficiency)
+  double efficiency = 0;           // achieved fraction of peak at this GEMM size (calibration)
+  double compute_seconds = 0;      // hardware FLOPs / (peak * efficiency)
   double optimizer_seconds = 0;    // optimizer traffic / memory bandwidth (the update is memory-bound)
   double step_seconds = 0;
   double tokens_per_second = 0;
@@ -19,7 +20,9 @@ struct step_time {
 };
 
 // optimizer_traffic_bytes: bytes the optimizer step reads and writes once per step.
+// tokens_per_micro_batch sets the GEMM size the calibrated efficiency depends on.
 step_time estimate_step_time(const step_flops& flops, double peak_flops_per_s, const gpu_spec& gpu,
-                             const calibration& calib, std::uint64_t optimizer_traffic_bytes);
+                             const calibration& calib, std::uint64_t optimizer_traffic_bytes,
+                             double tokens_per_micro_batch);
 
 }  // namespace trainplan

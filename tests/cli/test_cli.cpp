@@ -370,3 +370,46 @@ TEST_CASE("every plot kind writes a valid SVG and PNG", "[cli][plot]") {
     }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the planner reads it back", "[cli][calibrate]") {
+  // Stand-ins for CUDA reports: each run "measures" exactly what the planner predicts for the h100 with
+  // the built-in calibration, so the fit must give that calibration back with no error, and a report
+  // whose device used 10% more memory must move the context estimate.
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-calibrate-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "reports");
+  int k = 0;
+  for (const char* config : {"--seq 512 --micro-batch 1", "--seq 1024 --micro-batch 4", "--seq 1024 --micro-batch 16"}) {
+    json p = json::parse(run_plan(std::string("--model gpt2 --gpu h100 --json ") + config).out);
+    json report = {{"backend", "cuda"},
+                   {"gpu", {{"name", "h100"}}},
+                   {"model", p["model"]},
+                   {"run", p["run"]},
+                   {"measured", {{"peak_bytes", p["memory"]["tensor_peak_bytes"]}}},
+                   {"device", {{"context_bytes", p["memory"]["overhead"]["cuda_context_bytes"]},
+                               {"workspace_bytes", p["memory"]["overhead"]["cublas_workspace_bytes"]},
+                               {"device_peak_bytes", p["memory"]["peak_bytes"]},
+                               {"step_seconds", p["time"]["step_seconds"]}}}};
+    report["model"]["qkv_bias"] = false;
+    std::ofstream(dir / "reports" / ("run" + std::to_string(k++) + ".json")) << report.dump();
+  }
+  const auto out = dir / "data" / "calibration.json";
+  std::filesystem::create_directories(out.parent_path());
+  plan_run r = run_plan("calibrate " + (dir / "reports").string() + " -o " + out.string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("met") && Catch::Contains("Wrote the h100 entry"));
+  json written = json::parse(slurp(out));
+  CHECK(written["gpus"]["h100"]["cuda_context_bytes"] == 1073741824ull);
+  CHECK(written["gpus"]["h100"]["allocator_slack_fraction"].get<double>() == Approx(0.02).margin(1e-4));
+  CHECK(written["gpus"]["h100"]["achieved_efficiency"].get<double>() == Approx(0.45).epsilon(1e-6));
+  CHECK(written["gpus"].contains("a100-40gb"));  // the other entries are kept
+  // The planner loads the new file through --data-dir.
+  CHECK(run_plan("--model gpt2 --seq 512 --data-dir " + out.parent_path().string()).exit_code == 0);
+
+  json bad = json::parse(run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --json --no-report").out);
+  std::ofstream(dir / "cpu.json") << bad.dump();
+  plan_run cpu = run_plan("calibrate " + (dir / "cpu.json").string());
+  CHECK(cpu.exit_code == 2);
+  CHECK(one_line(cpu.err));
+  CHECK(run_plan("calibrate /nonexistent/folder").exit_code == 2);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,219 @@
+// `plan calibrate REPORT|FOLDER...`: fits data/calibration.json's constants for one GPU from `plan
+// validate --backend cuda` reports and prints how close the calibrated planner comes to each run.
+// Exit 0 when within the targets (2% of device peak memory, 10% of step time), 1 otherwise.
+//
+// A report it can use (written by the CUDA backend) has, besides plan validate's fields:
+//   "gpu": {"name": "h100"},
+//   "device": {"context_bytes", "workspace_bytes", "device_peak_bytes", "step_seconds"}
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/format.hpp"
+#include "planner/calibration_fit.hpp"
+#include "planner/catalog.hpp"
+#include "planner/embedded_data.hpp"
+#include "planner/input_error.hpp"
+#include "planner/plan.hpp"
+
+namespace trainplan::cli {
+namespace {
+
+using json = nlohmann::json;
+
+struct calibrate_args {
+  std::vector<std::string> inputs;
+  std::string output, data_dir;
+  bool json = false;
+};
+
+constexpr double memory_target_pct = 2.0, time_target_pct = 10.0;
+
+json read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw input_error(fmt::format("{}: cannot read the file", path.string()));
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw input_error(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
+  }
+}
+
+template <typename T>
+T field(const json& j, const char* a, const char* b, const std::string& file) {
+  if (!j.contains(a) || !j[a].contains(b))
+    throw input_error(fmt::format("{}: missing {}.{}{}", file, a, b,
+                                  std::string(a) == "device" ? " (calibrate needs reports from plan validate --backend cuda)" : ""));
+  try {
+    return j[a][b].get<T>();
+  } catch (const json::exception&) {
+    throw input_error(fmt::format("{}: {}.{} has the wrong type", file, a, b));
+  }
+}
+
+// The model and run a report describes, rebuilt so the planner can evaluate them again.
+void model_and_run(const json& j, const std::string& file, model_spec& m, run_config& r) {
+  m.name = field<std::string>(j, "model", "name", file);
+  m.family = parse_family(field<std::string>(j, "model", "family", file));
+  m.layers = field<std::uint64_t>(j, "model", "layers", file);
+  m.hidden = field<std::uint64_t>(j, "model", "hidden", file);
+  m.heads = field<std::uint64_t>(j, "model", "heads", file);
+  m.kv_heads = field<std::uint64_t>(j, "model", "kv_heads", file);
+  m.head_dim = field<std::uint64_t>(j, "model", "head_dim", file);
+  m.ffn = field<std::uint64_t>(j, "model", "ffn", file);
+  m.vocab = field<std::uint64_t>(j, "model", "vocab", file);
+  m.max_positions = field<std::uint64_t>(j, "model", "max_positions", file);
+  m.tied_embeddings = field<bool>(j, "model", "tied_embeddings", file);
+  m.qkv_bias = field<bool>(j, "model", "qkv_bias", file);
+  r.seq = field<std::uint64_t>(j, "run", "seq", file);
+  r.micro_batch = field<std::uint64_t>(j, "run", "micro_batch", file);
+  r.grad_accum = field<std::uint64_t>(j, "run", "grad_accum", file);
+  r.precision = parse_precision(field<std::string>(j, "run", "precision", file));
+  r.grad_dtype = parse_grad_dtype(field<std::string>(j, "run", "grad_dtype", file));
+  r.optimizer = parse_optimizer(field<std::string>(j, "run", "optimizer", file));
+  r.recompute = parse_recompute(field<std::string>(j, "run", "recompute", file));
+  r.attention = parse_attention(field<std::string>(j, "run", "attention", file));
+  r.dropout = field<double>(j, "run", "dropout", file);
+}
+
+std::string calibration_text_of(const std::filesystem::path& path) {
+  if (std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  for (const embedded_file& f : embedded_data_files())
+    if (f.name == "calibration.json") return std::string(f.bytes);
+  throw input_error("calibration.json: not embedded in this build");
+}
+
+}  // namespace
+
+void register_calibrate_command(CLI::App& app, command_action& chosen) {
+  auto args = std::make_shared<calibrate_args>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "fit calibration constants for a GPU from CUDA validation reports (exit 0 within 2% memory, 10% time)");
+  cmd->add_option("reports", args->inputs, "report files, or folders of them (reports/<gpu>-<date>/)")->required()->type_name("PATH...");
+  cmd->add_option("-o,--output", args->output,
+                  "calibration.json to update with this GPU's entry (created from the built-in one if missing)")
+      ->type_name("FILE");
+  cmd->add_option("--data-dir", args->data_dir, "as for plan: GPUs and models beyond the built-in ones")->type_name("DIR");
+  cmd->add_flag("--json", args->json, "print the fit as one JSON object");
+  cmd->callback([args, &chosen]() {
+    chosen = [args]() -> int {
+      const catalog data = catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
+      std::vector<std::filesystem::path> files;
+      for (const std::string& in : args->inputs) {
+        if (std::filesystem::is_directory(in)) {
+          for (const auto& e : std::filesystem::directory_iterator(in))
+            if (e.path().extension() == ".json") files.push_back(e.path());
+        } else {
+          files.emplace_back(in);
+        }
+      }
+      std::sort(files.begin(), files.end());
+      if (files.empty()) throw input_error("calibrate: no .json reports found");
+
+      std::string gpu_name;
+      std::vector<calibration_observation> runs;
+      for (const auto& path : files) {
+        const json j = read_json(path);
+        const std::string file = path.string();
+        const std::string gpu = field<std::string>(j, "gpu", "name", file);
+        if (!gpu_name.empty() && gpu != gpu_name)
+          throw input_error(fmt::format("calibrate: reports mix GPUs ({} and {}): calibrate one GPU at a time", gpu_name, gpu));
+        gpu_name = gpu;
+        const gpu_spec& g = data.gpu(gpu);
+        model_spec m;
+        run_config r;
+        model_and_run(j, file, m, r);
+        const plan_result p = evaluate_plan(m, r, g, data.calibration_for(g));
+        calibration_observation o;
+        o.label = path.filename().string();
+        o.tensor_peak_bytes = field<std::uint64_t>(j, "measured", "peak_bytes", file);
+        o.device_peak_bytes = field<std::uint64_t>(j, "device", "device_peak_bytes", file);
+        o.context_bytes = field<std::uint64_t>(j, "device", "context_bytes", file);
+        o.workspace_bytes = field<std::uint64_t>(j, "device", "workspace_bytes", file);
+        o.step_seconds = field<double>(j, "device", "step_seconds", file);
+        o.hardware_flops = p.flops.hardware_per_step;
+        o.optimizer_seconds = p.time.optimizer_seconds;
+        o.peak_flops_per_s = p.time.peak_flops_per_s;
+        o.tokens_per_micro_batch = static_cast<double>(r.seq) * static_cast<double>(r.micro_batch);
+        runs.push_back(o);
+      }
+      const gpu_spec& g = data.gpu(gpu_name);
+      const calibration_fit fit = fit_calibration(runs, data.calibration_for(g));
+      const calibration& c = fit.fitted;
+      const bool within = fit.max_memory_error_pct <= memory_target_pct && fit.max_time_error_pct <= time_target_pct;
+
+      json entry{{"cuda_context_bytes", c.cuda_context_bytes},
+                 {"cublas_workspace_bytes", c.cublas_workspace_bytes},
+                 {"allocator_slack_fraction", c.allocator_slack_fraction},
+                 {"achieved_efficiency", c.achieved_efficiency},
+                 {"efficiency_half_tokens", c.efficiency_half_tokens},
+                 {"source", fmt::format("plan calibrate on {} run{} (max errors: memory {:.2f}%, time {:.2f}%)", runs.size(),
+                                        runs.size() == 1 ? "" : "s", fit.max_memory_error_pct, fit.max_time_error_pct)}};
+      if (!args->output.empty()) {
+        json doc;
+        try {
+          doc = json::parse(calibration_text_of(args->output));
+        } catch (const json::exception& e) {
+          throw input_error(fmt::format("{}: not valid JSON ({})", args->output, e.what()));
+        }
+        doc["gpus"][g.name] = entry;
+        const std::string text = doc.dump(2) + "\n";
+        // Replace the file whole: a failed write leaves the old one.
+        const std::string partial = args->output + ".partial";
+        {
+          std::ofstream out(partial, std::ios::binary);
+          if (!out || !(out << text) || !out.flush()) throw input_error(fmt::format("-o: cannot write {}", args->output));
+        }
+        std::error_code ec;
+        std::filesystem::rename(partial, args->output, ec);
+        if (ec) throw input_error(fmt::format("-o: cannot write {}: {}", args->output, ec.message()));
+      }
+      if (args->json) {
+        json res = json::array();
+        for (const auto& r : fit.residuals)
+          res.push_back({{"report", r.label}, {"predicted_device_peak_bytes", r.predicted_device_peak_bytes},
+                         {"measured_device_peak_bytes", r.measured_device_peak_bytes}, {"memory_error_pct", r.memory_error_pct},
+                         {"predicted_step_seconds", r.predicted_step_seconds}, {"measured_step_seconds", r.measured_step_seconds},
+                         {"time_error_pct", r.time_error_pct}});
+        fmt::print("{}\n", json{{"gpu", g.name}, {"calibration", entry}, {"residuals", res},
+                                {"max_memory_error_pct", fit.max_memory_error_pct}, {"max_time_error_pct", fit.max_time_error_pct},
+                                {"within_targets", within}}.dump(2));
+        return within ? 0 : 1;
+      }
+      fmt::print("plan calibrate: {} ({}) from {} run{}\n", g.name, g.description, runs.size(), runs.size() == 1 ? "" : "s");
+      fmt::print("  CUDA context       {}\n  cuBLAS workspace   {}\n  allocator slack    {} of tensor bytes\n", gib(c.cuda_context_bytes),
+                 gib(c.cublas_workspace_bytes), percent(c.allocator_slack_fraction));
+      if (c.efficiency_half_tokens > 0)
+        fmt::print("  efficiency         {} x n / (n + {:.0f}), n = tokens per micro-batch\n", percent(c.achieved_efficiency),
+                   c.efficiency_half_tokens);
+      else
+        fmt::print("  efficiency         {} of dense peak (one GEMM size measured, or no size dependence found)\n",
+                   percent(c.achieved_efficiency));
+      fmt::print("\n  {:<48} {:>14} {:>14} {:>8} {:>10} {:>10} {:>8}\n", "run", "device peak", "predicted", "error", "step s",
+                 "predicted", "error");
+      for (const auto& r : fit.residuals)
+        fmt::print("  {:<48} {:>14} {:>14} {:>+7.2f}% {:>10.4f} {:>10.4f} {:>+7.2f}%\n", r.label, gib(r.measured_device_peak_bytes),
+                   gib(r.predicted_device_peak_bytes), r.memory_error_pct, r.measured_step_seconds, r.predicted_step_seconds,
+                   r.time_error_pct);
+      fmt::print("\nMemory: largest error {:.2f}% (target {:.0f}%): {}. Time: largest error {:.2f}% (target {:.0f}%): {}.\n",
+                 fit.max_memory_error_pct, memory_target_pct, fit.max_memory_error_pct <= memory_target_pct ? "met" : "NOT met",
+                 fit.max_time_error_pct, time_target_pct, fit.max_time_error_pct <= time_target_pct ? "met" : "NOT met");
+      if (!args->output.empty()) fmt::print("Wrote the {} entry to {}.\n", g.name, args->output);
+      else fmt::print("Entry for calibration.json (gpus.{}): {}\n", g.name, entry.dump());
+      return within ? 0 : 1;
+    };
+  });
+}
+
+}  // namespace trainplan::cli

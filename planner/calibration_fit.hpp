@@ -1,0 +1,49 @@
+#pragma once
+// Fits data/calibration.json's constants for one GPU from measured runs (`plan calibrate`):
+//   CUDA context    the median of the context bytes measured before any tensor is allocated
+//   cuBLAS workspace the largest workspace measured
+//   allocator slack  s minimizing sum (device_peak - tensor_peak - context - workspace - s * tensor_peak)^2
+//                    (least squares through the origin), clipped to [0, 1]
+//   efficiency       e(n) = e_max * n / (n + n_half) over tokens per micro-batch n: 1/e is linear in 1/n
+//                    (1/e = 1/e_max + (n_half/e_max) / n), fitted by least squares; with one distinct n,
+//                    or a fit without meaning (non-positive terms), a constant e_max = mean efficiency
+// and reports, run by run, how far the calibrated planner is from what was measured.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/calibration.hpp"
+
+namespace trainplan {
+
+struct calibration_observation {
+  std::string label;                   // which report
+  std::uint64_t tensor_peak_bytes = 0;  // tracked tensors at the peak (the inventory's bytes)
+  std::uint64_t device_peak_bytes = 0;  // device memory in use at the peak (cudaMemGetInfo)
+  std::uint64_t context_bytes = 0;      // device memory in use after context creation, before any tensor
+  std::uint64_t workspace_bytes = 0;    // cuBLAS workspace
+  double step_seconds = 0;              // measured steady-state step time
+  double hardware_flops = 0;            // the planner's hardware FLOPs per step for this run
+  double optimizer_seconds = 0;         // the planner's optimizer time for this run
+  double peak_flops_per_s = 0;          // dense peak for the compute dtype
+  double tokens_per_micro_batch = 0;    // seq x micro-batch
+};
+
+struct calibration_residual {
+  std::string label;
+  std::uint64_t predicted_device_peak_bytes = 0, measured_device_peak_bytes = 0;
+  double predicted_step_seconds = 0, measured_step_seconds = 0;
+  double memory_error_pct = 0, time_error_pct = 0;  // (predicted - measured) / measured
+};
+
+struct calibration_fit {
+  calibration fitted;
+  std::vector<calibration_residual> residuals;
+  double max_memory_error_pct = 0, max_time_error_pct = 0;  // absolute values
+};
+
+// `base` supplies what the runs cannot measure (the search's safety margin). Throws input_error when
+// there is nothing to fit or a run's numbers cannot be right (a step faster than its optimizer alone).
+calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base);
+
+}  // namespace trainplan
