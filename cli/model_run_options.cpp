@@ -39,6 +39,22 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--recompute", a.recompute, "none | selective | full (default none)")->type_name("MODE")->group(run_group);
   app.add_option("--attention", a.attention, "eager | flash (default flash)")->type_name("KIND")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
+  const char* par_group = "Several GPUs, offload, fine-tuning";
+  app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp (default 1)")->type_name("N")->group(par_group);
+  app.add_option("--zero", a.zero, "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 optimizer, 2 +gradients, 3 +weights")
+      ->type_name("STAGE")->group(par_group);
+  app.add_option("--fsdp", a.fsdp, "FSDP in its own words: full (= ZeRO-3) or grad-op (= ZeRO-2)")->type_name("MODE")->group(par_group);
+  app.add_option("--tp", a.tp, "tensor-parallel degree (default 1)")->type_name("N")->group(par_group);
+  app.add_flag("--sequence-parallel", a.sequence_parallel, "with --tp: split norms and dropout along the sequence too")
+      ->group(par_group);
+  app.add_option("--pp", a.pp, "pipeline-parallel degree (not modelled yet)")->type_name("N")->group(par_group);
+  app.add_option("--offload", a.offload, "none | optimizer | params (needs --zero 3) | both")->type_name("WHAT")->group(par_group);
+  app.add_option("--host-memory", a.host_memory, "CPU memory per GPU for offload, e.g. 256G (checked when given)")
+      ->type_name("BYTES")->group(par_group);
+  app.add_option("--finetune", a.finetune, "full (default) | lora | qlora")->type_name("KIND")->group(par_group);
+  app.add_option("--lora-rank", a.lora_rank, "LoRA rank r (default 16)")->type_name("R")->group(par_group);
+  app.add_option("--lora-targets", a.lora_targets, "layers with adapters: q,k,v,o[,mlp] (default q,k,v,o)")
+      ->type_name("LIST")->group(par_group);
   const char* gpu_group = "GPU and data";
   app.add_option("--gpu,-g", a.gpu, "GPU name (see `plan gpus`; default h100)")->type_name("NAME")->group(gpu_group);
   app.add_option("--data-dir", a.data_dir, "folder with gpus.json / models.json / calibration.json whose entries add to or replace the built-in ones")
@@ -133,9 +149,32 @@ resolved_run resolve_model_run(const model_run_args& a) {
   run.attention = parse_attention(a.attention);
   run.dropout = a.dropout.empty() ? m.dropout : parse_probability(a.dropout, "--dropout");
 
+  apply_parallel_options(a, run);
   r.gpu = r.data.gpu(a.gpu);
   r.calib = r.data.calibration_for(r.gpu);
   return r;
+}
+
+void apply_parallel_options(const model_run_args& a, run_config& run) {
+  if (!a.pp.empty() && parse_integer(a.pp, "--pp") > 1)
+    throw input_error("--pp: pipeline parallelism is not modelled yet; use --tp and --gpus with --zero");
+  if (!a.gpus.empty()) run.gpus = parse_integer(a.gpus, "--gpus");
+  if (!a.tp.empty()) run.tp = parse_integer(a.tp, "--tp");
+  run.sequence_parallel = a.sequence_parallel;
+  if (!a.zero.empty()) run.zero = static_cast<int>(parse_integer(a.zero, "--zero", 0));
+  if (!a.fsdp.empty()) {
+    const int stage = a.fsdp == "full" ? 3 : a.fsdp == "grad-op" ? 2 : -1;
+    if (stage < 0) throw input_error(fmt::format("--fsdp: unknown mode '{}' (known: full, grad-op)", a.fsdp));
+    if (!a.zero.empty() && run.zero != stage)
+      throw input_error(fmt::format("--fsdp {} is ZeRO-{}, which contradicts --zero {}", a.fsdp, stage, run.zero));
+    run.zero = stage;
+  }
+  if (run.zero > 3) throw input_error("--zero must be 0, 1, 2 or 3");
+  if (!a.offload.empty()) run.offload = parse_offload(a.offload);
+  if (!a.host_memory.empty()) run.host_memory_bytes = parse_binary_count(a.host_memory, "--host-memory");
+  if (!a.finetune.empty()) run.finetune = parse_finetune(a.finetune);
+  if (!a.lora_rank.empty()) run.lora_rank = parse_integer(a.lora_rank, "--lora-rank");
+  if (!a.lora_targets.empty()) run.lora_targets = parse_lora_targets(a.lora_targets);
 }
 
 }  // namespace trainplan::cli

@@ -24,6 +24,9 @@ struct model_run_args {
   std::string recompute = "none", attention = "flash", dropout;
   std::string gpu = "h100";
   std::string data_dir;
+  // Beyond one GPU, and fine-tuning (single values, also in sweeps).
+  std::string gpus, tp, pp, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets;
+  bool sequence_parallel = false;
 };
 
 void add_model_run_options(CLI::App& app, model_run_args& args);
@@ -38,5 +41,8 @@ struct resolved_run {
 };
 
 resolved_run resolve_model_run(const model_run_args& args);  // throws input_error
+
+// The parallelism, offload and fine-tuning options onto a run (throws input_error).
+void apply_parallel_options(const model_run_args& args, run_config& run);
 
 }  // namespace trainplan::cli

@@ -23,18 +23,35 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                 {"vocab", m.vocab},
                 {"max_positions", m.max_positions},
                 {"tied_embeddings", m.tied_embeddings},
+                {"trainable_params", p.trainable_params},
                 {"source", m.source}};
   j["run"] = {{"seq", run.seq},
               {"micro_batch", run.micro_batch},
               {"grad_accum", run.grad_accum},
-              {"global_batch", run.micro_batch * run.grad_accum},
-              {"tokens_per_step", run.seq * run.micro_batch * run.grad_accum},
+              {"global_batch", run.global_batch()},
+              {"tokens_per_step", run.seq * run.global_batch()},
               {"precision", precision_name(run.precision)},
               {"grad_dtype", dtype_name(p.layout.optimizer_grad_dtype())},
               {"optimizer", optimizer_name(run.optimizer)},
               {"recompute", recompute_name(run.recompute)},
               {"attention", attention_name(run.attention)},
-              {"dropout", run.dropout}};
+              {"dropout", run.dropout},
+              {"gpus", run.gpus},
+              {"data_parallel", run.data_parallel()},
+              {"tp", run.tp},
+              {"sequence_parallel", run.sequence_parallel},
+              {"zero", run.zero},
+              {"offload", offload_name(run.offload)},
+              {"finetune", finetune_name(run.finetune)},
+              {"lora_rank", run.lora_rank},
+              {"lora_targets", lora_targets_text(run.lora_targets)}};
+  json host_tensors = json::array();
+  for (const tensor_spec& t : p.inv.host_tensors)
+    host_tensors.push_back({{"name", std::string(t.name)}, {"dtype", dtype_name(t.type)}, {"bytes", t.bytes}});
+  j["host"] = {{"memory_bytes", p.host_bytes},
+               {"limit_bytes", run.host_memory_bytes},
+               {"fits", p.host_fits},
+               {"tensors", host_tensors}};
   j["gpu"] = {{"name", p.gpu.name},
               {"description", p.gpu.description},
               {"memory_bytes", p.gpu.memory_bytes},
@@ -74,6 +91,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   j["time"] = {{"step_seconds", p.time.step_seconds},
                {"compute_seconds", p.time.compute_seconds},
                {"optimizer_seconds", p.time.optimizer_seconds},
+               {"offload_seconds", p.time.offload_seconds},
                {"tokens_per_second", p.time.tokens_per_second},
                {"mfu", p.time.mfu},
                {"hfu", p.time.hfu}};

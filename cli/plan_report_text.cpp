@@ -27,7 +27,9 @@ std::string shape_text(const tensor_shape& shape) {
 
 std::vector<std::string> plan_assumptions(const plan_result& p) {
   std::vector<std::string> a;
-  a.push_back("one GPU, no data, tensor or pipeline parallelism");
+  a.push_back(p.run.gpus == 1 ? "one GPU, no data, tensor or pipeline parallelism"
+                              : "several GPUs: memory per GPU; communication time between GPUs is not modelled, and no "
+                                "pipeline parallelism");
   a.push_back(fmt::format("precision {}: {}", precision_name(p.run.precision), precision_summary(p.layout)));
   a.push_back("gradients exist from the first backward of a step until its optimizer step ends "
               "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
@@ -60,10 +62,19 @@ std::string render_plan_text(const plan_report_input& in) {
        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.tied_embeddings ? ", tied embeddings" : "",
        m.max_positions ? fmt::format(", {} learned positions", m.max_positions) : "");
   line("         {} parameters (12Lh^2+Vh estimate: {})", grouped(p.params.total), grouped(p.params.approx_12lh2_vh));
-  line("  run    seq {} x micro-batch {} x {} accumulation = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
-       grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step)));
+  line("  run    seq {} x micro-batch {} x {} accumulation{} = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
+       run.data_parallel() > 1 ? fmt::format(" x {} data-parallel", run.data_parallel()) : std::string(),
+       grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step) * run.data_parallel()));
   line("         {}, {}, recompute {}, {} attention, dropout {}", precision_name(run.precision),
        optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout);
+  if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
+    line("         {} GPU{} = {} data-parallel x {} tensor-parallel{}, ZeRO-{}, offload {}; memory below is per GPU",
+         run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",
+         run.zero, offload_name(run.offload));
+  if (run.finetune != finetune_kind::full)
+    line("         {} fine-tuning: rank {} adapters on {}: {} trainable parameters ({} of the model)", finetune_name(run.finetune),
+         run.lora_rank, lora_targets_text(run.lora_targets), grouped(p.trainable_params),
+         percent(static_cast<double>(p.trainable_params) / static_cast<double>(p.params.total)));
   for (const std::string& n : in.notes) line("  note   {}", n);
   line("");
 
@@ -107,7 +118,15 @@ std::string render_plan_text(const plan_report_input& in) {
   }
   line("");
 
-  if (p.fits)
+  if (!p.inv.host_tensors.empty())
+    line("  offloaded to CPU memory: {}{}", gib(p.host_bytes),
+         run.host_memory_bytes ? fmt::format(" of the {} given by --host-memory{}", gib(run.host_memory_bytes),
+                                             p.host_fits ? "" : ": DOES NOT FIT")
+                               : " (give --host-memory to check it)");
+  if (p.peak_bytes <= p.gpu.memory_bytes && !p.host_fits)
+    line("Verdict: DOES NOT FIT: the GPU holds {}, but the host needs {} of CPU memory and has {}", gib(p.peak_bytes),
+         gib(p.host_bytes), gib(run.host_memory_bytes));
+  else if (p.fits)
     line("Verdict: FITS with {} headroom ({} of {} used)", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
          percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes));
   else
@@ -120,13 +139,16 @@ std::string render_plan_text(const plan_report_input& in) {
        scientific(f.model_per_step), scientific(3 * f.gemm_forward_per_token * f.tokens_per_step),
        scientific(3 * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
        percent(f.recompute_per_step / f.model_per_step));
-  line("  step {} ({} compute at {} of {:.0f} TFLOP/s {} + {} optimizer) -> {} tokens/s, MFU {}, HFU {}",
+  line("  step {} ({} compute at {} of {:.0f} TFLOP/s {} + {} optimizer{}) -> {} tokens/s, MFU {}, HFU {}",
        duration(p.time.step_seconds), duration(p.time.compute_seconds), percent(p.time.efficiency),
        p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
+       p.time.offload_seconds > 0 ? fmt::format(" + {} PCIe offload", duration(p.time.offload_seconds)) : std::string(),
        grouped(static_cast<std::uint64_t>(p.time.tokens_per_second)), percent(p.time.mfu), percent(p.time.hfu));
   if (in.train_tokens)
-    line("  {} tokens take {} on this one GPU ({} steps)", scientific(*in.train_tokens),
-         duration(*in.train_tokens / p.time.tokens_per_second), grouped(static_cast<std::uint64_t>(std::ceil(*in.train_tokens / f.tokens_per_step))));
+    line("  {} tokens take {} on {} ({} steps)", scientific(*in.train_tokens),
+         duration(*in.train_tokens / p.time.tokens_per_second),
+         run.gpus == 1 ? std::string("this one GPU") : fmt::format("{} GPUs", run.gpus),
+         grouped(static_cast<std::uint64_t>(std::ceil(*in.train_tokens / (f.tokens_per_step * run.data_parallel())))));
   line("");
 
   if (!p.fits) {

@@ -37,11 +37,11 @@ struct cell {
   bool b = false;
 };
 
-cell t(std::string_view s) { return {cell::text, s}; }
-cell u(std::uint64_t v) { cell c{cell::integer}; c.u = v; return c; }
-cell i(std::int64_t v) { cell c{cell::integer}; c.i = v; c.is_signed = true; return c; }
-cell r(double v) { cell c{cell::real}; c.d = v; return c; }
-cell b(bool v) { cell c{cell::boolean}; c.b = v; return c; }
+cell t(std::string_view s) { cell c; c.kind = cell::text; c.s = s; return c; }
+cell u(std::uint64_t v) { cell c; c.kind = cell::integer; c.u = v; return c; }
+cell i(std::int64_t v) { cell c; c.kind = cell::integer; c.i = v; c.is_signed = true; return c; }
+cell r(double v) { cell c; c.kind = cell::real; c.d = v; return c; }
+cell b(bool v) { cell c; c.kind = cell::boolean; c.b = v; return c; }
 cell none() { return {}; }
 
 }  // namespace

@@ -21,6 +21,7 @@ std::vector<T> names_axis(const std::string& text, const char* option, Parse par
 
 sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::string>* notes) {
   sweep_space space;
+  apply_parallel_options(args, space.base);
   // Models: resolve each listed one through the same path as `plan` (single values).
   std::vector<model_run_args> per_model;
   auto each = [&](const std::string& text, const char* option, std::string model_run_args::*field) {

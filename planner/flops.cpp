@@ -11,7 +11,9 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.gemm_forward_per_token = 2.0 * static_cast<double>(params.matmul);
   f.attention_forward_per_token = 4.0 * L * s * static_cast<double>(m.q_width());
   const double forward = (f.gemm_forward_per_token + f.attention_forward_per_token) * f.tokens_per_step;
-  f.model_per_step = 3.0 * forward;
+  // Backward = input gradients (one forward's work) + weight gradients (another); frozen weights (LoRA,
+  // QLoRA) need no weight gradients, so their backward is one forward's work (adapters are negligible).
+  f.model_per_step = (run.finetune == finetune_kind::full ? 3.0 : 2.0) * forward;
 
   const double attention_core = f.attention_forward_per_token * f.tokens_per_step;
   if (run.recompute == recompute_mode::full) {

@@ -23,7 +23,8 @@ struct step_flops {
 //   forward FLOPs per token = 2 * N_gemm + 4 * L * s * (heads * head_dim)
 // with N_gemm the weights used in matrix multiplies (the output projection included, even when tied) and
 // the attention term counting the full s x s score matrix (no causal discount), as both papers do.
-// Backward is twice the forward: model FLOPs = 3 * forward * tokens.
+// Backward is twice the forward: model FLOPs = 3 * forward * tokens (2 * forward with frozen LoRA bases).
+// These are one data-parallel replica's FLOPs (its micro-batches); tensor parallelism shares them.
 // Recomputation adds forward work: full reruns every layer's forward (not the head); selective reruns
 // the attention core; flash attention recomputes the scores in its backward, which counts the same.
 step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "planner/checked_math.hpp"
+#include "planner/lora.hpp"
 #include "planner/optimizer.hpp"
 #include "planner/param_count.hpp"
 
@@ -140,31 +141,90 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     local = describe_model(m);
     facts = &local;
   }
-  const std::vector<param_tensor>& params = facts->tensors;
   const param_counts& pc = facts->counts;
-  const std::uint64_t P = pc.total;
-  inv.model_state(state_buffer_name("weights", layout.weights), P, layout.weights, tensor_category::weights,
-                  state_lifetime::whole_run);
+  // Sharding (ZeRO, Rajbhandari et al. 2020, Fig. 1): stage 1 partitions the optimizer states (with the
+  // fp32 master copy, part of "K" in the paper), stage 2 also the gradients, stage 3 also the weights,
+  // each over the data-parallel degree. Tensor parallelism first splits every parameter by tp (norm
+  // weights are split too here; they are under 0.1% of a model).
+  const std::uint64_t tp = run.tp, dp = run.data_parallel();
+  const std::uint64_t w_div = run.zero >= 3 ? dp : 1, g_div = run.zero >= 2 ? dp : 1, o_div = run.zero >= 1 ? dp : 1;
+  auto share = [](std::uint64_t n, std::uint64_t parts) { return (n + parts - 1) / parts; };
+  const bool offload_optimizer = run.offload == offload_mode::optimizer || run.offload == offload_mode::both;
+  const bool offload_params = run.offload == offload_mode::params || run.offload == offload_mode::both;
+  auto place = [&](bool on_host) { return on_host ? &out.host_tensors : &out.tensors; };
+  auto state = [&](bool on_host, std::string_view name, std::uint64_t elements, dtype type, tensor_category cat,
+                   state_lifetime life) {
+    inventory_builder target(static_cast<std::int64_t>(m.layers), *place(on_host));
+    target.model_state(name, elements, type, cat, life);
+  };
+
+  const bool adapters = run.finetune != finetune_kind::full;
+  const std::uint64_t P = share(pc.total, tp);
+  // What the optimizer updates: every weight, or the LoRA adapters (split by tp like their layers).
+  const std::uint64_t trainable = adapters ? share(lora_params(m, run.lora_rank, run.lora_targets), tp) : P;
+  if (run.finetune == finetune_kind::qlora) {
+    // QLoRA quantizes the layers' linear weights to NF4; embeddings, norms and the head stay bf16.
+    const std::uint64_t linear = share(checked_mul(pc.matmul_per_layer, m.layers, "QLoRA weights"), tp);
+    state(offload_params, "weights.nf4", share(nf4_bytes(linear), w_div), dtype::u8, tensor_category::weights,
+          state_lifetime::whole_run);
+    state(offload_params, "weights.bf16", share(P - linear, w_div), dtype::bf16, tensor_category::weights,
+          state_lifetime::whole_run);
+    // One layer's weights dequantized to bf16 for its GEMMs at a time.
+    inv.model_state("qlora.dequant", share(pc.matmul_per_layer, tp), dtype::bf16, tensor_category::weights,
+                    state_lifetime::whole_run);
+  } else {
+    state(offload_params, state_buffer_name("weights", adapters ? dtype::bf16 : layout.weights), share(P, w_div),
+          adapters ? dtype::bf16 : layout.weights, tensor_category::weights, state_lifetime::whole_run);
+  }
+  if (adapters)
+    inv.model_state("lora.weights", share(trainable, w_div), layout.weights, tensor_category::weights,
+                    state_lifetime::whole_run);
   if (layout.master)
-    inv.model_state(state_buffer_name("master", *layout.master), P, *layout.master,
-                    tensor_category::master_weights, state_lifetime::whole_run);
+    state(offload_optimizer, adapters ? std::string_view("lora.master.fp32") : state_buffer_name("master", *layout.master),
+          share(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run);
   if (layout.fp8_weight_cache) {
     // Only GEMM weights are cast: the layers' matmul weights, and the head unless it is tied (TE keeps
     // the embedding table in bf16; a tied head is cast on the fly).
-    const std::uint64_t gemm = checked_add(checked_mul(pc.matmul_per_layer, m.layers, "fp8 cache"), pc.lm_head, "fp8 cache");
+    const std::uint64_t gemm = share(checked_add(checked_mul(pc.matmul_per_layer, m.layers, "fp8 cache"), pc.lm_head, "fp8 cache"), tp);
     inv.model_state("weights.fp8", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run);
     inv.model_state("weights.fp8_t", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run);
   }
-  inv.model_state(state_buffer_name("grads", layout.grads), P, layout.grads, tensor_category::gradients,
-                  state_lifetime::backward_to_optimizer);
+  state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), share(trainable, g_div),
+        layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer);
   if (layout.grad_accum)
-    inv.model_state(state_buffer_name("grads", *layout.grad_accum), P, *layout.grad_accum,
-                    tensor_category::gradients, state_lifetime::backward_to_optimizer);
-  for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, params, m.layers, layout.optimizer_state)) {
-    tensor_spec& t = inv.add(st.name, {st.bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
-    t.bytes = st.bytes;  // adamw-8bit carries block scales beyond one byte per element
+    state(offload_optimizer, adapters ? std::string_view("lora.grads.fp32") : state_buffer_name("grads", *layout.grad_accum),
+          share(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer);
+  // Optimizer state over what trains; adapters are counted as one matrix per the optimizer's rules.
+  const std::vector<param_tensor> adapter_tensors{{"lora", {trainable}, trainable, false, true}};
+  const std::vector<param_tensor>& trained = adapters ? adapter_tensors : facts->tensors;
+  const std::uint64_t layers_of_trained = adapters ? 1 : m.layers;
+  for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, trained, layers_of_trained, layout.optimizer_state)) {
+    const std::uint64_t bytes = share(share(st.bytes, adapters ? 1 : tp), o_div);
+    std::vector<tensor_spec>& target = *place(offload_optimizer);
+    inventory_builder b(static_cast<std::int64_t>(m.layers), target);
+    tensor_spec& t = b.add(st.name, {bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
+    t.bytes = bytes;  // adamw-8bit carries block scales beyond one byte per element
     t.lifetime = state_lifetime::from_first_optimizer;
   }
+  // Communication buffers. Data parallelism without ZeRO-3 all-reduces (or reduce-scatters) gradients in
+  // buckets (PyTorch DDP's bucket_cap_mb = 25). ZeRO-3/FSDP all-gathers each layer's weights before use and
+  // prefetches the next one, and reduce-scatters its gradients through a bucket of one layer.
+  const std::uint64_t layer_params = share(pc.per_layer, tp);
+  if (dp > 1 && run.zero < 3)
+    inv.model_state("ddp.grad_bucket", (25ull << 20) / dtype_bytes(layout.grads), layout.grads, tensor_category::gradients,
+                    state_lifetime::backward_to_optimizer);
+  if (dp > 1 && run.zero >= 3) {
+    inv.model_state("zero3.gathered_weights", checked_mul(2, layer_params, "gather buffer"), adapters ? dtype::bf16 : layout.weights,
+                    tensor_category::weights, state_lifetime::whole_run);
+    inv.model_state("zero3.reduce_bucket", adapters ? share(trainable, m.layers) : layer_params, layout.grads,
+                    tensor_category::gradients, state_lifetime::backward_to_optimizer);
+  }
+
+  // Tensor parallelism (Korthikanti et al. 2022, Table 2): the attention heads, the MLP width and the
+  // vocabulary split across tp GPUs; the layer's other tensors (norm inputs and outputs, dropout masks:
+  // the "10sbh") stay whole, unless sequence parallelism splits them along the sequence.
+  const std::uint64_t a_tp = share(a, tp), qkv_tp = share(qkv, tp), hq_tp = share(hq, tp), f_tp = share(f, tp),
+                      V_tp = share(V, tp), s_rep = run.sequence_parallel ? share(s, tp) : s;
 
   // ---- embedding -----------------------------------------------------------------------------------
   inv.span("batch.tokens", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::bwd_embed);
@@ -175,35 +235,35 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
 
   // ---- one transformer layer (Korthikanti et al. 2022, Sec. 4.1, per-layer accounting) --------------
   // Residual stream entering the layer = input of the first norm; written by the previous layer.
-  inv.layer("layer{}.ln1.in", {b, s, h}, act, true, /*is_layer_input=*/true);  // 2sbh
-  inv.layer("layer{}.attn.qkv_in", {b, s, h}, gemm_in, keep_layer);           // 2sbh: norm output, QKV GEMM input
-  inv.layer("layer{}.attn.qkv", {b, s, qkv}, act, keep_layer);                // 6sbh for MHA: Q, K (QK^T) and V
+  inv.layer("layer{}.ln1.in", {b, s_rep, h}, act, true, /*is_layer_input=*/true);  // 2sbh
+  inv.layer("layer{}.attn.qkv_in", {b, s_rep, h}, gemm_in, keep_layer);           // 2sbh: norm output, QKV GEMM input
+  inv.layer("layer{}.attn.qkv", {b, s, qkv_tp}, act, keep_layer);                // 6sbh for MHA: Q, K (QK^T) and V
   if (eager) {
-    inv.layer("layer{}.attn.softmax", {b, a, s, s}, act, keep_layer && keep_core);  // 2as^2b
+    inv.layer("layer{}.attn.softmax", {b, a_tp, s, s}, act, keep_layer && keep_core);  // 2as^2b
     if (dropout) {
-      inv.layer("layer{}.attn.softmax_dropout_mask", {b, a, s, s}, dtype::u8, keep_layer && keep_core);  // as^2b
-      inv.layer("layer{}.attn.softmax_dropout", {b, a, s, s}, act, keep_layer && keep_core);             // 2as^2b
+      inv.layer("layer{}.attn.softmax_dropout_mask", {b, a_tp, s, s}, dtype::u8, keep_layer && keep_core);  // as^2b
+      inv.layer("layer{}.attn.softmax_dropout", {b, a_tp, s, s}, act, keep_layer && keep_core);             // 2as^2b
     }
   } else {
     // Flash attention saves the fp32 log-sum-exp of each row (Dao et al. 2022, Alg. 2) and regenerates
     // its dropout mask from the RNG state, so nothing of size s^2 is kept.
-    inv.layer("layer{}.attn.lse", {b, a, s}, dtype::fp32, keep_layer);
+    inv.layer("layer{}.attn.lse", {b, a_tp, s}, dtype::fp32, keep_layer);
   }
-  inv.layer("layer{}.attn.out_in", {b, s, hq}, gemm_in, keep_layer);  // 2sbh: attention output, out-proj input
-  if (dropout) inv.layer("layer{}.attn.dropout_mask", {b, s, h}, dtype::u8, keep_layer);  // sbh
-  inv.layer("layer{}.ln2.in", {b, s, h}, act, keep_layer);                                // 2sbh
-  inv.layer("layer{}.mlp.fc_in", {b, s, h}, gemm_in, keep_layer);                         // 2sbh
+  inv.layer("layer{}.attn.out_in", {b, s, hq_tp}, gemm_in, keep_layer);  // 2sbh: attention output, out-proj input
+  if (dropout) inv.layer("layer{}.attn.dropout_mask", {b, s_rep, h}, dtype::u8, keep_layer);  // sbh
+  inv.layer("layer{}.ln2.in", {b, s_rep, h}, act, keep_layer);                                // 2sbh
+  inv.layer("layer{}.mlp.fc_in", {b, s_rep, h}, gemm_in, keep_layer);                         // 2sbh
   if (m.family == model_family::gpt) {
-    inv.layer("layer{}.mlp.gelu_in", {b, s, f}, act, keep_layer);      // 8sbh at f = 4h
-    inv.layer("layer{}.mlp.proj_in", {b, s, f}, gemm_in, keep_layer);  // 8sbh: GELU output
+    inv.layer("layer{}.mlp.gelu_in", {b, s, f_tp}, act, keep_layer);      // 8sbh at f = 4h
+    inv.layer("layer{}.mlp.proj_in", {b, s, f_tp}, gemm_in, keep_layer);  // 8sbh: GELU output
   } else {
-    inv.layer("layer{}.mlp.gate", {b, s, f}, act, keep_layer);         // SwiGLU backward needs gate and up
-    inv.layer("layer{}.mlp.up", {b, s, f}, act, keep_layer);
-    inv.layer("layer{}.mlp.down_in", {b, s, f}, gemm_in, keep_layer);  // silu(gate) * up
+    inv.layer("layer{}.mlp.gate", {b, s, f_tp}, act, keep_layer);         // SwiGLU backward needs gate and up
+    inv.layer("layer{}.mlp.up", {b, s, f_tp}, act, keep_layer);
+    inv.layer("layer{}.mlp.down_in", {b, s, f_tp}, gemm_in, keep_layer);  // silu(gate) * up
   }
-  if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s, h}, dtype::u8, keep_layer);  // sbh
+  if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s_rep, h}, dtype::u8, keep_layer);  // sbh
   if (layout.autocast_weight_cache)
-    inv.layer("layer{}.autocast.weights", {pc.matmul_per_layer}, dtype::bf16, keep_layer, false, tensor_category::weights);
+    inv.layer("layer{}.autocast.weights", {share(pc.matmul_per_layer, tp)}, dtype::bf16, keep_layer, false, tensor_category::weights);
 
   // ---- head and loss -------------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
@@ -211,13 +271,13 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
            last_layer);
   inv.span("lm_head.in", {b, s, h}, gemm_in, tensor_category::activations, event_kind::fwd_head, event_kind::bwd_head);
   if (layout.autocast_weight_cache)
-    inv.span("lm_head.autocast.weight", {V, h}, dtype::bf16, tensor_category::weights, event_kind::fwd_head,
+    inv.span("lm_head.autocast.weight", {V_tp, h}, dtype::bf16, tensor_category::weights, event_kind::fwd_head,
              event_kind::bwd_head);
-  inv.span("logits", {b, s, V}, act, tensor_category::logits, event_kind::fwd_head, event_kind::loss);
+  inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::loss);
   // The loss is computed on an fp32 copy of the logits (as Hugging Face causal-LM heads upcast them).
   if (act != dtype::fp32)
-    inv.span("logits.fp32", {b, s, V}, dtype::fp32, tensor_category::logits, event_kind::loss, event_kind::loss);
-  inv.span("logits.grad", {b, s, V}, act, tensor_category::logits, event_kind::loss, event_kind::bwd_head);
+    inv.span("logits.fp32", {b, s, V_tp}, dtype::fp32, tensor_category::logits, event_kind::loss, event_kind::loss);
+  inv.span("logits.grad", {b, s, V_tp}, act, tensor_category::logits, event_kind::loss, event_kind::bwd_head);
 
   // ---- activation gradients (reused across layers, as llm.c does) -----------------------------------
   auto bwd_buffer = [&](std::string_view name, tensor_shape shape) {
@@ -225,13 +285,13 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   };
   bwd_buffer("bwd.d_residual", {b, s, h});  // gradient flowing down the residual stream
   bwd_buffer("bwd.d_hidden", {b, s, h});    // gradient of a sub-block's input or output
-  bwd_buffer("bwd.d_qkv", {b, s, qkv});
+  bwd_buffer("bwd.d_qkv", {b, s, qkv_tp});
   // d_ffn holds the MLP's inner gradients (gate and up for SwiGLU), and, once the MLP is done, the
   // gradient of the attention output: it is as wide as the larger of the two.
   const std::uint64_t ffn_grad_width = m.family == model_family::llama ? checked_mul(2, f, "d_ffn") : f;
-  bwd_buffer("bwd.d_ffn", {b, s, std::max(ffn_grad_width, hq)});
-  if (eager) bwd_buffer("bwd.d_scores", {b, a, s, s});
-  else inv.span("bwd.flash_delta", {b, a, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
+  bwd_buffer("bwd.d_ffn", {b, s, std::max(share(ffn_grad_width, tp), hq_tp)});
+  if (eager) bwd_buffer("bwd.d_scores", {b, a_tp, s, s});
+  else inv.span("bwd.flash_delta", {b, a_tp, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
                 event_kind::bwd_embed);  // rowsum(dO * O), FlashAttention-2 backward
 
   out.layers = m.layers;

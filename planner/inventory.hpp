@@ -85,7 +85,8 @@ struct tensor_spec {
 struct inventory {
   std::uint64_t layers = 0;
   std::int64_t events_per_micro_batch = 0;
-  std::vector<tensor_spec> tensors;
+  std::vector<tensor_spec> tensors;       // on the GPU
+  std::vector<tensor_spec> host_tensors;  // offloaded to CPU memory (ZeRO-Offload / ZeRO-Infinity)
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;
 };

@@ -7,6 +7,7 @@
 
 #include "planner/checked_math.hpp"
 #include "planner/input_error.hpp"
+#include "planner/lora.hpp"
 
 namespace trainplan {
 namespace {
@@ -19,23 +20,42 @@ void validate_run(const model_spec& m, const run_config& run) {
                                   m.max_positions));
   if (run.dropout < 0.0 || run.dropout >= 1.0) throw input_error("--dropout must be at least 0 and below 1");
   // Tokens per step must be countable exactly.
-  checked_product({run.seq, run.micro_batch, run.grad_accum}, "tokens per step");
+  checked_product({run.seq, run.micro_batch, run.grad_accum, run.gpus}, "tokens per step");
+  if (run.gpus == 0 || run.tp == 0) throw input_error("--gpus and --tp must be at least 1");
+  if (run.gpus % run.tp != 0)
+    throw input_error(fmt::format("--gpus {} is not a multiple of --tp {}", run.gpus, run.tp));
+  if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0)
+    throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}) of {}", run.tp, m.heads,
+                                  m.kv_heads, m.ffn, m.name));
+  if (run.zero < 0 || run.zero > 3) throw input_error("--zero must be 0, 1, 2 or 3");
+  if ((run.offload == offload_mode::params || run.offload == offload_mode::both) && run.zero != 3)
+    throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
+  if (run.finetune != finetune_kind::full && (run.lora_rank == 0 || run.lora_targets == 0))
+    throw input_error("--finetune lora/qlora needs --lora-rank of at least 1 and some --lora-targets");
 }
 
-// Bytes the optimizer step reads and writes: the gradient once; the master copy (or the weights when
-// there is none) read and written; the 16-bit weights written from the master; each state read and written.
-std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layout& layout, std::uint64_t params) {
+// Bytes the optimizer step reads and writes on this GPU (or its host, when offloaded): the gradient it
+// reads (the fp32 accumulation buffer when there is one), the master copy read and written (or the
+// weights, when there is none), the low-precision weights written from it, each state read and written.
+std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layout& layout) {
   const char* what = "optimizer traffic";
-  std::uint64_t bytes = checked_mul(params, dtype_bytes(layout.optimizer_grad_dtype()), what);
-  if (layout.master) {
-    bytes = checked_add(bytes, checked_mul(params, 2 * dtype_bytes(*layout.master), what), what);
-    bytes = checked_add(bytes, checked_mul(params, dtype_bytes(layout.weights), what), what);
-  } else {
-    bytes = checked_add(bytes, checked_mul(params, 2 * dtype_bytes(layout.weights), what), what);
-  }
-  for (const tensor_spec& t : inv.tensors)
+  std::uint64_t bytes = 0, master = 0, trained_weights = 0;
+  auto visit = [&](const tensor_spec& t) {
+    const std::string_view n = t.name;
+    const bool buffer = n.starts_with("ddp.") || n.starts_with("zero3.") || n.starts_with("qlora.");
+    if (buffer) return;
     if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(t.bytes, 2, what), what);
-  return bytes;
+    if (t.category == tensor_category::master_weights) master = t.bytes;
+    if (t.category == tensor_category::gradients && t.type == layout.optimizer_grad_dtype())
+      bytes = checked_add(bytes, t.bytes, what);
+    if (t.category == tensor_category::weights && (n == "lora.weights" || n.starts_with("weights.")) && !n.starts_with("weights.fp8") &&
+        n != "weights.nf4")
+      trained_weights = n == "lora.weights" || trained_weights == 0 ? t.bytes : trained_weights;
+  };
+  for (const tensor_spec& t : inv.tensors) visit(t);
+  for (const tensor_spec& t : inv.host_tensors) visit(t);
+  if (layout.master) return checked_add(bytes, checked_add(checked_mul(master, 2, what), trained_weights, what), what);
+  return checked_add(bytes, checked_mul(trained_weights, 2, what), what);
 }
 
 }  // namespace
@@ -64,6 +84,9 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
                                   gpu.name, dtype_name(r.layout.compute), precision_name(run.precision)));
 
   r.inv = build_inventory(model, run, r.layout, facts);
+  for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
+  r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
+  r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets);
   r.timeline = walk_timeline(r.inv, run.grad_accum, options.detail);
   r.tensor_peak_bytes = r.timeline.peak.live_bytes;
 
@@ -79,9 +102,9 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
                                                      "overhead"),
                                          "overhead"),
                              "peak bytes");
-  r.fits = r.peak_bytes <= gpu.memory_bytes;
+  r.fits = r.peak_bytes <= gpu.memory_bytes && r.host_fits;
   // Both sides are below 2^64; the difference of two such values can exceed int64, so saturate.
-  if (r.fits) {
+  if (r.peak_bytes <= gpu.memory_bytes) {
     std::uint64_t room = gpu.memory_bytes - r.peak_bytes;
     r.headroom_bytes = room > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
                            ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(room);
@@ -92,8 +115,20 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
 
   r.flops = count_flops(model, run, r.params);
-  r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout, r.params.total),
-                              static_cast<double>(run.seq) * static_cast<double>(run.micro_batch));
+  // PCIe traffic of offloading per step (Ren et al. 2021, ZeRO-Offload: gradients to the host, updated
+  // weights back; Rajbhandari et al. 2021, ZeRO-Infinity: every weight streamed in for each forward and
+  // backward of each micro-batch).
+  double pcie_bytes = 0;
+  for (const tensor_spec& t : r.inv.host_tensors)
+    if (t.category == tensor_category::weights) pcie_bytes += 2.0 * static_cast<double>(run.grad_accum) * t.bytes;
+  if (run.offload == offload_mode::optimizer || run.offload == offload_mode::both) {
+    for (const tensor_spec& t : r.inv.tensors)
+      if ((t.name.starts_with("grads.") || t.name == "lora.grads") && t.category == tensor_category::gradients)
+        pcie_bytes += 2.0 * static_cast<double>(t.bytes);  // down as gradients, up as weights of the same size
+  }
+  r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout),
+                              static_cast<double>(run.seq) * static_cast<double>(run.micro_batch), run.tp,
+                              run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s);
   return r;
 }
 

@@ -37,8 +37,11 @@ struct plan_result {
   std::uint64_t tensor_peak_bytes = 0;  // tensors live at the peak event
   runtime_overhead overhead;
   std::uint64_t peak_bytes = 0;         // tensor peak + overhead: what the GPU must hold
-  bool fits = false;
+  bool fits = false;                    // the GPU peak fits, and the host memory when --host-memory is given
   std::int64_t headroom_bytes = 0;      // gpu memory - peak (negative: short by that much)
+  std::uint64_t host_bytes = 0;         // offloaded model state in CPU memory (per GPU's process)
+  bool host_fits = true;
+  std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
 
   step_flops flops;
   step_time time;

@@ -49,7 +49,9 @@ std::uint64_t parse_scaled(std::string_view text, std::string_view option, bool 
     if (binary) {
       if (s == 'K') multiplier = 1024;
       else if (s == 'M') multiplier = 1024ull * 1024;
-      else fail(option, text, "has an unknown suffix (use k = 1024 or M = 1024^2)");
+      else if (s == 'G') multiplier = 1024ull * 1024 * 1024;
+      else if (s == 'T') multiplier = 1024ull * 1024 * 1024 * 1024;
+      else fail(option, text, "has an unknown suffix (use k, M, G or T, powers of 1024)");
     } else {
       if (s == 'K') multiplier = pow_u64(10, 3);
       else if (s == 'M') multiplier = pow_u64(10, 6);

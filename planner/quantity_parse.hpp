@@ -10,8 +10,8 @@ namespace trainplan {
 // leaves a remainder, a value past 2^64-1) throws input_error naming `option`.
 std::uint64_t parse_decimal_count(std::string_view text, std::string_view option);
 
-// Sequence lengths and batch sizes: k and M are powers of 1024 ("4k" = 4096, "1M" = 1,048,576), as in
-// "a 4k context". Must be a whole number of at least 1.
+// Sequence lengths, batch sizes and memory sizes: k, M, G, T are powers of 1024 ("4k" = 4096, "1M" =
+// 1,048,576, "512G" = 512 GiB), as in "a 4k context". Must be a whole number of at least 1.
 std::uint64_t parse_binary_count(std::string_view text, std::string_view option);
 
 // A plain integer of at least `min_value` (layers, heads...).

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+
 #include "planner/input_error.hpp"
 
 namespace trainplan {
@@ -20,6 +23,56 @@ recompute_mode parse_recompute(std::string_view text) {
   if (text == "selective") return recompute_mode::selective;
   if (text == "full") return recompute_mode::full;
   throw input_error(fmt::format("--recompute: unknown mode '{}' (known: none, selective, full)", text));
+}
+
+std::string_view offload_name(offload_mode o) {
+  switch (o) {
+    case offload_mode::none: return "none";
+    case offload_mode::optimizer: return "optimizer";
+    case offload_mode::params: return "params";
+    case offload_mode::both: return "both";
+  }
+  return "?";
+}
+
+offload_mode parse_offload(std::string_view text) {
+  for (offload_mode o : {offload_mode::none, offload_mode::optimizer, offload_mode::params, offload_mode::both})
+    if (offload_name(o) == text) return o;
+  throw input_error(fmt::format("--offload: unknown mode '{}' (known: none, optimizer, params, both)", text));
+}
+
+std::string_view finetune_name(finetune_kind f) {
+  return f == finetune_kind::full ? "full" : f == finetune_kind::lora ? "lora" : "qlora";
+}
+
+finetune_kind parse_finetune(std::string_view text) {
+  for (finetune_kind f : {finetune_kind::full, finetune_kind::lora, finetune_kind::qlora})
+    if (finetune_name(f) == text) return f;
+  throw input_error(fmt::format("--finetune: unknown kind '{}' (known: full, lora, qlora)", text));
+}
+
+unsigned parse_lora_targets(std::string_view text) {
+  unsigned out = 0;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, end - start);
+    if (item == "q") out |= lora_q;
+    else if (item == "k") out |= lora_k;
+    else if (item == "v") out |= lora_v;
+    else if (item == "o") out |= lora_o;
+    else if (item == "mlp") out |= lora_mlp;
+    else throw input_error(fmt::format("--lora-targets: unknown target '{}' (known: q, k, v, o, mlp)", item));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string lora_targets_text(unsigned t) {
+  std::string out;
+  for (auto [bit, name] : {std::pair{lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}})
+    if (t & bit) out += (out.empty() ? "" : ",") + std::string(name);
+  return out;
 }
 
 std::string_view attention_name(attention_kind a) { return a == attention_kind::eager ? "eager" : "flash"; }

@@ -1,6 +1,7 @@
 #pragma once
 // How the model is trained: sequence, batch, precision, optimizer, recomputation, attention kernel.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "planner/optimizer.hpp"
@@ -18,6 +19,22 @@ enum class recompute_mode { none, selective, full };
 // (Dao et al. 2022) saves only the output and the fp32 log-sum-exp per row, recomputing in backward.
 enum class attention_kind { eager, flash };
 
+// Where ZeRO-Offload / ZeRO-Infinity put model state (Ren et al. 2021; Rajbhandari et al. 2021).
+enum class offload_mode { none, optimizer, params, both };
+// full: every weight trains. lora: frozen bf16 base, trainable low-rank adapters (Hu et al. 2021).
+// qlora: frozen 4-bit NF4 base with double quantization, adapters as lora (Dettmers et al. 2023).
+enum class finetune_kind { full, lora, qlora };
+
+// Which linear layers carry LoRA adapters (bits).
+enum lora_target : unsigned { lora_q = 1, lora_k = 2, lora_v = 4, lora_o = 8, lora_mlp = 16 };
+
+std::string_view offload_name(offload_mode o);
+offload_mode parse_offload(std::string_view text);      // throws input_error
+std::string_view finetune_name(finetune_kind f);
+finetune_kind parse_finetune(std::string_view text);    // throws input_error
+unsigned parse_lora_targets(std::string_view text);     // "q,k,v,o[,mlp]"; throws input_error
+std::string lora_targets_text(unsigned targets);
+
 std::string_view recompute_name(recompute_mode r);
 recompute_mode parse_recompute(std::string_view text);  // throws input_error
 std::string_view attention_name(attention_kind a);
@@ -34,7 +51,20 @@ struct run_config {
   attention_kind attention = attention_kind::flash;
   double dropout = 0.0;
 
-  std::uint64_t global_batch() const { return micro_batch * grad_accum; }  // sequences per step
+  // Beyond one GPU (issue 6). gpus = data-parallel degree x tp.
+  std::uint64_t gpus = 1;
+  std::uint64_t tp = 1;                  // tensor-parallel degree (Megatron-LM)
+  bool sequence_parallel = false;        // with tp: norms and dropout split along the sequence too
+  int zero = 0;                          // ZeRO stage 0..3 over the data-parallel group
+  offload_mode offload = offload_mode::none;
+  std::uint64_t host_memory_bytes = 0;   // 0: not checked
+
+  finetune_kind finetune = finetune_kind::full;
+  std::uint64_t lora_rank = 16;
+  unsigned lora_targets = lora_q | lora_k | lora_v | lora_o;
+
+  std::uint64_t data_parallel() const { return gpus / tp; }
+  std::uint64_t global_batch() const { return micro_batch * grad_accum * data_parallel(); }  // sequences per step
 };
 
 }  // namespace trainplan

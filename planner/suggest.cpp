@@ -66,6 +66,15 @@ std::vector<axis> change_axes(const run_config& run, const gpu_spec& gpu) {
   }
   axes.push_back(std::move(optimizer));
 
+  axis beyond;  // beyond the GPU's own memory: offload the optimizer, or train adapters instead
+  if (run.offload == offload_mode::none)
+    beyond.push_back({"--offload optimizer", [](run_config& r) { r.offload = offload_mode::optimizer; }});
+  if (run.finetune == finetune_kind::full) {
+    beyond.push_back({"--finetune lora", [](run_config& r) { r.finetune = finetune_kind::lora; }, true});
+    beyond.push_back({"--finetune qlora", [](run_config& r) { r.finetune = finetune_kind::qlora; }, true});
+  }
+  axes.push_back(std::move(beyond));
+
   std::erase_if(axes, [](const axis& a) { return a.empty(); });
   return axes;
 }
@@ -112,9 +121,34 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
   };
   explore(0);
 
+  // More GPUs of the same kind: for each ZeRO stage, the fewest (a power of two up to 1024) that fit with
+  // everything else unchanged ("the minimum number of GPUs of a kind for a run").
+  if (run.gpus == 1) {
+    for (int stage : {3, 2, 1}) {
+      for (std::uint64_t n = 2; n <= 1024; n *= 2) {
+        run_config candidate = run;
+        candidate.gpus = n;
+        candidate.zero = stage;
+        const std::optional<config_summary> r = summarize_config(sm, sg, candidate, 0.0);
+        if (!r) break;
+        if (!r->fits) continue;
+        fit_suggestion s;
+        s.changes = {fmt::format("--gpus {} --zero {}", n, stage)};
+        s.run = candidate;
+        s.peak_bytes = r->peak_bytes;
+        s.headroom_bytes = static_cast<std::int64_t>(r->budget_bytes - r->peak_bytes);
+        s.tokens_per_second = r->tokens_per_second;
+        s.gpus = n;
+        found.push_back(std::move(s));
+        break;
+      }
+    }
+  }
+
   std::stable_sort(found.begin(), found.end(), [](const fit_suggestion& x, const fit_suggestion& y) {
     if (x.changes.size() != y.changes.size()) return x.changes.size() < y.changes.size();
     if (x.changes_training != y.changes_training) return !x.changes_training;
+    if (x.gpus != y.gpus) return x.gpus < y.gpus;  // one GPU before several: the cheapest way first
     return x.tokens_per_second > y.tokens_per_second;
   });
   // A combination that contains a smaller fitting combination adds nothing: drop it.

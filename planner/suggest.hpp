@@ -14,14 +14,17 @@ struct fit_suggestion {
   std::uint64_t peak_bytes = 0;
   std::int64_t headroom_bytes = 0;
   double tokens_per_second = 0;
-  bool changes_training = false;     // a different optimizer or precision changes the numerics
+  bool changes_training = false;     // a different optimizer, precision or LoRA changes the numerics
+  std::uint64_t gpus = 1;            // GPUs the suggestion needs
 };
 
 // Tries single changes first, then pairs, then triples, along these axes: recomputation (selective,
 // full), flash attention, a smaller micro-batch with more accumulation (same global batch), a lighter
 // precision layout (bf16-mixed instead of fp32/autocast, no fp32 gradient buffer), a lighter optimizer
-// (adamw-8bit, adafactor, lion). Fitting candidates are ranked by number of changes, then by whether
-// they change the training numerics, then by predicted tokens/s. Returns at most `max_results`.
+// (adamw-8bit, adafactor, lion), optimizer offload to CPU memory, LoRA or QLoRA adapters; and, on their
+// own, the fewest GPUs of the same kind that fit with ZeRO-3, -2 or -1. Fitting candidates are ranked by
+// number of changes, then by whether they change the training numerics, then by GPUs needed (fewest
+// first), then by predicted tokens/s. Returns at most `max_results`.
 std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_config& run, const gpu_spec& gpu,
                                          const calibration& calib, std::size_t max_results = 5);
 

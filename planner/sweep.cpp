@@ -27,6 +27,7 @@ std::uint64_t sweep_space::size() const {
 
 sweep_space::point sweep_space::at(std::uint64_t index) const {
   point p;
+  p.run = base;
   run_config& r = p.run;
   const std::size_t accum_i = take(index, global_batches.empty() ? grad_accums.size() : global_batches.size());
   r.micro_batch = micro_batches[take(index, micro_batches.size())];

@@ -27,6 +27,7 @@ struct sweep_gpu {
 };
 
 struct sweep_space {
+  run_config base;  // what no axis varies: GPUs, ZeRO, tensor parallelism, offload, fine-tuning
   std::vector<sweep_model> models;
   std::vector<sweep_gpu> gpus;
   std::vector<precision_regime> precisions{precision_regime::bf16_mixed};

@@ -12,6 +12,8 @@
 namespace trainplan {
 namespace {
 
+__extension__ typedef unsigned __int128 u128;  // sums of 64-bit sizes, checked once
+
 // Number of integers i in [0, layers) with first_base + first_step*i <= e <= last_base + last_step*i.
 std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, std::int64_t layers, bool per_layer) {
   std::int64_t lo = 0, hi = per_layer ? layers - 1 : 0;
@@ -94,17 +96,17 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   bool have_peak = false;
 
   // Live bytes of one event, by category; summed in 128 bits and checked once (sizes are each below 2^64).
-  unsigned __int128 best_category[tensor_category_count] = {};
+  u128 best_category[tensor_category_count] = {};
   auto visit = [&](timeline_point p, std::int64_t e) {
-    unsigned __int128 category[tensor_category_count] = {};
+    u128 category[tensor_category_count] = {};
     for (const tensor_spec& t : inv.tensors) {
       const std::uint64_t n = t.lifetime == state_lifetime::micro_batch
                                   ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
                                   : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
-      category[static_cast<int>(t.category)] += static_cast<unsigned __int128>(n) * t.bytes;
+      category[static_cast<int>(t.category)] += static_cast<u128>(n) * t.bytes;
     }
-    unsigned __int128 live = 0;
-    for (unsigned __int128 c : category) live += c;
+    u128 live = 0;
+    for (u128 c : category) live += c;
     if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
     p.live_bytes = static_cast<std::uint64_t>(live);
     if (keep_points) out.points.push_back(p);

@@ -413,3 +413,31 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   CHECK(run_plan("calibrate /nonexistent/folder").exit_code == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA ways to fit; JSON per GPU", "[cli][parallel]") {
+  plan_run r = run_plan("--params 7B --seq 4096 --gpu h100");
+  CHECK_THAT(r.out, Catch::Contains("--gpus 2 --zero 3") && Catch::Contains("--offload optimizer") &&
+                        Catch::Contains("--finetune lora"));
+  json j = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 8 --zero 3 --offload optimizer --json").out);
+  CHECK(j["fits"] == true);
+  CHECK(j["run"]["gpus"] == 8);
+  CHECK(j["run"]["zero"] == 3);
+  CHECK(j["host"]["memory_bytes"].get<std::uint64_t>() == 12ull * ((6738415616ull + 7) / 8));
+  CHECK(j["model"]["trainable_params"] == 6738415616ull);
+  CHECK(j["run"]["tokens_per_step"] == 8 * 4096);
+  json lora = json::parse(run_plan("--params 7B --seq 1024 --gpu a10g --finetune lora --lora-rank 16 --lora-targets q,k,v,o "
+                                   "--recompute full --micro-batch 4 --grad-accum 8 --json").out);
+  CHECK(lora["fits"] == true);
+  CHECK(lora["model"]["trainable_params"] == 16777216ull);
+  CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --fsdp full --gpus 4").exit_code == 0);
+  CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 2 --zero 3 --offload both --host-memory 1G").exit_code == 1);
+  for (const char* bad : {"--model gpt2 --gpus 3 --tp 2", "--model gpt2 --zero 4", "--model gpt2 --fsdp half",
+                          "--model gpt2 --fsdp full --zero 1", "--model gpt2 --offload params", "--model gpt2 --offload disk",
+                          "--model gpt2 --pp 2", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
+                          "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0"}) {
+    INFO(bad);
+    plan_run e = run_plan(bad);
+    CHECK(e.exit_code == 2);
+    CHECK(one_line(e.err));
+  }
+}

@@ -23,9 +23,10 @@ plan_result plan_for(const char* model, run_config r, const char* gpu = "h100") 
 TEST_CASE("405B at a 1M-token sequence stays exact in 64 bits", "[plan][overflow]") {
   run_config r = run_of(1ull << 20, 1, recompute_mode::none, attention_kind::flash, 0.0);
   const plan_result p = plan_for("llama-3.1-405b", r);
-  const unsigned __int128 s = 1ull << 20, h = 16384, f = 53248, a = 128, qkv = 16384 + 2 * 1024;
+  __extension__ typedef unsigned __int128 u128;  // exact beyond 64 bits, to compare with
+  const u128 s = 1ull << 20, h = 16384, f = 53248, a = 128, qkv = 16384 + 2 * 1024;
   // ln1.in, qkv_in, out_in, ln2.in, fc_in (5 x 2sh) + qkv + gate/up/down + fp32 lse
-  const unsigned __int128 expected = 10 * s * h + 2 * s * qkv + 6 * s * f + 4 * a * s;
+  const u128 expected = 10 * s * h + 2 * s * qkv + 6 * s * f + 4 * a * s;
   CHECK(p.inv.activations_per_layer_bytes == static_cast<std::uint64_t>(expected));
   CHECK_FALSE(p.fits);
   CHECK(p.peak_bytes > 16ull * 405'000'000'000ull);

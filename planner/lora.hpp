@@ -1,0 +1,18 @@
+#pragma once
+// LoRA adapters (Hu et al. 2021): each targeted linear layer W (out x in) gains B (out x r) and A (r x in),
+// r * (in + out) trainable parameters, while W stays frozen. QLoRA (Dettmers et al. 2023) stores the
+// frozen linear weights in 4-bit NF4 with double quantization.
+#include <cstdint>
+
+#include "planner/model_spec.hpp"
+
+namespace trainplan {
+
+// Trainable adapter parameters over all layers for the given targets (lora_target bits).
+std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets);
+
+// Bytes of n weights in NF4 with double quantization: 4 bits each, one 8-bit absmax per 64-weight block,
+// one fp32 constant per 256 blocks (QLoRA Sec. 3: 4 + 8/64 + 32/(64*256) = 4.127 bits per weight).
+std::uint64_t nf4_bytes(std::uint64_t n);
+
+}  // namespace trainplan
