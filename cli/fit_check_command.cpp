@@ -1,12 +1,16 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/emit_config.hpp"
 #include "cli/model_run_options.hpp"
 #include "cli/plan_report.hpp"
+#include "planner/input_error.hpp"
 #include "planner/quantity_parse.hpp"
 #include "planner/suggest.hpp"
 
@@ -16,7 +20,7 @@ namespace {
 
 struct fit_check_args {
   model_run_args model_run;
-  std::string tokens;
+  std::string tokens, emit, output;
   bool json = false;
   std::size_t max_suggestions = 5;
 };
@@ -28,6 +32,9 @@ command_action register_fit_check(CLI::App& app) {
   add_model_run_options(app, args->model_run);
   app.add_option("--tokens", args->tokens, "training tokens (e.g. 1T): prints the time to train")->type_name("COUNT")->group("Run");
   app.add_flag("--json", args->json, "print one JSON object instead of the report");
+  app.add_option("--emit", args->emit, "write a config for deepspeed | fsdp | hf-trainer | torchtitan (with -o FILE)")
+      ->type_name("ENGINE");
+  app.add_option("-o,--output", args->output, "the file --emit writes")->type_name("FILE");
   app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 5)")
       ->type_name("N")->check(CLI::Range(0, 50));
 
@@ -36,6 +43,20 @@ command_action register_fit_check(CLI::App& app) {
     std::optional<double> tokens;
     if (!args->tokens.empty()) tokens = static_cast<double>(parse_decimal_count(args->tokens, "--tokens"));
     plan_result plan = evaluate_plan(r.model, r.run, r.gpu, r.calib);
+    if (!args->emit.empty() || !args->output.empty()) {
+      if (args->emit.empty()) throw input_error("-o is for --emit: say which engine");
+      for (const emitted_file& f : emit_config(args->emit, args->output, r.model, r.run)) {
+        const std::string partial = f.path + ".partial";
+        {
+          std::ofstream out(partial, std::ios::binary);
+          if (!out || !(out << f.content) || !out.flush()) throw input_error(fmt::format("-o: cannot write {}", f.path));
+        }
+        std::error_code ec;
+        std::filesystem::rename(partial, f.path, ec);
+        if (ec) throw input_error(fmt::format("-o: cannot write {}: {}", f.path, ec.message()));
+        fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
+      }
+    }
     std::vector<fit_suggestion> suggestions;
     if (!plan.fits && args->max_suggestions > 0)
       suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, args->max_suggestions);

@@ -135,9 +135,10 @@ std::string render_plan_text(const plan_report_input& in) {
   line("");
 
   const step_flops& f = p.flops;
-  line("Compute per step: model {} FLOPs (6N {} + attention {}), hardware {} FLOPs (recompute +{})",
-       scientific(f.model_per_step), scientific(3 * f.gemm_forward_per_token * f.tokens_per_step),
-       scientific(3 * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
+  const double backward_factor = f.model_per_step / (f.gemm_forward_per_token + f.attention_forward_per_token) / f.tokens_per_step;
+  line("Compute per step: model {} FLOPs (dense layers {} + attention {}), hardware {} FLOPs (recompute +{})",
+       scientific(f.model_per_step), scientific(backward_factor * f.gemm_forward_per_token * f.tokens_per_step),
+       scientific(backward_factor * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
        percent(f.recompute_per_step / f.model_per_step));
   line("  step {} ({} compute at {} of {:.0f} TFLOP/s {} + {} optimizer{}) -> {} tokens/s, MFU {}, HFU {}",
        duration(p.time.step_seconds), duration(p.time.compute_seconds), percent(p.time.efficiency),

@@ -441,3 +441,56 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
     CHECK(one_line(e.err));
   }
 }
+
+TEST_CASE("--emit writes configs for DeepSpeed, FSDP (Accelerate), the HF Trainer and torchtitan", "[cli][emit]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-emit-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plan7b = "--params 7B --seq 4096 --gpu h100 --micro-batch 2 --grad-accum 4 ";
+
+  REQUIRE(run_plan(plan7b + "--gpus 8 --zero 3 --offload optimizer --emit deepspeed -o " + (dir / "ds.json").string())
+              .exit_code == 0);
+  json ds = json::parse(slurp(dir / "ds.json"));
+  CHECK(ds["train_micro_batch_size_per_gpu"] == 2);
+  CHECK(ds["gradient_accumulation_steps"] == 4);
+  CHECK(ds["train_batch_size"] == 2 * 4 * 8);
+  CHECK(ds["zero_optimization"]["stage"] == 3);
+  CHECK(ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu");
+  CHECK_FALSE(ds["zero_optimization"].contains("offload_param"));
+  CHECK(ds["bf16"]["enabled"] == true);
+  run_plan(plan7b + "--gpus 4 --zero 2 --grad-dtype fp32 --emit deepspeed -o " + (dir / "ds2.json").string());
+  CHECK(json::parse(slurp(dir / "ds2.json"))["data_types"]["grad_accum_dtype"] == "fp32");
+
+  REQUIRE(run_plan(plan7b + "--gpus 4 --fsdp full --recompute full --emit fsdp -o " + (dir / "fsdp.yaml").string()).exit_code == 0);
+  const std::string fsdp = slurp(dir / "fsdp.yaml");
+  CHECK_THAT(fsdp, Catch::Contains("distributed_type: FSDP") && Catch::Contains("fsdp_sharding_strategy: FULL_SHARD") &&
+                       Catch::Contains("num_processes: 4") && Catch::Contains("fsdp_activation_checkpointing: true") &&
+                       Catch::Contains("mixed_precision: bf16"));
+
+  REQUIRE(run_plan("--params 7B --seq 1024 --gpu a10g --finetune lora --lora-targets q,v,mlp --recompute full "
+                   "--micro-batch 4 --grad-accum 8 --emit hf-trainer -o " + (dir / "args.json").string()).exit_code == 0);
+  json args = json::parse(slurp(dir / "args.json"));
+  CHECK(args["per_device_train_batch_size"] == 4);
+  CHECK(args["gradient_accumulation_steps"] == 8);
+  CHECK(args["gradient_checkpointing"] == true);
+  CHECK(args["bf16"] == true);
+  json lora = json::parse(slurp(dir / "args.lora.json"));
+  CHECK(lora["lora_config"]["r"] == 16);
+  CHECK(lora["lora_config"]["target_modules"] == json({"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}));
+
+  REQUIRE(run_plan("--model llama-3.1-8b --seq 8k --gpu h100 --gpus 16 --tp 2 --zero 3 --recompute selective --emit torchtitan -o " +
+                   (dir / "tt.toml").string()).exit_code == 0);
+  const std::string tt = slurp(dir / "tt.toml");
+  CHECK_THAT(tt, Catch::Contains("seq_len = 8192") && Catch::Contains("data_parallel_shard_degree = 8") &&
+                     Catch::Contains("tensor_parallel_degree = 2") && Catch::Contains("mode = \"selective\"") &&
+                     Catch::Contains("global_batch_size = 8"));
+
+  for (const char* bad : {"--model gpt2 --emit megatron -o /tmp/x", "--model gpt2 --emit deepspeed",
+                          "--model gpt2 --gpus 2 --zero 1 --emit fsdp -o /tmp/x.yaml",
+                          "--model gpt2 --finetune lora --emit torchtitan -o /tmp/x.toml", "--model gpt2 -o /tmp/x.json"}) {
+    INFO(bad);
+    plan_run e = run_plan(bad);
+    CHECK(e.exit_code == 2);
+    CHECK(one_line(e.err));
+  }
+  std::filesystem::remove_all(dir);
+}
