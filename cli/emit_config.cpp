@@ -47,7 +47,8 @@ std::string hf_optim(optimizer_kind o) {
 }
 
 json deepspeed(const run_config& r) {
-  if (r.tp > 1) throw input_error("--emit deepspeed: tensor parallelism is Megatron-DeepSpeed's, not in a DeepSpeed config");
+  if (r.tp > 1 || r.pp > 1)
+    throw input_error("--emit deepspeed: tensor and pipeline parallelism are Megatron-DeepSpeed's, not in a DeepSpeed config");
   json zero = {{"stage", r.zero}, {"overlap_comm", true}, {"contiguous_gradients", true}};
   if (offloads_optimizer(r)) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (offloads_params(r)) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
@@ -66,7 +67,7 @@ json deepspeed(const run_config& r) {
 
 std::string accelerate_fsdp(const run_config& r) {
   if (r.zero == 1) throw input_error("--emit fsdp: FSDP has no ZeRO-1 (use --zero 2, 3 or 0)");
-  if (r.tp > 1) throw input_error("--emit fsdp: tensor parallelism is not part of an Accelerate FSDP config");
+  if (r.tp > 1 || r.pp > 1) throw input_error("--emit fsdp: tensor and pipeline parallelism are not part of an Accelerate FSDP config");
   const char* strategy = r.zero >= 3 ? "FULL_SHARD" : r.zero == 2 ? "SHARD_GRAD_OP" : "NO_SHARD";
   return fmt::format(
       "# Hugging Face Accelerate config for PyTorch FSDP, written by trainplan (plan --emit fsdp).\n"
@@ -89,7 +90,7 @@ std::string accelerate_fsdp(const run_config& r) {
 }
 
 json hf_trainer(const run_config& r, const std::string& lora_path) {
-  if (r.tp > 1) throw input_error("--emit hf-trainer: the Trainer has no tensor parallelism setting");
+  if (r.tp > 1 || r.pp > 1) throw input_error("--emit hf-trainer: the Trainer has no tensor or pipeline parallelism setting");
   if (r.zero == 1) throw input_error("--emit hf-trainer: ZeRO-1 needs a DeepSpeed config (--emit deepspeed)");
   json j = {{"output_dir", "./output"},
             {"per_device_train_batch_size", r.micro_batch},
@@ -117,11 +118,12 @@ std::string torchtitan(const model_spec& m, const run_config& r) {
       "[model]\nname = \"{}\"\n\n"
       "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n\n"
       "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\ntensor_parallel_degree = {}\n"
+      "pipeline_parallel_degree = {}\n"
       "enable_async_tensor_parallel = false\n\n"
       "[activation_checkpoint]\nmode = \"{}\"\nselective_ac_option = \"op\"\n\n"
       "[optimizer]\nname = \"AdamW\"\nlr = 3e-4\n",
       m.family == model_family::llama ? "llama3" : "gpt", r.micro_batch, r.global_batch(), r.seq,
-      is_fp16(r) ? "float16" : r.precision == precision_regime::fp32 ? "float32" : "bfloat16", replicate, shard, r.tp, ac);
+      is_fp16(r) ? "float16" : r.precision == precision_regime::fp32 ? "float32" : "bfloat16", replicate, shard, r.tp, r.pp, ac);
 }
 
 }  // namespace

@@ -40,14 +40,14 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--attention", a.attention, "eager | flash (default flash)")->type_name("KIND")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
-  app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp (default 1)")->type_name("N")->group(par_group);
+  app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp x --pp (default 1)")->type_name("N")->group(par_group);
   app.add_option("--zero", a.zero, "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 optimizer, 2 +gradients, 3 +weights")
       ->type_name("STAGE")->group(par_group);
   app.add_option("--fsdp", a.fsdp, "FSDP in its own words: full (= ZeRO-3) or grad-op (= ZeRO-2)")->type_name("MODE")->group(par_group);
   app.add_option("--tp", a.tp, "tensor-parallel degree (default 1)")->type_name("N")->group(par_group);
   app.add_flag("--sequence-parallel", a.sequence_parallel, "with --tp: split norms and dropout along the sequence too")
       ->group(par_group);
-  app.add_option("--pp", a.pp, "pipeline-parallel degree (not modelled yet)")->type_name("N")->group(par_group);
+  app.add_option("--pp", a.pp, "pipeline-parallel degree, 1F1B schedule (must divide the layers)")->type_name("N")->group(par_group);
   app.add_option("--offload", a.offload, "none | optimizer | params (needs --zero 3) | both")->type_name("WHAT")->group(par_group);
   app.add_option("--host-memory", a.host_memory, "CPU memory per GPU for offload, e.g. 256G (checked when given)")
       ->type_name("BYTES")->group(par_group);
@@ -156,8 +156,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
 }
 
 void apply_parallel_options(const model_run_args& a, run_config& run) {
-  if (!a.pp.empty() && parse_integer(a.pp, "--pp") > 1)
-    throw input_error("--pp: pipeline parallelism is not modelled yet; use --tp and --gpus with --zero");
+  if (!a.pp.empty()) run.pp = parse_integer(a.pp, "--pp");
   if (!a.gpus.empty()) run.gpus = parse_integer(a.gpus, "--gpus");
   if (!a.tp.empty()) run.tp = parse_integer(a.tp, "--tp");
   run.sequence_parallel = a.sequence_parallel;

@@ -39,6 +39,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"gpus", run.gpus},
               {"data_parallel", run.data_parallel()},
               {"tp", run.tp},
+              {"pp", run.pp},
+              {"pipeline_stage", p.pipeline_stage},
               {"sequence_parallel", run.sequence_parallel},
               {"zero", run.zero},
               {"offload", offload_name(run.offload)},

@@ -28,8 +28,8 @@ std::string shape_text(const tensor_shape& shape) {
 std::vector<std::string> plan_assumptions(const plan_result& p) {
   std::vector<std::string> a;
   a.push_back(p.run.gpus == 1 ? "one GPU, no data, tensor or pipeline parallelism"
-                              : "several GPUs: memory per GPU; communication time between GPUs is not modelled, and no "
-                                "pipeline parallelism");
+                              : "several GPUs: memory per GPU; communication time between GPUs is not modelled (the "
+                                "pipeline bubble is)");
   a.push_back(fmt::format("precision {}: {}", precision_name(p.run.precision), precision_summary(p.layout)));
   a.push_back("gradients exist from the first backward of a step until its optimizer step ends "
               "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
@@ -68,9 +68,10 @@ std::string render_plan_text(const plan_report_input& in) {
   line("         {}, {}, recompute {}, {} attention, dropout {}", precision_name(run.precision),
        optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout);
   if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
-    line("         {} GPU{} = {} data-parallel x {} tensor-parallel{}, ZeRO-{}, offload {}; memory below is per GPU",
+    line("         {} GPU{} = {} data-parallel x {} tensor-parallel{} x {} pipeline, ZeRO-{}, offload {}; memory below is per GPU{}",
          run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",
-         run.zero, offload_name(run.offload));
+         run.pp, run.zero, offload_name(run.offload),
+         p.pipeline_stage.empty() ? std::string() : fmt::format(" ({})", p.pipeline_stage));
   if (run.finetune != finetune_kind::full)
     line("         {} fine-tuning: rank {} adapters on {}: {} trainable parameters ({} of the model)", finetune_name(run.finetune),
          run.lora_rank, lora_targets_text(run.lora_targets), grouped(p.trainable_params),

@@ -86,6 +86,10 @@ class inventory_builder {
   // its layer's forward runs and again while its backward recomputes it.
   void layer(std::string_view name, tensor_shape shape, dtype type, bool kept, bool is_layer_input = false,
              tensor_category cat = tensor_category::activations) {
+    // A pipeline stage keeps the activations of every micro-batch in flight: as one batch that many times
+    // larger (dimension 0 is the micro-batch of every activation).
+    if (kept && cat == tensor_category::activations && inflight_ > 1)
+      shape.dims[0] = checked_mul(shape.dims[0], inflight_, "activations in flight");
     tensor_spec& t = add(name, shape, type, cat);
     t.per_layer = true;
     t.kept_to_backward = kept;
@@ -101,8 +105,11 @@ class inventory_builder {
     }
   }
 
+  void set_inflight(std::uint64_t n) { inflight_ = n; }
+
  private:
   std::int64_t L_;
+  std::uint64_t inflight_ = 1;
   std::vector<tensor_spec>& out_;
 };
 
@@ -123,7 +130,7 @@ std::string_view state_buffer_name(std::string_view kind, dtype t) {
 model_facts describe_model(const model_spec& m) { return {param_tensors(m), count_params(m)}; }
 
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
-                          const model_facts* facts) {
+                          const model_facts* facts, const pipeline_stage& stage) {
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, f = m.ffn, V = m.vocab;
   const std::uint64_t qkv = m.qkv_width(), hq = m.q_width();
   const dtype act = layout.activations;
@@ -134,6 +141,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const bool keep_core = run.recompute == recompute_mode::none;  // the attention core (s^2 buffers)
   inventory out;
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
+  inv.set_inflight(stage.inflight);
 
   // ---- model state -------------------------------------------------------------------------------
   model_facts local;
@@ -227,9 +235,11 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
                       V_tp = share(V, tp), s_rep = run.sequence_parallel ? share(s, tp) : s;
 
   // ---- embedding -----------------------------------------------------------------------------------
-  inv.span("batch.tokens", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::bwd_embed);
-  inv.span("batch.targets", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::loss);
-  if (dropout)  // dropout on the embedding sum; its backward needs the mask
+  if (stage.first)
+    inv.span("batch.tokens", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::bwd_embed);
+  if (stage.last)
+    inv.span("batch.targets", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::loss);
+  if (dropout && stage.first)  // dropout on the embedding sum; its backward needs the mask
     inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, event_kind::fwd_embed,
              event_kind::bwd_embed);
 
@@ -267,6 +277,11 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
 
   // ---- head and loss -------------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
+  if (!stage.last) {
+    // A stage before the last sends its output on and frees it (Megatron deallocates the output tensor).
+    inv.span("pipeline.output", {b, s_rep, h}, act, tensor_category::activations, event_kind::fwd_layer,
+             event_kind::fwd_head, last_layer);
+  } else {
   inv.span("final_norm.in", {b, s, h}, act, tensor_category::activations, event_kind::fwd_layer, event_kind::bwd_head,
            last_layer);
   inv.span("lm_head.in", {b, s, h}, gemm_in, tensor_category::activations, event_kind::fwd_head, event_kind::bwd_head);
@@ -278,6 +293,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (act != dtype::fp32)
     inv.span("logits.fp32", {b, s, V_tp}, dtype::fp32, tensor_category::logits, event_kind::loss, event_kind::loss);
   inv.span("logits.grad", {b, s, V_tp}, act, tensor_category::logits, event_kind::loss, event_kind::bwd_head);
+  }
 
   // ---- activation gradients (reused across layers, as llm.c does) -----------------------------------
   auto bwd_buffer = [&](std::string_view name, tensor_shape shape) {

@@ -98,9 +98,18 @@ struct model_facts {
 };
 model_facts describe_model(const model_spec& m);
 
+// One pipeline stage (pipeline parallelism, 1F1B schedule): `m` then holds the stage's layers. The first
+// stage owns the embedding and keeps `inflight` micro-batches of activations (Korthikanti et al. 2022,
+// Sec. 4.2.3: the first stage stores p micro-batches' worth); the last stage owns the head and the loss.
+struct pipeline_stage {
+  bool first = true, last = true;
+  std::uint64_t inflight = 1;
+};
+
 // Builds the inventory of one training step: model state, then activations in the order they appear.
-// `facts` must describe `m` (describe_model); without it they are computed here.
+// `facts` must describe what this GPU holds of `m` (describe_model, or a stage's share); without it they
+// are computed here.
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
-                          const model_facts* facts = nullptr);
+                          const model_facts* facts = nullptr, const pipeline_stage& stage = {});
 
 }  // namespace trainplan

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -21,9 +22,11 @@ void validate_run(const model_spec& m, const run_config& run) {
   if (run.dropout < 0.0 || run.dropout >= 1.0) throw input_error("--dropout must be at least 0 and below 1");
   // Tokens per step must be countable exactly.
   checked_product({run.seq, run.micro_batch, run.grad_accum, run.gpus}, "tokens per step");
-  if (run.gpus == 0 || run.tp == 0) throw input_error("--gpus and --tp must be at least 1");
-  if (run.gpus % run.tp != 0)
-    throw input_error(fmt::format("--gpus {} is not a multiple of --tp {}", run.gpus, run.tp));
+  if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
+  if (run.gpus % (run.tp * run.pp) != 0)
+    throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
+  if (m.layers % run.pp != 0)
+    throw input_error(fmt::format("--pp {} must divide the {} layers of {}", run.pp, m.layers, m.name));
   if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0)
     throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}) of {}", run.tp, m.heads,
                                   m.kv_heads, m.ffn, m.name));
@@ -58,6 +61,28 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
   return checked_add(bytes, checked_mul(trained_weights, 2, what), what);
 }
 
+// What one pipeline stage holds of the model: its layers, plus the embedding on the first stage and the
+// final norm and head on the last (with tied embeddings, the last stage keeps its own copy of the table,
+// as Megatron-LM does).
+model_facts stage_facts(const model_facts& full, const model_spec& m, std::uint64_t stage_layers, bool first, bool last) {
+  model_facts f;
+  const param_counts& c = full.counts;
+  for (const param_tensor& t : full.tensors) {
+    const bool embed = t.name.starts_with("embed."), head = t.name.starts_with("final_norm.") || t.name.starts_with("lm_head.");
+    if (t.per_layer || (embed && first) || (head && last)) f.tensors.push_back(t);
+  }
+  f.counts.per_layer = c.per_layer;
+  f.counts.matmul_per_layer = c.matmul_per_layer;
+  f.counts.layers_total = checked_mul(c.per_layer, stage_layers, "stage parameters");
+  f.counts.embedding = first ? c.embedding : 0;
+  f.counts.final_norm = last ? c.final_norm : 0;
+  f.counts.lm_head = last ? (m.tied_embeddings && !first ? checked_mul(m.vocab, m.hidden, "head copy") : c.lm_head) : 0;
+  if (last && m.tied_embeddings && !first) f.tensors.push_back({"lm_head.weight", {m.vocab, m.hidden}, m.vocab * m.hidden, false, true});
+  f.counts.total = f.counts.layers_total + f.counts.embedding + f.counts.final_norm + f.counts.lm_head;
+  f.counts.matmul = checked_mul(c.matmul_per_layer, stage_layers, "stage parameters") + (last ? m.vocab * m.hidden : 0);
+  return f;
+}
+
 }  // namespace
 
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
@@ -83,7 +108,26 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     throw input_error(fmt::format("GPU {} has no {} tensor throughput in gpus.json; precision {} cannot run on it",
                                   gpu.name, dtype_name(r.layout.compute), precision_name(run.precision)));
 
-  r.inv = build_inventory(model, run, r.layout, facts);
+  if (run.pp == 1) {
+    r.inv = build_inventory(model, run, r.layout, facts);
+  } else {
+    // The first stage keeps the most activations (min(pp, accumulation) micro-batches in flight); the
+    // last holds the head and the logits. Whichever peaks higher is what the GPUs must hold.
+    model_spec stage_model = model;
+    stage_model.layers = model.layers / run.pp;
+    const model_facts first = stage_facts(*facts, model, stage_model.layers, true, false);
+    const model_facts last = stage_facts(*facts, model, stage_model.layers, false, true);
+    const std::uint64_t inflight = std::min(run.pp, run.grad_accum);
+    inventory inv_first = build_inventory(stage_model, run, r.layout, &first, {true, false, inflight});
+    inventory inv_last = build_inventory(stage_model, run, r.layout, &last, {false, true, 1});
+    const std::uint64_t peak_first = walk_timeline(inv_first, run.grad_accum, timeline_detail::peak).peak.live_bytes;
+    const std::uint64_t peak_last = walk_timeline(inv_last, run.grad_accum, timeline_detail::peak).peak.live_bytes;
+    const bool first_wins = peak_first >= peak_last;
+    r.inv = std::move(first_wins ? inv_first : inv_last);
+    r.pipeline_stage = first_wins ? fmt::format("first of {} pipeline stages: embedding and {} layers, {} micro-batch{} in flight",
+                                                run.pp, stage_model.layers, inflight, inflight == 1 ? "" : "es")
+                                  : fmt::format("last of {} pipeline stages: {} layers and the head", run.pp, stage_model.layers);
+  }
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
   r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
   r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets);
@@ -127,8 +171,9 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
         pcie_bytes += 2.0 * static_cast<double>(t.bytes);  // down as gradients, up as weights of the same size
   }
   r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout),
-                              static_cast<double>(run.seq) * static_cast<double>(run.micro_batch), run.tp,
-                              run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s);
+                              static_cast<double>(run.seq) * static_cast<double>(run.micro_batch), run.tp * run.pp,
+                              run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
+                              run.pp > 1 ? static_cast<double>(run.pp - 1) / static_cast<double>(run.grad_accum) : 0.0);
   return r;
 }
 

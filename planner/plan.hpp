@@ -42,6 +42,7 @@ struct plan_result {
   std::uint64_t host_bytes = 0;         // offloaded model state in CPU memory (per GPU's process)
   bool host_fits = true;
   std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
+  std::string pipeline_stage;           // with --pp: which stage holds the peak (the report's memory is its)
 
   step_flops flops;
   step_time time;

@@ -51,9 +51,10 @@ struct run_config {
   attention_kind attention = attention_kind::flash;
   double dropout = 0.0;
 
-  // Beyond one GPU (issue 6). gpus = data-parallel degree x tp.
+  // Beyond one GPU (issue 6). gpus = data-parallel degree x tp x pp.
   std::uint64_t gpus = 1;
   std::uint64_t tp = 1;                  // tensor-parallel degree (Megatron-LM)
+  std::uint64_t pp = 1;                  // pipeline-parallel degree (1F1B schedule)
   bool sequence_parallel = false;        // with tp: norms and dropout split along the sequence too
   int zero = 0;                          // ZeRO stage 0..3 over the data-parallel group
   offload_mode offload = offload_mode::none;
@@ -63,7 +64,7 @@ struct run_config {
   std::uint64_t lora_rank = 16;
   unsigned lora_targets = lora_q | lora_k | lora_v | lora_o;
 
-  std::uint64_t data_parallel() const { return gpus / tp; }
+  std::uint64_t data_parallel() const { return gpus / (tp * pp); }
   std::uint64_t global_batch() const { return micro_batch * grad_accum * data_parallel(); }  // sequences per step
 };
 

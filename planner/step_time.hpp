@@ -21,12 +21,14 @@ struct step_time {
 };
 
 // optimizer_traffic_bytes: bytes the optimizer step reads and writes once per step.
-// flops are one data-parallel replica's, shared by its tp GPUs; dp replicas run in parallel.
+// flops are one data-parallel replica's, shared by its gpus_per_replica (tp x pp) GPUs; dp replicas run in
+// parallel. A pipeline idles for bubble_fraction = (pp - 1) / micro-batches of the compute time
+// (Narayanan et al. 2021, Sec. 2.2, 1F1B).
 // tokens_per_micro_batch sets the GEMM size the calibrated efficiency depends on. Communication between
 // GPUs is not modelled: the time is what the GPUs compute, plus the optimizer and offload transfers.
 step_time estimate_step_time(const step_flops& flops, double peak_flops_per_s, const gpu_spec& gpu,
                              const calibration& calib, std::uint64_t optimizer_traffic_bytes,
-                             double tokens_per_micro_batch, std::uint64_t tp = 1, std::uint64_t dp = 1,
-                             double offload_seconds = 0);
+                             double tokens_per_micro_batch, std::uint64_t gpus_per_replica = 1, std::uint64_t dp = 1,
+                             double offload_seconds = 0, double bubble_fraction = 0);
 
 }  // namespace trainplan

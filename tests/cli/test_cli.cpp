@@ -414,7 +414,7 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA ways to fit; JSON per GPU", "[cli][parallel]") {
+TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA ways to fit, JSON per GPU", "[cli][parallel]") {
   plan_run r = run_plan("--params 7B --seq 4096 --gpu h100");
   CHECK_THAT(r.out, Catch::Contains("--gpus 2 --zero 3") && Catch::Contains("--offload optimizer") &&
                         Catch::Contains("--finetune lora"));
@@ -433,7 +433,7 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
   CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 2 --zero 3 --offload both --host-memory 1G").exit_code == 1);
   for (const char* bad : {"--model gpt2 --gpus 3 --tp 2", "--model gpt2 --zero 4", "--model gpt2 --fsdp half",
                           "--model gpt2 --fsdp full --zero 1", "--model gpt2 --offload params", "--model gpt2 --offload disk",
-                          "--model gpt2 --pp 2", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
+                          "--model gpt2 --pp 5 --gpus 5", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
                           "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0"}) {
     INFO(bad);
     plan_run e = run_plan(bad);
@@ -442,7 +442,7 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
   }
 }
 
-TEST_CASE("--emit writes configs for DeepSpeed, FSDP (Accelerate), the HF Trainer and torchtitan", "[cli][emit]") {
+TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF Trainer and torchtitan", "[cli][emit]") {
   const auto dir = std::filesystem::temp_directory_path() / ("trainplan-emit-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string plan7b = "--params 7B --seq 4096 --gpu h100 --micro-batch 2 --grad-accum 4 ";
@@ -481,6 +481,7 @@ TEST_CASE("--emit writes configs for DeepSpeed, FSDP (Accelerate), the HF Traine
                    (dir / "tt.toml").string()).exit_code == 0);
   const std::string tt = slurp(dir / "tt.toml");
   CHECK_THAT(tt, Catch::Contains("seq_len = 8192") && Catch::Contains("data_parallel_shard_degree = 8") &&
+                     Catch::Contains("pipeline_parallel_degree = 1") &&
                      Catch::Contains("tensor_parallel_degree = 2") && Catch::Contains("mode = \"selective\"") &&
                      Catch::Contains("global_batch_size = 8"));
 

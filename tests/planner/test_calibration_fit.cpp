@@ -66,7 +66,7 @@ TEST_CASE("calibration residuals show the noise the fit cannot remove", "[calibr
   CHECK(fit.residuals.size() == 5);
 }
 
-TEST_CASE("one GEMM size gives a constant efficiency; impossible runs are errors", "[calibrate]") {
+TEST_CASE("one GEMM size gives a constant efficiency, impossible runs are errors", "[calibrate]") {
   calibration truth;
   truth.achieved_efficiency = 0.45;
   std::vector<calibration_observation> runs = runs_from(truth);

@@ -22,7 +22,7 @@ TEST_CASE("model FLOPs equal Megatron's 72BsLh^2(1 + s/6h + V/12hL) for a GPT wi
   }
 }
 
-TEST_CASE("hardware FLOPs add recomputation; model FLOPs do not", "[flops]") {
+TEST_CASE("hardware FLOPs add recomputation, model FLOPs do not", "[flops]") {
   model_spec m = gpt_shape(24, 2048, 16);
   const param_counts pc = count_params(m);
   const double tokens = 2048.0 * 4;

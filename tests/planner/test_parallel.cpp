@@ -73,7 +73,7 @@ TEST_CASE("the seed's ZeRO table is wrong for stages 1 and 2 (7B on 8 GPUs)", "[
   CHECK(model_state_on_gpu(m, r) / params == Approx(3.75).epsilon(1e-6));
 }
 
-TEST_CASE("ZeRO-3 keeps gather buffers of two layers; data parallelism keeps a gradient bucket", "[parallel][zero]") {
+TEST_CASE("ZeRO-3 keeps gather buffers of two layers, data parallelism a gradient bucket", "[parallel][zero]") {
   const model_spec& m = data().model("llama-2-7b").spec;
   run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
   r.gpus = 8;
@@ -175,4 +175,42 @@ TEST_CASE("the seeds' case: a 7B model on a 24 GB A10G with LoRA, recomputation 
   // Frozen weights need no weight-gradient GEMMs: model FLOPs are 2x forward, not 3x.
   CHECK(p.flops.model_per_step < evaluate_plan(m, run_of(1024, 4, recompute_mode::full, attention_kind::flash, 0.0), g,
                                                data().calibration_for(g)).flops.model_per_step * 8 * 0.7);
+}
+
+TEST_CASE("pipeline stages: the first keeps p micro-batches of its layers, the last holds the head", "[parallel][pp]") {
+  // Korthikanti et al. 2022, Sec. 4.2.3: with 1F1B the first stage stores activations of p micro-batches
+  // for its L/p layers, the same as one micro-batch of all L layers.
+  const model_spec m = gpt_shape(8, 512, 8, 1000);
+  const gpu_spec& g = data().gpu("h100");
+  const calibration cal = data().calibration_for(g);
+  run_config one = run_of(1024, 2, recompute_mode::none, attention_kind::flash, 0.0);
+  one.grad_accum = 16;
+  const plan_result whole = evaluate_plan(m, one, g, cal);
+  run_config pp = one;
+  pp.pp = pp.gpus = 4;
+  const plan_result staged = evaluate_plan(m, pp, g, cal);
+  CHECK_THAT(staged.pipeline_stage, Catch::StartsWith("first of 4"));
+  CHECK(staged.inv.layers == 2);
+  CHECK(staged.inv.activations_per_layer_bytes == 4 * whole.inv.activations_per_layer_bytes);
+  CHECK(staged.inv.activations_per_layer_bytes * staged.inv.layers == whole.inv.activations_per_layer_bytes * 8);
+  // Its weights: the embedding and 2 of 8 layers (tied head: the last stage keeps its own copy).
+  const param_counts& c = whole.params;
+  CHECK(staged.category_bytes(tensor_category::weights) == 2 * (c.embedding + 2 * c.per_layer));
+  // The bubble: (p - 1) / m of the compute time (Narayanan et al. 2021).
+  run_config few = pp;
+  few.grad_accum = 4;
+  const plan_result f = evaluate_plan(m, few, g, cal);
+  CHECK(f.time.compute_seconds / f.flops.hardware_per_step ==
+        Approx(staged.time.compute_seconds / staged.flops.hardware_per_step * (1 + 3.0 / 4) / (1 + 3.0 / 16)));
+  // A huge vocabulary and one micro-batch in flight: the last stage, with the logits, peaks higher.
+  const model_spec wide = gpt_shape(8, 256, 4, 200000);
+  run_config last = run_of(1024, 4, recompute_mode::full, attention_kind::flash, 0.0);
+  last.pp = last.gpus = 4;
+  CHECK_THAT(evaluate_plan(wide, last, g, cal).pipeline_stage, Catch::StartsWith("last of 4"));
+  run_config bad = one;
+  bad.pp = 3;
+  bad.gpus = 3;
+  CHECK_THROWS_WITH(evaluate_plan(m, bad, g, cal), Catch::Contains("must divide the 8 layers"));
+  bad.pp = 2;
+  CHECK_THROWS_AS(evaluate_plan(m, bad, g, cal), input_error);  // 3 GPUs are not a multiple of 2 stages
 }

@@ -47,7 +47,7 @@ std::uint64_t bytes_exact(const inventory& inv, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("optimizer state appears at the first optimizer step; gradients live from backward to optimizer",
+TEST_CASE("optimizer state appears at the first optimizer step, gradients live from backward to optimizer",
           "[timeline]") {
   model_spec m = gpt_shape(4, 128, 4);
   run_config r = run_of(64, 2, recompute_mode::none, attention_kind::eager, 0.0);
