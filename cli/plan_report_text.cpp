@@ -85,7 +85,9 @@ std::string render_plan_text(const plan_report_input& in) {
   auto row = [&](const std::string& label, std::uint64_t bytes) {
     line("  {:<34} {:>22} {:>12} {:>9}", label, grouped(bytes), gib(bytes), percent(bytes / capacity));
   };
-  std::string weights_label = fmt::format("weights ({})", dtype_name(p.layout.weights));
+  std::string weights_label = run.finetune == finetune_kind::qlora  ? std::string("weights (NF4 base + adapters)")
+                              : run.finetune == finetune_kind::lora ? std::string("weights (bf16 base + adapters)")
+                                                                    : fmt::format("weights ({})", dtype_name(p.layout.weights));
   if (p.layout.fp8_weight_cache) weights_label += " + fp8 copies";
   if (p.layout.autocast_weight_cache) weights_label += " + bf16 autocast copies";
   row(weights_label, p.category_bytes(tensor_category::weights));

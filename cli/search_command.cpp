@@ -14,6 +14,7 @@
 #include "planner/input_error.hpp"
 #include "planner/quantity_parse.hpp"
 #include "planner/search.hpp"
+#include "planner/suggest.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -146,7 +147,28 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                      config_label(s));
         fmt::print("\n");
       } else {
-        fmt::print("Nothing fits.\n\n");
+        fmt::print("Nothing fits.\n");
+        // The cheapest ways out, from the configuration that came closest: more GPUs of this kind with
+        // ZeRO, offload, adapters (the fit check's suggestions).
+        if (!r.failing.empty()) {
+          const config_summary& closest = *std::min_element(
+              r.failing.begin(), r.failing.end(), [](const config_summary& a, const config_summary& b) {
+                return static_cast<double>(a.peak_bytes) / a.budget_bytes < static_cast<double>(b.peak_bytes) / b.budget_bytes;
+              });
+          const std::vector<fit_suggestion> ways =
+              suggest_fits(closest.model->spec, closest.run, closest.gpu->spec, closest.gpu->calib, 5);
+          if (!ways.empty()) {
+            fmt::print("Closest: {} on {}, {} (peak {}). What would make it fit:\n", closest.model->spec.name,
+                       closest.gpu->spec.name, config_label(closest), gib(closest.peak_bytes));
+            for (const fit_suggestion& w : ways) {
+              std::string flags;
+              for (const std::string& c : w.changes) flags += (flags.empty() ? "" : " ") + c;
+              fmt::print("  {:<50} peak {:>10}, {} tokens/s{}\n", flags, gib(w.peak_bytes),
+                         grouped(static_cast<std::uint64_t>(w.tokens_per_second)), w.changes_training ? " (changes the numerics)" : "");
+            }
+          }
+        }
+        fmt::print("\n");
       }
       if (!failing.empty()) {
         fmt::print("Over the budget, by the largest component at the peak:\n");

@@ -317,6 +317,10 @@ TEST_CASE("plan search lists the best, the Pareto front and what breaks the budg
   plan_run none = run_plan("search --model llama-3.1-405b --seq 4096 --gpu h100");
   CHECK(none.exit_code == 1);
   CHECK_THAT(none.out, Catch::Contains("Nothing fits"));
+  // ...and then the cheapest ways out: the fewest H100s with ZeRO.
+  plan_run ways = run_plan("search --model llama-2-7b --seq 4096 --gpu h100 --tokens-per-step 64k");
+  CHECK(ways.exit_code == 1);
+  CHECK_THAT(ways.out, Catch::Contains("What would make it fit") && Catch::Contains("--zero 3"));
 }
 
 TEST_CASE("plan max: the value fits and one more does not", "[cli][max]") {
