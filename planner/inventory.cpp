@@ -51,7 +51,7 @@ namespace {
 // Collects buffers; shapes are multiplied with overflow checks.
 class inventory_builder {
  public:
-  inventory_builder(std::int64_t layers, std::vector<tensor_spec>& out) : L_(layers), out_(out) { out_.reserve(48); }
+  inventory_builder(std::int64_t layers, std::vector<tensor_spec>& out) : L_(layers), out_(out) {}
 
   tensor_spec& add(std::string_view name, tensor_shape shape, dtype type, tensor_category cat) {
     tensor_spec t;
@@ -140,6 +140,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const bool keep_layer = run.recompute != recompute_mode::full;
   const bool keep_core = run.recompute == recompute_mode::none;  // the attention core (s^2 buffers)
   inventory out;
+  out.tensors.reserve(48);  // one allocation per configuration: sweeps evaluate millions
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   inv.set_inflight(stage.inflight);
 
@@ -203,7 +204,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     state(offload_optimizer, adapters ? std::string_view("lora.grads.fp32") : state_buffer_name("grads", *layout.grad_accum),
           share(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer);
   // Optimizer state over what trains; adapters are counted as one matrix per the optimizer's rules.
-  const std::vector<param_tensor> adapter_tensors{{"lora", {trainable}, trainable, false, true}};
+  std::vector<param_tensor> adapter_tensors;
+  if (adapters) adapter_tensors.push_back({"lora", {trainable}, trainable, false, true});
   const std::vector<param_tensor>& trained = adapters ? adapter_tensors : facts->tensors;
   const std::uint64_t layers_of_trained = adapters ? 1 : m.layers;
   for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, trained, layers_of_trained, layout.optimizer_state)) {

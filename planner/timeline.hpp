@@ -47,9 +47,10 @@ enum class timeline_detail {
 // pass hold strictly more than earlier ones (each keeps its input at least), earlier layers of a backward
 // pass hold strictly more than later ones; step 2 holds strictly more than step 1 wherever optimizer
 // state exists, and equal otherwise; a later micro-batch holds the gradients during its forward (more)
-// and the same during its backward. So the first maximum is always among: step 1's optimizer step, the
-// forward's embedding, last layer, head and loss of the last simulated micro-batch, and the backward's
-// head, last layer and embedding of the first micro-batch, in the step that first holds the most.
+// and the same during its backward; the embedding's events hold strict subsets of the last layer's. So
+// the first maximum is always among: step 1's optimizer step, the forward's last layer, head and loss of
+// the last simulated micro-batch, and the backward's head and last layer of the first micro-batch, in the
+// step that first holds the most.
 // tests/planner/test_timeline.cpp checks this equals the full walk across a grid of configurations.
 timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, timeline_detail detail);
 

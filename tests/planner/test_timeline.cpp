@@ -170,3 +170,27 @@ TEST_CASE("the peak-only walk finds the same first peak as the full walk", "[tim
                 }
   CHECK(cases == 3 * 2 * 3 * 2 * 2 * 3 * 3 * 2);
 }
+
+TEST_CASE("the peak-only walk also holds for pipeline stages, adapters, offload and ZeRO", "[timeline]") {
+  for (bool first : {true, false})
+    for (std::uint64_t inflight : {1, 4})
+      for (finetune_kind ft : {finetune_kind::full, finetune_kind::lora, finetune_kind::qlora})
+        for (int zero : {0, 3})
+          for (std::uint64_t accum : {1, 4}) {
+            model_spec m = gpt_shape(3, 256, 4, 30000);
+            run_config r = run_of(512, 2, recompute_mode::selective, attention_kind::eager, 0.1);
+            r.finetune = ft;
+            r.zero = zero;
+            r.gpus = 4;
+            r.grad_accum = accum;
+            r.offload = zero == 3 ? offload_mode::both : offload_mode::optimizer;
+            const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype), nullptr,
+                                                  {first, !first, inflight});
+            const timeline_result full = walk_timeline(inv, accum, timeline_detail::every_event);
+            const timeline_result fast = walk_timeline(inv, accum, timeline_detail::peak);
+            INFO((first ? "first" : "last") << " stage, inflight " << inflight << " " << finetune_name(ft) << " zero " << zero
+                                            << " accum " << accum);
+            CHECK(fast.peak.live_bytes == full.peak.live_bytes);
+            CHECK(describe_point(fast.peak, accum) == describe_point(full.peak, accum));
+          }
+}
