@@ -47,16 +47,26 @@ model_state::model_state(const model_spec& m, const precision_layout& lay, track
 
   weights = alloc_.allocate(fmt::format("weights.{}", dtype_name(lay.weights)), {params_}, lay.weights);
   if (lay.master) master = alloc_.allocate(fmt::format("master.{}", dtype_name(*lay.master)), {params_}, *lay.master);
+  // Values are made on the host, in each buffer's dtype, then copied to where the backend computes.
+  std::vector<std::byte> weights_host(params_ * dtype_bytes(lay.weights)), master_host;
+  const kernels::view wh{weights_host.data(), lay.weights, static_cast<std::size_t>(params_)};
+  kernels::view mh;
+  if (lay.master) {
+    master_host.resize(params_ * dtype_bytes(*lay.master));
+    mh = {master_host.data(), *lay.master, static_cast<std::size_t>(params_)};
+  }
   std::size_t index = 0;
   for (const auto& [name, count] : ordered) {
     const param_slot& s = slots_[name];
     for (std::uint64_t i = 0; i < count; ++i) {
       const float v = init_value(seed, index, name, i);
-      if (master) master.view().set(s.offset + i, v);
-      weights.view().set(s.offset + i, v);
+      if (lay.master) mh.set(s.offset + i, v);
+      wh.set(s.offset + i, v);
     }
     ++index;
   }
+  alloc_.ops().upload(weights.view().data, weights_host.data(), weights_host.size());
+  if (lay.master) alloc_.ops().upload(master.view().data, master_host.data(), master_host.size());
 }
 
 kernels::view model_state::slot_view(const tensor& t, const std::string& name) const {

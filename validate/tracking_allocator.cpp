@@ -1,5 +1,6 @@
 #include "validate/tracking_allocator.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 #include "planner/checked_math.hpp"
@@ -23,22 +24,23 @@ tensor& tensor::operator=(tensor&& other) noexcept {
     shape_ = std::move(other.shape_);
     type_ = other.type_;
     elements_ = other.elements_;
-    storage_ = std::move(other.storage_);
+    storage_ = other.storage_;
     other.owner_ = nullptr;
+    other.storage_ = nullptr;
   }
   return *this;
 }
 
 void tensor::reset() {
-  if (owner_) owner_->release(id_, bytes());
+  if (owner_) {
+    owner_->ops().release(storage_);
+    owner_->release(id_, bytes());
+  }
   owner_ = nullptr;
-  storage_.reset();
+  storage_ = nullptr;
 }
 
-void tensor::fill(float value) const {
-  const kernels::view v = view();
-  for (std::size_t i = 0; i < v.size; ++i) v.set(i, value);
-}
+void tensor::fill(float value) const { owner_->ops().fill(view(), value, static_cast<std::size_t>(elements_)); }
 
 tensor tracking_allocator::allocate(std::string name, std::vector<std::uint64_t> shape, dtype type) {
   std::uint64_t elements = 1;
@@ -51,7 +53,7 @@ tensor tracking_allocator::allocate(std::string name, std::vector<std::uint64_t>
   t.shape_ = std::move(shape);
   t.type_ = type;
   t.elements_ = elements;
-  t.storage_ = std::make_unique<std::byte[]>(bytes);  // zero-initialized
+  t.storage_ = ops_.alloc(static_cast<std::size_t>(bytes));  // zero-filled
 
   const std::string tmpl = name_template(t.name_);
   auto [it, inserted] = bytes_by_template_.emplace(tmpl, bytes);
@@ -59,6 +61,7 @@ tensor tracking_allocator::allocate(std::string name, std::vector<std::uint64_t>
 
   live_[t.id_] = {t.name_, bytes};
   live_bytes_ += bytes;
+  device_peak_bytes_ = std::max(device_peak_bytes_, ops_.device_used_bytes());
   phase_record& phase = phases_.back();
   phase.max_live_bytes = std::max(phase.max_live_bytes, live_bytes_);
   if (live_bytes_ > peak_bytes_) {

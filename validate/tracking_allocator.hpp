@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops_table.hpp"
 #include "kernels/view.hpp"
 #include "planner/dtype.hpp"
 
@@ -35,8 +36,8 @@ class tensor {
   dtype type() const { return type_; }
   std::uint64_t elements() const { return elements_; }
   std::uint64_t bytes() const { return elements_ * dtype_bytes(type_); }
-  kernels::view view() const { return {storage_.get(), type_, static_cast<std::size_t>(elements_)}; }
-  void fill(float value) const;
+  kernels::view view() const { return {storage_, type_, static_cast<std::size_t>(elements_)}; }
+  void fill(float value) const;  // through the backend's fill: the storage may be device memory
 
  private:
   friend class tracking_allocator;
@@ -46,7 +47,7 @@ class tensor {
   std::vector<std::uint64_t> shape_;
   dtype type_ = dtype::fp32;
   std::uint64_t elements_ = 0;
-  std::unique_ptr<std::byte[]> storage_;
+  void* storage_ = nullptr;  // the backend's memory (host for cpu, device for cuda), zero-filled
 };
 
 struct phase_record {
@@ -65,6 +66,11 @@ struct live_buffer {
 
 class tracking_allocator {
  public:
+  explicit tracking_allocator(const kernels::kernel_ops& ops = kernels::cpu_kernel_ops()) : ops_(ops) {}
+  tracking_allocator(const tracking_allocator&) = delete;
+  tracking_allocator& operator=(const tracking_allocator&) = delete;
+
+  const kernels::kernel_ops& ops() const { return ops_; }
   tensor allocate(std::string name, std::vector<std::uint64_t> shape, dtype type);
   // Starts a new phase; allocations until the next mark belong to it.
   void mark_phase(phase_record phase);
@@ -78,11 +84,16 @@ class tracking_allocator {
   const std::map<std::string, std::uint64_t>& bytes_by_template() const { return bytes_by_template_; }
   // True when some name was allocated with two different sizes.
   bool inconsistent_sizes() const { return inconsistent_; }
+  // The most device memory in use right after any allocation (0 without a device): context, workspace,
+  // caching rounding and all, as cudaMemGetInfo reports.
+  std::uint64_t device_peak_bytes() const { return device_peak_bytes_; }
 
  private:
   friend class tensor;
   void release(std::uint64_t id, std::uint64_t bytes);
 
+  const kernels::kernel_ops& ops_;
+  std::uint64_t device_peak_bytes_ = 0;
   std::uint64_t next_id_ = 1;
   std::uint64_t live_bytes_ = 0, peak_bytes_ = 0;
   std::size_t peak_phase_index_ = 0;

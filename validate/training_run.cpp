@@ -35,20 +35,15 @@ step_record training_run::step() {
   double loss_sum = 0;
   for (std::uint64_t mb = 0; mb < config.grad_accum; ++mb) {
     loss_sum += net.run_micro_batch(step_index, mb, loss_scale_);
-    if (state.grads_accum) {  // --grad-dtype fp32: fold this micro-batch's 16-bit gradients into fp32
-      const kernels::view low = state.grads.view(), high = state.grads_accum.view();
-      for (std::size_t i = 0; i < low.size; ++i) {
-        high.set(i, high.get(i) + low.get(i));
-        low.set(i, 0.0f);
-      }
-    }
+    if (state.grads_accum)  // --grad-dtype fp32: fold this micro-batch's 16-bit gradients into fp32
+      alloc.ops().accumulate_and_clear(state.grads_accum.view(), state.grads.view(), static_cast<std::size_t>(state.params()));
   }
   rec.loss = loss_sum / static_cast<double>(config.grad_accum);
 
   alloc.mark_phase({fmt::format("step {}, optimizer step", rec.step), rec.step, config.grad_accum - 1, "optimizer", 0, 0});
   const tensor& grads = state.grads_accum ? state.grads_accum : state.grads;
   const std::size_t n = static_cast<std::size_t>(state.params());
-  if (layout.loss_scaling && kernels::has_non_finite(grads.view(), n)) {
+  if (layout.loss_scaling && alloc.ops().has_non_finite(grads.view(), n)) {
     rec.skipped = true;  // GradScaler: skip the update, halve the scale (backoff_factor 0.5)
     loss_scale_ *= 0.5f;
     good_steps_ = 0;
@@ -58,7 +53,7 @@ step_record training_run::step() {
     const kernels::view copy = state.master ? state.weights.view() : kernels::view{};
     const int optimizer_step = static_cast<int>(std::count_if(records.begin(), records.end(),
                                                               [](const step_record& r) { return !r.skipped; })) + 1;
-    kernels::adamw_step(options.adamw, optimizer_step, params.view(), grads.view(), 1.0f / loss_scale_,
+    alloc.ops().adamw_step(options.adamw, optimizer_step, params.view(), grads.view(), 1.0f / loss_scale_,
                         state.adam_m.view(), state.adam_v.view(), copy, n);
     if (layout.loss_scaling && ++good_steps_ == options.loss_scale_growth_interval) {
       loss_scale_ *= 2.0f;  // growth_factor 2 after growth_interval clean steps

@@ -19,29 +19,11 @@ namespace {
 
 enum dropout_kind { dropout_embed = 0, dropout_probs = 1, dropout_attn_out = 2, dropout_mlp_out = 3 };
 
-// Writes residual + dropout(value) into out, masking with `mask` (1-byte) when dropout is on.
-struct residual_epilogue {
-  const view& residual;
-  const view& out;
-  const view* mask;
-  float keep_scale;
-  std::size_t width;
-  void operator()(std::size_t m, std::size_t n, float v) const {
-    const std::size_t i = m * width + n;
-    if (mask) v = mask->get(i) != 0.0f ? v * keep_scale : 0.0f;
-    out.set(i, residual.get(i) + v);
-  }
-};
-
-void dropout_backward(const view& dy, const view* mask, float keep_scale, const view& dx, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) dx.set(i, mask ? (mask->get(i) != 0.0f ? dy.get(i) * keep_scale : 0.0f) : dy.get(i));
-}
-
 }  // namespace
 
 transformer::transformer(const model_spec& m, const run_config& run, const precision_layout& layout,
                          tracking_allocator& alloc, model_state& state, std::uint64_t seed)
-    : m_(m), run_(run), layout_(layout), alloc_(alloc), state_(state), seed_(seed), act_(layout.activations) {
+    : m_(m), run_(run), layout_(layout), alloc_(alloc), ops_(alloc.ops()), state_(state), seed_(seed), act_(layout.activations) {
   shape_ = {run.micro_batch, run.seq, m.heads, m.kv_heads, m.head_dim};
   rows_ = run.micro_batch * run.seq;
   layers_.resize(m.layers);
@@ -88,7 +70,9 @@ void transformer::embed_forward(int step, std::uint64_t mb) {
   const std::uint64_t b = run_.micro_batch, s = run_.seq, h = m_.hidden;
   tokens_ = act("batch.tokens", {b, s}, dtype::i32);
   targets_ = act("batch.targets", {b, s}, dtype::i32);
-  // Each sample is s + 1 tokens: inputs are the first s, targets the last s.
+  // Each sample is s + 1 tokens: inputs are the first s, targets the last s. Made on the host, copied to
+  // where the backend computes.
+  std::vector<std::int32_t> tokens(b * s), targets(b * s);
   for (std::uint64_t r = 0; r < b; ++r)
     for (std::uint64_t t = 0; t < s; ++t) {
       const std::uint64_t i = r * s + t;
@@ -97,19 +81,20 @@ void transformer::embed_forward(int step, std::uint64_t mb) {
         return static_cast<std::int32_t>(kernels::splitmix64(kernels::splitmix64(seed_ ^ 0xda7a) ^ stream ^ (pos << 40)) %
                                          m_.vocab);
       };
-      reinterpret_cast<std::int32_t*>(tokens_.view().data)[i] = fixed_tokens ? (*fixed_tokens)[i] : token_at(t);
-      reinterpret_cast<std::int32_t*>(targets_.view().data)[i] = fixed_targets ? (*fixed_targets)[i] : token_at(t + 1);
+      tokens[i] = fixed_tokens ? (*fixed_tokens)[i] : token_at(t);
+      targets[i] = fixed_targets ? (*fixed_targets)[i] : token_at(t + 1);
     }
+  ops_.upload(tokens_.view().data, tokens.data(), tokens.size() * sizeof(std::int32_t));
+  ops_.upload(targets_.view().data, targets.data(), targets.size() * sizeof(std::int32_t));
   layer_buffers& first = layers_[0];
   first.ln1_in = act(pname(0, "ln1.in"), {b, s, h}, act_);
   const view wpe = state_.has("embed.positions") ? state_.weight("embed.positions") : view{};
-  kernels::embedding_forward(tokens_.view(), state_.weight("embed.tokens"), wpe, first.ln1_in.view(), b, s, h);
+  ops_.embedding_forward(tokens_.view(), state_.weight("embed.tokens"), wpe, first.ln1_in.view(), b, s, h);
   if (run_.dropout > 0) {
     embed_mask_ = act("embed.dropout_mask", {b, s, h}, dtype::u8);
-    kernels::dropout_mask(seed_, site(step, mb, 0, dropout_embed), static_cast<float>(run_.dropout), embed_mask_.view(), rows_ * h);
+    ops_.dropout_mask(seed_, site(step, mb, 0, dropout_embed), static_cast<float>(run_.dropout), embed_mask_.view(), rows_ * h);
     const view x = first.ln1_in.view(), mask = embed_mask_.view();
-    const float keep_scale = 1.0f / (1.0f - static_cast<float>(run_.dropout));
-    for (std::size_t i = 0; i < x.size; ++i) x.set(i, mask.get(i) != 0.0f ? x.get(i) * keep_scale : 0.0f);
+    ops_.dropout_apply(x, &mask, 1.0f / (1.0f - static_cast<float>(run_.dropout)), x, rows_ * h);
   }
 }
 
@@ -123,15 +108,15 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
 
   if (!l.qkv_in) {
     l.qkv_in = act(pname(i, "attn.qkv_in"), {b, s, h}, act_);
-    if (gpt) kernels::layer_norm_forward(l.ln1_in.view(), w("ln1.weight"), w("ln1.bias"), l.qkv_in.view(), rows_, h);
-    else kernels::rms_norm_forward(l.ln1_in.view(), w("ln1.weight"), l.qkv_in.view(), rows_, h);
+    if (gpt) ops_.layer_norm_forward(l.ln1_in.view(), w("ln1.weight"), w("ln1.bias"), l.qkv_in.view(), rows_, h);
+    else ops_.rms_norm_forward(l.ln1_in.view(), w("ln1.weight"), l.qkv_in.view(), rows_, h);
   }
   if (!l.qkv) {
     l.qkv = act(pname(i, "attn.qkv"), {b, s, qkv_w}, act_);
     const bool bias = state_.has(pname(i, "attn.qkv.bias"));
     const view qkv_bias = bias ? w("attn.qkv.bias") : view{};
-    kernels::linear_forward(l.qkv_in.view(), w("attn.qkv.weight"), bias ? &qkv_bias : nullptr, l.qkv.view(), rows_, qkv_w, h);
-    if (!gpt) kernels::rope_apply(shape_, l.qkv.view(), false);
+    ops_.linear_forward(l.qkv_in.view(), w("attn.qkv.weight"), bias ? &qkv_bias : nullptr, l.qkv.view(), rows_, qkv_w, h);
+    if (!gpt) ops_.rope_apply(shape_, l.qkv.view(), false);
   }
   const kernels::attention_dropout drop{p, seed_, site(step, mb, i, dropout_probs)};
   const bool core_missing = eager ? !l.softmax : !l.lse;
@@ -143,56 +128,56 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
         l.softmax_mask = act(pname(i, "attn.softmax_dropout_mask"), {b, a, s, s}, dtype::u8);
         l.softmax_dropped = act(pname(i, "attn.softmax_dropout"), {b, a, s, s}, act_);
       }
-      kernels::eager_attention_forward(shape_, l.qkv.view(), l.softmax.view(), l.softmax_mask.view(),
+      ops_.eager_attention_forward(shape_, l.qkv.view(), l.softmax.view(), l.softmax_mask.view(),
                                        l.softmax_dropped.view(), drop, l.out_in.view());
     } else {
       l.lse = act(pname(i, "attn.lse"), {b, a, s}, dtype::fp32);
-      kernels::flash_attention_forward(shape_, l.qkv.view(), drop, l.out_in.view(), l.lse.view());
+      ops_.flash_attention_forward(shape_, l.qkv.view(), drop, l.out_in.view(), l.lse.view());
     }
   }
   if (dropout && !l.attn_mask) {
     l.attn_mask = act(pname(i, "attn.dropout_mask"), {b, s, h}, dtype::u8);
-    kernels::dropout_mask(seed_, site(step, mb, i, dropout_attn_out), p, l.attn_mask.view(), rows_ * h);
+    ops_.dropout_mask(seed_, site(step, mb, i, dropout_attn_out), p, l.attn_mask.view(), rows_ * h);
   }
   if (!l.ln2_in) {
     l.ln2_in = act(pname(i, "ln2.in"), {b, s, h}, act_);
     const bool bias = state_.has(pname(i, "attn.out.bias"));
     const view out_bias = bias ? w("attn.out.bias") : view{};
     const view x = l.ln1_in.view(), y = l.ln2_in.view(), mask = l.attn_mask.view();
-    kernels::gemm_forward(l.out_in.view(), w("attn.out.weight"), bias ? &out_bias : nullptr, rows_, h, hq,
-                          residual_epilogue{x, y, dropout ? &mask : nullptr, keep_scale, h});
+    ops_.linear_forward(l.out_in.view(), w("attn.out.weight"), bias ? &out_bias : nullptr, y, rows_, h, hq);
+    ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
   }
   if (!l.fc_in) {
     l.fc_in = act(pname(i, "mlp.fc_in"), {b, s, h}, act_);
-    if (gpt) kernels::layer_norm_forward(l.ln2_in.view(), w("ln2.weight"), w("ln2.bias"), l.fc_in.view(), rows_, h);
-    else kernels::rms_norm_forward(l.ln2_in.view(), w("ln2.weight"), l.fc_in.view(), rows_, h);
+    if (gpt) ops_.layer_norm_forward(l.ln2_in.view(), w("ln2.weight"), w("ln2.bias"), l.fc_in.view(), rows_, h);
+    else ops_.rms_norm_forward(l.ln2_in.view(), w("ln2.weight"), l.fc_in.view(), rows_, h);
   }
   if (!l.mlp_a) {
     if (gpt) {
       l.mlp_a = act(pname(i, "mlp.gelu_in"), {b, s, f}, act_);
       l.mlp_b = act(pname(i, "mlp.proj_in"), {b, s, f}, act_);
       const view fc_bias = w("mlp.fc.bias");
-      kernels::linear_forward(l.fc_in.view(), w("mlp.fc.weight"), &fc_bias, l.mlp_a.view(), rows_, f, h);
-      kernels::gelu_forward(l.mlp_a.view(), l.mlp_b.view(), rows_ * f);
+      ops_.linear_forward(l.fc_in.view(), w("mlp.fc.weight"), &fc_bias, l.mlp_a.view(), rows_, f, h);
+      ops_.gelu_forward(l.mlp_a.view(), l.mlp_b.view(), rows_ * f);
     } else {
       l.mlp_a = act(pname(i, "mlp.gate"), {b, s, f}, act_);
       l.mlp_b = act(pname(i, "mlp.up"), {b, s, f}, act_);
       l.mlp_c = act(pname(i, "mlp.down_in"), {b, s, f}, act_);
-      kernels::linear_forward(l.fc_in.view(), w("mlp.gate.weight"), nullptr, l.mlp_a.view(), rows_, f, h);
-      kernels::linear_forward(l.fc_in.view(), w("mlp.up.weight"), nullptr, l.mlp_b.view(), rows_, f, h);
-      kernels::swiglu_forward(l.mlp_a.view(), l.mlp_b.view(), l.mlp_c.view(), rows_ * f);
+      ops_.linear_forward(l.fc_in.view(), w("mlp.gate.weight"), nullptr, l.mlp_a.view(), rows_, f, h);
+      ops_.linear_forward(l.fc_in.view(), w("mlp.up.weight"), nullptr, l.mlp_b.view(), rows_, f, h);
+      ops_.swiglu_forward(l.mlp_a.view(), l.mlp_b.view(), l.mlp_c.view(), rows_ * f);
     }
   }
   if (dropout && !l.mlp_mask) {
     l.mlp_mask = act(pname(i, "mlp.dropout_mask"), {b, s, h}, dtype::u8);
-    kernels::dropout_mask(seed_, site(step, mb, i, dropout_mlp_out), p, l.mlp_mask.view(), rows_ * h);
+    ops_.dropout_mask(seed_, site(step, mb, i, dropout_mlp_out), p, l.mlp_mask.view(), rows_ * h);
   }
   if (output) {
     const view x = l.ln2_in.view(), y = output->view(), mask = l.mlp_mask.view();
     const view& down_in = gpt ? l.mlp_b.view() : l.mlp_c.view();
     const view proj_bias = gpt ? w("mlp.proj.bias") : view{};
-    kernels::gemm_forward(down_in, w(gpt ? "mlp.proj.weight" : "mlp.down.weight"), gpt ? &proj_bias : nullptr, rows_, h,
-                          f, residual_epilogue{x, y, dropout ? &mask : nullptr, keep_scale, h});
+    ops_.linear_forward(down_in, w(gpt ? "mlp.proj.weight" : "mlp.down.weight"), gpt ? &proj_bias : nullptr, y, rows_, h, f);
+    ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
   }
 }
 
@@ -214,25 +199,25 @@ double transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss
   mark(step, mb, "fwd_head", 0, "forward head");
   lm_head_in_ = act("lm_head.in", {b, s, h}, act_);
   if (gpt)
-    kernels::layer_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), state_.weight("final_norm.bias"),
+    ops_.layer_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), state_.weight("final_norm.bias"),
                                 lm_head_in_.view(), rows_, h);
   else
-    kernels::rms_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), lm_head_in_.view(), rows_, h);
+    ops_.rms_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), lm_head_in_.view(), rows_, h);
   logits_ = act("logits", {b, s, V}, act_);
   const view head = state_.weight(m_.tied_embeddings ? "embed.tokens" : "lm_head.weight");
-  kernels::linear_forward(lm_head_in_.view(), head, nullptr, logits_.view(), rows_, V, h);
+  ops_.linear_forward(lm_head_in_.view(), head, nullptr, logits_.view(), rows_, V, h);
 
   mark(step, mb, "loss", 0, "loss");
   view loss_input = logits_.view();
   if (act_ != dtype::fp32) {  // the loss reads an fp32 copy of the logits
     logits_fp32_ = act("logits.fp32", {b, s, V}, dtype::fp32);
     const view upcast = logits_fp32_.view();
-    for (std::size_t i = 0; i < loss_input.size; ++i) upcast.set(i, loss_input.get(i));
+    ops_.convert(loss_input, upcast, loss_input.size);
     loss_input = upcast;
   }
   logits_grad_ = act("logits.grad", {b, s, V}, act_);
   const float grad_scale = loss_scale / static_cast<float>(rows_ * run_.grad_accum);
-  const double total = kernels::cross_entropy_forward_backward(loss_input, targets_.view(), logits_grad_.view(), rows_, V, grad_scale);
+  const double total = ops_.cross_entropy_forward_backward(loss_input, targets_.view(), logits_grad_.view(), rows_, V, grad_scale);
   logits_.reset();
   logits_fp32_.reset();
   targets_.reset();
@@ -252,15 +237,15 @@ void transformer::head_backward() {
   else bwd_.flash_delta = act("bwd.flash_delta", {b, a, s}, dtype::fp32);
 
   const char* head_name = m_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
-  kernels::linear_backward_weight(logits_grad_.view(), lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);
-  kernels::linear_backward_input(logits_grad_.view(), state_.weight(head_name), bwd_.d_hidden.view(), rows_, V, h, false);
+  ops_.linear_backward_weight(logits_grad_.view(), lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);
+  ops_.linear_backward_input(logits_grad_.view(), state_.weight(head_name), bwd_.d_hidden.view(), rows_, V, h, false);
   bwd_.d_residual.fill(0.0f);
   if (gpt)
-    kernels::layer_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
+    ops_.layer_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
                                  bwd_.d_residual.view(), state_.grad("final_norm.weight"), state_.grad("final_norm.bias"),
                                  rows_, h);
   else
-    kernels::rms_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
+    ops_.rms_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
                                bwd_.d_residual.view(), state_.grad("final_norm.weight"), rows_, h);
   logits_grad_.reset();
   lm_head_in_.reset();
@@ -279,50 +264,50 @@ void transformer::layer_backward(std::uint64_t i, int step, std::uint64_t mb) {
 
   // MLP: out = ln2.in + dropout(down(act(fc(norm(ln2.in)))))
   const view mlp_mask = l.mlp_mask.view();
-  dropout_backward(d_res, dropout ? &mlp_mask : nullptr, keep_scale, d_hid, rows_ * h);
+  ops_.dropout_apply(d_res, dropout ? &mlp_mask : nullptr, keep_scale, d_hid, rows_ * h);
   if (gpt) {
     const view d_inner = d_ffn.slice(0, rows_ * f), d_proj_bias = g("mlp.proj.bias"), d_fc_bias = g("mlp.fc.bias");
-    kernels::linear_backward_weight(d_hid, l.mlp_b.view(), g("mlp.proj.weight"), &d_proj_bias, rows_, h, f);
-    kernels::linear_backward_input(d_hid, w("mlp.proj.weight"), d_inner, rows_, h, f, false);
-    kernels::gelu_backward(l.mlp_a.view(), d_inner, d_inner, rows_ * f);
-    kernels::linear_backward_weight(d_inner, l.fc_in.view(), g("mlp.fc.weight"), &d_fc_bias, rows_, f, h);
-    kernels::linear_backward_input(d_inner, w("mlp.fc.weight"), d_hid, rows_, f, h, false);
-    kernels::layer_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), g("ln2.bias"), rows_, h);
+    ops_.linear_backward_weight(d_hid, l.mlp_b.view(), g("mlp.proj.weight"), &d_proj_bias, rows_, h, f);
+    ops_.linear_backward_input(d_hid, w("mlp.proj.weight"), d_inner, rows_, h, f, false);
+    ops_.gelu_backward(l.mlp_a.view(), d_inner, d_inner, rows_ * f);
+    ops_.linear_backward_weight(d_inner, l.fc_in.view(), g("mlp.fc.weight"), &d_fc_bias, rows_, f, h);
+    ops_.linear_backward_input(d_inner, w("mlp.fc.weight"), d_hid, rows_, f, h, false);
+    ops_.layer_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), g("ln2.bias"), rows_, h);
   } else {
     const view d_gate = d_ffn.slice(0, rows_ * f), d_up = d_ffn.slice(rows_ * f, rows_ * f);
-    kernels::linear_backward_weight(d_hid, l.mlp_c.view(), g("mlp.down.weight"), nullptr, rows_, h, f);
-    kernels::linear_backward_input(d_hid, w("mlp.down.weight"), d_gate, rows_, h, f, false);
-    kernels::swiglu_backward(l.mlp_a.view(), l.mlp_b.view(), d_gate, d_gate, d_up, rows_ * f);
-    kernels::linear_backward_weight(d_gate, l.fc_in.view(), g("mlp.gate.weight"), nullptr, rows_, f, h);
-    kernels::linear_backward_weight(d_up, l.fc_in.view(), g("mlp.up.weight"), nullptr, rows_, f, h);
-    kernels::linear_backward_input(d_gate, w("mlp.gate.weight"), d_hid, rows_, f, h, false);
-    kernels::linear_backward_input(d_up, w("mlp.up.weight"), d_hid, rows_, f, h, true);
-    kernels::rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), rows_, h);
+    ops_.linear_backward_weight(d_hid, l.mlp_c.view(), g("mlp.down.weight"), nullptr, rows_, h, f);
+    ops_.linear_backward_input(d_hid, w("mlp.down.weight"), d_gate, rows_, h, f, false);
+    ops_.swiglu_backward(l.mlp_a.view(), l.mlp_b.view(), d_gate, d_gate, d_up, rows_ * f);
+    ops_.linear_backward_weight(d_gate, l.fc_in.view(), g("mlp.gate.weight"), nullptr, rows_, f, h);
+    ops_.linear_backward_weight(d_up, l.fc_in.view(), g("mlp.up.weight"), nullptr, rows_, f, h);
+    ops_.linear_backward_input(d_gate, w("mlp.gate.weight"), d_hid, rows_, f, h, false);
+    ops_.linear_backward_input(d_up, w("mlp.up.weight"), d_hid, rows_, f, h, true);
+    ops_.rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), rows_, h);
   }
 
   // Attention: ln2.in = ln1.in + dropout(out(attention(qkv(norm(ln1.in)))))
   const view attn_mask = l.attn_mask.view();
-  dropout_backward(d_res, dropout ? &attn_mask : nullptr, keep_scale, d_hid, rows_ * h);
+  ops_.dropout_apply(d_res, dropout ? &attn_mask : nullptr, keep_scale, d_hid, rows_ * h);
   const view d_out_in = d_ffn.slice(0, rows_ * hq);
   const bool out_bias = state_.has(pname(i, "attn.out.bias"));
   const view d_out_bias = out_bias ? g("attn.out.bias") : view{};
-  kernels::linear_backward_weight(d_hid, l.out_in.view(), g("attn.out.weight"), out_bias ? &d_out_bias : nullptr, rows_, h, hq);
-  kernels::linear_backward_input(d_hid, w("attn.out.weight"), d_out_in, rows_, h, hq, false);
+  ops_.linear_backward_weight(d_hid, l.out_in.view(), g("attn.out.weight"), out_bias ? &d_out_bias : nullptr, rows_, h, hq);
+  ops_.linear_backward_input(d_hid, w("attn.out.weight"), d_out_in, rows_, h, hq, false);
   const kernels::attention_dropout drop{static_cast<float>(run_.dropout), seed_, site(step, mb, i, dropout_probs)};
   if (run_.attention == attention_kind::eager)
-    kernels::eager_attention_backward(shape_, l.qkv.view(), l.softmax.view(), l.softmax_mask.view(), l.softmax_dropped.view(),
+    ops_.eager_attention_backward(shape_, l.qkv.view(), l.softmax.view(), l.softmax_mask.view(), l.softmax_dropped.view(),
                                       drop, d_out_in, bwd_.d_scores.view(), bwd_.d_qkv.view());
   else
-    kernels::flash_attention_backward(shape_, l.qkv.view(), l.out_in.view(), l.lse.view(), drop, d_out_in,
+    ops_.flash_attention_backward(shape_, l.qkv.view(), l.out_in.view(), l.lse.view(), drop, d_out_in,
                                       bwd_.flash_delta.view(), bwd_.d_qkv.view());
-  if (!gpt) kernels::rope_apply(shape_, bwd_.d_qkv.view(), true);
+  if (!gpt) ops_.rope_apply(shape_, bwd_.d_qkv.view(), true);
   const bool qkv_bias = state_.has(pname(i, "attn.qkv.bias"));
   const view d_qkv_bias = qkv_bias ? g("attn.qkv.bias") : view{};
-  kernels::linear_backward_weight(bwd_.d_qkv.view(), l.qkv_in.view(), g("attn.qkv.weight"), qkv_bias ? &d_qkv_bias : nullptr,
+  ops_.linear_backward_weight(bwd_.d_qkv.view(), l.qkv_in.view(), g("attn.qkv.weight"), qkv_bias ? &d_qkv_bias : nullptr,
                                   rows_, qkv_w, h);
-  kernels::linear_backward_input(bwd_.d_qkv.view(), w("attn.qkv.weight"), d_hid, rows_, qkv_w, h, false);
-  if (gpt) kernels::layer_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), g("ln1.bias"), rows_, h);
-  else kernels::rms_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), rows_, h);
+  ops_.linear_backward_input(bwd_.d_qkv.view(), w("attn.qkv.weight"), d_hid, rows_, qkv_w, h, false);
+  if (gpt) ops_.layer_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), g("ln1.bias"), rows_, h);
+  else ops_.rms_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), rows_, h);
   l = layer_buffers{};  // the layer's activations end with its backward
 }
 
@@ -330,9 +315,9 @@ void transformer::embed_backward() {
   const std::uint64_t b = run_.micro_batch, s = run_.seq, h = m_.hidden;
   const view mask = embed_mask_.view();
   const float keep_scale = 1.0f / (1.0f - static_cast<float>(run_.dropout));
-  dropout_backward(bwd_.d_residual.view(), run_.dropout > 0 ? &mask : nullptr, keep_scale, bwd_.d_hidden.view(), rows_ * h);
+  ops_.dropout_apply(bwd_.d_residual.view(), run_.dropout > 0 ? &mask : nullptr, keep_scale, bwd_.d_hidden.view(), rows_ * h);
   const view d_wpe = state_.has("embed.positions") ? state_.grad("embed.positions") : view{};
-  kernels::embedding_backward(tokens_.view(), bwd_.d_hidden.view(), state_.grad("embed.tokens"), d_wpe, b, s, h, m_.vocab);
+  ops_.embedding_backward(tokens_.view(), bwd_.d_hidden.view(), state_.grad("embed.tokens"), d_wpe, b, s, h, m_.vocab);
   tokens_.reset();
   embed_mask_.reset();
   bwd_ = backward_buffers{};

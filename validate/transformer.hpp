@@ -57,6 +57,7 @@ class transformer {
   const run_config& run_;
   const precision_layout& layout_;
   tracking_allocator& alloc_;
+  const kernels::kernel_ops& ops_;  // where and how it computes: alloc_'s backend
   model_state& state_;
   std::uint64_t seed_;
   kernels::attention_shape shape_;
