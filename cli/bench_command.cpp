@@ -14,15 +14,57 @@
 #include "cli/format.hpp"
 #include "cli/sweep_output.hpp"
 #include "cli/sweep_space_options.hpp"
+#include "planner/catalog.hpp"
 #include "planner/input_error.hpp"
+#include "planner/plan.hpp"
+#include "validate/validation.hpp"
+
+#if TRAINPLAN_HAVE_CUDA
+#include "kernels/cuda/ops.hpp"
+#endif
 
 namespace trainplan::cli {
 namespace {
 
 struct bench_args {
   bool planner = false;
-  std::string backend;
+  std::string backend, gpu = "h100";
 };
+
+// Issue 4's benchmark: GPT-2 124M and GPT-2 XL (1.5B) at 1024 and 2048 tokens, bf16-mixed, flash
+// attention, no recomputation, 16k tokens per micro-batch; tokens/s, MFU and HFU of real steps on the GPU.
+int bench_cuda(const bench_args& args) {
+#if TRAINPLAN_HAVE_CUDA
+  const std::string reason = kernels::cuda::unavailable_reason();
+  if (!reason.empty()) throw input_error("--backend cuda: " + reason);
+  const catalog data = catalog::load();
+  const gpu_spec& gpu = data.gpu(args.gpu);
+  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {})\n", kernels::cuda::device_name(), gpu.name);
+  fmt::print("  {:<10} {:>5} {:>6} {:>12} {:>12} {:>8} {:>8}\n", "model", "seq", "batch", "step s", "tokens/s", "MFU", "HFU");
+  for (const char* name : {"gpt2", "gpt2-xl"})
+    for (std::uint64_t seq : {1024ull, 2048ull}) {
+      model_spec m = data.model(name).spec;
+      m.max_positions = std::max<std::uint64_t>(m.max_positions, seq);  // GPT-2 shapes with a longer position table
+      run_config r;
+      r.seq = seq;
+      r.micro_batch = 16384 / seq;
+      r.attention = attention_kind::flash;
+      validate::training_options options;
+      options.steps = 4;  // the first warms up; the mean of the other three is the steady state
+      validate::device_measurements device;
+      const validate::validation_result v = validate::validate_on(kernels::cuda::cuda_kernel_ops(), m, r, options, &device);
+      const plan_result p = evaluate_plan(m, r, gpu, data.calibration_for(gpu));
+      const double step = v.device->step_seconds, peak = p.time.peak_flops_per_s;
+      fmt::print("  {:<10} {:>5} {:>6} {:>12.4f} {:>12} {:>7.1f}% {:>7.1f}%\n", name, seq, r.micro_batch, step,
+                 grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step / step)), 100 * p.flops.model_per_step / (step * peak),
+                 100 * p.flops.hardware_per_step / (step * peak));
+    }
+  return 0;
+#else
+  (void)args;
+  throw input_error("--backend cuda: this build has no CUDA (nvcc was not found when it was configured)");
+#endif
+}
 
 // 5 models x 5 GPUs x 2 precisions x 2 optimizers x 2 attention kernels x 5 dropouts x 10 sequence
 // lengths x 10 micro-batches x 10 accumulations = 1,000,000 configurations.
@@ -47,12 +89,12 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<bench_args>();
   CLI::App* cmd = app.add_subcommand("bench", "measure speed: --planner for the analytic model");
   cmd->add_flag("--planner", args->planner, "configurations per second, and a 1M-configuration sweep to CSV");
-  cmd->add_option("--backend", args->backend, "cuda: training throughput (issue 4; not in this build)")->type_name("NAME");
+  cmd->add_option("--backend", args->backend, "cuda: tokens/s, MFU and HFU of real training steps on the GPU")->type_name("NAME");
+  cmd->add_option("--gpu", args->gpu, "the GPU's entry in data/gpus.json for the dense peak (default h100)")->type_name("NAME");
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
-      if (!args->backend.empty())
-        throw input_error(fmt::format("--backend {}: training benchmarks need the CUDA backend, not in this build yet",
-                                      args->backend));
+      if (args->backend == "cuda") return bench_cuda(*args);
+      if (!args->backend.empty()) throw input_error(fmt::format("--backend: unknown backend '{}' (known: cuda)", args->backend));
       if (!args->planner) throw input_error("say what to measure: plan bench --planner");
       const sweep_space space = bench_space();
       const std::uint64_t total = space.size();

@@ -22,6 +22,10 @@
 #include "planner/timeline.hpp"
 #include "validate/validation.hpp"
 
+#if TRAINPLAN_HAVE_CUDA
+#include "kernels/cuda/ops.hpp"
+#endif
+
 namespace trainplan::cli {
 namespace {
 
@@ -37,6 +41,7 @@ struct validate_args {
 // The CPU backend runs every FLOP with scalar reference kernels (about a GFLOP/s): beyond these it
 // would run for many minutes or exhaust memory, which is rarely what someone who typed a 7B model wants.
 constexpr double cpu_flops_limit = 2e11;
+constexpr int exit_out_of_memory = 4;
 constexpr std::uint64_t cpu_bytes_limit = 8ull << 30;
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
@@ -61,9 +66,10 @@ std::string timestamp() {
 void register_validate_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<validate_args>();
   CLI::App* cmd = app.add_subcommand(
-      "validate", "run real training steps and compare measured memory with the prediction (exit 0 pass, 1 fail)");
+      "validate", "run real training steps and compare measured memory with the prediction (exit 0 pass, 1 fail, 4 out of memory)");
   add_model_run_options(*cmd, args->model_run);
-  cmd->add_option("--backend", args->backend, "cpu (the CUDA backend arrives with issue 4)")->type_name("NAME");
+  cmd->add_option("--backend", args->backend, "cpu (default) or cuda (needs a GPU; reports device memory and step time)")
+      ->type_name("NAME");
   cmd->add_option("--steps", args->steps, "optimizer steps to run (default 2: step 2 is the steady state)")->type_name("N");
   cmd->add_option("--seed", args->seed, "seed for weights, data and dropout (default 1234)")->type_name("N");
   cmd->add_option("--tolerance", args->tolerance_pct, "allowed |measured - predicted| peak, in percent (default 0.5)")
@@ -80,9 +86,22 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
       resolved_run r = resolve_model_run(args->model_run);
-      if (args->backend == "cuda")
-        throw input_error("--backend cuda: this build has no CUDA backend yet (issue 4); use --backend cpu");
-      if (args->backend != "cpu") throw input_error(fmt::format("--backend: unknown backend '{}' (known: cpu)", args->backend));
+      const kernels::kernel_ops* ops = &kernels::cpu_kernel_ops();
+      std::optional<validate::device_measurements> device;
+      if (args->backend == "cuda") {
+#if TRAINPLAN_HAVE_CUDA
+        const std::string reason = kernels::cuda::unavailable_reason();
+        if (!reason.empty()) throw input_error("--backend cuda: " + reason);
+        ops = &kernels::cuda::cuda_kernel_ops();
+        device = validate::device_measurements{};
+        device->name = kernels::cuda::device_name();
+        device->workspace_bytes = 32u << 20;  // the workspace kernels/cuda/runtime.cu sets on its cuBLAS handle
+#else
+        throw input_error("--backend cuda: this build has no CUDA (nvcc was not found when it was configured)");
+#endif
+      } else if (args->backend != "cpu") {
+        throw input_error(fmt::format("--backend: unknown backend '{}' (known: cpu, cuda)", args->backend));
+      }
       validate::training_options options;
       options.steps = static_cast<int>(std::min<std::uint64_t>(parse_integer(args->steps, "--steps"), 1000));
       options.seed = parse_integer(args->seed, "--seed", 0);
@@ -91,15 +110,24 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
       const precision_layout layout = make_precision_layout(r.run.precision, r.run.grad_dtype);
       const std::uint64_t predicted_peak = walk_timeline(build_inventory(r.model, r.run, layout), r.run.grad_accum, timeline_detail::peak).peak.live_bytes;
       const double flops = count_flops(r.model, r.run, count_params(r.model)).hardware_per_step * options.steps;
-      if (!args->force && (flops > cpu_flops_limit || predicted_peak > cpu_bytes_limit))
+      if (!args->force && !device && (flops > cpu_flops_limit || predicted_peak > cpu_bytes_limit))
         throw input_error(fmt::format(
             "the CPU backend would run {:.2g} FLOPs over {} of buffers; use a small shape (e.g. --layers 2 --hidden 64 "
             "--heads 4 --vocab 256 --seq 64) or pass --force",
             flops, gib(predicted_peak)));
 
-      const validate::validation_result result = validate::validate_on_cpu(r.model, r.run, options);
+      validate::validation_result result;
+      try {
+        result = validate::validate_on(*ops, r.model, r.run, options, device ? &*device : nullptr);
+      } catch (const validate::out_of_memory& oom) {
+        // Out of memory is a result: every buffer was freed on the way out.
+        fmt::print("OUT OF MEMORY on the {} backend at {}: {} ({}) could not be allocated ({})\n", args->backend,
+                   oom.phase_label, oom.buffer_name, grouped(oom.requested_bytes), oom.what());
+        fmt::print("The planner predicted a peak of {} tensor bytes for this configuration.\n", grouped(predicted_peak));
+        return exit_out_of_memory;
+      }
       const bool passed = result.passed(args->tolerance_pct);
-      const validate_report_input in{r.model, r.run, result, args->tolerance_pct, passed};
+      const validate_report_input in{r.model, r.run, result, args->tolerance_pct, passed, r.gpu.name};
 
       std::string written;
       if (!args->no_report) {

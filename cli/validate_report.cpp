@@ -70,6 +70,10 @@ std::string render_validate_text(const validate_report_input& in) {
     losses += fmt::format("{}step {} {:.4f}{}", losses.empty() ? "" : ", ", s.step, s.loss, s.skipped ? " (skipped)" : "");
   line("Losses: {}", losses);
   line("");
+  if (r.device)
+    line("Device ({}): {} in use at the peak, of which context {} and cuBLAS workspace {}; steady step {:.4f} s",
+         r.device->name, gib(r.device->device_peak_bytes), gib(r.device->context_bytes), gib(r.device->workspace_bytes),
+         r.device->step_seconds);
   line("Verdict: {}", in.passed ? fmt::format("PASS: the peak is within {:.2f}% and every buffer has its predicted size",
                                                  in.tolerance_pct)
                                    : "FAIL: see the differences above");
@@ -97,7 +101,7 @@ nlohmann::json render_validate_json(const validate_report_input& in) {
   json timeline = json::array();
   for (const auto& row : r.timeline)
     timeline.push_back({{"phase", row.phase}, {"predicted_bytes", row.predicted_bytes}, {"measured_bytes", row.measured_bytes}});
-  return json{{"backend", r.backend},
+  json out{{"backend", r.backend},
               {"model", {{"name", m.name}, {"family", family_name(m.family)}, {"layers", m.layers}, {"hidden", m.hidden},
                          {"heads", m.heads}, {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim}, {"ffn", m.ffn},
                          {"vocab", m.vocab}, {"max_positions", m.max_positions}, {"tied_embeddings", m.tied_embeddings},
@@ -117,7 +121,16 @@ nlohmann::json render_validate_json(const validate_report_input& in) {
               {"components", components},
               {"tensors", tensors},
               {"steps", steps},
-              {"timeline", timeline}};
+              {"timeline", timeline},
+              {"gpu", {{"name", in.gpu}}}};
+  if (r.device) {
+    out["device"] = {{"name", r.device->name},
+                     {"context_bytes", r.device->context_bytes},
+                     {"workspace_bytes", r.device->workspace_bytes},
+                     {"device_peak_bytes", r.device->device_peak_bytes},
+                     {"step_seconds", r.device->step_seconds}};
+  }
+  return out;
 }
 
 std::string render_validate_markdown(const validate_report_input& in) {

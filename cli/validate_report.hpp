@@ -16,6 +16,7 @@ struct validate_report_input {
   const validate::validation_result& result;
   double tolerance_pct;
   bool passed;
+  std::string gpu;  // the planner's GPU name (--gpu), recorded for plan calibrate
 };
 
 std::string render_validate_text(const validate_report_input& in);

@@ -53,7 +53,12 @@ tensor tracking_allocator::allocate(std::string name, std::vector<std::uint64_t>
   t.shape_ = std::move(shape);
   t.type_ = type;
   t.elements_ = elements;
-  t.storage_ = ops_.alloc(static_cast<std::size_t>(bytes));  // zero-filled
+  try {
+    t.storage_ = ops_.alloc(static_cast<std::size_t>(bytes));  // zero-filled
+  } catch (const std::exception& e) {
+    t.owner_ = nullptr;  // nothing to release
+    throw out_of_memory(e.what(), t.name_, bytes, phases_.back().label);
+  }
 
   const std::string tmpl = name_template(t.name_);
   auto [it, inserted] = bytes_by_template_.emplace(tmpl, bytes);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,16 @@
 namespace trainplan::validate {
 
 class tracking_allocator;
+
+// The backend could not allocate a buffer (a GPU out of memory): a result of the run, not a crash.
+class out_of_memory : public std::runtime_error {
+ public:
+  out_of_memory(const std::string& what, std::string buffer, std::uint64_t bytes, std::string phase)
+      : std::runtime_error(what), buffer_name(std::move(buffer)), requested_bytes(bytes), phase_label(std::move(phase)) {}
+  std::string buffer_name;
+  std::uint64_t requested_bytes;
+  std::string phase_label;
+};
 
 // An owning buffer. Freed (and un-tracked) when destroyed or reset.
 class tensor {
@@ -41,6 +52,16 @@ class tensor {
 
  private:
   friend class tracking_allocator;
+
+// The backend could not allocate a buffer (a GPU out of memory): a result of the run, not a crash.
+class out_of_memory : public std::runtime_error {
+ public:
+  out_of_memory(const std::string& what, std::string buffer, std::uint64_t bytes, std::string phase)
+      : std::runtime_error(what), buffer_name(std::move(buffer)), requested_bytes(bytes), phase_label(std::move(phase)) {}
+  std::string buffer_name;
+  std::uint64_t requested_bytes;
+  std::string phase_label;
+};
   tracking_allocator* owner_ = nullptr;
   std::uint64_t id_ = 0;
   std::string name_;

@@ -16,11 +16,13 @@ void check_harness_supports(const model_spec&, const run_config& run) {
     throw input_error(fmt::format("the harness runs adamw, not {}", optimizer_name(run.optimizer)));
 }
 
-training_run::training_run(const model_spec& m, const run_config& run, const training_options& opts)
+training_run::training_run(const model_spec& m, const run_config& run, const training_options& opts,
+                           const kernels::kernel_ops& ops)
     : model(m),
       config(run),
       layout(make_precision_layout(run.precision, run.grad_dtype)),
       options(opts),
+      alloc(ops),
       state(model, layout, alloc, opts.seed),
       net(model, config, layout, alloc, state, opts.seed),
       loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {

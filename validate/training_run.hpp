@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/adamw.hpp"
+#include "kernels/ops_table.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/precision.hpp"
 #include "planner/run_config.hpp"
@@ -36,7 +37,8 @@ void check_harness_supports(const model_spec& m, const run_config& run);
 
 class training_run {
  public:
-  training_run(const model_spec& m, const run_config& run, const training_options& options = {});
+  training_run(const model_spec& m, const run_config& run, const training_options& options = {},
+               const kernels::kernel_ops& ops = kernels::cpu_kernel_ops());
 
   step_record step();  // one optimizer step: all micro-batches, then the update
   void run();          // options.steps steps

@@ -91,14 +91,33 @@ validation_result compare_with_planner(const training_run& run) {
   return r;
 }
 
-validation_result validate_on_cpu(const model_spec& m, const run_config& run, const training_options& options) {
+validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& m, const run_config& run,
+                              const training_options& options, const device_measurements* device) {
   check_harness_supports(m, run);
-  training_run harness(m, run, options);
+  std::optional<device_measurements> measured;
+  if (device) {
+    measured = *device;
+    measured->context_bytes = ops.device_used_bytes();  // before any buffer exists
+  }
+  training_run harness(m, run, options, ops);
   const auto start = std::chrono::steady_clock::now();
-  harness.run();
+  double steady_seconds = 0;
+  for (int k = 0; k < options.steps; ++k) {
+    ops.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    harness.step();
+    ops.synchronize();
+    if (k > 0 || options.steps == 1) steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   const auto stop = std::chrono::steady_clock::now();
   validation_result r = compare_with_planner(harness);
+  r.backend = ops.backend;
   r.seconds = std::chrono::duration<double>(stop - start).count();
+  if (measured) {
+    measured->device_peak_bytes = harness.alloc.device_peak_bytes();
+    measured->step_seconds = steady_seconds / std::max(1, options.steps - 1);
+    r.device = measured;
+  }
   return r;
 }
 

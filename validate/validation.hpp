@@ -3,6 +3,7 @@
 // the peak and its phase, every named buffer's size, the bytes of each component at the peak, and the
 // live bytes of every event of the timeline.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,18 @@ struct timeline_row {
   std::uint64_t predicted_bytes = 0, measured_bytes = 0;
 };
 
+// What only a GPU shows (the CUDA backend).
+struct device_measurements {
+  std::string name;                      // the device's own name
+  std::uint64_t context_bytes = 0;       // in use before the first buffer (CUDA context, loaded kernels)
+  std::uint64_t workspace_bytes = 0;     // the cuBLAS workspace set on the handle
+  std::uint64_t device_peak_bytes = 0;   // the most in use, right after any allocation (cudaMemGetInfo)
+  double step_seconds = 0;               // mean wall time of the steps after the first, synchronized
+};
+
 struct validation_result {
   std::string backend = "cpu";
+  std::optional<device_measurements> device;
   int steps = 0;
   std::uint64_t predicted_peak_bytes = 0, measured_peak_bytes = 0;
   std::string predicted_peak_phase, measured_peak_phase;
@@ -49,8 +60,14 @@ struct validation_result {
   bool passed(double tolerance_pct) const;
 };
 
-// Throws input_error for configurations the harness does not run.
-validation_result validate_on_cpu(const model_spec& m, const run_config& run, const training_options& options);
+// Throws input_error for configurations the harness does not run, out_of_memory when the backend runs
+// out. `device` (when not null) is filled in from the backend: name, context and workspace bytes.
+validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& m, const run_config& run,
+                              const training_options& options, const device_measurements* device = nullptr);
+
+inline validation_result validate_on_cpu(const model_spec& m, const run_config& run, const training_options& options) {
+  return validate_on(kernels::cpu_kernel_ops(), m, run, options);
+}
 
 // Compares a finished run with the planner (exposed for tests).
 validation_result compare_with_planner(const training_run& run);

@@ -9,6 +9,7 @@
 
 #include "kernels/adamw.hpp"
 #include "kernels/attention.hpp"
+#include "kernels/ops_table.hpp"
 #include "kernels/view.hpp"
 
 namespace trainplan::kernels::cuda {
@@ -16,6 +17,11 @@ namespace trainplan::kernels::cuda {
 // Empty when a CUDA device can be used; otherwise why not (no driver, no device...). Any error from the
 // runtime counts as "no GPU here" (without a driver cudaGetDeviceCount fails rather than returning 0).
 std::string unavailable_reason();
+
+// The harness's kernel table on the GPU: device memory (zero-filled), copies, these kernels.
+const kernel_ops& cuda_kernel_ops();
+std::string device_name();          // "NVIDIA H100 80GB HBM3"
+std::uint64_t device_used_bytes();  // total - free, as cudaMemGetInfo reports: context, workspace, tensors, slack
 
 void* device_alloc(std::size_t bytes);
 void device_free(void* ptr);
@@ -70,5 +76,11 @@ void flash_attention_forward(const attention_shape& sh, const view& qkv, const a
 void flash_attention_backward(const attention_shape& sh, const view& qkv, const view& out, const view& lse,
                               const attention_dropout& drop, const view& d_out, const view& delta, const view& d_qkv);
 void rope_apply(const attention_shape& sh, const view& qkv, bool inverse);
+
+void residual_dropout(const view& residual, const view* mask, float keep_scale, const view& y, std::size_t n);
+void dropout_apply(const view& in, const view* mask, float keep_scale, const view& out, std::size_t n);
+void convert(const view& in, const view& out, std::size_t n);
+void fill(const view& out, float value, std::size_t n);
+void accumulate_and_clear(const view& dst, const view& src, std::size_t n);
 
 }  // namespace trainplan::kernels::cuda

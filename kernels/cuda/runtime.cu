@@ -20,6 +20,7 @@ std::string unavailable_reason() {
 void* device_alloc(std::size_t bytes) {
   void* p = nullptr;
   TRAINPLAN_CUDA_CHECK(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  TRAINPLAN_CUDA_CHECK(cudaMemset(p, 0, bytes == 0 ? 1 : bytes));
   return p;
 }
 void device_free(void* ptr) { TRAINPLAN_CUDA_CHECK(cudaFree(ptr)); }
@@ -30,6 +31,35 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   TRAINPLAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 void synchronize() { TRAINPLAN_CUDA_CHECK(cudaDeviceSynchronize()); }
+
+std::string device_name() {
+  cudaDeviceProp prop{};
+  TRAINPLAN_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  return prop.name;
+}
+
+std::uint64_t device_used_bytes() {
+  std::size_t free = 0, total = 0;
+  TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return total - free;
+}
+
+namespace {
+void release(void* p) { device_free(p); }
+void upload(void* dst, const void* src, std::size_t bytes) { copy_to_device(dst, src, bytes); }
+void download(void* dst, const void* src, std::size_t bytes) { copy_to_host(dst, src, bytes); }
+}  // namespace
+
+const kernel_ops& cuda_kernel_ops() {
+  static const kernel_ops ops{"cuda", device_alloc, release, upload, download, synchronize, device_used_bytes,
+                              linear_forward, linear_backward_input, linear_backward_weight, layer_norm_forward,
+                              layer_norm_backward, rms_norm_forward, rms_norm_backward, gelu_forward, gelu_backward,
+                              swiglu_forward, swiglu_backward, dropout_mask, cross_entropy_forward_backward, adamw_step,
+                              has_non_finite, embedding_forward, embedding_backward, eager_attention_forward,
+                              eager_attention_backward, flash_attention_forward, flash_attention_backward, rope_apply,
+                              residual_dropout, dropout_apply, convert, fill, accumulate_and_clear};
+  return ops;
+}
 
 cublasHandle_t cublas_handle() {
   // 32 MiB: the workspace cuBLAS documents for Hopper (4 MiB suffices before it); calibration.json

@@ -150,3 +150,42 @@ TEST_CASE("a validation fails when the peak is off by more than the tolerance or
   r.tensors.push_back({"bwd.extra", 0, 8, false, true});  // allocated but not predicted
   CHECK_FALSE(r.passed(0.5));
 }
+
+namespace {
+// A CPU backend with a memory budget: what a full GPU does, without a GPU.
+std::size_t budget_left = 0;
+void* budgeted_alloc(std::size_t bytes) {
+  if (bytes > budget_left) throw std::runtime_error("out of memory (test budget)");
+  budget_left -= bytes;
+  return kernels::cpu_kernel_ops().alloc(bytes);
+}
+}  // namespace
+
+TEST_CASE("running out of memory is a result naming the phase and the buffer, and frees everything", "[validate]") {
+  const model_spec m = tiny(model_family::gpt);
+  run_config r = run_of(16, 2, recompute_mode::none, attention_kind::eager, 0.1);
+  const validate::validation_result fits = validate::validate_on_cpu(m, r, {});
+  kernels::kernel_ops small = kernels::cpu_kernel_ops();
+  small.alloc = budgeted_alloc;
+  // Enough for the weights but not for step 2's peak: the failure comes mid-step, after buffers exist.
+  budget_left = fits.measured_peak_bytes - 4096;
+  try {
+    validate::validate_on(small, m, r, {});
+    FAIL("the run should have run out of memory");
+  } catch (const validate::out_of_memory& oom) {
+    CHECK_FALSE(oom.buffer_name.empty());
+    CHECK(oom.requested_bytes > 0);
+    CHECK_THAT(oom.phase_label, Catch::Contains("step"));
+  }
+}
+
+TEST_CASE("the CPU table and the harness agree with the planner through the ops table", "[validate]") {
+  const kernels::kernel_ops& cpu = kernels::cpu_kernel_ops();
+  CHECK(std::string(cpu.backend) == "cpu");
+  CHECK(cpu.device_used_bytes() == 0);
+  const validate::validation_result v =
+      validate::validate_on(cpu, tiny(model_family::llama), run_of(16, 2, recompute_mode::full, attention_kind::flash, 0.0), {});
+  CHECK(v.backend == "cpu");
+  CHECK_FALSE(v.device.has_value());
+  CHECK(v.measured_peak_bytes == v.predicted_peak_bytes);
+}
