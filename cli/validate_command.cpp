@@ -20,6 +20,10 @@
 #include "planner/param_count.hpp"
 #include "planner/quantity_parse.hpp"
 #include "planner/timeline.hpp"
+#include "planner/max_fit.hpp"
+#include "planner/plan.hpp"
+#include "planner/search.hpp"
+#include "planner/catalog.hpp"
 #include "validate/validation.hpp"
 
 #if TRAINPLAN_HAVE_CUDA
@@ -35,7 +39,7 @@ struct validate_args {
   std::string steps = "2", seed = "1234";
   double tolerance_pct = 0.5;
   bool json = false, no_report = false, force = false;
-  std::string report_dir = "reports", timeline_csv;
+  std::string report_dir = "reports", timeline_csv, suite;
 };
 
 // The CPU backend runs every FLOP with scalar reference kernels (about a GFLOP/s): beyond these it
@@ -61,6 +65,152 @@ std::string timestamp() {
   return buf;
 }
 
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", &tm);
+  return buf;
+}
+
+#if TRAINPLAN_HAVE_CUDA
+struct suite_case {
+  std::string label;
+  model_spec model;
+  run_config run;
+  bool expect_fit = true;
+};
+
+// Issue 4's suite, sized to the GPU: both families across recomputation and attention kernels,
+// accumulation, micro-batches and precisions, sequence lengths up to the longest that fits, one run the
+// planner puts at about 95% of the GPU's memory and one it predicts not to fit.
+std::vector<suite_case> gpu_suite(const catalog& data, const gpu_spec& gpu, const calibration& calib) {
+  std::vector<suite_case> cases;
+  auto add = [&](std::string label, const char* model, run_config r, bool fit = true) {
+    model_spec m = data.model(model).spec;
+    cases.push_back({std::move(label), m, r, fit});
+  };
+  run_config base;
+  base.seq = 1024;
+  base.micro_batch = 2;
+  for (const char* model : {"gpt2", "tinyllama-1.1b"})
+    for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
+      for (attention_kind att : {attention_kind::eager, attention_kind::flash}) {
+        run_config r = base;
+        r.recompute = rc;
+        r.attention = att;
+        r.dropout = std::string(model) == "gpt2" ? 0.1 : 0.0;
+        add(fmt::format("{} {} {}", model, recompute_name(rc), attention_name(att)), model, r);
+      }
+  run_config r = base;
+  r.micro_batch = 1, r.grad_accum = 4;
+  add("gpt2 accumulation 4", "gpt2", r);
+  r = base, r.micro_batch = 8;
+  add("gpt2 micro-batch 8", "gpt2", r);
+  r = base, r.precision = precision_regime::fp32;
+  add("gpt2 fp32", "gpt2", r);
+  r = base, r.precision = precision_regime::fp16_mixed;
+  add("gpt2 fp16-mixed", "gpt2", r);
+  r = base, r.grad_dtype = grad_dtype_choice::fp32;
+  add("gpt2 fp32 gradient accumulation", "gpt2", r);
+  // Sequence lengths: 2048, 4096 and the longest that fits tinyllama with flash attention and full
+  // recomputation (with the search's safety margin).
+  const sweep_model tiny{data.model("tinyllama-1.1b").spec, describe_model(data.model("tinyllama-1.1b").spec)};
+  const sweep_gpu g{gpu, calib};
+  run_config longest = base;
+  longest.micro_batch = 1;
+  longest.recompute = recompute_mode::full;
+  const auto fits_at = [&](run_config c) {
+    const auto s = summarize_config(tiny, g, c, calib.safety_margin_fraction);
+    return s && s->fits;
+  };
+  const std::optional<std::uint64_t> max_seq = largest_fitting(1024, 1 << 20, [&](std::uint64_t v) {
+    run_config c = longest;
+    c.seq = v;
+    return fits_at(c);
+  });
+  for (std::uint64_t seq : {std::uint64_t{2048}, std::uint64_t{4096}, max_seq.value_or(std::uint64_t{0})}) {
+    if (seq == 0) continue;
+    longest.seq = seq;
+    add(fmt::format("tinyllama seq {}", seq), "tinyllama-1.1b", longest);
+  }
+  // At about 95% of the GPU, and past it.
+  run_config fill = base;
+  fill.attention = attention_kind::flash;
+  const auto fits_budget = [&](std::uint64_t mb, double margin) {
+    run_config c = fill;
+    c.micro_batch = mb;
+    const auto s = summarize_config(tiny, g, c, margin);
+    return s && s->fits;
+  };
+  if (const auto mb95 = largest_fitting(1, 4096, [&](std::uint64_t mb) { return fits_budget(mb, 0.05); })) {
+    fill.micro_batch = *mb95;
+    add(fmt::format("tinyllama micro-batch {} (~95% of the GPU)", *mb95), "tinyllama-1.1b", fill);
+    if (const auto mb100 = largest_fitting(1, 4096, [&](std::uint64_t mb) { return fits_budget(mb, 0.0); })) {
+      fill.micro_batch = *mb100 + 1;
+      add(fmt::format("tinyllama micro-batch {} (predicted not to fit)", *mb100 + 1), "tinyllama-1.1b", fill, false);
+    }
+  }
+  return cases;
+}
+#endif
+
+int run_suite(const validate_args& args) {
+  if (args.suite != "gpu") throw input_error(fmt::format("--suite: unknown suite '{}' (known: gpu)", args.suite));
+#if TRAINPLAN_HAVE_CUDA
+  const std::string reason = kernels::cuda::unavailable_reason();
+  if (!reason.empty()) throw input_error("--suite gpu: " + reason);
+  const catalog data = catalog::load(args.model_run.data_dir.empty() ? std::nullopt
+                                                                      : std::optional<std::filesystem::path>(args.model_run.data_dir));
+  const gpu_spec& gpu = data.gpu(args.model_run.gpu);
+  const calibration calib = data.calibration_for(gpu);
+  const std::filesystem::path dir = std::filesystem::path(args.report_dir) / fmt::format("{}-{}", gpu.name, today());
+  std::string summary = fmt::format("# GPU suite on {} ({}), {}\n\n| run | tensor peak predicted | measured | delta | "
+                                    "device peak predicted | measured | step s predicted | measured | result |\n"
+                                    "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+                                    kernels::cuda::device_name(), gpu.name, today());
+  int agreed = 0, total = 0;
+  for (const suite_case& c : gpu_suite(data, gpu, calib)) {
+    ++total;
+    validate::training_options options;
+    options.steps = 3;
+    validate::device_measurements device;
+    device.name = kernels::cuda::device_name();
+    device.workspace_bytes = 32u << 20;
+    const plan_result plan = evaluate_plan(c.model, c.run, gpu, calib);
+    std::string result;
+    try {
+      const validate::validation_result v = validate::validate_on(kernels::cuda::cuda_kernel_ops(), c.model, c.run, options, &device);
+      const validate_report_input in{c.model, c.run, v, args.tolerance_pct, v.passed(args.tolerance_pct), gpu.name};
+      std::string stem;
+      for (char ch : c.label) stem += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
+      write_file(dir / (stem + ".json"), render_validate_json(in).dump(2) + "\n");
+      write_file(dir / (stem + ".md"), render_validate_markdown(in));
+      result = c.expect_fit ? (in.passed ? "fits, as predicted" : "fits; tensors differ") : "fits, predicted not to";
+      agreed += c.expect_fit && in.passed;
+      summary += fmt::format("| {} | {} | {} | {:+.2f}% | {} | {} | {:.4f} | {:.4f} | {} |\n", c.label, grouped(v.predicted_peak_bytes),
+                             grouped(v.measured_peak_bytes), v.delta_pct, grouped(plan.peak_bytes),
+                             grouped(v.device->device_peak_bytes), plan.time.step_seconds, v.device->step_seconds, result);
+    } catch (const validate::out_of_memory& oom) {
+      result = c.expect_fit ? "OUT OF MEMORY, predicted to fit" : "out of memory, as predicted";
+      agreed += !c.expect_fit;
+      summary += fmt::format("| {} | {} | - | - | {} | - | - | - | {} at {} |\n", c.label, grouped(plan.tensor_peak_bytes),
+                             grouped(plan.peak_bytes), result, oom.phase_label);
+    }
+    fmt::print("{:<55} {}\n", c.label, result);
+  }
+  summary += fmt::format("\nThe GPU agreed with the planner on {} of {} runs. Fit the calibration with: plan calibrate {}\n",
+                         agreed, total, dir.string());
+  write_file(dir / "suite.md", summary);
+  fmt::print("The GPU agreed with the planner on {} of {} runs; reports in {}\n", agreed, total, dir.string());
+  return agreed == total ? 0 : 1;
+#else
+  (void)args;
+  throw input_error("--suite gpu: this build has no CUDA (nvcc was not found when it was configured)");
+#endif
+}
+
 }  // namespace
 
 void register_validate_command(CLI::App& app, command_action& chosen) {
@@ -82,9 +232,12 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--timeline-csv", args->timeline_csv, "write live bytes per event (predicted, measured) as CSV")
       ->type_name("FILE");
   cmd->add_flag("--force", args->force, "run even when the CPU backend would take very long");
+  cmd->add_option("--suite", args->suite, "gpu: the CUDA matrix sized to the GPU, into <report-dir>/<gpu>-<date>/")
+      ->type_name("NAME");
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
+      if (!args->suite.empty()) return run_suite(*args);
       resolved_run r = resolve_model_run(args->model_run);
       const kernels::kernel_ops* ops = &kernels::cpu_kernel_ops();
       std::optional<validate::device_measurements> device;

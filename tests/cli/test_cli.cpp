@@ -187,7 +187,9 @@ TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][valida
                            "validate --model gpt2 --seq 64 --backend tpu",       // unknown backend
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --precision fp8-mixed",
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --optimizer lion",
-                           "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 0"}) {
+                           "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 0",
+                           "validate --suite cpu",                                // unknown suite
+                           "bench --backend tpu"}) {
     INFO(args);
     plan_run r = run_plan(std::string(args) + " --no-report");
     CHECK(r.exit_code == 2);
@@ -498,4 +500,19 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
     CHECK(one_line(e.err));
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("without a usable GPU the CUDA commands say why and exit 2", "[cli][gpu]") {
+  // On a machine with a GPU these would run; here (CI, developers) they must refuse clearly.
+  for (const char* args : {"validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --backend cuda --no-report",
+                           "validate --suite gpu", "bench --backend cuda"}) {
+    INFO(args);
+    plan_run r = run_plan(args);
+    if (r.exit_code == 2) {
+      CHECK(one_line(r.err));
+      CHECK_THAT(r.err, Catch::Contains("cuda") || Catch::Contains("CUDA") || Catch::Contains("GPU"));
+    } else {
+      WARN("a GPU is present here: " << args << " ran with exit code " << r.exit_code);
+    }
+  }
 }
