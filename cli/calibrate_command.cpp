@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/atomic_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "planner/calibration_fit.hpp"
@@ -169,15 +170,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         }
         doc["gpus"][g.name] = entry;
         const std::string text = doc.dump(2) + "\n";
-        // Replace the file whole: a failed write leaves the old one.
-        const std::string partial = args->output + ".partial";
-        {
-          std::ofstream out(partial, std::ios::binary);
-          if (!out || !(out << text) || !out.flush()) throw input_error(fmt::format("-o: cannot write {}", args->output));
-        }
-        std::error_code ec;
-        std::filesystem::rename(partial, args->output, ec);
-        if (ec) throw input_error(fmt::format("-o: cannot write {}: {}", args->output, ec.message()));
+        write_file_atomically(args->output, text);  // a failed write leaves the old file
       }
       if (args->json) {
         json res = json::array();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/atomic_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/emit_config.hpp"
 #include "cli/model_run_options.hpp"
@@ -46,14 +47,7 @@ command_action register_fit_check(CLI::App& app) {
     if (!args->emit.empty() || !args->output.empty()) {
       if (args->emit.empty()) throw input_error("-o is for --emit: say which engine");
       for (const emitted_file& f : emit_config(args->emit, args->output, r.model, r.run)) {
-        const std::string partial = f.path + ".partial";
-        {
-          std::ofstream out(partial, std::ios::binary);
-          if (!out || !(out << f.content) || !out.flush()) throw input_error(fmt::format("-o: cannot write {}", f.path));
-        }
-        std::error_code ec;
-        std::filesystem::rename(partial, f.path, ec);
-        if (ec) throw input_error(fmt::format("-o: cannot write {}: {}", f.path, ec.message()));
+        write_file_atomically(f.path, f.content);
         fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       }
     }

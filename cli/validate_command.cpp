@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "cli/atomic_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
@@ -48,13 +49,7 @@ constexpr double cpu_flops_limit = 2e11;
 constexpr int exit_out_of_memory = 4;
 constexpr std::uint64_t cpu_bytes_limit = 8ull << 30;
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::error_code ec;
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !(out << text) || !out.flush())
-    throw input_error(fmt::format("cannot write {}", path.string()));
-}
+void write_file(const std::filesystem::path& path, const std::string& text) { write_file_atomically(path, text); }
 
 std::string timestamp() {
   const std::time_t now = std::time(nullptr);
