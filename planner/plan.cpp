@@ -37,28 +37,37 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error("--finetune lora/qlora needs --lora-rank of at least 1 and some --lora-targets");
 }
 
+// The buffer the optimizer writes updated weights into: the LoRA adapters when training them, otherwise
+// the model's weights (not the fp8 copies or the frozen NF4 base).
+std::uint64_t trained_weight_bytes(const inventory& inv) {
+  std::uint64_t weights = 0;
+  for (const std::vector<tensor_spec>* list : {&inv.tensors, &inv.host_tensors})
+    for (const tensor_spec& t : *list) {
+      if (t.name == "lora.weights") return t.bytes;
+      const bool copy = t.name.starts_with("weights.fp8") || t.name == "weights.nf4";
+      if (t.name.starts_with("weights.") && !copy && weights == 0) weights = t.bytes;
+    }
+  return weights;
+}
+
 // Bytes the optimizer step reads and writes on this GPU (or its host, when offloaded): the gradient it
 // reads (the fp32 accumulation buffer when there is one), the master copy read and written (or the
 // weights, when there is none), the low-precision weights written from it, each state read and written.
+// Communication buffers are not part of the update.
 std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layout& layout) {
   const char* what = "optimizer traffic";
-  std::uint64_t bytes = 0, master = 0, trained_weights = 0;
-  auto visit = [&](const tensor_spec& t) {
-    const std::string_view n = t.name;
-    const bool buffer = n.starts_with("ddp.") || n.starts_with("zero3.") || n.starts_with("qlora.");
-    if (buffer) return;
-    if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(t.bytes, 2, what), what);
-    if (t.category == tensor_category::master_weights) master = t.bytes;
-    if (t.category == tensor_category::gradients && t.type == layout.optimizer_grad_dtype())
-      bytes = checked_add(bytes, t.bytes, what);
-    if (t.category == tensor_category::weights && (n == "lora.weights" || n.starts_with("weights.")) && !n.starts_with("weights.fp8") &&
-        n != "weights.nf4")
-      trained_weights = n == "lora.weights" || trained_weights == 0 ? t.bytes : trained_weights;
-  };
-  for (const tensor_spec& t : inv.tensors) visit(t);
-  for (const tensor_spec& t : inv.host_tensors) visit(t);
-  if (layout.master) return checked_add(bytes, checked_add(checked_mul(master, 2, what), trained_weights, what), what);
-  return checked_add(bytes, checked_mul(trained_weights, 2, what), what);
+  std::uint64_t bytes = 0, master = 0;
+  for (const std::vector<tensor_spec>* list : {&inv.tensors, &inv.host_tensors})
+    for (const tensor_spec& t : *list) {
+      if (t.name.starts_with("ddp.") || t.name.starts_with("zero3.")) continue;
+      if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(t.bytes, 2, what), what);
+      if (t.category == tensor_category::master_weights) master = t.bytes;
+      if (t.category == tensor_category::gradients && t.type == layout.optimizer_grad_dtype())
+        bytes = checked_add(bytes, t.bytes, what);
+    }
+  const std::uint64_t weights = trained_weight_bytes(inv);
+  if (layout.master) return checked_add(bytes, checked_add(checked_mul(master, 2, what), weights, what), what);
+  return checked_add(bytes, checked_mul(weights, 2, what), what);
 }
 
 // What one pipeline stage holds of the model: its layers, plus the embedding on the first stage and the
