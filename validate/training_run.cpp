@@ -14,6 +14,9 @@ void check_harness_supports(const model_spec&, const run_config& run) {
     throw input_error(fmt::format("the harness runs fp32, bf16-mixed and fp16-mixed, not {}", precision_name(run.precision)));
   if (run.optimizer != optimizer_kind::adamw)
     throw input_error(fmt::format("the harness runs adamw, not {}", optimizer_name(run.optimizer)));
+  if (run.gpus != 1 || run.tp != 1 || run.pp != 1 || run.zero != 0 || run.offload != offload_mode::none)
+    throw input_error("the harness runs one GPU's training step: no --gpus, --tp, --pp, --zero or --offload");
+  if (run.finetune != finetune_kind::full) throw input_error("the harness trains every weight: no --finetune lora/qlora");
 }
 
 training_run::training_run(const model_spec& m, const run_config& run, const training_options& opts,

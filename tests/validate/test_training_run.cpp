@@ -134,6 +134,14 @@ TEST_CASE("the harness refuses regimes it does not implement", "[validate]") {
   r.precision = precision_regime::bf16_mixed;
   r.optimizer = optimizer_kind::lion;
   CHECK_THROWS_AS(validate::check_harness_supports(tiny(model_family::gpt), r), input_error);
+  r.optimizer = optimizer_kind::adamw;
+  r.gpus = 2;
+  r.zero = 3;
+  CHECK_THROWS_AS(validate::check_harness_supports(tiny(model_family::gpt), r), input_error);
+  r.gpus = 1;
+  r.zero = 0;
+  r.finetune = finetune_kind::lora;
+  CHECK_THROWS_AS(validate::check_harness_supports(tiny(model_family::gpt), r), input_error);
 }
 
 TEST_CASE("a validation fails when the peak is off by more than the tolerance or a buffer differs", "[validate]") {
