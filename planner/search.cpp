@@ -56,7 +56,8 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
   const std::uint64_t total = space.size();
   for (std::uint64_t k = 0; k < total; ++k) {
     sweep_space::point p = space.at(k);
-    const std::uint64_t tokens_per_micro_batch = p.run.seq * p.run.micro_batch;  // both below 2^32 in practice
+    // Tokens one accumulation step adds across the data-parallel replicas.
+    const std::uint64_t tokens_per_micro_batch = p.run.seq * p.run.micro_batch * p.run.data_parallel();
     if (tokens_per_micro_batch == 0 || target_tokens_per_step % tokens_per_micro_batch != 0 ||
         tokens_per_micro_batch > target_tokens_per_step) {
       ++out.unreachable;

@@ -40,7 +40,7 @@ struct search_result {
   std::uint64_t evaluated = 0, unreachable = 0, invalid = 0;  // unreachable: the target batch cannot be split
 };
 
-// Every point of `space`, with accumulation = target_tokens / (seq x micro-batch) (which must divide
+// Every point of `space`, with accumulation = target_tokens / (seq x micro-batch x data-parallel GPUs) (which must divide
 // exactly; the space's own accumulation axis must be the default {1}), evaluated against the budget. The
 // summaries point into `space`, which must outlive the result.
 search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin);

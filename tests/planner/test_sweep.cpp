@@ -136,3 +136,18 @@ TEST_CASE("largest_fitting finds the boundary of a monotone predicate", "[max]")
   }
   CHECK_FALSE(largest_fitting(1, 100, [](std::uint64_t) { return false; }));
 }
+
+TEST_CASE("search splits the target batch across data-parallel GPUs too", "[search]") {
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  s.gpus.push_back({data().gpu("h100"), data().calibration_for(data().gpu("h100"))});
+  s.base.gpus = 8;
+  s.seqs = {1024};
+  s.micro_batches = {2};
+  const search_result r = search_configs(s, 1u << 20, 0.05);
+  REQUIRE(r.fitting.size() == 1);
+  const run_config& run = r.fitting.front().run;
+  CHECK(run.seq * run.micro_batch * run.grad_accum * run.data_parallel() == (1u << 20));
+  CHECK(run.grad_accum == 64);
+}
