@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/checked_math.hpp"
 #include "planner/hf_config.hpp"
 #include "planner/input_error.hpp"
 #include "planner/quantity_parse.hpp"
@@ -130,16 +131,21 @@ resolved_run resolve_model_run(const model_run_args& a) {
     run.seq = m.max_positions > 0 ? std::min<std::uint64_t>(4096, m.max_positions) : 4096;
     r.notes.push_back(fmt::format("--seq not given: assumed {}", run.seq));
   }
+  apply_parallel_options(a, run);  // first: the global batch spans the data-parallel GPUs
   if (!a.micro_batch.empty()) run.micro_batch = parse_binary_count(a.micro_batch, "--micro-batch");
   if (!a.grad_accum.empty()) run.grad_accum = parse_binary_count(a.grad_accum, "--grad-accum");
   if (!a.global_batch.empty()) {
     const std::uint64_t global = parse_binary_count(a.global_batch, "--global-batch");
-    if (global % run.micro_batch != 0)
-      throw input_error(fmt::format("--global-batch {} is not a multiple of --micro-batch {}", global, run.micro_batch));
-    const std::uint64_t accum = global / run.micro_batch;
+    if (run.gpus % (run.tp * run.pp) != 0)
+      throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
+    const std::uint64_t per_step = checked_mul(run.micro_batch, run.data_parallel(), "--global-batch");
+    if (global % per_step != 0)
+      throw input_error(fmt::format("--global-batch {} is not a multiple of --micro-batch {} x {} data-parallel GPUs", global,
+                                    run.micro_batch, run.data_parallel()));
+    const std::uint64_t accum = global / per_step;
     if (!a.grad_accum.empty() && accum != run.grad_accum)
-      throw input_error(fmt::format("--global-batch {} = {} x {} contradicts --grad-accum {}", global, run.micro_batch,
-                                    accum, run.grad_accum));
+      throw input_error(fmt::format("--global-batch {} = {} x {} x {} contradicts --grad-accum {}", global, run.micro_batch,
+                                    run.data_parallel(), accum, run.grad_accum));
     run.grad_accum = accum;
   }
   run.precision = parse_precision(a.precision);
@@ -149,7 +155,6 @@ resolved_run resolve_model_run(const model_run_args& a) {
   run.attention = parse_attention(a.attention);
   run.dropout = a.dropout.empty() ? m.dropout : parse_probability(a.dropout, "--dropout");
 
-  apply_parallel_options(a, run);
   r.gpu = r.data.gpu(a.gpu);
   r.calib = r.data.calibration_for(r.gpu);
   return r;

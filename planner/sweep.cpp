@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "planner/checked_math.hpp"
 #include "planner/input_error.hpp"
 
@@ -45,11 +47,13 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
     r.grad_accum = grad_accums[accum_i];
   } else {
     const std::uint64_t global = global_batches[accum_i];
-    if (global % r.micro_batch != 0) {
-      p.error = fmt::format("global batch {} is not a multiple of micro-batch {}", global, r.micro_batch);
+    const std::uint64_t per_step = r.micro_batch * std::max<std::uint64_t>(1, r.data_parallel());  // across replicas
+    if (global % per_step != 0) {
+      p.error = fmt::format("global batch {} is not a multiple of micro-batch {} x {} data-parallel GPUs", global,
+                            r.micro_batch, r.data_parallel());
       r.grad_accum = 0;
     } else {
-      r.grad_accum = global / r.micro_batch;
+      r.grad_accum = global / per_step;
     }
   }
   return p;

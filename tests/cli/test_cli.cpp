@@ -436,6 +436,10 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
   CHECK(lora["fits"] == true);
   CHECK(lora["model"]["trainable_params"] == 16777216ull);
   CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --fsdp full --gpus 4").exit_code == 0);
+  // The global batch spans the data-parallel GPUs: 64 sequences = micro-batch 2 x 4 GPUs x 8 steps.
+  json global = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 4 --zero 3 --micro-batch 2 --global-batch 64 --json").out);
+  CHECK(global["run"]["grad_accum"] == 8);
+  CHECK(global["run"]["global_batch"] == 64);
   CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 2 --zero 3 --offload both --host-memory 1G").exit_code == 1);
   for (const char* bad : {"--model gpt2 --gpus 3 --tp 2", "--model gpt2 --zero 4", "--model gpt2 --fsdp half",
                           "--model gpt2 --fsdp full --zero 1", "--model gpt2 --offload params", "--model gpt2 --offload disk",
