@@ -29,7 +29,7 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->group(run_group);
   app.add_option("--micro-batch,-b", a.micro_batch, "sequences per forward/backward pass (default 1)")->type_name("N")->group(run_group);
   app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)")->type_name("N")->group(run_group);
-  app.add_option("--global-batch", a.global_batch, "sequences per optimizer step; sets --grad-accum = global / micro")
+  app.add_option("--global-batch", a.global_batch, "sequences per optimizer step over all GPUs; sets --grad-accum = global / (micro x data-parallel)")
       ->group(run_group);
   app.add_option("--precision", a.precision,
                  "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | megatron-bf16 (default bf16-mixed)")
