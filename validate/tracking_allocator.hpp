@@ -52,16 +52,6 @@ class tensor {
 
  private:
   friend class tracking_allocator;
-
-// The backend could not allocate a buffer (a GPU out of memory): a result of the run, not a crash.
-class out_of_memory : public std::runtime_error {
- public:
-  out_of_memory(const std::string& what, std::string buffer, std::uint64_t bytes, std::string phase)
-      : std::runtime_error(what), buffer_name(std::move(buffer)), requested_bytes(bytes), phase_label(std::move(phase)) {}
-  std::string buffer_name;
-  std::uint64_t requested_bytes;
-  std::string phase_label;
-};
   tracking_allocator* owner_ = nullptr;
   std::uint64_t id_ = 0;
   std::string name_;
