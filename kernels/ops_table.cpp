@@ -20,13 +20,20 @@ std::uint64_t no_device() { return 0; }
 }  // namespace
 
 const kernel_ops& cpu_kernel_ops() {
-  static const kernel_ops ops{"cpu", host_alloc, host_release, host_copy, host_copy, host_synchronize, no_device,
-                              linear_forward, linear_backward_input, linear_backward_weight, layer_norm_forward,
-                              layer_norm_backward, rms_norm_forward, rms_norm_backward, gelu_forward, gelu_backward,
-                              swiglu_forward, swiglu_backward, dropout_mask, cross_entropy_forward_backward, adamw_step,
-                              has_non_finite, embedding_forward, embedding_backward, eager_attention_forward,
-                              eager_attention_backward, flash_attention_forward, flash_attention_backward, rope_apply,
-                              residual_dropout, dropout_apply, convert, fill, accumulate_and_clear};
+  static const kernel_ops ops = [] {
+    kernel_ops o;
+    o.backend = "cpu";
+    o.alloc = host_alloc;
+    o.release = host_release;
+    o.upload = host_copy;
+    o.download = host_copy;
+    o.synchronize = host_synchronize;
+    o.device_used_bytes = no_device;
+#define TRAINPLAN_KERNEL_ASSIGN(name) o.name = ::trainplan::kernels::name;
+    TRAINPLAN_KERNEL_OPS(TRAINPLAN_KERNEL_ASSIGN)
+#undef TRAINPLAN_KERNEL_ASSIGN
+    return o;
+  }();
   return ops;
 }
 

@@ -51,13 +51,20 @@ void download(void* dst, const void* src, std::size_t bytes) { copy_to_host(dst,
 }  // namespace
 
 const kernel_ops& cuda_kernel_ops() {
-  static const kernel_ops ops{"cuda", device_alloc, release, upload, download, synchronize, device_used_bytes,
-                              linear_forward, linear_backward_input, linear_backward_weight, layer_norm_forward,
-                              layer_norm_backward, rms_norm_forward, rms_norm_backward, gelu_forward, gelu_backward,
-                              swiglu_forward, swiglu_backward, dropout_mask, cross_entropy_forward_backward, adamw_step,
-                              has_non_finite, embedding_forward, embedding_backward, eager_attention_forward,
-                              eager_attention_backward, flash_attention_forward, flash_attention_backward, rope_apply,
-                              residual_dropout, dropout_apply, convert, fill, accumulate_and_clear};
+  static const kernel_ops ops = [] {
+    kernel_ops o;
+    o.backend = "cuda";
+    o.alloc = device_alloc;
+    o.release = release;
+    o.upload = upload;
+    o.download = download;
+    o.synchronize = synchronize;
+    o.device_used_bytes = device_used_bytes;
+#define TRAINPLAN_KERNEL_ASSIGN(name) o.name = ::trainplan::kernels::cuda::name;  // never the CPU one by fallback
+    TRAINPLAN_KERNEL_OPS(TRAINPLAN_KERNEL_ASSIGN)
+#undef TRAINPLAN_KERNEL_ASSIGN
+    return o;
+  }();
   return ops;
 }
 
