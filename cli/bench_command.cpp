@@ -19,9 +19,7 @@
 #include "planner/plan.hpp"
 #include "validate/validation.hpp"
 
-#if TRAINPLAN_HAVE_CUDA
-#include "kernels/cuda/ops.hpp"
-#endif
+#include "cli/cuda_backend.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -34,12 +32,10 @@ struct bench_args {
 // Issue 4's benchmark: GPT-2 124M and GPT-2 XL (1.5B) at 1024 and 2048 tokens, bf16-mixed, flash
 // attention, no recomputation, 16k tokens per micro-batch; tokens/s, MFU and HFU of real steps on the GPU.
 int bench_cuda(const bench_args& args) {
-#if TRAINPLAN_HAVE_CUDA
-  const std::string reason = kernels::cuda::unavailable_reason();
-  if (!reason.empty()) throw input_error("--backend cuda: " + reason);
+  const kernels::cuda::backend_api& backend = cuda_backend("--backend cuda");
   const catalog data = catalog::load();
   const gpu_spec& gpu = data.gpu(args.gpu);
-  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {})\n", kernels::cuda::device_name(), gpu.name);
+  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {})\n", backend.device_name(), gpu.name);
   fmt::print("  {:<10} {:>5} {:>6} {:>12} {:>12} {:>8} {:>8}\n", "model", "seq", "batch", "step s", "tokens/s", "MFU", "HFU");
   for (const char* name : {"gpt2", "gpt2-xl"})
     for (std::uint64_t seq : {1024ull, 2048ull}) {
@@ -52,7 +48,7 @@ int bench_cuda(const bench_args& args) {
       validate::training_options options;
       options.steps = 4;  // the first warms up; the mean of the other three is the steady state
       validate::device_measurements device;
-      const validate::validation_result v = validate::validate_on(kernels::cuda::cuda_kernel_ops(), m, r, options, &device);
+      const validate::validation_result v = validate::validate_on(backend.kernel_table(), m, r, options, &device);
       const plan_result p = evaluate_plan(m, r, gpu, data.calibration_for(gpu));
       const double step = v.device->step_seconds, peak = p.time.peak_flops_per_s;
       fmt::print("  {:<10} {:>5} {:>6} {:>12.4f} {:>12} {:>7.1f}% {:>7.1f}%\n", name, seq, r.micro_batch, step,
@@ -60,10 +56,6 @@ int bench_cuda(const bench_args& args) {
                  100 * p.flops.hardware_per_step / (step * peak));
     }
   return 0;
-#else
-  (void)args;
-  throw input_error("--backend cuda: this build has no CUDA (nvcc was not found when it was configured)");
-#endif
 }
 
 // 5 models x 5 GPUs x 2 precisions x 2 optimizers x 2 attention kernels x 5 dropouts x 10 sequence
@@ -72,10 +64,11 @@ sweep_space bench_space() {
   model_run_args a;
   a.model = "tinyllama-1.1b,llama-2-7b,llama-3.1-8b,mistral-7b,llama-2-70b";
   a.gpu = "h100,h200,a100-80gb,l40s,b200";
-  a.precision = "bf16-mixed,fp32";
+  a.framework = "hf";  // the default profile, the one most sweeps evaluate
+  a.precision = "amp-bf16,fp32";
   a.optimizer = "adamw,adamw-8bit";
   a.attention = "flash,eager";
-  a.recompute = "selective";
+  a.recompute = "full";
   a.dropout = "0,0.05,0.1,0.15,0.2";
   a.seq = "256:128k:x2";
   a.micro_batch = "1:512:x2";

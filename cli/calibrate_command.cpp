@@ -14,13 +14,16 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "cli/atomic_file.hpp"
+#include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
+#include "cli/measurement_check.hpp"
 #include "planner/calibration_fit.hpp"
+#include "planner/measured_runs.hpp"
 #include "planner/catalog.hpp"
 #include "planner/embedded_data.hpp"
 #include "planner/input_error.hpp"
+#include "planner/text_file.hpp"
 #include "planner/plan.hpp"
 
 namespace trainplan::cli {
@@ -30,18 +33,16 @@ using json = nlohmann::json;
 
 struct calibrate_args {
   std::vector<std::string> inputs;
-  std::string output, data_dir;
+  std::string output, data_dir, framework = "trainplan", gpu = "h100";
   bool json = false;
 };
 
 constexpr double memory_target_pct = 2.0, time_target_pct = 10.0;
 
 json read_json(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw input_error(fmt::format("{}: cannot read the file", path.string()));
   try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
+    return json::parse(read_text_file(path));
+  } catch (const json::exception& e) {  // syntax, and numbers out of range such as 1e400
     throw input_error(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
   }
 }
@@ -83,16 +84,51 @@ void model_and_run(const json& j, const std::string& file, model_spec& m, run_co
   r.dropout = field<double>(j, "run", "dropout", file);
 }
 
+// The calibration file -o updates: the file when it is a regular one, else the built-in one.
 std::string calibration_text_of(const std::filesystem::path& path) {
-  if (std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return read_text_file(path);
   for (const embedded_file& f : embedded_data_files())
     if (f.name == "calibration.json") return std::string(f.bytes);
   throw input_error("calibration.json: not embedded in this build");
+}
+
+// --framework hf: collector reports (scripts/collect_hf.py). The profile has one runtime constant, PyTorch's
+// CUDA context, which the reports measure directly (their env lines; the median when several): it is written
+// into the GPU's entry, and every run is then predicted beside its measurement.
+int calibrate_hf(const calibrate_args& args, const catalog& data) {
+  const gpu_spec& g = data.gpu(args.gpu);
+  std::vector<std::uint64_t> contexts;
+  for (const std::string& path : args.inputs)
+    contexts.push_back(parse_measurements(read_text_file(path), path).context_bytes);
+  std::sort(contexts.begin(), contexts.end());
+  calibration c = data.calibration_for(g);
+  const std::uint64_t before = c.hf_cuda_context_bytes;
+  c.hf_cuda_context_bytes = contexts[contexts.size() / 2];
+  fmt::print("plan calibrate --framework hf: {} ({}): PyTorch's CUDA context {} (was {})\n\n", g.name, g.description,
+             gib(c.hf_cuda_context_bytes), gib(before));
+  const int verdict = check_measurements(args.inputs, g, c, 3.0, 5.0);
+  if (!args.output.empty()) {
+    json doc;
+    try {
+      doc = json::parse(calibration_text_of(args.output));
+    } catch (const json::exception& e) {
+      throw input_error(fmt::format("{}: not valid JSON ({})", args.output, e.what()));
+    }
+    if (!doc.is_object() || (doc.contains("gpus") && !doc["gpus"].is_object()) ||
+        (doc.contains("gpus") && doc["gpus"].contains(g.name) && !doc["gpus"][g.name].is_object()))
+      throw input_error(fmt::format("{}: not a calibration file (an object with a \"gpus\" object)", args.output));
+    json& entry = doc["gpus"][g.name];
+    entry["hf_cuda_context_bytes"] = c.hf_cuda_context_bytes;
+    entry["source"] = fmt::format("plan calibrate --framework hf on {} report{}", args.inputs.size(),
+                                  args.inputs.size() == 1 ? "" : "s");
+    const std::string text = doc.dump(2) + "\n";
+    catalog check = data;
+    check.apply_calibration(text, false);  // never write what the loader would reject
+    write_output(args.output, text);
+    fmt::print("Wrote the {} entry's hf_cuda_context_bytes to {}\n", g.name, args.output);
+  }
+  return verdict;
 }
 
 }  // namespace
@@ -107,9 +143,18 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       ->type_name("FILE");
   cmd->add_option("--data-dir", args->data_dir, "as for plan: GPUs and models beyond the built-in ones")->type_name("DIR");
   cmd->add_flag("--json", args->json, "print the fit as one JSON object");
+  cmd->add_option("--framework", args->framework,
+                  "trainplan (default): validation reports of this project's harness; hf: collector reports "
+                  "(scripts/collect_hf.py), which set PyTorch's CUDA context")
+      ->type_name("NAME");
+  cmd->add_option("--gpu,-g", args->gpu, "with --framework hf: the GPU the reports were measured on (default h100)")
+      ->type_name("NAME");
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
       const catalog data = catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
+      if (args->framework == "hf") return calibrate_hf(*args, data);
+      if (args->framework != "trainplan")
+        throw input_error(fmt::format("calibrate --framework: '{}' has no calibration yet (known: trainplan, hf)", args->framework));
       std::vector<std::filesystem::path> files;
       for (const std::string& in : args->inputs) {
         if (std::filesystem::is_directory(in)) {
@@ -168,9 +213,14 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         } catch (const json::exception& e) {
           throw input_error(fmt::format("{}: not valid JSON ({})", args->output, e.what()));
         }
+        if (!doc.is_object() || (doc.contains("gpus") && !doc["gpus"].is_object()))
+          throw input_error(fmt::format("{}: not a calibration file (an object with a \"gpus\" object)", args->output));
         doc["gpus"][g.name] = entry;
         const std::string text = doc.dump(2) + "\n";
-        write_file_atomically(args->output, text);  // a failed write leaves the old file
+        // Never write what the loader would reject: read it back the way `plan --data-dir` will.
+        catalog check = data;
+        check.apply_calibration(text, false);
+        write_output(args->output, text);  // a failed write leaves the old file
       }
       if (args->json) {
         json res = json::array();

@@ -24,6 +24,8 @@ void register_search_command(CLI::App& app, command_action& chosen);
 void register_max_command(CLI::App& app, command_action& chosen);
 // `plan plot`: charts through gnuplot.
 void register_plot_command(CLI::App& app, command_action& chosen);
+// `plan check`: predict the runs a collector report measured, beside the measurements.
+void register_check_command(CLI::App& app, command_action& chosen);
 // `plan calibrate`: fit calibration constants from GPU validation reports.
 void register_calibrate_command(CLI::App& app, command_action& chosen);
 

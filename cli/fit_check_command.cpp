@@ -6,7 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "cli/atomic_file.hpp"
+#include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/emit_config.hpp"
 #include "cli/model_run_options.hpp"
@@ -47,7 +47,7 @@ command_action register_fit_check(CLI::App& app) {
     if (!args->emit.empty() || !args->output.empty()) {
       if (args->emit.empty()) throw input_error("-o is for --emit: say which engine");
       for (const emitted_file& f : emit_config(args->emit, args->output, r.model, r.run)) {
-        write_file_atomically(f.path, f.content);
+        write_output(f.path, f.content);
         fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       }
     }

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "cli/output_file.hpp"
 #include "planner/input_error.hpp"
 
 namespace trainplan::cli {
@@ -37,9 +38,12 @@ void render_gnuplot(const gnuplot_job& job) {
     throw input_error("gnuplot is not installed: apt-get install gnuplot-nox (scripts/build.sh does)");
 
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("trainplan-plot-{}", getpid());
-  std::filesystem::create_directories(dir);
+  std::error_code dir_error;
+  std::filesystem::create_directories(dir, dir_error);
+  if (dir_error) throw input_error(fmt::format("cannot make a folder for gnuplot in {}: {}", dir.parent_path().string(), dir_error.message()));
   for (const auto& [name, content] : job.data_files) std::ofstream(dir / name) << content;
-  const std::filesystem::path partial = std::filesystem::absolute(out).string() + ".partial";
+  // gnuplot draws into the private folder; the picture then goes out through the one output path.
+  const std::filesystem::path partial = dir / ("picture" + out.extension().string());
   std::ofstream(dir / "plot.gp") << terminal << "\nset output " << gnuplot_quote(partial.string()) << "\n"
                                  << "cd " << gnuplot_quote(dir.string()) << "\n"
                                  << job.script << "\nunset output\n";
@@ -52,14 +56,16 @@ void render_gnuplot(const gnuplot_job& job) {
     if (!line.empty() && line.find_first_not_of(" ^") != std::string::npos) {
       if (first_error.empty() || line.find("line") != std::string::npos) first_error = line;
     }
-  std::filesystem::remove_all(dir);
   std::error_code ec;
   if (status != 0 || !std::filesystem::exists(partial) || std::filesystem::file_size(partial, ec) == 0) {
-    std::filesystem::remove(partial, ec);
+    std::filesystem::remove_all(dir, ec);
     throw input_error(fmt::format("gnuplot failed{}", first_error.empty() ? "" : ": " + first_error));
   }
-  std::filesystem::rename(partial, out, ec);
-  if (ec) throw input_error(fmt::format("-o: cannot write {}: {}", job.output, ec.message()));
+  std::ifstream picture_in(partial, std::ios::binary);
+  std::ostringstream picture;
+  picture << picture_in.rdbuf();
+  std::filesystem::remove_all(dir, ec);
+  write_output(job.output, picture.str());
 }
 
 }  // namespace trainplan::cli

@@ -3,16 +3,41 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <exception>
 
 #include "cli/commands.hpp"
+#include "cli/output_file.hpp"
 #include "planner/input_error.hpp"
 
 namespace {
 
 constexpr int exit_bad_input = 2;
 constexpr int exit_internal = 3;
+
+// An option given with an empty value (--seq "") is a mistake, not "not given": refuse it for every option
+// of the command that runs.
+void reject_empty_values(CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->count() > 0)
+      for (const std::string& value : opt->results())
+        if (value.empty()) throw trainplan::input_error(fmt::format("{}: the value is empty", opt->get_name()));
+  for (CLI::App* sub : app.get_subcommands()) reject_empty_values(*sub);
+}
+
+// Whatever a command printed must reach its destination: a full disk or a closed pipe is an error (exit
+// 2), not a silent success.
+int flushed(int code) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    fmt::print(stderr, "plan: error: writing standard output failed: {}\n", std::strerror(errno));
+    return exit_bad_input;
+  }
+  return code;
+}
 
 }  // namespace
 
@@ -26,6 +51,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "trainplan 0.1.0");
   app.require_subcommand(0, 1);
 
+  trainplan::cli::install_output_signal_handlers();
   try {
     trainplan::cli::command_action chosen;
     trainplan::cli::command_action fit_check = trainplan::cli::register_fit_check(app);
@@ -37,6 +63,7 @@ int main(int argc, char** argv) {
     trainplan::cli::register_max_command(app, chosen);
     trainplan::cli::register_plot_command(app, chosen);
     trainplan::cli::register_calibrate_command(app, chosen);
+    trainplan::cli::register_check_command(app, chosen);
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -49,10 +76,20 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "plan: error: {} (see plan --help)\n", e.what());
       return exit_bad_input;
     }
-    return chosen ? chosen() : fit_check();
+    reject_empty_values(app);
+    return flushed(chosen ? chosen() : fit_check());
   } catch (const trainplan::input_error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "plan: error: {}\n", e.what());
+    return exit_bad_input;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A folder that cannot be read or made, a TMPDIR that cannot be written: the user's to fix.
+    std::fflush(stdout);
+    fmt::print(stderr, "plan: error: {}\n", e.what());
+    return exit_bad_input;
+  } catch (const std::system_error& e) {
+    // fmt reports a failed write (a full disk, a closed pipe) this way.
+    fmt::print(stderr, "plan: error: writing failed: {}\n", e.what());
     return exit_bad_input;
   } catch (const std::exception& e) {
     fmt::print(stderr, "plan: internal error: {}\n", e.what());

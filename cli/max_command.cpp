@@ -37,7 +37,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
-      if (args->margin < 0 || args->margin >= 1) throw input_error("--margin must be at least 0 and below 1");
+      if (!(args->margin >= 0 && args->margin < 1)) throw input_error("--margin must be at least 0 and below 1");
       model_run_args a = args->model_run;
       const bool params = args->what == "params";
       if (args->what != "seq" && args->what != "micro-batch" && !params)
@@ -61,7 +61,11 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         } else {
           run.micro_batch = v;
         }
-        std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin);
+        std::string why;
+        std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin, &why);
+        // A configuration that cannot exist at the smallest value is an error in the options (exit 2),
+        // not "nothing fits".
+        if (!s && v == 1) throw input_error(why);
         if (keep) *keep = s;
         return s && s->fits;
       };

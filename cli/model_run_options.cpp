@@ -31,13 +31,20 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)")->type_name("N")->group(run_group);
   app.add_option("--global-batch", a.global_batch, "sequences per optimizer step over all GPUs; sets --grad-accum = global / (micro x data-parallel)")
       ->group(run_group);
+  app.add_option("--framework", a.framework,
+                 "the training stack whose memory is predicted: hf (PyTorch + Hugging Face, default) | llmc | megatron | "
+                 "trainplan (this project's harness)")
+      ->type_name("NAME")->group(run_group);
+  app.add_option("--optimizer-impl", a.optimizer_impl, "PyTorch AdamW flavour under --framework hf: foreach (default) | fused")
+      ->type_name("IMPL")->group(run_group);
   app.add_option("--precision", a.precision,
-                 "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | megatron-bf16 (default bf16-mixed)")
+                 "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | amp-fp16 | megatron-bf16 (default: the "
+                 "framework's: amp-bf16 for hf, bf16-mixed for llmc and trainplan, megatron-bf16 for megatron)")
       ->type_name("REGIME")->group(run_group);
   app.add_option("--grad-dtype", a.grad_dtype, "auto | fp32 (adds an fp32 gradient accumulation buffer)")->type_name("DTYPE")->group(run_group);
   app.add_option("--optimizer", a.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit | lion (default adamw)")
       ->type_name("NAME")->group(run_group);
-  app.add_option("--recompute", a.recompute, "none | selective | full (default none)")->type_name("MODE")->group(run_group);
+  app.add_option("--recompute", a.recompute, "none | selective | full (default none; under --framework llmc: llm.c's -r 0 | -r 1 | -r 2, default selective = -r 1, GELU recomputed)")->type_name("MODE")->group(run_group);
   app.add_option("--attention", a.attention, "eager | flash (default flash)")->type_name("KIND")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
@@ -148,16 +155,34 @@ resolved_run resolve_model_run(const model_run_args& a) {
                                     run.data_parallel(), accum, run.grad_accum));
     run.grad_accum = accum;
   }
-  run.precision = parse_precision(a.precision);
+  apply_framework_options(a, run);
   run.grad_dtype = parse_grad_dtype(a.grad_dtype);
   run.optimizer = parse_optimizer(a.optimizer);
-  run.recompute = parse_recompute(a.recompute);
+  run.recompute = parse_recompute(recompute_text(a));
   run.attention = parse_attention(a.attention);
-  run.dropout = a.dropout.empty() ? m.dropout : parse_probability(a.dropout, "--dropout");
+  // llm.c has no dropout: its profile takes the model's dropout as 0 unless one is asked for (then refused).
+  run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout")
+                : run.framework == framework_kind::llmc ? 0.0 : m.dropout;
 
   r.gpu = r.data.gpu(a.gpu);
   r.calib = r.data.calibration_for(r.gpu);
   return r;
+}
+
+std::string precision_text(const model_run_args& a) {
+  if (!a.precision.empty()) return a.precision;
+  return std::string(precision_name(default_precision(parse_framework(a.framework))));
+}
+
+std::string recompute_text(const model_run_args& a) {
+  if (!a.recompute.empty()) return a.recompute;
+  return parse_framework(a.framework) == framework_kind::llmc ? "selective" : "none";
+}
+
+void apply_framework_options(const model_run_args& a, run_config& run) {
+  run.framework = parse_framework(a.framework);
+  run.optimizer_impl = parse_optimizer_impl(a.optimizer_impl);
+  run.precision = parse_precision(precision_text(a));
 }
 
 void apply_parallel_options(const model_run_args& a, run_config& run) {
@@ -165,7 +190,13 @@ void apply_parallel_options(const model_run_args& a, run_config& run) {
   if (!a.gpus.empty()) run.gpus = parse_integer(a.gpus, "--gpus");
   if (!a.tp.empty()) run.tp = parse_integer(a.tp, "--tp");
   run.sequence_parallel = a.sequence_parallel;
-  if (!a.zero.empty()) run.zero = static_cast<int>(parse_integer(a.zero, "--zero", 0));
+  if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
+  checked_mul(run.tp, run.pp, "--tp x --pp");  // refused here, before anything divides by the product
+  if (!a.zero.empty()) {  // checked before the int cast: 4294967299 must not become ZeRO-3
+    const auto zero_stage = parse_integer(a.zero, "--zero", 0);
+    if (zero_stage > 3) throw input_error("--zero must be 0, 1, 2 or 3");
+    run.zero = static_cast<int>(zero_stage);
+  }
   if (!a.fsdp.empty()) {
     const int stage = a.fsdp == "full" ? 3 : a.fsdp == "grad-op" ? 2 : -1;
     if (stage < 0) throw input_error(fmt::format("--fsdp: unknown mode '{}' (known: full, grad-op)", a.fsdp));

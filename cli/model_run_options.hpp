@@ -20,8 +20,9 @@ struct model_run_args {
   std::string model, params, hf_config;
   std::string family, layers, hidden, heads, kv_heads, ffn, vocab;
   std::string seq, micro_batch, grad_accum, global_batch;
-  std::string precision = "bf16-mixed", grad_dtype = "auto", optimizer = "adamw";
-  std::string recompute = "none", attention = "flash", dropout;
+  std::string framework = "hf", optimizer_impl = "foreach";
+  std::string precision, grad_dtype = "auto", optimizer = "adamw";  // precision: empty = the framework's default
+  std::string recompute, attention = "flash", dropout;  // recompute: empty = the framework's default
   std::string gpu = "h100";
   std::string data_dir;
   // Beyond one GPU, and fine-tuning (single values, also in sweeps).
@@ -41,6 +42,13 @@ struct resolved_run {
 };
 
 resolved_run resolve_model_run(const model_run_args& args);  // throws input_error
+
+// The framework, its AdamW implementation, and the precision (the framework's default when not given).
+void apply_framework_options(const model_run_args& args, run_config& run);
+// The precision text to parse: --precision as given, else the framework's default regime's name.
+std::string precision_text(const model_run_args& args);
+// Likewise for --recompute: none, except llm.c's default GELU recomputation (selective) under llmc.
+std::string recompute_text(const model_run_args& args);
 
 // The parallelism, offload and fine-tuning options onto a run (throws input_error).
 void apply_parallel_options(const model_run_args& args, run_config& run);

@@ -1,6 +1,8 @@
 // `plan plot KIND ... -o file.svg|png`: memory-vs-seq, recompute, breakdown, timeline, parity.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "cli/gnuplot.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/input_error.hpp"
+#include "planner/text_file.hpp"
 #include "planner/timeline.hpp"
 
 namespace trainplan::cli {
@@ -148,6 +151,11 @@ gnuplot_job recompute_chart(const sweep_space& space) {
       run_config r = base;
       r.seq = seq;
       r.recompute = rc;
+      // Hugging Face checkpoints whole layers: the hf profile has no selective mode, drawn as a gap.
+      if (rc == recompute_mode::selective && r.framework == framework_kind::hf) {
+        row += " NaN";
+        continue;
+      }
       const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak);
       if (!p) ok = false;
       else row += fmt::format(" {:.6f}", p->peak_bytes * gib_per_byte);
@@ -159,7 +167,7 @@ gnuplot_job recompute_chart(const sweep_space& space) {
   const double cap = static_cast<double>(g.spec.memory_bytes) * gib_per_byte;
   job.script = fmt::format(
       "set title {}\nset ylabel 'peak GiB'\nset xlabel 'sequence length (tokens)'\nset grid ytics\nset key top left box opaque\n"
-      "set logscale y\nset yrange [1:*]\nset style data histograms\nset style histogram clustered gap 1\n"
+      "set datafile missing 'NaN'\nset logscale y\nset yrange [1:*]\nset style data histograms\nset style histogram clustered gap 1\n"
       "set style fill solid 0.85 border rgb 'white'\nCAP = {:.4f}\n"
       "plot 'recompute.dat' using 2:xtic(1) title 'recompute none' lc rgb '{}', '' using 3 title 'selective' lc rgb '{}', \\\n"
       "  '' using 4 title 'full' lc rgb '{}', '' using 0:(CAP) with lines lw 2 dt 2 lc rgb 'black' title 'GPU memory ({:.1f} GiB)'\n",
@@ -205,14 +213,12 @@ gnuplot_job breakdown_chart(const sweep_space& space) {
 }
 
 nlohmann::json read_report(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw input_error(fmt::format("--report: cannot read {}", path));
   try {
-    nlohmann::json j = nlohmann::json::parse(in);
-    if (!j.contains("predicted") || !j.contains("measured") || !j.contains("timeline"))
+    nlohmann::json j = nlohmann::json::parse(read_text_file(path));
+    if (!j.is_object() || !j.contains("predicted") || !j.contains("measured") || !j.contains("timeline"))
       throw input_error(fmt::format("{}: not a plan validate report (no predicted, measured or timeline)", path));
     return j;
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, and numbers out of range such as 1e400
     throw input_error(fmt::format("{}: not a valid report ({})", path, e.what()));
   }
 }
@@ -222,11 +228,18 @@ gnuplot_job timeline_chart(const plot_args& args, const sweep_space* space) {
   std::string title;
   if (!args.report.empty()) {
     const nlohmann::json j = read_report(args.report);
-    for (const auto& row : j["timeline"])
-      rows.emplace_back(row["phase"].get<std::string>(), row["predicted_bytes"].get<double>(), row["measured_bytes"].get<double>());
-    title = fmt::format("Memory timeline, predicted and measured ({} backend): {}, seq {} x micro-batch {} x {}",
-                        j["backend"].get<std::string>(), j["model"]["name"].get<std::string>(), j["run"]["seq"].get<std::uint64_t>(),
-                        j["run"]["micro_batch"].get<std::uint64_t>(), j["run"]["grad_accum"].get<std::uint64_t>());
+    try {  // checked access (at): a missing or mistyped field is a message naming the report, never UB
+      for (const auto& row : j.at("timeline"))
+        rows.emplace_back(row.at("phase").get<std::string>(), row.at("predicted_bytes").get<double>(),
+                          row.at("measured_bytes").get<double>());
+      title = fmt::format("Memory timeline, predicted and measured ({} backend): {}, seq {} x micro-batch {} x {}",
+                          j.at("backend").get<std::string>(), j.at("model").at("name").get<std::string>(),
+                          j.at("run").at("seq").get<std::uint64_t>(), j.at("run").at("micro_batch").get<std::uint64_t>(),
+                          j.at("run").at("grad_accum").get<std::uint64_t>());
+    } catch (const nlohmann::json::exception& e) {
+      throw input_error(fmt::format("{}: not a valid report ({})", args.report, e.what()));
+    }
+    if (rows.empty()) throw input_error(fmt::format("{}: the report's timeline is empty", args.report));
   } else {
     require_single(*space, true);
     if (space->seqs.size() != 1) throw input_error("plot timeline: give one --seq");
@@ -270,9 +283,17 @@ gnuplot_job parity_chart(const plot_args& args) {
   double tolerance = 0, max_bytes = 1;
   for (const std::string& path : args.reports) {
     const nlohmann::json j = read_report(path);
-    const double pred = j["predicted"]["peak_bytes"].get<double>(), meas = j["measured"]["peak_bytes"].get<double>();
+    double pred = 0, meas = 0;
+    try {
+      pred = j.at("predicted").at("peak_bytes").get<double>();
+      meas = j.at("measured").at("peak_bytes").get<double>();
+      tolerance = std::max(tolerance, j.value("tolerance_pct", 0.5));
+    } catch (const nlohmann::json::exception& e) {
+      throw input_error(fmt::format("{}: not a valid report ({})", path, e.what()));
+    }
+    if (!(pred >= 0 && meas >= 0 && std::isfinite(tolerance) && tolerance >= 0))
+      throw input_error(fmt::format("{}: peak bytes and tolerance must be non-negative numbers", path));
     points.emplace_back(pred, meas);
-    tolerance = std::max(tolerance, j.value("tolerance_pct", 0.5));
     max_bytes = std::max({max_bytes, pred, meas});
   }
   const auto [div, unit] = byte_unit(max_bytes);

@@ -84,19 +84,24 @@ void register_search_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--tokens-per-step", args->tokens_per_step,
                   "target global batch in tokens; k, M are powers of 1024 (default 4M = 4,194,304)")
       ->type_name("TOKENS");
-  cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default: calibration, 0.05)")
+  CLI::Option* margin_opt = cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default: calibration, 0.05)")
       ->type_name("FRACTION");
   cmd->add_option("--top", args->top, "how many of the best to list (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full unless given; lists and ranges as in sweep.");
 
-  cmd->callback([args, &chosen]() {
-    chosen = [args]() -> int {
+  cmd->callback([args, margin_opt, &chosen]() {
+    chosen = [args, margin_given = margin_opt->count() > 0]() -> int {
       const sweep_space space = resolve_sweep_space(args->model_run);
       const std::uint64_t target = parse_binary_count(args->tokens_per_step, "--tokens-per-step");
-      const double margin = args->margin >= 0 ? args->margin : space.gpus.front().calib.safety_margin_fraction;
+      // Given explicitly, --margin must be a finite fraction in [0, 1): NaN or -1 no longer fall back to 5%.
+      if (margin_given && !(args->margin >= 0 && args->margin < 1))
+        throw input_error("--margin must be a fraction in [0, 1)");
+      const double margin = margin_given ? args->margin : space.gpus.front().calib.safety_margin_fraction;
       if (margin >= 1) throw input_error("--margin must be below 1");
       const search_result r = search_configs(space, target, margin);
+      // Nothing that could run: the options are wrong (exit 2, with the reason), not "nothing fits".
+      if (r.evaluated > 0 && r.invalid == r.evaluated) throw input_error(r.first_invalid_reason);
 
       std::map<std::string, std::pair<std::size_t, const config_summary*>> failing;  // component -> count, smallest
       for (const config_summary& s : r.failing) {

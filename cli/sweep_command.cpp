@@ -2,11 +2,11 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <unistd.h>
 
 #include "cli/commands.hpp"
+#include "cli/output_file.hpp"
 #include "cli/sweep_output.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/input_error.hpp"
@@ -45,34 +45,15 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
       else throw input_error(fmt::format("--format: unknown format '{}' (known: csv, jsonl)", args->format));
       const sweep_space space = resolve_sweep_space(args->model_run);
 
-      // Write to a temporary file beside the target and rename at the end: a failed sweep never leaves a
-      // truncated file where a previous good one was.
-      std::FILE* out = stdout;
-      std::string temp;
-      if (!args->output.empty()) {
-        temp = args->output + ".partial";
-        out = std::fopen(temp.c_str(), "wb");
-        if (!out) throw input_error(fmt::format("-o: cannot write {}", args->output));
-      }
+      // One output path (cli/output_file.hpp): a regular file is replaced only once the whole sweep is
+      // written; a device or FIFO (/dev/null, /dev/stdout) is written directly and never replaced.
+      output_file out(args->output.empty() ? "-" : args->output);
       const bool progress = !args->quiet && isatty(fileno(stderr)) && space.size() > 20000;
-      sweep_stats stats;
-      try {
-        stats = run_sweep(space, format, out, args->threads, progress);
-      } catch (...) {
-        if (out != stdout) std::fclose(out), std::remove(temp.c_str());
-        throw;
-      }
-      if (out != stdout) {
-        if (std::fclose(out) != 0) {
-          std::remove(temp.c_str());
-          throw input_error(fmt::format("-o: writing {} failed", args->output));
-        }
-        std::error_code ec;
-        std::filesystem::rename(temp, args->output, ec);
-        if (ec) throw input_error(fmt::format("-o: cannot move the result to {}: {}", args->output, ec.message()));
+      const sweep_stats stats = run_sweep(space, format, out.stream(), args->threads, progress);
+      out.commit();
+      if (!out.is_stdout())
         fmt::print(stderr, "{} configurations ({} fit, {} invalid) written to {} in {:.2f} s\n", stats.rows,
                    stats.fitting, stats.invalid, args->output, stats.seconds);
-      }
       return 0;
     };
   });

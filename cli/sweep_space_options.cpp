@@ -22,6 +22,8 @@ std::vector<T> names_axis(const std::string& text, const char* option, Parse par
 sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::string>* notes) {
   sweep_space space;
   apply_parallel_options(args, space.base);
+  space.base.framework = parse_framework(args.framework);
+  space.base.optimizer_impl = parse_optimizer_impl(args.optimizer_impl);
   // Models: resolve each listed one through the same path as `plan` (single values).
   std::vector<model_run_args> per_model;
   auto each = [&](const std::string& text, const char* option, std::string model_run_args::*field) {
@@ -40,6 +42,7 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
     // Run options are swept below; resolve the model with single placeholder run values.
     one.seq = "1";
     one.micro_batch = one.grad_accum = one.global_batch = "";
+    one.framework = "trainplan";
     one.precision = "bf16-mixed";
     one.grad_dtype = "auto";
     one.optimizer = "adamw";
@@ -57,10 +60,10 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
     const gpu_spec& g = data.gpu(name);
     space.gpus.push_back({g, data.calibration_for(g)});
   }
-  space.precisions = names_axis<precision_regime>(args.precision, "--precision", parse_precision);
+  space.precisions = names_axis<precision_regime>(precision_text(args), "--precision", parse_precision);
   space.grad_dtypes = names_axis<grad_dtype_choice>(args.grad_dtype, "--grad-dtype", parse_grad_dtype);
   space.optimizers = names_axis<optimizer_kind>(args.optimizer, "--optimizer", parse_optimizer);
-  space.recomputes = names_axis<recompute_mode>(args.recompute, "--recompute", parse_recompute);
+  space.recomputes = names_axis<recompute_mode>(recompute_text(args), "--recompute", parse_recompute);
   space.attentions = names_axis<attention_kind>(args.attention, "--attention", parse_attention);
   if (!args.dropout.empty()) space.dropouts = parse_probability_axis(args.dropout, "--dropout");
   if (!args.seq.empty()) space.seqs = parse_count_axis(args.seq, "--seq");

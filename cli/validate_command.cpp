@@ -10,7 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "cli/atomic_file.hpp"
+#include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
@@ -27,9 +27,7 @@
 #include "planner/catalog.hpp"
 #include "validate/validation.hpp"
 
-#if TRAINPLAN_HAVE_CUDA
-#include "kernels/cuda/ops.hpp"
-#endif
+#include "cli/cuda_backend.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -49,7 +47,7 @@ constexpr double cpu_flops_limit = 2e11;
 constexpr int exit_out_of_memory = 4;
 constexpr std::uint64_t cpu_bytes_limit = 8ull << 30;
 
-void write_file(const std::filesystem::path& path, const std::string& text) { write_file_atomically(path, text); }
+void write_file(const std::filesystem::path& path, const std::string& text) { write_output(path.string(), text); }
 
 // The current UTC time in strftime's `format`: report names and suite folders.
 std::string utc_now(const char* format) {
@@ -63,7 +61,6 @@ std::string utc_now(const char* format) {
 std::string timestamp() { return utc_now("%Y%m%d-%H%M%S"); }
 std::string today() { return utc_now("%Y-%m-%d"); }
 
-#if TRAINPLAN_HAVE_CUDA
 struct suite_case {
   std::string label;
   model_spec model;
@@ -143,13 +140,10 @@ std::vector<suite_case> gpu_suite(const catalog& data, const gpu_spec& gpu, cons
   }
   return cases;
 }
-#endif
 
 int run_suite(const validate_args& args) {
   if (args.suite != "gpu") throw input_error(fmt::format("--suite: unknown suite '{}' (known: gpu)", args.suite));
-#if TRAINPLAN_HAVE_CUDA
-  const std::string reason = kernels::cuda::unavailable_reason();
-  if (!reason.empty()) throw input_error("--suite gpu: " + reason);
+  const kernels::cuda::backend_api& backend = cuda_backend("--suite gpu");
   const catalog data = catalog::load(args.model_run.data_dir.empty() ? std::nullopt
                                                                       : std::optional<std::filesystem::path>(args.model_run.data_dir));
   const gpu_spec& gpu = data.gpu(args.model_run.gpu);
@@ -158,19 +152,19 @@ int run_suite(const validate_args& args) {
   std::string summary = fmt::format("# GPU suite on {} ({}), {}\n\n| run | tensor peak predicted | measured | delta | "
                                     "device peak predicted | measured | step s predicted | measured | result |\n"
                                     "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
-                                    kernels::cuda::device_name(), gpu.name, today());
+                                    backend.device_name(), gpu.name, today());
   int agreed = 0, total = 0;
   for (const suite_case& c : gpu_suite(data, gpu, calib)) {
     ++total;
     validate::training_options options;
     options.steps = 3;
     validate::device_measurements device;
-    device.name = kernels::cuda::device_name();
+    device.name = backend.device_name();
     device.workspace_bytes = 32u << 20;
     const plan_result plan = evaluate_plan(c.model, c.run, gpu, calib);
     std::string result;
     try {
-      const validate::validation_result v = validate::validate_on(kernels::cuda::cuda_kernel_ops(), c.model, c.run, options, &device);
+      const validate::validation_result v = validate::validate_on(backend.kernel_table(), c.model, c.run, options, &device);
       const validate_report_input in{c.model, c.run, v, args.tolerance_pct, v.passed(args.tolerance_pct), gpu.name};
       std::string stem;
       for (char ch : c.label) stem += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '-';
@@ -194,10 +188,6 @@ int run_suite(const validate_args& args) {
   write_file(dir / "suite.md", summary);
   fmt::print("The GPU agreed with the planner on {} of {} runs; reports in {}\n", agreed, total, dir.string());
   return agreed == total ? 0 : 1;
-#else
-  (void)args;
-  throw input_error("--suite gpu: this build has no CUDA (nvcc was not found when it was configured)");
-#endif
 }
 
 }  // namespace
@@ -206,6 +196,7 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<validate_args>();
   CLI::App* cmd = app.add_subcommand(
       "validate", "run real training steps and compare measured memory with the prediction (exit 0 pass, 1 fail, 4 out of memory)");
+  args->model_run.framework = "trainplan";  // the harness is what validate runs and compares
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("--backend", args->backend, "cpu (default) or cuda (needs a GPU; reports device memory and step time)")
       ->type_name("NAME");
@@ -226,26 +217,30 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
+      if (args->model_run.framework != "trainplan")
+        throw input_error(fmt::format("validate runs this project's harness: --framework trainplan, not {}",
+                                      args->model_run.framework));
+      // CLI::Range lets NaN through (every comparison with NaN is false).
+      if (!(args->tolerance_pct >= 0 && args->tolerance_pct <= 100))
+        throw input_error("--tolerance must be a percentage between 0 and 100");
       if (!args->suite.empty()) return run_suite(*args);
       resolved_run r = resolve_model_run(args->model_run);
       const kernels::kernel_ops* ops = &kernels::cpu_kernel_ops();
       std::optional<validate::device_measurements> device;
       if (args->backend == "cuda") {
-#if TRAINPLAN_HAVE_CUDA
-        const std::string reason = kernels::cuda::unavailable_reason();
-        if (!reason.empty()) throw input_error("--backend cuda: " + reason);
-        ops = &kernels::cuda::cuda_kernel_ops();
+        const kernels::cuda::backend_api& gpu = cuda_backend("--backend cuda");
+        ops = &gpu.kernel_table();
         device = validate::device_measurements{};
-        device->name = kernels::cuda::device_name();
+        device->name = gpu.device_name();
         device->workspace_bytes = 32u << 20;  // the workspace kernels/cuda/runtime.cu sets on its cuBLAS handle
-#else
-        throw input_error("--backend cuda: this build has no CUDA (nvcc was not found when it was configured)");
-#endif
       } else if (args->backend != "cpu") {
         throw input_error(fmt::format("--backend: unknown backend '{}' (known: cpu, cuda)", args->backend));
       }
       validate::training_options options;
-      options.steps = static_cast<int>(std::min<std::uint64_t>(parse_integer(args->steps, "--steps"), 1000));
+      const std::uint64_t steps = parse_integer(args->steps, "--steps");
+      // The prediction is for step 2, the first with optimizer state: one step cannot be compared with it.
+      if (steps < 2) throw input_error("--steps must be at least 2: the prediction is for step 2, the first with optimizer state");
+      options.steps = static_cast<int>(std::min<std::uint64_t>(steps, 1000));
       options.seed = parse_integer(args->seed, "--seed", 0);
       validate::check_harness_supports(r.model, r.run);
 

@@ -45,6 +45,7 @@ struct view {
       case dtype::fp16: return fp16_to_float(static_cast<const std::uint16_t*>(data)[i]);
       case dtype::u8: case dtype::fp8: return static_cast<const std::uint8_t*>(data)[i];
       case dtype::i32: return static_cast<float>(static_cast<const std::int32_t*>(data)[i]);
+      case dtype::i64: return static_cast<float>(static_cast<const std::int64_t*>(data)[i]);
     }
     return 0;
   }
@@ -55,6 +56,7 @@ struct view {
       case dtype::fp16: static_cast<std::uint16_t*>(data)[i] = float_to_fp16(v); return;
       case dtype::u8: case dtype::fp8: static_cast<std::uint8_t*>(data)[i] = static_cast<std::uint8_t>(v); return;
       case dtype::i32: static_cast<std::int32_t*>(data)[i] = static_cast<std::int32_t>(v); return;
+      case dtype::i64: static_cast<std::int64_t*>(data)[i] = static_cast<std::int64_t>(v); return;
     }
   }
   void add(std::size_t i, float v) const { set(i, get(i) + v); }

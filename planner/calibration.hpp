@@ -6,7 +6,9 @@
 namespace trainplan {
 
 struct calibration {
-  std::uint64_t cuda_context_bytes = 0;      // CUDA context and loaded kernels
+  std::uint64_t cuda_context_bytes = 0;      // CUDA context and loaded kernels (this project's harness)
+  std::uint64_t hf_cuda_context_bytes = 0;   // PyTorch's CUDA context (--framework hf): device bytes in use
+                                             // after CUDA initialisation less torch's reserved bytes
   std::uint64_t cublas_workspace_bytes = 0;  // cuBLAS(Lt) workspace of one handle
   double allocator_slack_fraction = 0;       // caching-allocator rounding and fragmentation, x tensor peak
   double achieved_efficiency = 0;            // fraction of dense peak achieved on hardware FLOPs (e_max)

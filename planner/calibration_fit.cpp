@@ -12,6 +12,15 @@ namespace trainplan {
 
 calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base) {
   if (runs.empty()) throw input_error("calibrate: no measured runs to fit");
+  // Inputs whose sums would pass 64 bits, or that make an error percentage infinite, are refused.
+  constexpr std::uint64_t max_bytes = 1ull << 50;  // 1 PiB, as for a GPU's memory in gpus.json
+  for (const auto& r : runs) {
+    if (r.device_peak_bytes == 0 || r.device_peak_bytes > max_bytes || r.tensor_peak_bytes > max_bytes ||
+        r.context_bytes > max_bytes || r.workspace_bytes > max_bytes)
+      throw input_error(fmt::format("calibrate: {}: byte counts must be between 1 and 2^50 (1 PiB)", r.label));
+    if (!(std::isfinite(r.step_seconds) && r.step_seconds > 0))
+      throw input_error(fmt::format("calibrate: {}: step_seconds must be a positive number", r.label));
+  }
   calibration_fit out;
   calibration& c = out.fitted;
   c = base;
@@ -66,6 +75,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
     calibration_residual res;
     res.label = r.label;
     res.measured_device_peak_bytes = r.device_peak_bytes;
+    // Each term is at most 2^50 (checked above; the slack fraction is at most 1): the sum stays exact.
     res.predicted_device_peak_bytes =
         r.tensor_peak_bytes +
         static_cast<std::uint64_t>(std::floor(static_cast<double>(r.tensor_peak_bytes) * c.allocator_slack_fraction)) +

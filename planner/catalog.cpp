@@ -11,6 +11,7 @@
 
 #include "planner/embedded_data.hpp"
 #include "planner/input_error.hpp"
+#include "planner/text_file.hpp"
 #include "planner/quantity_parse.hpp"
 
 namespace trainplan {
@@ -27,7 +28,7 @@ std::string lower(std::string_view s) {
 json parse_document(std::string_view text, const std::string& file) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers out of range such as 1e400
     throw input_error(fmt::format("{}: not valid JSON ({})", file, e.what()));
   }
 }
@@ -107,16 +108,22 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
     for (dtype t : {dtype::fp32, dtype::tf32, dtype::bf16, dtype::fp16, dtype::fp8}) {
       const json& v = peaks.at(std::string(dtype_name(t)));
       if (v.is_null()) continue;
-      if (!v.is_number() || v.get<double>() <= 0)
-        throw input_error(fmt::format("{}: peak_dense_tflops.{} must be a positive number or null", o.where(), dtype_name(t)));
+      // Sane ranges keep every derived figure finite: a peak of 1e-320 TFLOP/s made step times infinite.
+      if (!v.is_number() || !(v.get<double>() >= 1 && v.get<double>() <= 1e5))
+        throw input_error(fmt::format("{}: peak_dense_tflops.{} must be between 1 and 100000 TFLOP/s, or null", o.where(),
+                                      dtype_name(t)));
       g.peak_dense_tflops[t] = v.get<double>();
     }
     peaks.finish();
     g.source = o.string("source");
     o.finish();
-    if (g.memory_bytes == 0) throw input_error(o.where() + ": memory_bytes must be positive");
-    if (g.memory_bandwidth_bytes_per_s <= 0 || g.host_link_bytes_per_s <= 0)
-      throw input_error(o.where() + ": bandwidths must be positive");
+    // At most 1 PiB: budgets are computed from it (x (1 - margin)) and must not wrap.
+    if (g.memory_bytes == 0 || g.memory_bytes > (1ull << 50))
+      throw input_error(o.where() + ": memory_bytes must be between 1 and 2^50 (1 PiB)");
+    if (!(g.memory_bandwidth_bytes_per_s >= 1e10 && g.memory_bandwidth_bytes_per_s <= 1e14))
+      throw input_error(o.where() + ": memory_bandwidth_bytes_per_s must be between 0.01 and 100 TB/s");
+    if (!(g.host_link_bytes_per_s >= 1e8 && g.host_link_bytes_per_s <= 1e14))
+      throw input_error(o.where() + ": host_link_bytes_per_s must be between 0.1 GB/s and 100 TB/s");
     out.push_back(std::move(g));
   }
   return out;
@@ -172,12 +179,15 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   };
   pick_uint("cuda_context_bytes", c.cuda_context_bytes);
   pick_uint("cublas_workspace_bytes", c.cublas_workspace_bytes);
+  pick_uint("hf_cuda_context_bytes", c.hf_cuda_context_bytes);
   pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
   pick_number("achieved_efficiency", c.achieved_efficiency);
   pick_number("safety_margin_fraction", c.safety_margin_fraction);
   if (o.has("efficiency_half_tokens")) c.efficiency_half_tokens = o.number("efficiency_half_tokens");  // optional
   if (!base || o.has("source")) c.source = o.string("source");
   o.finish();
+  if (c.cuda_context_bytes > (1ull << 50) || c.hf_cuda_context_bytes > (1ull << 50) || c.cublas_workspace_bytes > (1ull << 50))
+    throw input_error(where + ": context and workspace bytes must be at most 2^50 (1 PiB)");
   if (c.allocator_slack_fraction < 0 || c.allocator_slack_fraction > 1)
     throw input_error(where + ": allocator_slack_fraction must be within [0, 1]");
   if (c.efficiency_half_tokens < 0) throw input_error(where + ": efficiency_half_tokens must not be negative");
@@ -188,13 +198,7 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   return c;
 }
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(fmt::format("{}: cannot read the file", path.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const std::filesystem::path& path) { return read_text_file(path); }
 
 template <typename T, typename Name>
 void merge_by_name(std::vector<T>& into, std::vector<T> from, Name name_of) {

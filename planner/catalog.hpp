@@ -35,8 +35,11 @@ class catalog {
   const std::vector<gpu_spec>& gpus() const { return gpus_; }
   const std::vector<model_preset>& models() const { return models_; }
 
- private:
+  // A calibration.json's entries over these (as --data-dir applies one); throws input_error naming the
+  // key for anything the loader rejects. `plan calibrate` reads back what it is about to write.
   void apply_calibration(std::string_view calibration_json, bool replace_default);
+
+ private:
 
   std::vector<gpu_spec> gpus_;
   std::vector<model_preset> models_;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "planner/input_error.hpp"
+#include "planner/text_file.hpp"
 
 namespace trainplan {
 namespace {
@@ -51,7 +52,7 @@ model_spec model_from_hf_config_text(std::string_view text, std::string_view ori
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers out of range such as 1e400
     throw input_error(fmt::format("{}: not valid JSON ({})", origin, e.what()));
   }
   if (!j.is_object()) throw input_error(fmt::format("{}: expected a JSON object", origin));
@@ -109,11 +110,7 @@ model_spec model_from_hf_config_text(std::string_view text, std::string_view ori
 }
 
 model_spec model_from_hf_config(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(fmt::format("--hf-config: cannot read {}", path.string()));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return model_from_hf_config_text(ss.str(), path.string());
+  return model_from_hf_config_text(read_text_file(path), path.string());
 }
 
 }  // namespace trainplan

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 
+#include "planner/activations_hf.hpp"
 #include "planner/checked_math.hpp"
+#include "planner/inventory_builder.hpp"
+#include "planner/inventory_llmc.hpp"
 #include "planner/lora.hpp"
 #include "planner/optimizer.hpp"
 #include "planner/param_count.hpp"
@@ -48,81 +51,29 @@ std::string tensor_spec::instance_name(std::uint64_t layer) const {
 
 namespace {
 
-// Collects buffers; shapes are multiplied with overflow checks.
-class inventory_builder {
- public:
-  inventory_builder(std::int64_t layers, std::vector<tensor_spec>& out) : L_(layers), out_(out) {}
-
-  tensor_spec& add(std::string_view name, tensor_shape shape, dtype type, tensor_category cat) {
-    tensor_spec t;
-    t.name = name;
-    std::uint64_t bytes = dtype_bytes(type);
-    for (std::uint64_t d : shape)
-      if (__builtin_mul_overflow(bytes, d, &bytes))
-        throw input_error(fmt::format("tensor {} size is larger than 64 bits can hold", name));
-    t.bytes = bytes;
-    t.shape = shape;
-    t.type = type;
-    t.category = cat;
-    out_.push_back(t);
-    return out_.back();
-  }
-
-  void model_state(std::string_view name, std::uint64_t elements, dtype type, tensor_category cat, state_lifetime life) {
-    tensor_spec& t = add(name, {elements}, type, cat);
-    t.lifetime = life;
-  }
-
-  // A fixed interval of event kinds within a micro-batch (non-layer buffers).
-  void span(std::string_view name, tensor_shape shape, dtype type, tensor_category cat, event_kind first,
-            event_kind last, std::int64_t first_layer = 0) {
-    tensor_spec& t = add(name, shape, type, cat);
-    t.interval_count = 1;
-    t.intervals[0] = {event_index(first, first_layer, L_), 0, event_index(last, 0, L_), 0};
-  }
-
-  // A per-layer buffer. kept: from forward of layer i (or the event before, for a layer's input, which
-  // the previous layer or the embedding writes) to backward of layer i. Otherwise it exists only while
-  // its layer's forward runs and again while its backward recomputes it.
-  void layer(std::string_view name, tensor_shape shape, dtype type, bool kept, bool is_layer_input = false,
-             tensor_category cat = tensor_category::activations) {
-    // A pipeline stage keeps the activations of every micro-batch in flight: as one batch that many times
-    // larger (dimension 0 is the micro-batch of every activation).
-    if (kept && cat == tensor_category::activations && inflight_ > 1)
-      shape.dims[0] = checked_mul(shape.dims[0], inflight_, "activations in flight");
-    tensor_spec& t = add(name, shape, type, cat);
-    t.per_layer = true;
-    t.kept_to_backward = kept;
-    const std::int64_t fwd0 = event_index(event_kind::fwd_layer, 0, L_);
-    const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, L_);  // bwd of layer i: bwd0 - i
-    if (kept) {
-      t.interval_count = 1;
-      t.intervals[0] = {is_layer_input ? fwd0 - 1 : fwd0, 1, bwd0, -1};
-    } else {
-      t.interval_count = 2;
-      t.intervals[0] = {fwd0, 1, fwd0, 1};
-      t.intervals[1] = {bwd0, -1, bwd0, -1};
-    }
-  }
-
-  void set_inflight(std::uint64_t n) { inflight_ = n; }
-
- private:
-  std::int64_t L_;
-  std::uint64_t inflight_ = 1;
-  std::vector<tensor_spec>& out_;
-};
-
 // Static names of the model-state buffers, so that tensor_spec can hold a string_view.
 std::string_view state_buffer_name(std::string_view kind, dtype t) {
   static constexpr std::string_view weights[] = {"weights.fp32", "weights.tf32", "weights.bf16", "weights.fp16",
-                                                 "weights.fp8", "weights.u8", "weights.i32"};
+                                                 "weights.fp8", "weights.u8", "weights.i32", "weights.i64"};
   static constexpr std::string_view master[] = {"master.fp32", "master.tf32", "master.bf16", "master.fp16",
-                                                "master.fp8", "master.u8", "master.i32"};
+                                                "master.fp8", "master.u8", "master.i32", "master.i64"};
   static constexpr std::string_view grads[] = {"grads.fp32", "grads.tf32", "grads.bf16", "grads.fp16",
-                                               "grads.fp8", "grads.u8", "grads.i32"};
+                                               "grads.fp8", "grads.u8", "grads.i32", "grads.i64"};
   const auto i = static_cast<std::size_t>(t);
   return kind == "weights" ? weights[i] : kind == "master" ? master[i] : grads[i];
+}
+
+}  // namespace
+
+namespace {
+
+inventory finish_inventory(inventory out, const model_spec& m) {
+  out.layers = m.layers;
+  out.events_per_micro_batch = 2 * static_cast<std::int64_t>(m.layers) + 5;
+  for (const tensor_spec& t : out.tensors)
+    if (t.per_layer && t.kept_to_backward && t.category == tensor_category::activations)
+      out.activations_per_layer_bytes = checked_add(out.activations_per_layer_bytes, t.bytes, "activation bytes");
+  return out;
 }
 
 }  // namespace
@@ -131,6 +82,7 @@ model_facts describe_model(const model_spec& m) { return {param_tensors(m), coun
 
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
                           const model_facts* facts, const pipeline_stage& stage) {
+  if (run.framework == framework_kind::llmc) return build_llmc_inventory(m, run, layout);
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, f = m.ffn, V = m.vocab;
   const std::uint64_t qkv = m.qkv_width(), hq = m.q_width();
   const dtype act = layout.activations;
@@ -140,7 +92,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const bool keep_layer = run.recompute != recompute_mode::full;
   const bool keep_core = run.recompute == recompute_mode::none;  // the attention core (s^2 buffers)
   inventory out;
-  out.tensors.reserve(48);  // one allocation per configuration: sweeps evaluate millions
+  out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   inv.set_inflight(stage.inflight);
 
@@ -162,9 +114,9 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const bool offload_params = run.offload == offload_mode::params || run.offload == offload_mode::both;
   auto place = [&](bool on_host) { return on_host ? &out.host_tensors : &out.tensors; };
   auto state = [&](bool on_host, std::string_view name, std::uint64_t elements, dtype type, tensor_category cat,
-                   state_lifetime life) {
+                   state_lifetime life, tensor_role role, param_scope scope) {
     inventory_builder target(static_cast<std::int64_t>(m.layers), *place(on_host));
-    target.model_state(name, elements, type, cat, life);
+    target.model_state(name, elements, type, cat, life, role, scope);
   };
 
   const bool adapters = run.finetune != finetune_kind::full;
@@ -175,34 +127,62 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     // QLoRA quantizes the layers' linear weights to NF4; embeddings, norms and the head stay bf16.
     const std::uint64_t linear = share(checked_mul(pc.matmul_per_layer, m.layers, "QLoRA weights"), tp);
     state(offload_params, "weights.nf4", share(nf4_bytes(linear), w_div), dtype::u8, tensor_category::weights,
-          state_lifetime::whole_run);
+          state_lifetime::whole_run, tensor_role::frozen_weights, param_scope::none);
     state(offload_params, "weights.bf16", share(P - linear, w_div), dtype::bf16, tensor_category::weights,
-          state_lifetime::whole_run);
+          state_lifetime::whole_run, tensor_role::frozen_weights, param_scope::none);
     // One layer's weights dequantized to bf16 for its GEMMs at a time.
     inv.model_state("qlora.dequant", share(pc.matmul_per_layer, tp), dtype::bf16, tensor_category::weights,
-                    state_lifetime::whole_run);
+                    state_lifetime::whole_run, tensor_role::frozen_weights);
   } else {
     state(offload_params, state_buffer_name("weights", adapters ? dtype::bf16 : layout.weights), share(P, w_div),
-          adapters ? dtype::bf16 : layout.weights, tensor_category::weights, state_lifetime::whole_run);
+          adapters ? dtype::bf16 : layout.weights, tensor_category::weights, state_lifetime::whole_run,
+          adapters ? tensor_role::frozen_weights : tensor_role::trained_weights, param_scope::all);
   }
   if (adapters)
     inv.model_state("lora.weights", share(trainable, w_div), layout.weights, tensor_category::weights,
-                    state_lifetime::whole_run);
+                    state_lifetime::whole_run, tensor_role::trained_weights);
   if (layout.master)
     state(offload_optimizer, adapters ? std::string_view("lora.master.fp32") : state_buffer_name("master", *layout.master),
-          share(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run);
+          share(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run,
+          tensor_role::master_weights, adapters ? param_scope::none : param_scope::all);
   if (layout.fp8_weight_cache) {
     // Only GEMM weights are cast: the layers' matmul weights, and the head unless it is tied (TE keeps
     // the embedding table in bf16; a tied head is cast on the fly).
     const std::uint64_t gemm = share(checked_add(checked_mul(pc.matmul_per_layer, m.layers, "fp8 cache"), pc.lm_head, "fp8 cache"), tp);
-    inv.model_state("weights.fp8", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run);
-    inv.model_state("weights.fp8_t", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run);
+    inv.model_state("weights.fp8", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run,
+                    tensor_role::frozen_weights);
+    inv.model_state("weights.fp8_t", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run,
+                    tensor_role::frozen_weights);
   }
-  state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), share(trainable, g_div),
-        layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer);
+  // PyTorch creates each parameter's .grad when its backward runs (hf): a layer's gradients appear at its
+  // backward, the head's right after the loss, the embedding's last. Sharded or adapter gradients keep the
+  // one buffer of the other frameworks.
+  const bool hf = run.framework == framework_kind::hf;
+  if (hf && !adapters && run.zero < 2) {
+    auto grad = [&](std::string_view name, std::uint64_t elements, param_scope scope, std::int64_t first_base,
+                    std::int64_t first_step) {
+      tensor_spec& t = inv.model_state(name, elements, layout.grads, tensor_category::gradients,
+                                       state_lifetime::gradient_from_backward, tensor_role::gradients, scope);
+      t.per_layer = scope == param_scope::layer;
+      t.intervals[0] = {first_base, first_step, 0, 0};
+    };
+    const std::int64_t L = static_cast<std::int64_t>(m.layers);
+    const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, L);
+    grad("layer{}.grads", pc.per_layer, param_scope::layer, bwd0, -1);
+    // Tied embeddings: the head's backward creates the embedding's gradient.
+    grad("grads.head", pc.final_norm + pc.lm_head + (m.tied_embeddings ? pc.embedding : 0), param_scope::head,
+         event_index(event_kind::bwd_layer, L - 1, L), 0);
+    if (!m.tied_embeddings)
+      grad("grads.embedding", pc.embedding, param_scope::embedding, event_index(event_kind::bwd_embed, 0, L), 0);
+  } else {
+    state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), share(trainable, g_div),
+          layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,
+          adapters ? param_scope::none : param_scope::all);
+  }
   if (layout.grad_accum)
     state(offload_optimizer, adapters ? std::string_view("lora.grads.fp32") : state_buffer_name("grads", *layout.grad_accum),
-          share(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer);
+          share(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer,
+          tensor_role::gradients, adapters ? param_scope::none : param_scope::all);
   // Optimizer state over what trains; adapters are counted as one matrix per the optimizer's rules.
   std::vector<param_tensor> adapter_tensors;
   if (adapters) adapter_tensors.push_back({"lora", {trainable}, trainable, false, true});
@@ -215,6 +195,17 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     tensor_spec& t = b.add(st.name, {bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
     t.bytes = bytes;  // adamw-8bit carries block scales beyond one byte per element
     t.lifetime = state_lifetime::from_first_optimizer;
+    t.role = tensor_role::optimizer_state;
+    t.scope = adapters ? param_scope::none : param_scope::all;
+    // PyTorch's foreach AdamW (torch/optim/adam.py, _multi_tensor_adam) computes sqrt(v) into new tensors
+    // for every parameter at once: a temporary as large as the second moment during the step.
+    if (hf && st.name == "adam.v" && run.optimizer_impl == optimizer_impl_kind::foreach_impl) {
+      tensor_spec& tmp = b.add("adam.foreach_sqrt_v", {bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
+      tmp.bytes = bytes;
+      tmp.lifetime = state_lifetime::optimizer_only;
+      tmp.role = tensor_role::optimizer_temporary;
+      tmp.scope = t.scope;
+    }
   }
   // Communication buffers. Data parallelism without ZeRO-3 all-reduces (or reduce-scatters) gradients in
   // buckets (PyTorch DDP's bucket_cap_mb = 25). ZeRO-3/FSDP all-gathers each layer's weights before use and
@@ -222,12 +213,12 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const std::uint64_t layer_params = share(pc.per_layer, tp);
   if (dp > 1 && run.zero < 3)
     inv.model_state("ddp.grad_bucket", (25ull << 20) / dtype_bytes(layout.grads), layout.grads, tensor_category::gradients,
-                    state_lifetime::backward_to_optimizer);
+                    state_lifetime::backward_to_optimizer, tensor_role::communication);
   if (dp > 1 && run.zero >= 3) {
     inv.model_state("zero3.gathered_weights", checked_mul(2, layer_params, "gather buffer"), adapters ? dtype::bf16 : layout.weights,
-                    tensor_category::weights, state_lifetime::whole_run);
+                    tensor_category::weights, state_lifetime::whole_run, tensor_role::communication);
     inv.model_state("zero3.reduce_bucket", adapters ? share(trainable, m.layers) : layer_params, layout.grads,
-                    tensor_category::gradients, state_lifetime::backward_to_optimizer);
+                    tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::communication);
   }
 
   // Tensor parallelism (Korthikanti et al. 2022, Table 2): the attention heads, the MLP width and the
@@ -235,6 +226,12 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // the "10sbh") stay whole, unless sequence parallelism splits them along the sequence.
   const std::uint64_t a_tp = share(a, tp), qkv_tp = share(qkv, tp), hq_tp = share(hq, tp), f_tp = share(f, tp),
                       V_tp = share(V, tp), s_rep = run.sequence_parallel ? share(s, tp) : s;
+
+  if (hf) {
+    check_hf_run(run, layout);
+    add_hf_activations(inv, m, run, layout, pc);
+    return finish_inventory(std::move(out), m);
+  }
 
   // ---- embedding -----------------------------------------------------------------------------------
   if (stage.first)
@@ -275,7 +272,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   }
   if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s_rep, h}, dtype::u8, keep_layer);  // sbh
   if (layout.autocast_weight_cache)
-    inv.layer("layer{}.autocast.weights", {share(pc.matmul_per_layer, tp)}, dtype::bf16, keep_layer, false, tensor_category::weights);
+    inv.layer("layer{}.autocast.weights", {share(pc.matmul_per_layer, tp)}, dtype::bf16, keep_layer, false, tensor_category::weights)
+        .role = tensor_role::frozen_weights;
 
   // ---- head and loss -------------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
@@ -289,7 +287,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   inv.span("lm_head.in", {b, s, h}, gemm_in, tensor_category::activations, event_kind::fwd_head, event_kind::bwd_head);
   if (layout.autocast_weight_cache)
     inv.span("lm_head.autocast.weight", {V_tp, h}, dtype::bf16, tensor_category::weights, event_kind::fwd_head,
-             event_kind::bwd_head);
+             event_kind::bwd_head)
+        .role = tensor_role::frozen_weights;
   inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::loss);
   // The loss is computed on an fp32 copy of the logits (as Hugging Face causal-LM heads upcast them).
   if (act != dtype::fp32)
@@ -312,12 +311,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   else inv.span("bwd.flash_delta", {b, a_tp, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
                 event_kind::bwd_embed);  // rowsum(dO * O), FlashAttention-2 backward
 
-  out.layers = m.layers;
-  out.events_per_micro_batch = 2 * static_cast<std::int64_t>(m.layers) + 5;
-  for (const tensor_spec& t : out.tensors)
-    if (t.per_layer && t.kept_to_backward && t.category == tensor_category::activations)
-      out.activations_per_layer_bytes = checked_add(out.activations_per_layer_bytes, t.bytes, "activation bytes");
-  return out;
+  return finish_inventory(std::move(out), m);
 }
 
 }  // namespace trainplan

@@ -45,7 +45,28 @@ struct event_interval {
 //     optimizer step ends (gradients; freed by zero_grad(set_to_none=True), PyTorch's default).
 //   from_first_optimizer: created by the first optimizer step, kept after (lazy Adam state, as PyTorch).
 //   micro_batch: lives within each micro-batch over its intervals (activations and their gradients).
-enum class state_lifetime { whole_run, backward_to_optimizer, from_first_optimizer, micro_batch };
+//   gradient_from_backward: a gradient autograd creates when its own backward runs (PyTorch's .grad):
+//     in a step's first micro-batch instance i appears at event intervals[0].first_base + first_step*i;
+//     it is live throughout later micro-batches and until the optimizer step ends.
+//   optimizer_only: a temporary of the optimizer step (foreach AdamW's square root of the second moment).
+enum class state_lifetime { whole_run, backward_to_optimizer, from_first_optimizer, micro_batch, gradient_from_backward,
+                            optimizer_only };
+
+// What a buffer is, beyond its report category: code asks this rather than parsing names.
+enum class tensor_role {
+  data,                 // activations, their gradients, logits and the loss's buffers
+  trained_weights,      // the weights the optimizer updates: the model's, or the LoRA adapters
+  frozen_weights,       // weights no optimizer writes: a frozen or quantized base, fp8 and autocast copies
+  master_weights,
+  gradients,            // what the optimizer reads (and, with --grad-dtype fp32, its accumulation buffer)
+  optimizer_state,
+  optimizer_temporary,  // exists only during the optimizer step (foreach AdamW's sqrt(v))
+  communication,        // DDP buckets, ZeRO-3's gathered weights and reduce bucket
+};
+
+// Which parameters a model-state buffer holds, one tensor per parameter in PyTorch (the allocator replay
+// allocates them one by one): all of them, one layer's (or its GEMM weights'), the head's, the embedding's.
+enum class param_scope { none, all, layer, layer_matmul, head, embedding };
 
 // Up to four dimensions, stored inline: an inventory is built per configuration, millions of times in
 // a sweep, so it allocates nothing per buffer.
@@ -74,6 +95,8 @@ struct tensor_spec {
   std::uint64_t bytes = 0;            // one instance: product(shape) * dtype_bytes(type)
   tensor_category category = tensor_category::activations;
   state_lifetime lifetime = state_lifetime::micro_batch;
+  tensor_role role = tensor_role::data;
+  param_scope scope = param_scope::none;
   bool per_layer = false;             // one instance per layer
   bool kept_to_backward = false;      // per-layer buffer kept from its forward to its backward
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)

@@ -8,6 +8,8 @@
 
 #include "planner/checked_math.hpp"
 #include "planner/input_error.hpp"
+#include "planner/allocator_trace.hpp"
+#include "planner/inventory_llmc.hpp"
 #include "planner/lora.hpp"
 
 namespace trainplan {
@@ -23,7 +25,7 @@ void validate_run(const model_spec& m, const run_config& run) {
   // Tokens per step must be countable exactly.
   checked_product({run.seq, run.micro_batch, run.grad_accum, run.gpus}, "tokens per step");
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
-  if (run.gpus % (run.tp * run.pp) != 0)
+  if (run.pp > run.gpus / run.tp || run.gpus % (run.tp * run.pp) != 0)  // first test: tp*pp must not wrap to 0
     throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
   if (m.layers % run.pp != 0)
     throw input_error(fmt::format("--pp {} must divide the {} layers of {}", run.pp, m.layers, m.name));
@@ -35,19 +37,17 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
   if (run.finetune != finetune_kind::full && (run.lora_rank == 0 || run.lora_targets == 0))
     throw input_error("--finetune lora/qlora needs --lora-rank of at least 1 and some --lora-targets");
+  if (run.finetune == finetune_kind::qlora && run.precision == precision_regime::fp32)
+    throw input_error("--finetune qlora computes in bf16 over an NF4 base; it cannot be combined with --precision fp32");
 }
 
 // The buffer the optimizer writes updated weights into: the LoRA adapters when training them, otherwise
 // the model's weights (not the fp8 copies or the frozen NF4 base).
 std::uint64_t trained_weight_bytes(const inventory& inv) {
-  std::uint64_t weights = 0;
   for (const std::vector<tensor_spec>* list : {&inv.tensors, &inv.host_tensors})
-    for (const tensor_spec& t : *list) {
-      if (t.name == "lora.weights") return t.bytes;
-      const bool copy = t.name.starts_with("weights.fp8") || t.name == "weights.nf4";
-      if (t.name.starts_with("weights.") && !copy && weights == 0) weights = t.bytes;
-    }
-  return weights;
+    for (const tensor_spec& t : *list)
+      if (t.role == tensor_role::trained_weights) return t.bytes;
+  return 0;
 }
 
 // Bytes the optimizer step reads and writes on this GPU (or its host, when offloaded): the gradient it
@@ -59,11 +59,15 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
   std::uint64_t bytes = 0, master = 0;
   for (const std::vector<tensor_spec>* list : {&inv.tensors, &inv.host_tensors})
     for (const tensor_spec& t : *list) {
-      if (t.name.starts_with("ddp.") || t.name.starts_with("zero3.")) continue;
-      if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(t.bytes, 2, what), what);
-      if (t.category == tensor_category::master_weights) master = t.bytes;
+      const bool state = t.role == tensor_role::optimizer_state || t.role == tensor_role::optimizer_temporary ||
+                         t.role == tensor_role::master_weights || t.role == tensor_role::gradients;
+      if (!state) continue;  // communication buffers are not part of the update
+      // hf's gradients are one buffer per layer (they appear layer by layer).
+      const std::uint64_t all = t.per_layer ? checked_mul(t.bytes, inv.layers, what) : t.bytes;
+      if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(all, 2, what), what);
+      if (t.category == tensor_category::master_weights) master = all;
       if (t.category == tensor_category::gradients && t.type == layout.optimizer_grad_dtype())
-        bytes = checked_add(bytes, t.bytes, what);
+        bytes = checked_add(bytes, all, what);
     }
   const std::uint64_t weights = trained_weight_bytes(inv);
   if (layout.master) return checked_add(bytes, checked_add(checked_mul(master, 2, what), weights, what), what);
@@ -145,7 +149,22 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
 
   r.overhead.cuda_context_bytes = calib.cuda_context_bytes;
   r.overhead.cublas_workspace_bytes = calib.cublas_workspace_bytes;
-  const double slack = std::floor(static_cast<double>(r.tensor_peak_bytes) * calib.allocator_slack_fraction);
+  if (run.framework == framework_kind::hf) {
+    // PyTorch's CUDA context (data/calibration.json: measured with torch 2.11 on an H100 until a collector
+    // report calibrates it for a GPU).
+    r.overhead.cuda_context_bytes = calib.hf_cuda_context_bytes;
+    // PyTorch keeps a cuBLAS workspace per (handle, stream) and a handle per thread: the forward's and the
+    // autograd engine's (aten/src/ATen/cuda/CublasHandlePool.cpp). It allocates them through its caching
+    // allocator, so they count in memory_allocated.
+    r.overhead.cublas_workspace_bytes = checked_mul(2, calib.cublas_workspace_bytes, "cuBLAS workspaces");
+  }
+  if (run.framework == framework_kind::llmc) {
+    r.overhead.cuda_context_bytes = cuda_program_context_bytes;
+    r.overhead.cublas_workspace_bytes = llmc_cublaslt_workspace_bytes;
+  }
+  // llm.c takes its few large blocks straight from cudaMalloc: no caching allocator, no slack.
+  const double slack_fraction = run.framework == framework_kind::llmc ? 0.0 : calib.allocator_slack_fraction;
+  const double slack = std::floor(static_cast<double>(r.tensor_peak_bytes) * slack_fraction);
   if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
     throw input_error("allocator slack is larger than 64 bits can hold");
   r.overhead.allocator_slack_bytes = static_cast<std::uint64_t>(slack);
@@ -167,6 +186,11 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
                            ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(short_by);
   }
 
+  // The replay costs about a millisecond: for a single report, not for sweeps (which ask only for the peak).
+  if (run.framework == framework_kind::hf && options.detail != timeline_detail::peak && run.pp == 1)
+    r.allocator_reserved_bytes = checked_add(replay_allocator(r.inv, *facts, run.grad_accum).peak_reserved_bytes,
+                                             r.overhead.cublas_workspace_bytes, "reserved bytes");
+
   r.flops = count_flops(model, run, r.params);
   // PCIe traffic of offloading per step (Ren et al. 2021, ZeRO-Offload: gradients to the host, updated
   // weights back; Rajbhandari et al. 2021, ZeRO-Infinity: every weight streamed in for each forward and
@@ -176,8 +200,8 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     if (t.category == tensor_category::weights) pcie_bytes += 2.0 * static_cast<double>(run.grad_accum) * t.bytes;
   if (run.offload == offload_mode::optimizer || run.offload == offload_mode::both) {
     for (const tensor_spec& t : r.inv.tensors)
-      if ((t.name.starts_with("grads.") || t.name == "lora.grads") && t.category == tensor_category::gradients)
-        pcie_bytes += 2.0 * static_cast<double>(t.bytes);  // down as gradients, up as weights of the same size
+      if (t.role == tensor_role::gradients)  // down as gradients, up as weights of the same size
+        pcie_bytes += 2.0 * static_cast<double>(t.bytes) * static_cast<double>(t.per_layer ? r.inv.layers : 1);
   }
   r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout),
                               static_cast<double>(run.seq) * static_cast<double>(run.micro_batch), run.tp * run.pp,

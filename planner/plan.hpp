@@ -43,6 +43,9 @@ struct plan_result {
   bool host_fits = true;
   std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
   std::string pipeline_stage;           // with --pp: which stage holds the peak (the report's memory is its)
+  // hf, detailed evaluations only: PyTorch's caching allocator replayed over three steps (planner/
+  // allocator_trace.hpp): what it reserves from the device, its workspaces included; 0 when not simulated.
+  std::uint64_t allocator_reserved_bytes = 0;
 
   step_flops flops;
   step_time time;

@@ -15,7 +15,7 @@ constexpr regime_name regime_names[] = {
     {precision_regime::fp32, "fp32"},           {precision_regime::bf16_mixed, "bf16-mixed"},
     {precision_regime::fp16_mixed, "fp16-mixed"}, {precision_regime::bf16, "bf16"},
     {precision_regime::fp8_mixed, "fp8-mixed"}, {precision_regime::amp_bf16, "amp-bf16"},
-    {precision_regime::megatron_bf16, "megatron-bf16"},
+    {precision_regime::megatron_bf16, "megatron-bf16"}, {precision_regime::amp_fp16, "amp-fp16"},
 };
 
 }  // namespace
@@ -30,7 +30,7 @@ precision_regime parse_precision(std::string_view text) {
   for (const auto& r : regime_names)
     if (r.name == text) return r.regime;
   throw input_error(fmt::format(
-      "--precision: unknown regime '{}' (known: fp32, bf16-mixed, fp16-mixed, bf16, fp8-mixed, amp-bf16, megatron-bf16)",
+      "--precision: unknown regime '{}' (known: fp32, bf16-mixed, fp16-mixed, bf16, fp8-mixed, amp-bf16, amp-fp16, megatron-bf16)",
       text));
 }
 
@@ -86,6 +86,14 @@ precision_layout make_precision_layout(precision_regime regime, grad_dtype_choic
       // and autograd keeps that copy until the layer's backward.
       l.weights = l.grads = l.optimizer_state = dtype::fp32;
       l.autocast_weight_cache = true;
+      break;
+    case precision_regime::amp_fp16:
+      // torch.autocast(dtype=float16) over an fp32 model with torch.amp.GradScaler: as amp-bf16 with fp16
+      // GEMMs; the scaler's scale and found-inf flags are scalars, and unscaling is in place.
+      l.compute = l.activations = dtype::fp16;
+      l.weights = l.grads = l.optimizer_state = dtype::fp32;
+      l.autocast_weight_cache = true;
+      l.loss_scaling = true;
       break;
     case precision_regime::megatron_bf16:
       // Megatron-LM with --bf16 (Shoeybi et al.; "main_grad"): bf16 weights, gradients accumulated

@@ -16,6 +16,7 @@ enum class precision_regime {
   bf16,           // pure bf16: no master copy, optimizer state in bf16 too
   fp8_mixed,      // Transformer Engine style: bf16_mixed plus fp8 copies of GEMM weights and inputs
   amp_bf16,       // PyTorch autocast: fp32 weights/grads; bf16 copies of GEMM weights live fwd..bwd
+  amp_fp16,       // PyTorch autocast to fp16 with a GradScaler: as amp_bf16 with fp16 GEMMs
   megatron_bf16,  // Megatron-LM: bf16 weights, fp32 main_grad accumulated directly, fp32 master: 18 B/param
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "planner/framework.hpp"
 #include "planner/optimizer.hpp"
 #include "planner/precision.hpp"
 
@@ -50,6 +51,10 @@ struct run_config {
   recompute_mode recompute = recompute_mode::none;
   attention_kind attention = attention_kind::flash;
   double dropout = 0.0;
+  // The training stack (planner/framework.hpp). The library's default is our own harness, so that a
+  // run_config built in code means what the harness does; the `plan` command defaults to hf.
+  framework_kind framework = framework_kind::trainplan;
+  optimizer_impl_kind optimizer_impl = optimizer_impl_kind::foreach_impl;  // hf: PyTorch's AdamW flavour
 
   // Beyond one GPU (issue 6). gpus = data-parallel degree x tp x pp.
   std::uint64_t gpus = 1;
@@ -64,7 +69,12 @@ struct run_config {
   std::uint64_t lora_rank = 16;
   unsigned lora_targets = lora_q | lora_k | lora_v | lora_o;
 
-  std::uint64_t data_parallel() const { return gpus / (tp * pp); }
+  // 0 when tp x pp is 0 or past 64 bits (validate_run refuses such a run; this must not divide by zero).
+  std::uint64_t data_parallel() const {
+    std::uint64_t model_parallel = 0;
+    if (__builtin_mul_overflow(tp, pp, &model_parallel) || model_parallel == 0) return 0;
+    return gpus / model_parallel;
+  }
   std::uint64_t global_batch() const { return micro_batch * grad_accum * data_parallel(); }  // sequences per step
 };
 

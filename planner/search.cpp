@@ -24,7 +24,7 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
     s.run = run;
     s.peak_bytes = p.peak_bytes;
     s.budget_bytes = memory_budget(gpu.spec, margin);
-    s.fits = p.peak_bytes <= s.budget_bytes;
+    s.fits = p.peak_bytes <= s.budget_bytes && p.host_fits;  // the fit check's verdict, host memory included
     s.tokens_per_second = p.time.tokens_per_second;
     s.mfu = p.time.mfu;
     s.step_seconds = p.time.step_seconds;
@@ -65,8 +65,9 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     }
     p.run.grad_accum = target_tokens_per_step / tokens_per_micro_batch;
     ++out.evaluated;
-    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin);
-    if (!s) ++out.invalid;
+    std::string why;
+    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin, &why);
+    if (!s && out.invalid++ == 0) out.first_invalid_reason = why;
     else if (s->fits) out.fitting.push_back(*s);
     else out.failing.push_back(*s);
   }

@@ -38,6 +38,7 @@ struct search_result {
   std::vector<config_summary> pareto;   // fitting runs no other beats on both peak and tokens/s, by peak
   std::vector<config_summary> failing;  // over the budget
   std::uint64_t evaluated = 0, unreachable = 0, invalid = 0;  // unreachable: the target batch cannot be split
+  std::string first_invalid_reason;     // why the first invalid configuration cannot run
 };
 
 // Every point of `space`, with accumulation = target_tokens / (seq x micro-batch x data-parallel GPUs) (which must divide

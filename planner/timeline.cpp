@@ -1,6 +1,7 @@
 #include "planner/timeline.hpp"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <limits>
 
@@ -35,9 +36,27 @@ bool state_live(state_lifetime life, const timeline_point& p, std::int64_t first
     case state_lifetime::backward_to_optimizer:
       return p.kind == event_kind::optimizer || p.micro_batch > 0 || event >= first_backward_event;
     case state_lifetime::from_first_optimizer: return p.step > 1 || p.kind == event_kind::optimizer;
-    case state_lifetime::micro_batch: return false;
+    case state_lifetime::optimizer_only: return p.kind == event_kind::optimizer;
+    case state_lifetime::micro_batch:
+    case state_lifetime::gradient_from_backward: return false;  // counted per instance by instances_at
   }
   return false;
+}
+
+// Instances of `t` live at point `p` (micro-batch event `e`).
+std::uint64_t instances_at(const tensor_spec& t, const timeline_point& p, std::int64_t first_backward, std::int64_t e,
+                           std::int64_t L) {
+  switch (t.lifetime) {
+    case state_lifetime::micro_batch: return p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L);
+    case state_lifetime::gradient_from_backward: {
+      const std::uint64_t all = t.per_layer ? static_cast<std::uint64_t>(L) : 1;
+      if (p.kind == event_kind::optimizer || p.micro_batch > 0) return all;
+      const event_interval from_then_on{t.intervals[0].first_base, t.intervals[0].first_step,
+                                        std::numeric_limits<std::int64_t>::max() / 4, 0};
+      return count_in_interval(from_then_on, e, L, t.per_layer);
+    }
+    default: return state_live(t.lifetime, p, first_backward, e) ? 1 : 0;
+  }
 }
 
 struct event_id {
@@ -97,13 +116,52 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
 
   // Live bytes of one event, by category; summed in 128 bits and checked once (sizes are each below 2^64).
   u128 best_category[tensor_category_count] = {};
+  // Buffers with the same lifetime and category are live together: visit each such group once (an hf
+  // layer's two dozen saved tensors are one group).
+  struct lifetime_group {
+    const tensor_spec* like;
+    u128 bytes;
+  };
+  // On the stack for the usual inventory (under 96 buffers): a sweep walks millions of them.
+  std::array<lifetime_group, 96> group_storage;
+  std::vector<lifetime_group> group_overflow;
+  lifetime_group* groups_begin = group_storage.data();
+  std::size_t group_count = 0;
+  if (inv.tensors.size() > group_storage.size()) {
+    group_overflow.resize(inv.tensors.size());
+    groups_begin = group_overflow.data();
+  }
+  struct group_span {
+    lifetime_group* b;
+    std::size_t* n;
+    lifetime_group* begin() const { return b; }
+    lifetime_group* end() const { return b + *n; }
+    bool empty() const { return *n == 0; }
+    lifetime_group& back() const { return b[*n - 1]; }
+    void push_back(const lifetime_group& g) const { b[(*n)++] = g; }
+  } groups{groups_begin, &group_count};
+  for (const tensor_spec& t : inv.tensors) {
+    auto same = [&t](const lifetime_group& g) {
+      const tensor_spec& u = *g.like;
+      auto same_interval = [](const event_interval& x, const event_interval& y) {
+        return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
+               x.last_step == y.last_step;
+      };
+      return u.category == t.category && u.lifetime == t.lifetime && u.per_layer == t.per_layer &&
+             u.interval_count == t.interval_count && same_interval(u.intervals[0], t.intervals[0]) &&
+             same_interval(u.intervals[1], t.intervals[1]);
+    };
+    // Buffers of one lifetime are mostly added one after another: try the last group first.
+    auto it = !groups.empty() && same(groups.back()) ? groups.end() - 1 : std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({&t, t.bytes});
+    else it->bytes += t.bytes;
+  }
+
   auto visit = [&](timeline_point p, std::int64_t e) {
     u128 category[tensor_category_count] = {};
-    for (const tensor_spec& t : inv.tensors) {
-      const std::uint64_t n = t.lifetime == state_lifetime::micro_batch
-                                  ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
-                                  : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
-      category[static_cast<int>(t.category)] += static_cast<u128>(n) * t.bytes;
+    for (const lifetime_group& g : groups) {
+      const std::uint64_t n = instances_at(*g.like, p, first_backward, e, L);
+      category[static_cast<int>(g.like->category)] += static_cast<u128>(n) * g.bytes;  // < 2^64 x 2^70: no overflow
     }
     u128 live = 0;
     for (u128 c : category) live += c;
@@ -132,9 +190,11 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       visit({step, micro_batches - 1, event_kind::optimizer, 0, 0}, inv.events_per_micro_batch);
     }
   } else {
-    bool optimizer_state = false;
-    for (const tensor_spec& t : inv.tensors)
+    bool optimizer_state = false, grads_per_layer = false;
+    for (const tensor_spec& t : inv.tensors) {
       optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
+      grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
+    }
     const int step = optimizer_state ? 2 : 1;
     const std::uint64_t last_mb = micro_batches - 1;
     // The embedding's forward holds a strict subset of what the last layer's forward holds (its buffers
@@ -146,12 +206,24 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       visit_event(step, last_mb, event_kind::fwd_head, 0);
       visit_event(step, last_mb, event_kind::loss, 0);
     };
-    auto backward = [&] {
-      visit_event(step, 0, event_kind::bwd_head, 0);
-      visit_event(step, 0, event_kind::bwd_layer, L - 1);
+    auto backward = [&](std::uint64_t mb) {
+      visit_event(step, mb, event_kind::bwd_head, 0);
+      visit_event(step, mb, event_kind::bwd_layer, L - 1);
+      if (grads_per_layer) {
+        // Gradients that appear layer by layer make the backward's live bytes linear in the layers done
+        // (each layer frees what it saved and adds its gradients), so the largest is at either end.
+        visit_event(step, mb, event_kind::bwd_layer, 0);
+        visit_event(step, mb, event_kind::bwd_embed, 0);
+      }
     };
-    if (micro_batches == 1) forward(), backward();
-    else backward(), forward();  // micro-batch 1's backward comes first in time, then micro-batch 2's forward
+    if (micro_batches == 1) {
+      forward(), backward(0);
+    } else {
+      backward(0), forward();  // micro-batch 1's backward comes first in time, then micro-batch 2's forward
+      // With gradients appearing layer by layer, a later micro-batch's backward holds more than the first's
+      // (every gradient exists already), so it is visited too, after its forward.
+      if (grads_per_layer) backward(last_mb);
+    }
     if (!optimizer_state) visit_event(step, last_mb, event_kind::optimizer, 0);
   }
 
@@ -164,9 +236,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
                              ? inv.events_per_micro_batch
                              : event_index(p.kind, static_cast<std::int64_t>(p.layer), L);
   for (const tensor_spec& t : inv.tensors) {
-    std::uint64_t n = t.lifetime == state_lifetime::micro_batch
-                          ? (p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L))
-                          : (state_live(t.lifetime, p, first_backward, e) ? 1 : 0);
+    const std::uint64_t n = instances_at(t, p, first_backward, e, L);
     if (n) out.live_at_peak.push_back({&t, n, n * t.bytes});
   }
   return out;

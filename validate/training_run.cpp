@@ -17,6 +17,8 @@ void check_harness_supports(const model_spec&, const run_config& run) {
   if (run.gpus != 1 || run.tp != 1 || run.pp != 1 || run.zero != 0 || run.offload != offload_mode::none)
     throw input_error("the harness runs one GPU's training step: no --gpus, --tp, --pp, --zero or --offload");
   if (run.finetune != finetune_kind::full) throw input_error("the harness trains every weight: no --finetune lora/qlora");
+  if (run.framework != framework_kind::trainplan)
+    throw input_error(fmt::format("the harness is --framework trainplan, not {}", framework_name(run.framework)));
 }
 
 training_run::training_run(const model_spec& m, const run_config& run, const training_options& opts,
@@ -27,7 +29,8 @@ training_run::training_run(const model_spec& m, const run_config& run, const tra
       options(opts),
       alloc(ops),
       state(model, layout, alloc, opts.seed),
-      net(model, config, layout, alloc, state, opts.seed),
+      buffers(build_inventory(model, config, layout)),
+      net(model, config, layout, buffers, alloc, state, opts.seed),
       loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {
   check_harness_supports(m, run);
 }

@@ -8,6 +8,7 @@
 
 #include "kernels/adamw.hpp"
 #include "kernels/ops_table.hpp"
+#include "planner/inventory.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/precision.hpp"
 #include "planner/run_config.hpp"
@@ -49,6 +50,7 @@ class training_run {
   const training_options options;
   tracking_allocator alloc;
   model_state state;
+  const inventory buffers;  // the planner's trainplan inventory of this run: what the harness allocates
   transformer net;
   std::vector<step_record> records;
 

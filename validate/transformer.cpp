@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "kernels/activation.hpp"
 #include "kernels/cross_entropy.hpp"
@@ -22,8 +23,8 @@ enum dropout_kind { dropout_embed = 0, dropout_probs = 1, dropout_attn_out = 2, 
 }  // namespace
 
 transformer::transformer(const model_spec& m, const run_config& run, const precision_layout& layout,
-                         tracking_allocator& alloc, model_state& state, std::uint64_t seed)
-    : m_(m), run_(run), layout_(layout), alloc_(alloc), ops_(alloc.ops()), state_(state), seed_(seed), act_(layout.activations) {
+                         const inventory& buffers, tracking_allocator& alloc, model_state& state, std::uint64_t seed)
+    : m_(m), run_(run), layout_(layout), inv_(buffers), alloc_(alloc), ops_(alloc.ops()), state_(state), seed_(seed), act_(layout.activations) {
   shape_ = {run.micro_batch, run.seq, m.heads, m.kv_heads, m.head_dim};
   rows_ = run.micro_batch * run.seq;
   layers_.resize(m.layers);
@@ -33,8 +34,13 @@ void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64
   alloc_.mark_phase({fmt::format("step {}, micro-batch {}, {}", step + 1, mb + 1, label), step + 1, mb, kind, layer, 0});
 }
 
-tensor transformer::act(const std::string& name, std::vector<std::uint64_t> shape, dtype type) {
-  return alloc_.allocate(name, std::move(shape), type);
+tensor transformer::act(const std::string& name) {
+  // The planner's trainplan inventory is the one list of buffers: the harness names what it computes, the
+  // inventory says its shape and dtype.
+  const std::string key = name_template(name);
+  for (const tensor_spec& t : inv_.tensors)
+    if (t.name == key) return alloc_.allocate(name, t.shape.to_vector(), t.type);
+  throw std::logic_error(fmt::format("the harness allocates {}, which the trainplan inventory does not list", name));
 }
 
 std::string transformer::pname(std::uint64_t layer, const char* suffix) const { return fmt::format("layer{}.{}", layer, suffix); }
@@ -49,7 +55,7 @@ double transformer::run_micro_batch(int step, std::uint64_t mb, float loss_scale
   for (std::uint64_t i = 0; i < m_.layers; ++i) {
     mark(step, mb, "fwd_layer", i, fmt::format("forward layer {}", i));
     tensor& output = i + 1 < m_.layers ? layers_[i + 1].ln1_in : final_norm_in_;
-    output = act(i + 1 < m_.layers ? pname(i + 1, "ln1.in") : "final_norm.in", {run_.micro_batch, run_.seq, m_.hidden}, act_);
+    output = act(i + 1 < m_.layers ? pname(i + 1, "ln1.in") : "final_norm.in");
     layer_forward(i, step, mb, &output);
     drop_unkept(layers_[i]);
   }
@@ -68,8 +74,8 @@ double transformer::run_micro_batch(int step, std::uint64_t mb, float loss_scale
 
 void transformer::embed_forward(int step, std::uint64_t mb) {
   const std::uint64_t b = run_.micro_batch, s = run_.seq, h = m_.hidden;
-  tokens_ = act("batch.tokens", {b, s}, dtype::i32);
-  targets_ = act("batch.targets", {b, s}, dtype::i32);
+  tokens_ = act("batch.tokens");
+  targets_ = act("batch.targets");
   // Each sample is s + 1 tokens: inputs are the first s, targets the last s. Made on the host, copied to
   // where the backend computes.
   std::vector<std::int32_t> tokens(b * s), targets(b * s);
@@ -87,11 +93,11 @@ void transformer::embed_forward(int step, std::uint64_t mb) {
   ops_.upload(tokens_.view().data, tokens.data(), tokens.size() * sizeof(std::int32_t));
   ops_.upload(targets_.view().data, targets.data(), targets.size() * sizeof(std::int32_t));
   layer_buffers& first = layers_[0];
-  first.ln1_in = act(pname(0, "ln1.in"), {b, s, h}, act_);
+  first.ln1_in = act(pname(0, "ln1.in"));
   const view wpe = state_.has("embed.positions") ? state_.weight("embed.positions") : view{};
   ops_.embedding_forward(tokens_.view(), state_.weight("embed.tokens"), wpe, first.ln1_in.view(), b, s, h);
   if (run_.dropout > 0) {
-    embed_mask_ = act("embed.dropout_mask", {b, s, h}, dtype::u8);
+    embed_mask_ = act("embed.dropout_mask");
     ops_.dropout_mask(seed_, site(step, mb, 0, dropout_embed), static_cast<float>(run_.dropout), embed_mask_.view(), rows_ * h);
     const view x = first.ln1_in.view(), mask = embed_mask_.view();
     ops_.dropout_apply(x, &mask, 1.0f / (1.0f - static_cast<float>(run_.dropout)), x, rows_ * h);
@@ -100,19 +106,19 @@ void transformer::embed_forward(int step, std::uint64_t mb) {
 
 void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, tensor* output) {
   layer_buffers& l = layers_[i];
-  const std::uint64_t b = run_.micro_batch, s = run_.seq, h = m_.hidden, a = m_.heads, f = m_.ffn;
+  const std::uint64_t h = m_.hidden, f = m_.ffn;
   const std::uint64_t qkv_w = m_.qkv_width(), hq = m_.q_width();
   const bool gpt = m_.family == model_family::gpt, dropout = run_.dropout > 0, eager = run_.attention == attention_kind::eager;
   const float p = static_cast<float>(run_.dropout), keep_scale = 1.0f / (1.0f - p);
   auto w = [&](const char* suffix) { return state_.weight(pname(i, suffix)); };
 
   if (!l.qkv_in) {
-    l.qkv_in = act(pname(i, "attn.qkv_in"), {b, s, h}, act_);
+    l.qkv_in = act(pname(i, "attn.qkv_in"));
     if (gpt) ops_.layer_norm_forward(l.ln1_in.view(), w("ln1.weight"), w("ln1.bias"), l.qkv_in.view(), rows_, h);
     else ops_.rms_norm_forward(l.ln1_in.view(), w("ln1.weight"), l.qkv_in.view(), rows_, h);
   }
   if (!l.qkv) {
-    l.qkv = act(pname(i, "attn.qkv"), {b, s, qkv_w}, act_);
+    l.qkv = act(pname(i, "attn.qkv"));
     const bool bias = state_.has(pname(i, "attn.qkv.bias"));
     const view qkv_bias = bias ? w("attn.qkv.bias") : view{};
     ops_.linear_forward(l.qkv_in.view(), w("attn.qkv.weight"), bias ? &qkv_bias : nullptr, l.qkv.view(), rows_, qkv_w, h);
@@ -121,26 +127,26 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
   const kernels::attention_dropout drop{p, seed_, site(step, mb, i, dropout_probs)};
   const bool core_missing = eager ? !l.softmax : !l.lse;
   if (core_missing || !l.out_in) {
-    if (!l.out_in) l.out_in = act(pname(i, "attn.out_in"), {b, s, hq}, act_);
+    if (!l.out_in) l.out_in = act(pname(i, "attn.out_in"));
     if (eager) {
-      l.softmax = act(pname(i, "attn.softmax"), {b, a, s, s}, act_);
+      l.softmax = act(pname(i, "attn.softmax"));
       if (dropout) {
-        l.softmax_mask = act(pname(i, "attn.softmax_dropout_mask"), {b, a, s, s}, dtype::u8);
-        l.softmax_dropped = act(pname(i, "attn.softmax_dropout"), {b, a, s, s}, act_);
+        l.softmax_mask = act(pname(i, "attn.softmax_dropout_mask"));
+        l.softmax_dropped = act(pname(i, "attn.softmax_dropout"));
       }
       ops_.eager_attention_forward(shape_, l.qkv.view(), l.softmax.view(), l.softmax_mask.view(),
                                        l.softmax_dropped.view(), drop, l.out_in.view());
     } else {
-      l.lse = act(pname(i, "attn.lse"), {b, a, s}, dtype::fp32);
+      l.lse = act(pname(i, "attn.lse"));
       ops_.flash_attention_forward(shape_, l.qkv.view(), drop, l.out_in.view(), l.lse.view());
     }
   }
   if (dropout && !l.attn_mask) {
-    l.attn_mask = act(pname(i, "attn.dropout_mask"), {b, s, h}, dtype::u8);
+    l.attn_mask = act(pname(i, "attn.dropout_mask"));
     ops_.dropout_mask(seed_, site(step, mb, i, dropout_attn_out), p, l.attn_mask.view(), rows_ * h);
   }
   if (!l.ln2_in) {
-    l.ln2_in = act(pname(i, "ln2.in"), {b, s, h}, act_);
+    l.ln2_in = act(pname(i, "ln2.in"));
     const bool bias = state_.has(pname(i, "attn.out.bias"));
     const view out_bias = bias ? w("attn.out.bias") : view{};
     const view x = l.ln1_in.view(), y = l.ln2_in.view(), mask = l.attn_mask.view();
@@ -148,28 +154,28 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
     ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
   }
   if (!l.fc_in) {
-    l.fc_in = act(pname(i, "mlp.fc_in"), {b, s, h}, act_);
+    l.fc_in = act(pname(i, "mlp.fc_in"));
     if (gpt) ops_.layer_norm_forward(l.ln2_in.view(), w("ln2.weight"), w("ln2.bias"), l.fc_in.view(), rows_, h);
     else ops_.rms_norm_forward(l.ln2_in.view(), w("ln2.weight"), l.fc_in.view(), rows_, h);
   }
   if (!l.mlp_a) {
     if (gpt) {
-      l.mlp_a = act(pname(i, "mlp.gelu_in"), {b, s, f}, act_);
-      l.mlp_b = act(pname(i, "mlp.proj_in"), {b, s, f}, act_);
+      l.mlp_a = act(pname(i, "mlp.gelu_in"));
+      l.mlp_b = act(pname(i, "mlp.proj_in"));
       const view fc_bias = w("mlp.fc.bias");
       ops_.linear_forward(l.fc_in.view(), w("mlp.fc.weight"), &fc_bias, l.mlp_a.view(), rows_, f, h);
       ops_.gelu_forward(l.mlp_a.view(), l.mlp_b.view(), rows_ * f);
     } else {
-      l.mlp_a = act(pname(i, "mlp.gate"), {b, s, f}, act_);
-      l.mlp_b = act(pname(i, "mlp.up"), {b, s, f}, act_);
-      l.mlp_c = act(pname(i, "mlp.down_in"), {b, s, f}, act_);
+      l.mlp_a = act(pname(i, "mlp.gate"));
+      l.mlp_b = act(pname(i, "mlp.up"));
+      l.mlp_c = act(pname(i, "mlp.down_in"));
       ops_.linear_forward(l.fc_in.view(), w("mlp.gate.weight"), nullptr, l.mlp_a.view(), rows_, f, h);
       ops_.linear_forward(l.fc_in.view(), w("mlp.up.weight"), nullptr, l.mlp_b.view(), rows_, f, h);
       ops_.swiglu_forward(l.mlp_a.view(), l.mlp_b.view(), l.mlp_c.view(), rows_ * f);
     }
   }
   if (dropout && !l.mlp_mask) {
-    l.mlp_mask = act(pname(i, "mlp.dropout_mask"), {b, s, h}, dtype::u8);
+    l.mlp_mask = act(pname(i, "mlp.dropout_mask"));
     ops_.dropout_mask(seed_, site(step, mb, i, dropout_mlp_out), p, l.mlp_mask.view(), rows_ * h);
   }
   if (output) {
@@ -194,28 +200,28 @@ void transformer::drop_unkept(layer_buffers& l) {
 }
 
 double transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss_scale) {
-  const std::uint64_t b = run_.micro_batch, s = run_.seq, h = m_.hidden, V = m_.vocab;
+  const std::uint64_t h = m_.hidden, V = m_.vocab;
   const bool gpt = m_.family == model_family::gpt;
   mark(step, mb, "fwd_head", 0, "forward head");
-  lm_head_in_ = act("lm_head.in", {b, s, h}, act_);
+  lm_head_in_ = act("lm_head.in");
   if (gpt)
     ops_.layer_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), state_.weight("final_norm.bias"),
                                 lm_head_in_.view(), rows_, h);
   else
     ops_.rms_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), lm_head_in_.view(), rows_, h);
-  logits_ = act("logits", {b, s, V}, act_);
+  logits_ = act("logits");
   const view head = state_.weight(m_.tied_embeddings ? "embed.tokens" : "lm_head.weight");
   ops_.linear_forward(lm_head_in_.view(), head, nullptr, logits_.view(), rows_, V, h);
 
   mark(step, mb, "loss", 0, "loss");
   view loss_input = logits_.view();
   if (act_ != dtype::fp32) {  // the loss reads an fp32 copy of the logits
-    logits_fp32_ = act("logits.fp32", {b, s, V}, dtype::fp32);
+    logits_fp32_ = act("logits.fp32");
     const view upcast = logits_fp32_.view();
     ops_.convert(loss_input, upcast, loss_input.size);
     loss_input = upcast;
   }
-  logits_grad_ = act("logits.grad", {b, s, V}, act_);
+  logits_grad_ = act("logits.grad");
   const float grad_scale = loss_scale / static_cast<float>(rows_ * run_.grad_accum);
   const double total = ops_.cross_entropy_forward_backward(loss_input, targets_.view(), logits_grad_.view(), rows_, V, grad_scale);
   logits_.reset();
@@ -225,16 +231,15 @@ double transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss
 }
 
 void transformer::head_backward() {
-  const std::uint64_t b = run_.micro_batch, s = run_.seq, h = m_.hidden, a = m_.heads, V = m_.vocab;
+  const std::uint64_t h = m_.hidden, V = m_.vocab;
   const bool gpt = m_.family == model_family::gpt;
   state_.ensure_grads();
-  bwd_.d_residual = act("bwd.d_residual", {b, s, h}, act_);
-  bwd_.d_hidden = act("bwd.d_hidden", {b, s, h}, act_);
-  bwd_.d_qkv = act("bwd.d_qkv", {b, s, m_.qkv_width()}, act_);
-  const std::uint64_t ffn_grad_width = gpt ? m_.ffn : 2 * m_.ffn;
-  bwd_.d_ffn = act("bwd.d_ffn", {b, s, std::max(ffn_grad_width, m_.q_width())}, act_);
-  if (run_.attention == attention_kind::eager) bwd_.d_scores = act("bwd.d_scores", {b, a, s, s}, act_);
-  else bwd_.flash_delta = act("bwd.flash_delta", {b, a, s}, dtype::fp32);
+  bwd_.d_residual = act("bwd.d_residual");
+  bwd_.d_hidden = act("bwd.d_hidden");
+  bwd_.d_qkv = act("bwd.d_qkv");
+  bwd_.d_ffn = act("bwd.d_ffn");
+  if (run_.attention == attention_kind::eager) bwd_.d_scores = act("bwd.d_scores");
+  else bwd_.flash_delta = act("bwd.flash_delta");
 
   const char* head_name = m_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
   ops_.linear_backward_weight(logits_grad_.view(), lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);

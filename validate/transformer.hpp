@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "planner/inventory.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/precision.hpp"
 #include "planner/run_config.hpp"
@@ -17,8 +18,10 @@ namespace trainplan::validate {
 
 class transformer {
  public:
-  transformer(const model_spec& m, const run_config& run, const precision_layout& layout, tracking_allocator& alloc,
-              model_state& state, std::uint64_t seed);
+  // `buffers` is the planner's trainplan inventory of this run: every activation the harness allocates is
+  // one of its buffers, with its shape and dtype.
+  transformer(const model_spec& m, const run_config& run, const precision_layout& layout, const inventory& buffers,
+              tracking_allocator& alloc, model_state& state, std::uint64_t seed);
 
   // Forward, loss and backward of micro-batch `micro_batch` of step `step` (both 0-based); gradients are
   // added to the model state's. The loss gradient is multiplied by loss_scale / (tokens * grad_accum).
@@ -39,7 +42,7 @@ class transformer {
   };
 
   void mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label);
-  tensor act(const std::string& name, std::vector<std::uint64_t> shape, dtype type);
+  tensor act(const std::string& name);  // "layer3.attn.qkv": shape and dtype from the inventory
   std::string pname(std::uint64_t layer, const char* suffix) const;
   std::uint64_t site(int step, std::uint64_t mb, std::uint64_t layer, int kind) const;
 
@@ -56,6 +59,7 @@ class transformer {
   const model_spec& m_;
   const run_config& run_;
   const precision_layout& layout_;
+  const inventory& inv_;
   tracking_allocator& alloc_;
   const kernels::kernel_ops& ops_;  // where and how it computes: alloc_'s backend
   model_state& state_;

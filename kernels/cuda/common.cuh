@@ -44,6 +44,7 @@ struct dview {
       case dtype::fp16: return __half2float(static_cast<const __half*>(data)[i]);
       case dtype::u8: case dtype::fp8: return static_cast<const std::uint8_t*>(data)[i];
       case dtype::i32: return static_cast<float>(static_cast<const std::int32_t*>(data)[i]);
+      case dtype::i64: return static_cast<float>(static_cast<const std::int64_t*>(data)[i]);
       default: return static_cast<const float*>(data)[i];
     }
   }
@@ -53,6 +54,7 @@ struct dview {
       case dtype::fp16: static_cast<__half*>(data)[i] = __float2half_rn(v); return;
       case dtype::u8: case dtype::fp8: static_cast<std::uint8_t*>(data)[i] = static_cast<std::uint8_t>(v); return;
       case dtype::i32: static_cast<std::int32_t*>(data)[i] = static_cast<std::int32_t>(v); return;
+      case dtype::i64: static_cast<std::int64_t*>(data)[i] = static_cast<std::int64_t>(v); return;
       default: static_cast<float*>(data)[i] = v; return;
     }
   }

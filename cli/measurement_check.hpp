@@ -1,0 +1,17 @@
+#pragma once
+// Predicts every run of collector reports (scripts/collect_hf.py) with --framework hf and prints prediction
+// beside measurement (`plan check`, and `plan calibrate --framework hf` after it sets the context).
+#include <string>
+#include <vector>
+
+#include "planner/calibration.hpp"
+#include "planner/gpu_spec.hpp"
+
+namespace trainplan::cli {
+
+// 0 when every tensor peak and device peak is within its tolerance (percent), 1 otherwise; throws
+// input_error for a malformed report.
+int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
+                       double tensor_tolerance_pct, double device_tolerance_pct);
+
+}  // namespace trainplan::cli

@@ -1,0 +1,46 @@
+#pragma once
+// The one way `plan` writes a file (-o, --emit, reports, calibration, plots).
+//   - "-" is standard output.
+//   - A regular file, or a path that does not exist yet, is written atomically: to a temporary file in the
+//     same folder, flushed with fsync, then renamed over the target. A failure or an interrupt never leaves
+//     a truncated file where a good one was, and never leaves the temporary file behind.
+//   - Anything else that exists (/dev/null, /dev/stdout, a FIFO, a terminal, a device) is opened and
+//     written directly. It is never replaced: renaming over /dev/null as root destroys the device.
+//   - A symbolic link is followed: its target is what gets written.
+// Write errors (a full disk, a closed pipe) throw input_error naming the file (exit 2).
+#include <cstdio>
+#include <string>
+
+namespace trainplan::cli {
+
+class output_file {
+ public:
+  explicit output_file(std::string path);
+  ~output_file();  // not committed: the temporary file is removed, the target untouched
+  output_file(const output_file&) = delete;
+  output_file& operator=(const output_file&) = delete;
+
+  std::FILE* stream() { return stream_; }
+  void write(const std::string& text);
+  // Flushes, syncs and (for a regular file) renames into place. Throws input_error on failure.
+  void commit();
+  const std::string& path() const { return path_; }
+  bool is_stdout() const { return stream_ == stdout; }
+
+ private:
+  void abandon() noexcept;
+  std::string path_;     // as the user gave it
+  std::string target_;   // where the rename goes (a symbolic link resolved)
+  std::string temp_;     // empty when written directly
+  std::FILE* stream_ = nullptr;
+  bool done_ = false;
+};
+
+// Writes `content` to `path` through output_file (creating missing parent folders for regular files).
+void write_output(const std::string& path, const std::string& content);
+
+// Installs SIGINT/SIGTERM handlers that remove every temporary file still open, then exit 130 / 143;
+// ignores SIGPIPE so a closed pipe is a write error (exit 2), not a silent death. Called once by main.
+void install_output_signal_handlers();
+
+}  // namespace trainplan::cli

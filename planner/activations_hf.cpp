@@ -1,0 +1,300 @@
+#include "planner/activations_hf.hpp"
+
+#include <algorithm>
+
+namespace trainplan {
+namespace {
+
+// The shape of a row, from the model and the run (b micro-batch, s sequence, h hidden, f ffn, a heads).
+enum class shape_rule {
+  bsh,         // [b, s, h]
+  bsf,         // [b, s, f]
+  bs_qkv,      // [b, s, q + 2kv]: GPT-2's fused c_attn output, of which q, k and v are views
+  bs_q,        // [b, a, s, d]
+  bs_kv,       // [b, kv, s, d]
+  bs_1,        // [b, s, 1]
+  two_bs,      // mean and rstd of a LayerNorm, [b, s, 1] each
+  bas,         // [b, a, s]
+  bas32,       // [b, a, roundup(s, 32)]: memory-efficient attention's log-sum-exp
+  bass,        // [b, a, s, s]
+  qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
+  fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
+  matmul,      // the layer's GEMM weights: autocast's bf16 copies
+};
+
+// The dtype a row is kept in.
+enum class dtype_role {
+  compute,    // the GEMM dtype: bf16/fp16 under autocast or in a 16-bit model, fp32 otherwise
+  param,      // the parameters' dtype: the residual stream, and what autocast runs in fp32 (pow, norms)
+  fp32,       // always fp32 (RMSNorm's upcast, the log-sum-exp, Llama's softmax)
+  probs,      // the softmax output: fp32 for Llama (softmax(dtype=float32)) and the math path, param for GPT-2
+  norm_input, // Llama: the fp32 upcast RMSNorm saves, or the bf16 layer input a checkpoint keeps; GPT-2: param
+  mask,       // bool dropout masks, 1 byte
+};
+
+// How long a row lives within a micro-batch.
+enum class keep_class {
+  layer_input,       // the residual stream entering the layer: kept under every recompute mode
+  saved,             // saved by autograd from the layer's forward to its backward (recomputed under checkpointing)
+  forward_working,   // exists while the layer's forward runs
+  backward_working,  // exists while the layer's backward runs
+  autocast_cache,    // autocast's weight copies: saved, or under checkpointing cached until the forward ends
+};
+
+// Conditions: a row applies when every bit it names holds.
+enum when_bits : unsigned {
+  gpt = 1u << 0, llama = 1u << 1, amp = 1u << 2, dropout = 1u << 3,
+  sdpa_saves_qkv = 1u << 4,   // fused or efficient backend: q, k, v saved as they are (GPT-2: views of c_attn's output)
+  attn_copies = 1u << 5,      // eager or math: contiguous q, k^T, v copies, k and v repeated to every head
+  attn_probs = 1u << 6,       // eager or math: the s x s probabilities are kept
+  probs_copy = 1u << 7,       // the probabilities the matmul reads are a second tensor (cast or dropped out)
+  lse_fused = 1u << 8, lse_efficient = 1u << 9,
+  // Which weights train: a frozen linear layer's backward needs only its weight for the input's gradient,
+  // so autograd saves its input only when the weight (or a LoRA adapter on it) trains.
+  trains_qkv = 1u << 10, trains_mlp = 1u << 11, trains_all = 1u << 12,
+  scores_upcast = 1u << 13,  // the scores are in a 16-bit dtype and softmax runs in fp32
+  math_path = 1u << 14,      // SDPA's math backend
+  scores_same_dtype = 1u << 15,  // not scores_upcast
+};
+
+struct hf_row {
+  std::string_view name;
+  shape_rule shape;
+  dtype_role type;
+  keep_class keep;
+  unsigned when;
+};
+
+// One decoder layer. Sources: the saved-tensor inventories (op, saved name, dtype, shape), and the modeling
+// code they come from: transformers' GPT2Block/GPT2Attention/NewGELUActivation and LlamaDecoderLayer/
+// LlamaRMSNorm/LlamaMLP/apply_rotary_pos_emb; PyTorch's autocast op lists (fp32: layer_norm, pow, softmax,
+// log_softmax) and derivatives.yaml (which inputs each backward saves).
+constexpr hf_row layer_rows[] = {
+    // GPT-2: ln_1 (LayerNorm saves its input and fp32 mean/rstd), then c_attn reading a bf16 cast of ln_1's output.
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, gpt},
+    {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
+    // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor.
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama},
+    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv},
+    // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
+    // k after rotary embedding, v as projected), its output, and the log-sum-exp.
+    {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
+    {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused},
+    {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient},
+    // Eager attention (and SDPA's math path) multiplies contiguous copies: q, k^T and v, with k and v
+    // repeated to every query head (repeat_kv); it keeps the probabilities, and the copy the second matmul
+    // reads when that is a bf16 cast or the dropout's output.
+    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
+    {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
+    {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
+    // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
+    {"layer{}.attn.out_in", shape_rule::bs_q, dtype_role::compute, keep_class::saved, 0},
+    {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
+    // Second norm and the MLP's input.
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp},
+    // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops: pow saves x (an fp32
+    // cast under autocast), tanh its result, the last mul both factors (0.5*x in the GEMM dtype, 1 + tanh
+    // promoted to fp32); c_proj reads a cast of the fp32 result.
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt},
+    {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp},
+    {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
+    // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama},
+    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama},
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama},
+    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | trains_mlp},
+    // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
+    // (A LoRA base is loaded in bf16: nothing to cast.)
+    {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
+    // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
+    // temporaries, and in backward the residual gradient and the MLP's inner gradients.
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, 0},
+    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
+    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, 0},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, 0},
+    {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
+    // 16-bit copies of either exist only before or after that moment).
+    {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
+    // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
+    // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
+    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
+    // SDPA's math path: _safe_softmax computes softmax, then where(all-masked row, 0, softmax), so the
+    // softmax output and the saved result coexist, with the bool mask of -inf scores.
+    {"layer{}.fwd.safe_softmax_out", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, math_path},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
+};
+
+}  // namespace
+
+std::string_view sdpa_backend_name(sdpa_backend b) {
+  switch (b) {
+    case sdpa_backend::fused: return "cuDNN/FlashAttention";
+    case sdpa_backend::efficient: return "memory-efficient";
+    case sdpa_backend::math: return "math";
+    case sdpa_backend::eager: return "eager (attn_implementation=\"eager\")";
+  }
+  return "?";
+}
+
+sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout) {
+  if (run.attention == attention_kind::eager) return sdpa_backend::eager;
+  if (layout.compute == dtype::bf16 || layout.compute == dtype::fp16) return sdpa_backend::fused;
+  // fp32: FlashAttention and cuDNN take only 16-bit inputs; the memory-efficient kernel takes fp32 but not
+  // grouped-query heads (the S10 inventory shows the math path for fp32 Llama with 4 kv heads of 16).
+  return m.kv_heads == m.heads ? sdpa_backend::efficient : sdpa_backend::math;
+}
+
+void check_hf_run(const run_config& run, const precision_layout& layout) {
+  if (run.tp > 1 || run.pp > 1)
+    throw input_error("--framework hf models one data-parallel rank of PyTorch eager: no --tp or --pp (use megatron)");
+  if (run.recompute == recompute_mode::selective)
+    throw input_error("--framework hf checkpoints whole decoder layers: --recompute none or full");
+  const precision_regime p = layout.regime;
+  if (p != precision_regime::fp32 && p != precision_regime::amp_bf16 && p != precision_regime::amp_fp16 &&
+      p != precision_regime::bf16)
+    throw input_error(fmt::format("--framework hf trains in fp32, amp-bf16, amp-fp16 or bf16, not {}",
+                                  precision_name(p)));
+}
+
+void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+                        const param_counts& counts) {
+  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, f = m.ffn, a = m.heads, d = m.head_dim,
+                      V = m.vocab;
+  const bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache,
+             drop = run.dropout > 0, checkpointed = run.recompute == recompute_mode::full;
+  // A LoRA base is loaded in bf16 (peft's usual setup), so its residual stream is bf16 too.
+  const bool full = run.finetune == finetune_kind::full;
+  const dtype compute = layout.compute, param = full ? layout.weights : dtype::bf16;
+  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
+  const bool copies = backend == sdpa_backend::eager || backend == sdpa_backend::math;
+  const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
+
+  unsigned holds = (is_gpt ? gpt : llama) | (autocast ? amp : 0u) | (drop ? dropout : 0u);
+  if (!copies) holds |= sdpa_saves_qkv;
+  if (copies) holds |= attn_copies | attn_probs;
+  if (copies && (probs_type != compute || drop)) holds |= probs_copy;
+  holds |= copies && compute != dtype::fp32 && probs_type == dtype::fp32 ? scores_upcast : scores_same_dtype;
+  if (backend == sdpa_backend::math) holds |= math_path;
+  if (backend == sdpa_backend::fused) holds |= lse_fused;
+  if (backend == sdpa_backend::efficient) holds |= lse_efficient;
+  // Full fine-tuning trains every weight; LoRA (peft) trains adapters on the targeted linears only.
+  if (full || (run.lora_targets & (lora_q | lora_k | lora_v))) holds |= trains_qkv;
+  if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
+  // Autocast copies of full weights; FSDP/ZeRO-3 gathers weights in their compute dtype instead.
+  if (full && run.zero < 3) holds |= trains_all;
+
+  auto shape_of = [&](shape_rule r) -> tensor_shape {
+    switch (r) {
+      case shape_rule::bsh: return {b, s, h};
+      case shape_rule::bsf: return {b, s, f};
+      case shape_rule::bs_qkv: return {b, s, m.qkv_width()};
+      case shape_rule::bs_q: return {b, a, s, d};
+      case shape_rule::bs_kv: return {b, m.kv_heads, s, d};
+      case shape_rule::bs_1: return {b, s, 1};
+      case shape_rule::two_bs: return {2, b, s, 1};
+      case shape_rule::bas: return {b, a, s};
+      case shape_rule::bas32: return {b, a, (s + 31) / 32 * 32};
+      case shape_rule::bass: return {b, a, s, s};
+      case shape_rule::qkv_casts: return {is_gpt || !autocast ? 1u : 3u, b, s, h};
+      case shape_rule::fc_casts: return {is_gpt || !autocast ? 1u : 2u, b, s, h};
+      case shape_rule::matmul: return {counts.matmul_per_layer};
+    }
+    return {};
+  };
+  auto type_of = [&](dtype_role r) {
+    switch (r) {
+      case dtype_role::compute: return compute;
+      case dtype_role::param: return param;
+      case dtype_role::fp32: return dtype::fp32;
+      case dtype_role::probs: return probs_type;
+      case dtype_role::norm_input: return is_gpt || checkpointed ? param : dtype::fp32;
+      case dtype_role::mask: return dtype::u8;
+    }
+    return compute;
+  };
+
+  const std::int64_t fwd0 = inv.fwd_layer0(), bwd0 = inv.bwd_layer0(), loss = inv.event(event_kind::loss);
+  const event_interval forward_of_layer{fwd0, 1, fwd0, 1}, backward_of_layer{bwd0, -1, bwd0, -1};
+  for (const hf_row& row : layer_rows) {
+    if ((row.when & holds) != row.when) continue;
+    const tensor_shape shape = shape_of(row.shape);
+    const dtype type = type_of(row.type);
+    const tensor_category cat = row.keep == keep_class::autocast_cache ? tensor_category::weights
+                                : row.keep == keep_class::backward_working ? tensor_category::activation_grads
+                                                                           : tensor_category::activations;
+    switch (row.keep) {
+      case keep_class::layer_input: inv.layer(row.name, shape, type, true, true, cat); break;
+      case keep_class::saved:
+        // Non-reentrant checkpointing discards what the forward saves and rebuilds it in the layer's backward.
+        if (checkpointed) inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer});
+        else inv.layer(row.name, shape, type, true, false, cat);
+        break;
+      case keep_class::forward_working: inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer}); break;
+      case keep_class::backward_working: inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}); break;
+      case keep_class::autocast_cache: {
+        // Autocast caches each weight's cast until the autocast region (the whole forward, loss included)
+        // ends; under checkpointing nothing else keeps it, and the recomputation casts it again.
+        tensor_spec& t = checkpointed ? inv.layer_intervals(row.name, shape, type, cat, {{fwd0, 1, loss, 0}, backward_of_layer})
+                                      : inv.layer(row.name, shape, type, true, false, cat);
+        t.role = tensor_role::frozen_weights;
+        t.scope = param_scope::layer_matmul;
+        break;
+      }
+    }
+  }
+
+  // ---- around the layers --------------------------------------------------------------------------
+  const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
+  using ek = event_kind;
+  inv.span("batch.input_ids", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  inv.span("batch.labels", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  if (is_gpt) inv.span("batch.position_ids", {1, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  if (is_gpt && drop)
+    inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
+    inv.span("rope.cos_sin", {2, s, d}, param, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations, ek::fwd_layer,
+           ek::bwd_head, last_layer);
+  if (is_gpt) {
+    inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  } else {
+    inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  }
+  if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  if (autocast && full && run.zero < 3)
+    inv.span("lm_head.autocast.weight", {V, h}, compute, tensor_category::weights, ek::fwd_head, ek::bwd_head).role =
+        tensor_role::frozen_weights;
+  // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
+  // after backward, before optimizer.step().
+  inv.span("logits", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
+  // ForCausalLMLoss: logits.float() (a copy unless they are fp32 already), cross_entropy = log_softmax,
+  // whose fp32 output is saved, then nll_loss. In backward nll_loss's gradient and log_softmax's coexist.
+  if (compute != dtype::fp32)
+    inv.span("loss.logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
+  inv.span("loss.log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
+  inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
+  inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+}
+
+}  // namespace trainplan

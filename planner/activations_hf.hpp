@@ -1,0 +1,30 @@
+#pragma once
+// The activations of one training step of PyTorch eager + Hugging Face transformers (--framework hf):
+// every tensor autograd saves for backward, the loss's fp32 buffers, and the working sets that exist only
+// within one event. Read off the saved-tensor inventories measured with torch 2.11 and transformers 5.17 on
+// an H100 (../shared/measurements/, copied with provenance into tests/data/measurements/).
+#include "planner/inventory_builder.hpp"
+#include "planner/model_spec.hpp"
+#include "planner/param_count.hpp"
+#include "planner/precision.hpp"
+#include "planner/run_config.hpp"
+
+namespace trainplan {
+
+// Which kernel torch.nn.functional.scaled_dot_product_attention runs (attention_kind::flash under hf
+// means the model's attn_implementation="sdpa"; eager means "eager").
+enum class sdpa_backend { fused, efficient, math, eager };
+// PyTorch's choice for the dtype and head layout (sdp_utils.cpp): cuDNN or FlashAttention for 16-bit
+// inputs (on the H100 the inventories show cuDNN; both save q, k, v, the output and an fp32 log-sum-exp),
+// memory-efficient attention for fp32 without grouped-query heads, the math path for fp32 with them.
+sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
+std::string_view sdpa_backend_name(sdpa_backend b);
+
+// Throws input_error for what the profile does not model (tensor or pipeline parallelism, selective
+// recomputation: Hugging Face checkpoints whole decoder layers).
+void check_hf_run(const run_config& run, const precision_layout& layout);
+
+void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+                        const param_counts& counts);
+
+}  // namespace trainplan

@@ -1,0 +1,29 @@
+#pragma once
+// Replays training steps' allocations and frees, as the inventory's lifetimes order them, through the
+// simulated caching allocator (planner/caching_allocator.hpp): what PyTorch reserves from the device.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "planner/inventory.hpp"
+
+namespace trainplan {
+
+struct allocator_replay {
+  std::uint64_t peak_allocated_bytes = 0;  // max_memory_allocated(): tensors, rounded to the allocator's blocks
+  std::uint64_t peak_reserved_bytes = 0;   // max_memory_reserved(): segments taken from the device
+};
+
+// Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach
+// AdamW one state tensor per parameter); activations one tensor per buffer and layer. Within an event the
+// buffers that start there are allocated (in inventory order) before the ones that end there are freed.
+// Simulates the model's creation and `steps` optimizer steps (the measurements read step 3).
+struct allocator_growth {
+  std::string_view tensor;     // the buffer whose allocation took a new segment
+  std::uint64_t reserved_bytes = 0;  // reserved after it
+  int step = 0;                // 0-based optimizer step
+};
+allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                  int steps = 3, std::vector<allocator_growth>* growth = nullptr);
+
+}  // namespace trainplan

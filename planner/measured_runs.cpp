@@ -1,0 +1,145 @@
+#include "planner/measured_runs.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+namespace {
+
+using json = nlohmann::json;
+
+// Checked field access: the file, line and field are in every message.
+struct line_reader {
+  const json& j;
+  std::string where;
+
+  const json& at(const char* key) const {
+    if (!j.is_object() || !j.contains(key)) throw input_error(fmt::format("{}: missing field '{}'", where, key));
+    return j.at(key);
+  }
+  std::uint64_t count(const json& v, const char* key) const {
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+      throw input_error(fmt::format("{}: field '{}' must be a non-negative integer", where, key));
+    return v.get<std::uint64_t>();
+  }
+  std::uint64_t count(const char* key) const { return count(at(key), key); }
+  std::uint64_t count_in(const json& obj, const char* key, std::uint64_t fallback) const {
+    return obj.contains(key) ? count(obj.at(key), key) : fallback;
+  }
+  std::string text(const json& v, const char* key) const {
+    if (!v.is_string()) throw input_error(fmt::format("{}: field '{}' must be a string", where, key));
+    return v.get<std::string>();
+  }
+  std::string text(const char* key) const { return text(at(key), key); }
+  double number(const char* key) const {
+    const json& v = at(key);
+    if (!v.is_number()) throw input_error(fmt::format("{}: field '{}' must be a number", where, key));
+    return v.get<double>();
+  }
+  bool flag(const char* key, bool fallback) const {
+    if (!j.contains(key)) return fallback;
+    if (!j.at(key).is_boolean()) throw input_error(fmt::format("{}: field '{}' must be true or false", where, key));
+    return j.at(key).get<bool>();
+  }
+};
+
+measured_run read_run(const line_reader& r) {
+  measured_run run;
+  run.id = r.text("id");
+  const json& m = r.at("model");
+  if (!m.is_object()) throw input_error(fmt::format("{}: field 'model' must be an object", r.where));
+  const line_reader mr{m, r.where + " model"};
+  const std::string fam = mr.text("fam");
+  if (fam != "gpt2" && fam != "llama" && fam != "mistral" && fam != "qwen2")
+    throw input_error(fmt::format("{}: unknown model family '{}' (known: gpt2, llama, mistral, qwen2)", r.where, fam));
+  const bool gpt = fam == "gpt2";
+  model_spec& s = run.model;
+  s.name = run.id;
+  s.family = gpt ? model_family::gpt : model_family::llama;
+  s.layers = mr.count("L");
+  s.hidden = mr.count("h");
+  s.heads = mr.count("a");
+  if (s.heads == 0 || s.hidden % s.heads != 0) throw input_error(fmt::format("{}: heads must divide h", r.where));
+  s.kv_heads = mr.count_in(m, "kv", s.heads);
+  s.head_dim = s.hidden / s.heads;
+  s.ffn = mr.count_in(m, "ffn", 4 * s.hidden);
+  s.vocab = mr.count("V");
+  s.tied_embeddings = gpt || (m.contains("tied") && m.at("tied").is_boolean() && m.at("tied").get<bool>());
+  s.qkv_bias = fam == "qwen2";
+  s.max_positions = gpt ? mr.count_in(m, "max_positions", 1024) : 0;  // Llama's rotary positions are no parameters
+  validate_model(s);
+
+  run_config& c = run.run;
+  c.framework = framework_kind::hf;
+  c.seq = r.count("seq");
+  c.micro_batch = r.count("mbs");
+  c.grad_accum = r.count_in(r.j, "grad_accum", 1);
+  const std::string regime = r.text("regime");
+  if (regime == "amp-bf16") c.precision = precision_regime::amp_bf16;
+  else if (regime == "amp-fp16") c.precision = precision_regime::amp_fp16;
+  else if (regime == "bf16") c.precision = precision_regime::bf16;
+  else if (regime == "fp32") c.precision = precision_regime::fp32;
+  else throw input_error(fmt::format("{}: unknown regime '{}' (known: amp-bf16, amp-fp16, bf16, fp32)", r.where, regime));
+  const std::string attn = r.text("attn");
+  if (attn != "sdpa" && attn != "eager") throw input_error(fmt::format("{}: unknown attn '{}' (known: sdpa, eager)", r.where, attn));
+  c.attention = attn == "eager" ? attention_kind::eager : attention_kind::flash;
+  c.recompute = r.flag("gc", false) ? recompute_mode::full : recompute_mode::none;
+  c.dropout = r.number("drop");
+  if (!(c.dropout >= 0 && c.dropout < 1)) throw input_error(fmt::format("{}: drop must be in [0, 1)", r.where));
+  const std::string opt = r.j.contains("opt") ? r.text("opt") : "foreach";
+  if (opt != "foreach" && opt != "fused") throw input_error(fmt::format("{}: unknown opt '{}' (known: foreach, fused)", r.where, opt));
+  c.optimizer_impl = opt == "fused" ? optimizer_impl_kind::fused : optimizer_impl_kind::foreach_impl;
+  if (r.j.contains("lora") && !r.j.at("lora").is_null()) {
+    c.finetune = finetune_kind::lora;
+    c.lora_rank = r.count("lora");
+    if (r.j.contains("lora_targets")) c.lora_targets = parse_lora_targets(r.text("lora_targets"));
+  }
+  run.params = r.count("params");
+  run.out_of_memory = r.flag("oom", false);
+  if (!run.out_of_memory) {
+    run.alloc_peak_bytes = r.count("alloc_peak");
+    run.reserved_peak_bytes = r.count("reserved_peak");
+    run.step_seconds = r.number("step_s");
+  }
+  return run;
+}
+
+}  // namespace
+
+measured_file parse_measurements(std::string_view text, const std::string& file_name) {
+  measured_file out;
+  std::istringstream in{std::string(text)};
+  int number = 0;
+  bool have_env = false;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{} line {}", file_name, number);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {  // syntax, and numbers out of range such as 1e400
+      throw input_error(fmt::format("{}: not JSON ({})", where, e.what()));
+    }
+    const line_reader r{j, where};
+    if (r.text("id") == "env") {
+      out.gpu = r.text("gpu");
+      out.torch = r.text("torch");
+      out.transformers = r.text("transformers");
+      out.context_bytes = r.count("context_bytes");
+      out.gpu_total_bytes = r.count("gpu_total_bytes");
+      have_env = true;
+      continue;
+    }
+    out.runs.push_back(read_run(r));
+  }
+  if (!have_env) throw input_error(fmt::format("{}: no env line (\"id\": \"env\") describing the machine", file_name));
+  if (out.runs.empty()) throw input_error(fmt::format("{}: no measured configuration", file_name));
+  return out;
+}
+
+}  // namespace trainplan

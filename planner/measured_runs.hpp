@@ -1,0 +1,37 @@
+#pragma once
+// Measurements of real training runs in the collector's format (scripts/collect_hf.py; the shared H100
+// file tests/data/measurements/pytorch-hf-h100-2026-11-22.jsonl): one JSON object a line, the first
+// describing the machine ("id": "env"), each other one configuration with its measured memory and time.
+// Read into the planner's terms, so that `plan check` and the tests predict each run with --framework hf.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/model_spec.hpp"
+#include "planner/run_config.hpp"
+
+namespace trainplan {
+
+struct measured_run {
+  std::string id;
+  model_spec model;
+  run_config run;
+  std::uint64_t params = 0;               // as the collector counted them
+  std::uint64_t alloc_peak_bytes = 0;     // max_memory_allocated() over the step: the tensor peak
+  std::uint64_t reserved_peak_bytes = 0;  // max_memory_reserved() over the run
+  double step_seconds = 0;
+  bool out_of_memory = false;
+};
+
+struct measured_file {
+  std::string gpu, torch, transformers;   // from the env line
+  std::uint64_t context_bytes = 0;        // CUDA context less PyTorch's reserved bytes
+  std::uint64_t gpu_total_bytes = 0;      // cudaMemGetInfo's total
+  std::vector<measured_run> runs;
+};
+
+// Throws input_error naming the file, the line and the field for anything malformed or missing.
+measured_file parse_measurements(std::string_view text, const std::string& file_name);
+
+}  // namespace trainplan

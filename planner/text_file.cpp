@@ -1,0 +1,31 @@
+#include "planner/text_file.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sys/stat.h>
+
+#include "planner/input_error.hpp"
+
+namespace trainplan {
+
+std::string read_text_file(const std::filesystem::path& path) {
+  const std::string name = path.string();
+  struct stat st {};
+  if (::stat(name.c_str(), &st) != 0) throw input_error(fmt::format("{}: cannot read the file: {}", name, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw input_error(fmt::format("{}: is a folder, not a file", name));
+  if (!S_ISREG(st.st_mode)) throw input_error(fmt::format("{}: not a regular file (a device, FIFO or socket)", name));
+  if (static_cast<std::uintmax_t>(st.st_size) > max_input_file_bytes)
+    throw input_error(fmt::format("{}: larger than {} MiB", name, max_input_file_bytes >> 20));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(fmt::format("{}: cannot read the file", name));
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) throw input_error(fmt::format("{}: reading failed", name));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
+}
+
+}  // namespace trainplan

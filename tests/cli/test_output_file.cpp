@@ -1,0 +1,115 @@
+// The one output path (cli/output_file.hpp): regular files replaced atomically, devices and FIFOs written
+// directly and never replaced, "-" for standard output, no temporary file left after an interrupt.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/cli/run_plan.hpp"
+
+using trainplan::test::run_plan;
+using trainplan::test::slurp;
+
+namespace {
+
+const std::string small_sweep = "sweep --model gpt2 --seq 128,256 --gpu h100 --quiet";
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+bool is_char_device(const char* path) {
+  struct stat st {};
+  return ::stat(path, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+int partial_files(const std::filesystem::path& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().find(".partial") != std::string::npos) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("output to /dev/null and /dev/stdout is written, never replaced: the device stays a device", "[cli][output]") {
+  REQUIRE(is_char_device("/dev/null"));
+  auto r = run_plan(small_sweep + " -o /dev/null");
+  CHECK(r.exit_code == 0);
+  CHECK(is_char_device("/dev/null"));
+  r = run_plan(small_sweep + " -o /dev/stdout");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.rfind("model,", 0) == 0);  // the CSV went to standard output
+  CHECK(is_char_device("/dev/null"));
+  r = run_plan(small_sweep + " -o -");
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.rfind("model,", 0) == 0);
+  // --emit goes through the same path.
+  r = run_plan("--model gpt2 --seq 1024 --gpu h100 --emit deepspeed -o /dev/null");
+  CHECK(r.exit_code == 0);
+  CHECK(is_char_device("/dev/null"));
+}
+
+TEST_CASE("output into a FIFO is written through it instead of replacing it", "[cli][output]") {
+  const auto dir = fresh_dir("trainplan-fifo");
+  const auto fifo = dir / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string read_back;
+  std::thread reader([&] { read_back = slurp(fifo); });
+  const auto r = run_plan(small_sweep + " -o " + fifo.string());
+  reader.join();
+  CHECK(r.exit_code == 0);
+  struct stat st {};
+  REQUIRE(::stat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK(read_back.rfind("model,", 0) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a regular file is replaced whole, keeps its mode, and a symbolic link is written through", "[cli][output]") {
+  const auto dir = fresh_dir("trainplan-regular");
+  const auto file = dir / "sweep.csv";
+  std::ofstream(file) << "old\n";
+  std::filesystem::permissions(file, std::filesystem::perms(0640));
+  auto r = run_plan(small_sweep + " -o " + file.string());
+  CHECK(r.exit_code == 0);
+  CHECK(slurp(file).rfind("model,", 0) == 0);
+  CHECK((std::filesystem::status(file).permissions() & std::filesystem::perms::all) == std::filesystem::perms(0640));
+  const auto link = dir / "link.csv";
+  std::filesystem::create_symlink(file, link);
+  std::ofstream(file) << "old\n";
+  r = run_plan(small_sweep + " -o " + link.string());
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(slurp(file).rfind("model,", 0) == 0);
+  CHECK(partial_files(dir) == 0);
+  // A folder is not a file: one line, exit 2, nothing left behind.
+  r = run_plan(small_sweep + " -o " + dir.string());
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("folder") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("SIGINT or SIGTERM during a sweep: exit 130 or 143, no .partial file, the old output intact", "[cli][output]") {
+  const auto dir = fresh_dir("trainplan-interrupt");
+  const auto file = dir / "sweep.csv";
+  for (const auto& [signal_name, expected] : {std::pair<std::string, int>{"INT", 130}, {"TERM", 143}}) {
+    std::ofstream(file) << "previous good output\n";
+    // About two million rows: seconds of work, so the signal lands mid-write.
+    const std::string cmd = std::string(TRAINPLAN_PLAN_BINARY) +
+                            " sweep --model gpt2 --seq 16:1024:+1 --micro-batch 1:256 --gpu h100,a100-80gb --quiet -o " +
+                            file.string() + " 2>/dev/null & pid=$!; sleep 0.7; kill -" + signal_name +
+                            " $pid; wait $pid; exit $?";
+    const int status = std::system(("bash -c '" + cmd + "'").c_str());
+    CHECK(WEXITSTATUS(status) == expected);
+    CHECK(slurp(file) == "previous good output\n");
+    CHECK(partial_files(dir) == 0);
+  }
+  std::filesystem::remove_all(dir);
+}

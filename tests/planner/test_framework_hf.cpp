@@ -1,0 +1,145 @@
+// --framework hf against real PyTorch 2.11 + transformers 5.17 training steps on an H100
+// (tests/data/measurements/): the tensor peak (max_memory_allocated) of every configuration.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/allocator_trace.hpp"
+#include "planner/plan.hpp"
+#include "tests/planner/measured_runs.hpp"
+#include "tests/planner/test_helpers.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+// What memory_allocated counts at the peak: every tensor, and PyTorch's cuBLAS workspaces, which it
+// allocates through its caching allocator.
+std::uint64_t predicted_allocated(const plan_result& p) { return p.tensor_peak_bytes + p.overhead.cublas_workspace_bytes; }
+
+double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
+
+}  // namespace
+
+TEST_CASE("hf profile: the shared H100 runs' parameter counts are the planner's exact counts", "[framework][hf]") {
+  for (const measured_run& r : test::shared_h100_measurements().runs) {
+    INFO(r.id);
+    CHECK(describe_model(r.model).counts.total == r.params);
+  }
+}
+
+TEST_CASE("hf profile: each shared H100 run's tensor peak is predicted within 3%", "[framework][hf]") {
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const calibration calib = test::data().calibration_for(h100);
+  std::string table = "run   measured GiB  predicted GiB   error\n";
+  double worst = 0;
+  for (const measured_run& r : test::shared_h100_measurements().runs) {
+    const plan_result p = evaluate_plan(r.model, r.run, h100, calib);
+    const double err = error_pct(static_cast<double>(predicted_allocated(p)), static_cast<double>(r.alloc_peak_bytes));
+    worst = std::max(worst, std::abs(err));
+    table += fmt::format("{:<5} {:>12.3f} {:>14.3f} {:>+7.2f}%  at {}\n", r.id, r.alloc_peak_bytes / 1073741824.0,
+                         predicted_allocated(p) / 1073741824.0, err, phase_name(p.timeline.peak));
+    INFO(r.id << ": predicted " << predicted_allocated(p) << " measured " << r.alloc_peak_bytes);
+    // Tolerance: issue 9's 3%. What is not modelled (allocator rounding of unsplit blocks, scalars,
+    // cuBLASLt workspaces) measured 10-35 MB here, under 0.7% of the smallest peak.
+    CHECK(std::abs(err) <= 3.0);
+  }
+  WARN(table << fmt::format("largest error {:.2f}%", worst));
+}
+
+TEST_CASE("hf profile: device peak (context + simulated caching allocator) of the shared H100 runs", "[framework][hf][allocator]") {
+  const measured_file f = test::shared_h100_measurements();
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const calibration calib = test::data().calibration_for(h100);
+  std::string table = "run   reserved GiB  simulated   error | alloc peak  simulated  error\n";
+  // Known gaps (issue 9's note): the checkpointed GPT-2 run and the amp Llama run reserve 12-14% less than
+  // simulated, the fp32 Llama on SDPA's math path 17% more. The event-level replay orders allocations
+  // within an event coarsely; those three depend on it. Every other run must stay within issue 9's 5%.
+  const std::set<std::string> known_gaps = {"S5", "S6", "S10"};
+  for (const measured_run& r : f.runs) {
+    const plan_result p = evaluate_plan(r.model, r.run, h100, calib);
+    const allocator_replay sim = replay_allocator(p.inv, describe_model(r.model), r.run.grad_accum);
+    const double ws = static_cast<double>(p.overhead.cublas_workspace_bytes);
+    const double reserved = sim.peak_reserved_bytes + ws, allocated = sim.peak_allocated_bytes + ws;
+    table += fmt::format("{:<5} {:>12.3f} {:>10.3f} {:>+6.1f}% | {:>10.3f} {:>10.3f} {:>+6.1f}%\n", r.id,
+                         r.reserved_peak_bytes / 1073741824.0, reserved / 1073741824.0,
+                         error_pct(reserved, static_cast<double>(r.reserved_peak_bytes)), r.alloc_peak_bytes / 1073741824.0,
+                         allocated / 1073741824.0, error_pct(allocated, static_cast<double>(r.alloc_peak_bytes)));
+    INFO(r.id);
+    CHECK(std::abs(error_pct(allocated, static_cast<double>(r.alloc_peak_bytes))) <= 3.0);
+    if (!known_gaps.count(r.id)) CHECK(std::abs(error_pct(reserved, static_cast<double>(r.reserved_peak_bytes))) <= 5.0);
+  }
+  WARN(table);
+}
+
+TEST_CASE("hf profile: Llama-2-7B in pure bf16 with checkpointing on an H100, as issue 14 measured it", "[framework][hf]") {
+  // Issue 14: model.to(bfloat16), gradient checkpointing, s4096 b1, fused AdamW used 53.4 GiB at the
+  // device level on a real H100 (torch 2.11, transformers 5.17). A run the profile was not built from.
+  const gpu_spec& h100 = test::data().gpu("h100");
+  run_config run;
+  run.framework = framework_kind::hf;
+  run.precision = precision_regime::bf16;
+  run.recompute = recompute_mode::full;
+  run.optimizer_impl = optimizer_impl_kind::fused;
+  run.seq = 4096;
+  const plan_result p = evaluate_plan(test::data().model("llama-2-7b").spec, run, h100, test::data().calibration_for(h100));
+  const double measured = 53.4 * 1073741824.0;
+  const double replayed = static_cast<double>(p.overhead.cuda_context_bytes + p.allocator_reserved_bytes);
+  WARN("7B bf16 checkpointed: device peak " << p.peak_bytes / 1073741824.0 << " GiB (allocator replay "
+                                            << replayed / 1073741824.0 << " GiB), measured 53.4 GiB");
+  CHECK(std::abs(static_cast<double>(p.peak_bytes) - measured) <= 0.05 * measured);  // issue 9's 5% at the device level
+  CHECK(std::abs(replayed - measured) <= 0.05 * measured);
+}
+
+TEST_CASE("hf profile: what autograd saved, dtype by dtype, in the 8 measured inventories", "[framework][hf]") {
+  // The inventories list every tensor autograd held after the forward (unique storages; parameters marked).
+  // The profile's buffers live from the forward into the backward are the prediction of that, less what
+  // the training loop holds (the returned logits, the batch's labels) and plus nothing else.
+  const std::string path = std::string(TRAINPLAN_TEST_DATA) + "/measurements/pytorch-hf-h100-2026-11-22.jsonl";
+  std::ifstream in(path);
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const calibration calib = test::data().calibration_for(h100);
+  const measured_file f = test::shared_h100_measurements();
+  std::string table = "run   dtype  measured MB  predicted MB\n";
+  int compared = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("inventory") || j["inventory"].is_null()) continue;
+    const auto run = std::find_if(f.runs.begin(), f.runs.end(), [&](const measured_run& r) { return r.id == j["id"]; });
+    REQUIRE(run != f.runs.end());
+    std::map<std::string, double> measured, predicted;
+    for (const auto& row : j["inventory"]) {
+      if (row["param"].get<bool>()) continue;  // the model's own parameters are not activations
+      const std::string t = row["dtype"];
+      const std::string d = t == "float32" ? "fp32" : t == "bfloat16" ? "bf16" : t == "bool" ? "u8" : t == "int64" ? "i64" : t;
+      measured[d] += row["unique_bytes"].get<double>();
+    }
+    plan_options o;
+    o.detail = timeline_detail::peak_and_live;
+    const plan_result p = evaluate_plan(run->model, run->run, h100, calib, o);
+    const std::int64_t L = static_cast<std::int64_t>(p.inv.layers);
+    const std::int64_t loss = event_index(event_kind::loss, 0, L), bwd_head = event_index(event_kind::bwd_head, 0, L);
+    for (const tensor_spec& t : p.inv.tensors) {
+      if (t.lifetime != state_lifetime::micro_batch || t.name == "logits" || t.name == "batch.labels") continue;
+      // Saved: live at the end of the forward (the loss) and still live when the backward starts.
+      const std::uint64_t n = std::min(instances_live(t, loss, L), instances_live(t, bwd_head, L));
+      predicted[std::string(dtype_name(t.type))] += static_cast<double>(n * t.bytes);
+    }
+    for (const auto& [d, bytes] : measured) {
+      if (bytes < 1e6) continue;  // scalars and a few KB of indices
+      table += fmt::format("{:<5} {:<6} {:>11.1f} {:>13.1f}\n", run->id, d, bytes / 1e6, predicted[d] / 1e6);
+      INFO(run->id << " " << d << ": measured " << bytes << ", predicted " << predicted[d]);
+      // Tolerance: 64 KiB per dtype, for what the profile leaves out on purpose (LayerNorm's mean and rstd
+      // are counted, but not RNG seeds, loss scalars and total_weight, a few hundred bytes each).
+      CHECK(std::abs(predicted[d] - bytes) <= 65536.0);
+    }
+    ++compared;
+  }
+  WARN(table);
+  CHECK(compared == 8);
+}
