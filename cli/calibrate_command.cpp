@@ -25,11 +25,20 @@
 #include "planner/input_error.hpp"
 #include "planner/text_file.hpp"
 #include "planner/plan.hpp"
+#include "planner/timing_fit.hpp"
 
 namespace trainplan::cli {
 namespace {
 
 using json = nlohmann::json;
+
+json timing_json(const timing_constants& k) {
+  return {{"gemm_efficiency", k.gemm_efficiency},       {"gemm_half_dim", k.gemm_half_dim},
+          {"fp32_gemm_efficiency", k.fp32_gemm_efficiency},
+          {"attention_efficiency", k.attention_efficiency}, {"bandwidth_fraction", k.bandwidth_fraction},
+          {"kernel_seconds", k.kernel_seconds},         {"step_seconds", k.step_seconds},
+          {"foreach_tensor_seconds", k.foreach_tensor_seconds}};
+}
 
 struct calibrate_args {
   std::vector<std::string> inputs;
@@ -107,7 +116,24 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
   c.hf_cuda_context_bytes = contexts[contexts.size() / 2];
   fmt::print("plan calibrate --framework hf: {} ({}): PyTorch's CUDA context {} (was {})\n\n", g.name, g.description,
              gib(c.hf_cuda_context_bytes), gib(before));
-  const int verdict = check_measurements(args.inputs, g, c, 3.0, 5.0);
+  // The hf profile's roofline constants, fitted over every measured step time.
+  std::vector<timing_observation> timed;
+  for (const std::string& path : args.inputs)
+    for (const measured_run& r : parse_measurements(read_text_file(path), path).runs) {
+      if (r.out_of_memory) continue;
+      const plan_result p = evaluate_plan(r.model, r.run, g, c, {timeline_detail::peak});
+      timed.push_back({r.id, p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, r.step_seconds});
+    }
+  const timing_fit fit = fit_timing(timed);
+  c.timing_for(framework_kind::hf) = fit.constants;
+  const timing_constants& k = fit.constants;
+  fmt::print("Step time (hf profile): GEMMs at {} (fp32: {}) x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
+             "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step, {:.1f} us per foreach tensor: over {} runs the "
+             "median error is {:.1f}%, the largest {:.1f}%\n\n",
+             percent(k.gemm_efficiency), percent(k.fp32_gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim,
+             k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6, k.step_seconds * 1e3, k.foreach_tensor_seconds * 1e6,
+             timed.size(), fit.median_error_pct, fit.max_error_pct);
+  const int verdict = check_measurements(args.inputs, g, c, 3.0, 5.0, 20.0);
   if (!args.output.empty()) {
     json doc;
     try {
@@ -120,13 +146,20 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
       throw input_error(fmt::format("{}: not a calibration file (an object with a \"gpus\" object)", args.output));
     json& entry = doc["gpus"][g.name];
     entry["hf_cuda_context_bytes"] = c.hf_cuda_context_bytes;
-    entry["source"] = fmt::format("plan calibrate --framework hf on {} report{}", args.inputs.size(),
-                                  args.inputs.size() == 1 ? "" : "s");
+    if (entry.contains("timing") && !entry["timing"].is_object())
+      throw input_error(fmt::format("{}: gpus.{}.timing is not an object", args.output, g.name));
+    entry["timing"]["hf"] = timing_json(k);
+    std::string names;
+    for (const std::string& path : args.inputs)
+      names += (names.empty() ? "" : ", ") + std::filesystem::path(path).filename().string();
+    entry["source"] = fmt::format("plan calibrate --framework hf on {} ({} runs): PyTorch's CUDA context and the hf "
+                                  "profile's step-time constants",
+                                  names, timed.size());
     const std::string text = doc.dump(2) + "\n";
     catalog check = data;
     check.apply_calibration(text, false);  // never write what the loader would reject
     write_output(args.output, text);
-    fmt::print("Wrote the {} entry's hf_cuda_context_bytes to {}\n", g.name, args.output);
+    fmt::print("Wrote the {} entry's hf_cuda_context_bytes and hf timing constants to {}\n", g.name, args.output);
   }
   return verdict;
 }
@@ -188,10 +221,9 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         o.context_bytes = field<std::uint64_t>(j, "device", "context_bytes", file);
         o.workspace_bytes = field<std::uint64_t>(j, "device", "workspace_bytes", file);
         o.step_seconds = field<double>(j, "device", "step_seconds", file);
-        o.hardware_flops = p.flops.hardware_per_step;
-        o.optimizer_seconds = p.time.optimizer_seconds;
+        o.ops = p.ops;
         o.peak_flops_per_s = p.time.peak_flops_per_s;
-        o.tokens_per_micro_batch = static_cast<double>(r.seq) * static_cast<double>(r.micro_batch);
+        o.bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
         runs.push_back(o);
       }
       const gpu_spec& g = data.gpu(gpu_name);
@@ -202,8 +234,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       json entry{{"cuda_context_bytes", c.cuda_context_bytes},
                  {"cublas_workspace_bytes", c.cublas_workspace_bytes},
                  {"allocator_slack_fraction", c.allocator_slack_fraction},
-                 {"achieved_efficiency", c.achieved_efficiency},
-                 {"efficiency_half_tokens", c.efficiency_half_tokens},
+                 {"timing", {{"trainplan", timing_json(c.timing_for(framework_kind::trainplan))}}},
                  {"source", fmt::format("plan calibrate on {} run{} (max errors: memory {:.2f}%, time {:.2f}%)", runs.size(),
                                         runs.size() == 1 ? "" : "s", fit.max_memory_error_pct, fit.max_time_error_pct)}};
       if (!args->output.empty()) {
@@ -237,12 +268,12 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       fmt::print("plan calibrate: {} ({}) from {} run{}\n", g.name, g.description, runs.size(), runs.size() == 1 ? "" : "s");
       fmt::print("  CUDA context       {}\n  cuBLAS workspace   {}\n  allocator slack    {} of tensor bytes\n", gib(c.cuda_context_bytes),
                  gib(c.cublas_workspace_bytes), percent(c.allocator_slack_fraction));
-      if (c.efficiency_half_tokens > 0)
-        fmt::print("  efficiency         {} x n / (n + {:.0f}), n = tokens per micro-batch\n", percent(c.achieved_efficiency),
-                   c.efficiency_half_tokens);
-      else
-        fmt::print("  efficiency         {} of dense peak (one GEMM size measured, or no size dependence found)\n",
-                   percent(c.achieved_efficiency));
+      const timing_constants& k = c.timing_for(framework_kind::trainplan);
+      fmt::print("  step time          GEMMs {} x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
+                 "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step\n",
+                 percent(k.gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim, k.gemm_half_dim,
+                 percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
+                 k.step_seconds * 1e3);
       fmt::print("\n  {:<48} {:>14} {:>14} {:>8} {:>10} {:>10} {:>8}\n", "run", "device peak", "predicted", "error", "step s",
                  "predicted", "error");
       for (const auto& r : fit.residuals)

@@ -22,7 +22,7 @@ namespace {
 struct check_args {
   std::vector<std::string> files;
   std::string gpu = "h100";
-  double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0;
+  double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0, time_tolerance_pct = 20.0;
 };
 
 
@@ -31,15 +31,15 @@ double error_pct(double predicted, double measured) { return 100.0 * (predicted 
 }  // namespace
 
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
-                       double tensor_tolerance_pct, double device_tolerance_pct) {
+                       double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct) {
   bool all_within = true;
-  double worst_tensor = 0, worst_device = 0;
+  double worst_tensor = 0, worst_device = 0, worst_time = 0;
   for (const std::string& path : files) {
     const measured_file f = parse_measurements(read_text_file(path), path);
     fmt::print("{}: {}, torch {}, transformers {}; CUDA context {} as measured\n", path, f.gpu, f.torch,
                f.transformers, gib(f.context_bytes));
-    fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {}\n", "run", "tensor peak", "predicted", "error",
-               "device peak", "replayed", "error", "configuration");
+    fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {:>9} {:>9} {:>8}   {}\n", "run", "tensor peak",
+               "predicted", "error", "device peak", "replayed", "error", "step", "predicted", "error", "configuration");
     for (const measured_run& r : f.runs) {
       const plan_result p = evaluate_plan(r.model, r.run, gpu, calib);
       const std::string what = fmt::format(
@@ -59,16 +59,21 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
       const double measured_device = static_cast<double>(f.context_bytes + r.reserved_peak_bytes);
       const double te = error_pct(tensor, static_cast<double>(r.alloc_peak_bytes));
       const double de = error_pct(device, measured_device);
+      const double ts = error_pct(p.time.step_seconds, r.step_seconds);
       worst_tensor = std::max(worst_tensor, std::abs(te));
       worst_device = std::max(worst_device, std::abs(de));
-      all_within = all_within && std::abs(te) <= tensor_tolerance_pct && std::abs(de) <= device_tolerance_pct;
-      fmt::print("  {:<10} {:>12} {:>12} {:>+7.2f}%   {:>12} {:>12} {:>+7.2f}%   {}\n", r.id,
-                 gib(r.alloc_peak_bytes), gib(static_cast<std::uint64_t>(tensor)), te,
-                 gib(static_cast<std::uint64_t>(measured_device)), gib(static_cast<std::uint64_t>(device)), de, what);
+      worst_time = std::max(worst_time, std::abs(ts));
+      all_within = all_within && std::abs(te) <= tensor_tolerance_pct && std::abs(de) <= device_tolerance_pct &&
+                   std::abs(ts) <= time_tolerance_pct;
+      fmt::print("  {:<10} {:>12} {:>12} {:>+7.2f}%   {:>12} {:>12} {:>+7.2f}%   {:>7.1f}ms {:>7.1f}ms {:>+7.2f}%   {}\n",
+                 r.id, gib(r.alloc_peak_bytes), gib(static_cast<std::uint64_t>(tensor)), te,
+                 gib(static_cast<std::uint64_t>(measured_device)), gib(static_cast<std::uint64_t>(device)), de,
+                 r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
     }
   }
-  fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%): {}\n",
-             worst_tensor, tensor_tolerance_pct, worst_device, device_tolerance_pct,
+  fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
+             "{:.2f}% (tolerance {}%): {}\n",
+             worst_tensor, tensor_tolerance_pct, worst_device, device_tolerance_pct, worst_time, time_tolerance_pct,
              all_within ? "all within" : "NOT all within");
   return all_within ? 0 : 1;
 }
@@ -84,6 +89,8 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       ->type_name("PCT")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--device-tolerance", args->device_tolerance_pct, "allowed device-peak error in percent (default 5)")
       ->type_name("PCT")->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--time-tolerance", args->time_tolerance_pct, "allowed step-time error in percent (default 20)")
+      ->type_name("PCT")->check(CLI::Range(0.0, 1000.0));
   cmd->footer("Example: python3 scripts/collect_hf.py --preset shared-h100 -o mine.jsonl && plan check mine.jsonl");
 
   cmd->callback([args, &chosen]() {
@@ -91,7 +98,7 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       const catalog data = catalog::load();
       const gpu_spec& gpu = data.gpu(args->gpu);
       return check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,
-                                args->device_tolerance_pct);
+                                args->device_tolerance_pct, args->time_tolerance_pct);
     };
   });
 }

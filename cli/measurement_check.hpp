@@ -9,9 +9,9 @@
 
 namespace trainplan::cli {
 
-// 0 when every tensor peak and device peak is within its tolerance (percent), 1 otherwise; throws
-// input_error for a malformed report.
+// 0 when every tensor peak, device peak and step time is within its tolerance (percent), 1 otherwise;
+// throws input_error for a malformed report.
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
-                       double tensor_tolerance_pct, double device_tolerance_pct);
+                       double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct);
 
 }  // namespace trainplan::cli

@@ -100,6 +100,10 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                {"tokens_per_second", p.time.tokens_per_second},
                {"mfu", p.time.mfu},
                {"hfu", p.time.hfu}};
+  json breakdown = json::object();
+  for (std::size_t c = 0; c < op_class_count; ++c)
+    breakdown[std::string(op_class_name(static_cast<op_class>(c)))] = p.time.breakdown.seconds[c];
+  j["time"]["breakdown"] = breakdown;
   if (in.train_tokens) {
     j["time"]["train_tokens"] = *in.train_tokens;
     j["time"]["time_to_train_seconds"] = *in.train_tokens / p.time.tokens_per_second;

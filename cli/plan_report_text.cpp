@@ -49,11 +49,18 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                               ? "PyTorch's context from data/calibration.json, measured with torch 2.11 on an H100 unless "
                                 "calibrated; two 32 MiB workspaces, PyTorch's on sm_90, one per thread that runs GEMMs"
                               : "data/calibration.json; initial literature values until calibrated"));
-  a.push_back(fmt::format("time: hardware FLOPs at {} of the {} dense peak ({}), plus the optimizer's memory traffic at "
-                          "full bandwidth",
-                          percent(p.time.efficiency), dtype_name(p.layout.compute),
-                          p.calib.efficiency_half_tokens > 0 ? "calibrated for this GEMM size"
-                                                             : "not yet calibrated: independent of GEMM size"));
+  const timing_constants& k = p.calib.timing_for(p.run.framework);
+  a.push_back(fmt::format("time: each op's FLOPs at a GEMM efficiency of {} x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of the "
+                          "{} dense peak (attention kernels {}) or its bytes at {} of the memory bandwidth, whichever is "
+                          "longer, plus {:.1f} us per kernel, {} per step{} ({} profile, data/calibration.json); "
+                          "communication between GPUs is not modelled",
+                          percent(k.gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim, k.gemm_half_dim,
+                          dtype_name(p.layout.compute), percent(k.attention_efficiency), percent(k.bandwidth_fraction),
+                          k.kernel_seconds * 1e6, duration(k.step_seconds),
+                          k.foreach_tensor_seconds > 0
+                              ? fmt::format(" and {:.0f} us per parameter tensor in foreach AdamW", k.foreach_tensor_seconds * 1e6)
+                              : std::string(),
+                          framework_name(p.run.framework)));
   return a;
 }
 
@@ -165,11 +172,22 @@ std::string render_plan_text(const plan_report_input& in) {
        scientific(f.model_per_step), scientific(backward_factor * f.gemm_forward_per_token * f.tokens_per_step),
        scientific(backward_factor * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
        percent(f.recompute_per_step / f.model_per_step));
-  line("  step {} ({} compute at {} of {:.0f} TFLOP/s {} + {} optimizer{}) -> {} tokens/s, MFU {}, HFU {}",
-       duration(p.time.step_seconds), duration(p.time.compute_seconds), percent(p.time.efficiency),
+  line("  step {} ({} compute on {:.0f} TFLOP/s {} + {} optimizer{}) -> {} tokens/s, MFU {}, HFU {}",
+       duration(p.time.step_seconds), duration(p.time.compute_seconds),
        p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
        p.time.offload_seconds > 0 ? fmt::format(" + {} PCIe offload", duration(p.time.offload_seconds)) : std::string(),
        grouped(static_cast<std::uint64_t>(p.time.tokens_per_second)), percent(p.time.mfu), percent(p.time.hfu));
+  {
+    std::string parts;
+    const double total = p.time.breakdown.total();
+    for (std::size_t c = 0; c < op_class_count; ++c) {
+      const double sec = p.time.breakdown.seconds[c];
+      if (sec <= 0) continue;
+      parts += fmt::format("{}{} {} ({})", parts.empty() ? "" : ", ", op_class_name(static_cast<op_class>(c)),
+                           duration(sec), percent(total > 0 ? sec / total : 0));
+    }
+    line("  by op class: {}", parts);
+  }
   if (in.train_tokens)
     line("  {} tokens take {} on {} ({} steps)", scientific(*in.train_tokens),
          duration(*in.train_tokens / p.time.tokens_per_second),

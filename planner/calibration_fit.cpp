@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "planner/input_error.hpp"
+#include "planner/timing_fit.hpp"
 
 namespace trainplan {
 
@@ -43,34 +43,13 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   }
   c.allocator_slack_fraction = xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0.0;
 
-  // Efficiency against GEMM size.
-  std::vector<std::pair<double, double>> points;  // (1/n, 1/e)
-  std::set<double> sizes;
-  double mean_efficiency = 0;
-  for (const auto& r : runs) {
-    const double compute = r.step_seconds - r.optimizer_seconds;
-    if (!(compute > 0) || !(r.peak_flops_per_s > 0) || !(r.hardware_flops > 0) || !(r.tokens_per_micro_batch > 0))
-      throw input_error(fmt::format("calibrate: {}: step time {} s leaves no time for compute (optimizer alone {} s)",
-                                    r.label, r.step_seconds, r.optimizer_seconds));
-    const double e = r.hardware_flops / (compute * r.peak_flops_per_s);
-    mean_efficiency += e / runs.size();
-    points.emplace_back(1.0 / r.tokens_per_micro_batch, 1.0 / e);
-    sizes.insert(r.tokens_per_micro_batch);
-  }
-  c.achieved_efficiency = std::min(mean_efficiency, 1.0);
-  c.efficiency_half_tokens = 0;
-  if (sizes.size() >= 2) {
-    double mx = 0, my = 0;
-    for (const auto& [x, y] : points) mx += x / points.size(), my += y / points.size();
-    double sxy = 0, sxx = 0;
-    for (const auto& [x, y] : points) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
-    const double slope = sxy / sxx, intercept = my - slope * mx;
-    if (intercept > 0 && slope > 0 && 1.0 / intercept <= 1.0) {
-      c.achieved_efficiency = 1.0 / intercept;
-      c.efficiency_half_tokens = slope / intercept;
-    }
-  }
+  // Step time: the harness's roofline constants.
+  std::vector<timing_observation> timed;
+  for (const auto& r : runs) timed.push_back({r.label, r.ops, r.peak_flops_per_s, r.bandwidth_bytes_per_s, r.step_seconds});
+  const timing_fit time_fit = fit_timing(timed);
+  c.timing_for(framework_kind::trainplan) = time_fit.constants;
 
+  std::size_t run_index = 0;
   for (const auto& r : runs) {
     calibration_residual res;
     res.label = r.label;
@@ -81,8 +60,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
         static_cast<std::uint64_t>(std::floor(static_cast<double>(r.tensor_peak_bytes) * c.allocator_slack_fraction)) +
         c.cuda_context_bytes + c.cublas_workspace_bytes;
     res.measured_step_seconds = r.step_seconds;
-    res.predicted_step_seconds =
-        r.hardware_flops / (r.peak_flops_per_s * c.efficiency_at(r.tokens_per_micro_batch)) + r.optimizer_seconds;
+    res.predicted_step_seconds = time_fit.predicted_seconds[run_index++];
     res.memory_error_pct = 100.0 * (static_cast<double>(res.predicted_device_peak_bytes) - static_cast<double>(r.device_peak_bytes)) /
                            static_cast<double>(r.device_peak_bytes);
     res.time_error_pct = 100.0 * (res.predicted_step_seconds - r.step_seconds) / r.step_seconds;

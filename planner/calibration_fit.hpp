@@ -4,15 +4,14 @@
 //   cuBLAS workspace the largest workspace measured
 //   allocator slack  s minimizing sum (device_peak - tensor_peak - context - workspace - s * tensor_peak)^2
 //                    (least squares through the origin), clipped to [0, 1]
-//   efficiency       e(n) = e_max * n / (n + n_half) over tokens per micro-batch n: 1/e is linear in 1/n
-//                    (1/e = 1/e_max + (n_half/e_max) / n), fitted by least squares; with one distinct n,
-//                    or a fit without meaning (non-positive terms), a constant e_max = mean efficiency
+//   step time        the harness's (trainplan profile's) roofline constants, planner/timing_fit.hpp
 // and reports, run by run, how far the calibrated planner is from what was measured.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "planner/calibration.hpp"
+#include "planner/step_ops.hpp"
 
 namespace trainplan {
 
@@ -23,10 +22,9 @@ struct calibration_observation {
   std::uint64_t context_bytes = 0;      // device memory in use after context creation, before any tensor
   std::uint64_t workspace_bytes = 0;    // cuBLAS workspace
   double step_seconds = 0;              // measured steady-state step time
-  double hardware_flops = 0;            // the planner's hardware FLOPs per step for this run
-  double optimizer_seconds = 0;         // the planner's optimizer time for this run
+  step_ops ops;                         // the planner's ops for this run (planner/step_ops.hpp)
   double peak_flops_per_s = 0;          // dense peak for the compute dtype
-  double tokens_per_micro_batch = 0;    // seq x micro-batch
+  double bandwidth_bytes_per_s = 0;     // the GPU's memory bandwidth
 };
 
 struct calibration_residual {
@@ -43,7 +41,7 @@ struct calibration_fit {
 };
 
 // `base` supplies what the runs cannot measure (the search's safety margin). Throws input_error when
-// there is nothing to fit or a run's numbers cannot be right (a step faster than its optimizer alone).
+// there is nothing to fit or a run's numbers cannot be right.
 calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base);
 
 }  // namespace trainplan

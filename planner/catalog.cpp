@@ -166,6 +166,38 @@ std::vector<model_preset> parse_models(std::string_view text) {
   return out;
 }
 
+// "timing": {"hf": {...}, "llmc": {...}}: each framework's roofline constants; an entry over a base
+// overrides only the keys it names. Ranges keep the roofline finite and meaningful.
+void parse_timing(const json& j, const std::string& where, calibration& c, bool partial) {
+  strict_object frameworks(j, where);
+  for (const framework_kind f : {framework_kind::hf, framework_kind::llmc, framework_kind::megatron, framework_kind::trainplan}) {
+    const std::string name(framework_name(f));
+    if (!frameworks.has(name)) {
+      if (!partial) throw input_error(fmt::format("{}: missing key '{}'", where, name));
+      continue;
+    }
+    const std::string at = where + "." + name;
+    strict_object o(frameworks.at(name), at);
+    timing_constants& t = c.timing_for(f);
+    auto pick = [&](const char* key, double& field, double lo, double hi, bool open_low) {
+      if (partial && !o.has(key)) return;
+      field = o.number(key);
+      if (!(open_low ? field > lo : field >= lo) || !(field <= hi))
+        throw input_error(fmt::format("{}: {} must be within {}{}, {}]", at, key, open_low ? "(" : "[", lo, hi));
+    };
+    pick("gemm_efficiency", t.gemm_efficiency, 0, 1, true);
+    pick("gemm_half_dim", t.gemm_half_dim, 0, 1e6, false);
+    pick("fp32_gemm_efficiency", t.fp32_gemm_efficiency, 0, 1, true);
+    pick("attention_efficiency", t.attention_efficiency, 0, 1, true);
+    pick("bandwidth_fraction", t.bandwidth_fraction, 0, 1, true);
+    pick("kernel_seconds", t.kernel_seconds, 0, 1, false);
+    pick("step_seconds", t.step_seconds, 0, 3600, false);
+    pick("foreach_tensor_seconds", t.foreach_tensor_seconds, 0, 1, false);
+    o.finish();
+  }
+  frameworks.finish();
+}
+
 calibration parse_calibration_entry(const json& j, const std::string& where, const calibration* base) {
   strict_object o(j, where);
   calibration c = base ? *base : calibration{};
@@ -181,20 +213,16 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   pick_uint("cublas_workspace_bytes", c.cublas_workspace_bytes);
   pick_uint("hf_cuda_context_bytes", c.hf_cuda_context_bytes);
   pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
-  pick_number("achieved_efficiency", c.achieved_efficiency);
   pick_number("safety_margin_fraction", c.safety_margin_fraction);
-  if (o.has("efficiency_half_tokens")) c.efficiency_half_tokens = o.number("efficiency_half_tokens");  // optional
+  if (!base || o.has("timing")) parse_timing(o.at("timing"), where + ".timing", c, base != nullptr);
   if (!base || o.has("source")) c.source = o.string("source");
   o.finish();
   if (c.cuda_context_bytes > (1ull << 50) || c.hf_cuda_context_bytes > (1ull << 50) || c.cublas_workspace_bytes > (1ull << 50))
     throw input_error(where + ": context and workspace bytes must be at most 2^50 (1 PiB)");
   if (c.allocator_slack_fraction < 0 || c.allocator_slack_fraction > 1)
     throw input_error(where + ": allocator_slack_fraction must be within [0, 1]");
-  if (c.efficiency_half_tokens < 0) throw input_error(where + ": efficiency_half_tokens must not be negative");
   if (c.safety_margin_fraction < 0 || c.safety_margin_fraction >= 1)
     throw input_error(where + ": safety_margin_fraction must be within [0, 1)");
-  if (!(c.achieved_efficiency > 0 && c.achieved_efficiency <= 1))
-    throw input_error(where + ": achieved_efficiency must be within (0, 1]");
   return c;
 }
 

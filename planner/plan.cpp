@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -203,9 +204,19 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
       if (t.role == tensor_role::gradients)  // down as gradients, up as weights of the same size
         pcie_bytes += 2.0 * static_cast<double>(t.bytes) * static_cast<double>(t.per_layer ? r.inv.layers : 1);
   }
-  r.time = estimate_step_time(r.flops, *peak, gpu, calib, optimizer_traffic_bytes(r.inv, r.layout),
-                              static_cast<double>(run.seq) * static_cast<double>(run.micro_batch), run.tp * run.pp,
-                              run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
+  // What the optimizer updates on this GPU: ZeRO shards it over data parallelism, tp and pp split it.
+  double trained_tensors = 0;
+  if (run.finetune == finetune_kind::full) {
+    for (const param_tensor& t : facts->tensors) trained_tensors += t.per_layer ? static_cast<double>(model.layers) : 1.0;
+  } else {
+    trained_tensors = 2.0 * std::popcount(run.lora_targets) * static_cast<double>(model.layers);  // A and B
+  }
+  const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
+  r.ops = list_step_ops(model, run, r.layout, r.params, static_cast<double>(r.trainable_params) / shards,
+                                     trained_tensors / static_cast<double>(run.pp),
+                                     static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
+                              run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               run.pp > 1 ? static_cast<double>(run.pp - 1) / static_cast<double>(run.grad_accum) : 0.0);
   return r;
 }

@@ -48,6 +48,7 @@ struct plan_result {
   std::uint64_t allocator_reserved_bytes = 0;
 
   step_flops flops;
+  step_ops ops;  // what one GPU runs in a step, which the time is estimated from
   step_time time;
 
   std::uint64_t category_bytes(tensor_category c) const {

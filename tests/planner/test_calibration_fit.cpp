@@ -1,30 +1,76 @@
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <limits>
+
 #include "planner/calibration_fit.hpp"
 #include "planner/input_error.hpp"
+#include "planner/timing_fit.hpp"
 
 using namespace trainplan;
 
 namespace {
 
+// A synthetic step whose parts vary independently from run to run (a fixed pseudo-random sequence), so
+// that each constant is identifiable: GEMMs of several shapes, memory-bound elementwise work, attention,
+// launches and foreach tensors.
+step_ops synthetic_ops(int k) {
+  std::uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(k + 1);
+  auto next = [&](double lo, double hi) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * static_cast<double>(state >> 11) / static_cast<double>(1ull << 53);
+  };
+  step_ops ops;
+  for (int g = 0; g < 2; ++g) {
+    step_op gemm;
+    gemm.name = "gemm";
+    gemm.cls = op_class::gemm;
+    gemm.gemm_shaped = true;
+    gemm.m = std::round(next(32, 8192)), gemm.n = std::round(next(32, 4096)), gemm.k = std::round(next(32, 4096));
+    gemm.flops = 2 * gemm.m * gemm.n * gemm.k * std::round(next(50, 400));
+    gemm.kernels = 100;
+    ops.ops.push_back(gemm);
+  }
+  step_op ew;
+  ew.name = "elementwise";
+  ew.cls = op_class::elementwise;
+  ew.bytes = next(1e8, 1e10);
+  ew.kernels = std::round(next(100, 5000));
+  ops.ops.push_back(ew);
+  step_op attention;
+  attention.name = "attention";
+  attention.cls = op_class::attention;
+  attention.flops = next(1e11, 3e13);
+  attention.kernels = 100;
+  ops.ops.push_back(attention);
+  ops.foreach_tensors = k % 3 ? std::round(next(10, 300)) : 0;
+  return ops;
+}
+
+timing_constants truth_constants() {
+  timing_constants t;
+  t.gemm_efficiency = 0.6, t.gemm_half_dim = 128, t.attention_efficiency = 0.35, t.bandwidth_fraction = 0.75;
+  t.kernel_seconds = 6e-6, t.step_seconds = 0.004, t.foreach_tensor_seconds = 8e-5;
+  return t;
+}
+
 // Runs generated from known constants: the fit must give them back.
 std::vector<calibration_observation> runs_from(const calibration& truth, double noise_pct = 0) {
   std::vector<calibration_observation> runs;
-  const double sizes[] = {1024, 2048, 4096, 8192, 16384};
-  const std::uint64_t tensors[] = {10ull << 30, 20ull << 30, 35ull << 30, 50ull << 30, 70ull << 30};
-  for (int k = 0; k < 5; ++k) {
+  for (int k = 0; k < 16; ++k) {
+    const std::uint64_t tensors = (10ull + 4ull * static_cast<std::uint64_t>(k)) << 30;
     calibration_observation o;
     o.label = "run" + std::to_string(k);
-    o.tensor_peak_bytes = tensors[k];
+    o.tensor_peak_bytes = tensors;
     o.context_bytes = truth.cuda_context_bytes + (k == 2 ? 4096 : 0);  // one odd run: the median ignores it
     o.workspace_bytes = truth.cublas_workspace_bytes;
-    o.device_peak_bytes = tensors[k] + static_cast<std::uint64_t>(tensors[k] * truth.allocator_slack_fraction) +
+    o.device_peak_bytes = tensors + static_cast<std::uint64_t>(static_cast<double>(tensors) * truth.allocator_slack_fraction) +
                           truth.cuda_context_bytes + truth.cublas_workspace_bytes;
     o.peak_flops_per_s = 989.4e12;
-    o.hardware_flops = 1e15 * (k + 1);
-    o.optimizer_seconds = 0.05;
-    o.tokens_per_micro_batch = sizes[k];
-    o.step_seconds = o.hardware_flops / (o.peak_flops_per_s * truth.efficiency_at(sizes[k])) + o.optimizer_seconds;
+    o.bandwidth_bytes_per_s = 3.35e12;
+    o.ops = synthetic_ops(k);
+    o.step_seconds = estimate_op_times(o.ops, o.peak_flops_per_s, o.bandwidth_bytes_per_s,
+                                       truth.timing_for(framework_kind::trainplan)).total();
     o.step_seconds *= 1 + (k % 2 ? noise_pct : -noise_pct) / 100;
     runs.push_back(o);
   }
@@ -38,16 +84,21 @@ TEST_CASE("calibration fitting recovers known constants", "[calibrate]") {
   truth.cuda_context_bytes = 600ull << 20;
   truth.cublas_workspace_bytes = 32ull << 20;
   truth.allocator_slack_fraction = 0.03;
-  truth.achieved_efficiency = 0.6;
-  truth.efficiency_half_tokens = 2048;
+  truth.timing_for(framework_kind::trainplan) = truth_constants();
   calibration base;
   base.safety_margin_fraction = 0.05;
   const calibration_fit fit = fit_calibration(runs_from(truth), base);
   CHECK(fit.fitted.cuda_context_bytes == truth.cuda_context_bytes);
   CHECK(fit.fitted.cublas_workspace_bytes == truth.cublas_workspace_bytes);
   CHECK(fit.fitted.allocator_slack_fraction == Approx(0.03).epsilon(1e-6));
-  CHECK(fit.fitted.achieved_efficiency == Approx(0.6).epsilon(1e-6));
-  CHECK(fit.fitted.efficiency_half_tokens == Approx(2048).epsilon(1e-6));
+  const timing_constants& t = fit.fitted.timing_for(framework_kind::trainplan);
+  CHECK(t.gemm_efficiency == Approx(0.6));
+  CHECK(t.gemm_half_dim == 128);
+  CHECK(t.attention_efficiency == Approx(0.35));
+  CHECK(t.bandwidth_fraction == Approx(0.75));
+  CHECK(t.kernel_seconds == Approx(6e-6).epsilon(1e-6));
+  CHECK(t.step_seconds == Approx(0.004).epsilon(1e-6));
+  CHECK(t.foreach_tensor_seconds == Approx(8e-5).epsilon(1e-6));
   CHECK(fit.fitted.safety_margin_fraction == 0.05);  // not measured: kept from the base
   CHECK(fit.max_memory_error_pct < 1e-6);
   CHECK(fit.max_time_error_pct < 1e-6);
@@ -58,26 +109,18 @@ TEST_CASE("calibration residuals show the noise the fit cannot remove", "[calibr
   truth.cuda_context_bytes = 500ull << 20;
   truth.cublas_workspace_bytes = 32ull << 20;
   truth.allocator_slack_fraction = 0.02;
-  truth.achieved_efficiency = 0.5;
-  truth.efficiency_half_tokens = 1000;
+  truth.timing_for(framework_kind::trainplan) = truth_constants();
   const calibration_fit fit = fit_calibration(runs_from(truth, 5.0), calibration{});
   CHECK(fit.max_time_error_pct > 1.0);   // +-5% alternating noise cannot be fitted away
   CHECK(fit.max_time_error_pct < 10.0);  // but the fit stays close
-  CHECK(fit.residuals.size() == 5);
+  CHECK(fit.residuals.size() == 16);
 }
 
-TEST_CASE("one GEMM size gives a constant efficiency, impossible runs are errors", "[calibrate]") {
-  calibration truth;
-  truth.achieved_efficiency = 0.45;
-  std::vector<calibration_observation> runs = runs_from(truth);
-  for (auto& r : runs) {
-    r.tokens_per_micro_batch = 4096;
-    r.step_seconds = r.hardware_flops / (r.peak_flops_per_s * 0.45) + r.optimizer_seconds;
-  }
-  const calibration_fit fit = fit_calibration(runs, calibration{});
-  CHECK(fit.fitted.efficiency_half_tokens == 0);
-  CHECK(fit.fitted.achieved_efficiency == Approx(0.45));
-  runs[0].step_seconds = 0.01;  // faster than its optimizer alone
-  CHECK_THROWS_AS(fit_calibration(runs, calibration{}), input_error);
+TEST_CASE("the timing fit refuses what it cannot fit", "[calibrate]") {
   CHECK_THROWS_AS(fit_calibration({}, calibration{}), input_error);
+  CHECK_THROWS_AS(fit_timing({}), input_error);
+  timing_observation bad{"bad", synthetic_ops(0), 989.4e12, 3.35e12, 0.0};
+  CHECK_THROWS_AS(fit_timing({bad}), input_error);
+  bad.measured_seconds = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_AS(fit_timing({bad}), input_error);
 }

@@ -18,7 +18,15 @@ const std::string one_model = R"({"models": [{"name": "m1", "family": "gpt", "no
   "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": 256, "vocab": 100, "max_positions": 64, "tied_embeddings": true,
   "dropout": 0.0, "source": "test"}]})";
 const std::string calib = R"({"default": {"cuda_context_bytes": 1, "hf_cuda_context_bytes": 3, "cublas_workspace_bytes": 2,
-  "allocator_slack_fraction": 0.0, "achieved_efficiency": 0.5, "safety_margin_fraction": 0.1, "source": "test"}, "gpus": {"x1": {"cuda_context_bytes": 7}}})";
+  "allocator_slack_fraction": 0.0, "safety_margin_fraction": 0.1, "source": "test",
+  "timing": {"hf": {"gemm_efficiency": 0.5, "gemm_half_dim": 0, "fp32_gemm_efficiency": 0.9, "attention_efficiency": 0.4,
+                    "bandwidth_fraction": 0.8, "kernel_seconds": 1e-5, "step_seconds": 0.01, "foreach_tensor_seconds": 1e-4},
+             "llmc": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
+                    "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
+             "megatron": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
+                    "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
+             "trainplan": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
+                    "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}}}, "gpus": {"x1": {"cuda_context_bytes": 7, "timing": {"hf": {"kernel_seconds": 2e-5}}}}})";
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   auto pos = s.find(from);
@@ -61,7 +69,9 @@ TEST_CASE("per-GPU calibration overrides the default key by key", "[catalog]") {
   calibration cal = c.calibration_for(c.gpu("x1"));
   CHECK(cal.cuda_context_bytes == 7);
   CHECK(cal.cublas_workspace_bytes == 2);
-  CHECK(cal.achieved_efficiency == 0.5);
+  CHECK(cal.timing_for(framework_kind::hf).gemm_efficiency == 0.5);
+  CHECK(cal.timing_for(framework_kind::hf).kernel_seconds == 2e-5);  // the GPU's entry overrides one key
+  CHECK(cal.timing_for(framework_kind::hf).step_seconds == 0.01);   // and keeps the others
   CHECK(data().calibration_for(data().gpu("a100-80gb")).cublas_workspace_bytes == 4u << 20);
   CHECK(data().calibration_for(data().gpu("h100")).cublas_workspace_bytes == 32u << 20);
 }
@@ -79,8 +89,10 @@ TEST_CASE("data loading is strict: broken JSON, unknown and missing keys name th
                     Catch::Contains("models.json"));
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"x1\"", "\"x9\"")),
                     Catch::Contains("calibration.json") && Catch::Contains("x9"));
-  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"achieved_efficiency\": 0.5", "\"achieved_efficiency\": 1.5")),
-                    Catch::Contains("achieved_efficiency"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"gemm_efficiency\": 0.5", "\"gemm_efficiency\": 1.5")),
+                    Catch::Contains("gemm_efficiency"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"llmc\": {", "\"jax\": {")),
+                    Catch::Contains("timing"));
   CHECK_THROWS_AS(catalog::from_text(replace(one_gpu, "\"bf16\": 2", "\"bf16\": \"fast\""), one_model, calib), input_error);
 }
 

@@ -1,0 +1,50 @@
+#pragma once
+// Step time from the operations (issue 10): each op takes the longer of its FLOPs at the GEMM efficiency for
+// its shape and its bytes at the achieved memory bandwidth (Williams et al. 2009, "Roofline"), plus a cost
+// per kernel launched; the step adds a fixed host cost and, for PyTorch's foreach optimizer, a cost per
+// parameter tensor. The constants are per GPU and framework (data/calibration.json, `plan calibrate`).
+#include <array>
+
+#include "planner/step_ops.hpp"
+
+namespace trainplan {
+
+struct timing_constants {
+  // GEMM efficiency e(m, n, k) = e_max * g(m) g(n) g(k) with g(x) = x / (x + gemm_half_dim): a GEMM reaches
+  // e_max of the dense peak when every dimension is large, half of that per dimension at gemm_half_dim
+  // (small dimensions underfill the tiles and the SMs).
+  double gemm_efficiency = 0.7;
+  double gemm_half_dim = 64;
+  // fp32 GEMMs without TF32 (PyTorch's default) run on the CUDA cores, whose lower peak cuBLAS approaches
+  // more closely than a tensor-core peak: their own e_max.
+  double fp32_gemm_efficiency = 0.85;
+  double attention_efficiency = 0.4;   // fused attention kernels' fraction of the dense peak
+  double bandwidth_fraction = 0.8;     // achieved fraction of the HBM bandwidth in streaming kernels
+  double kernel_seconds = 4e-6;        // per kernel launched: launch latency, or the host's dispatch in eager
+  double step_seconds = 0;             // per step: the host's work outside kernels
+  double foreach_tensor_seconds = 0;   // per parameter tensor in PyTorch's foreach optimizer (host)
+
+  double gemm_efficiency_at(double m, double n, double k, bool fp32 = false) const {
+    auto g = [&](double x) { return x / (x + gemm_half_dim); };
+    return (fp32 ? fp32_gemm_efficiency : gemm_efficiency) * g(m) * g(n) * g(k);
+  }
+};
+
+struct op_time_breakdown {
+  std::array<double, op_class_count> seconds{};  // by op_class; launches and host work under overhead
+  double total() const {
+    double t = 0;
+    for (double s : seconds) t += s;
+    return t;
+  }
+};
+
+// The device-side time of one op (no launch cost): the roofline's max of compute and memory time.
+// fp32: the step's GEMMs run in fp32 on the CUDA cores (step_ops::fp32_gemms).
+double op_device_seconds(const step_op& op, double peak_flops_per_s, double bandwidth_bytes_per_s,
+                         const timing_constants& k, bool fp32 = false);
+
+op_time_breakdown estimate_op_times(const step_ops& ops, double peak_flops_per_s, double bandwidth_bytes_per_s,
+                                    const timing_constants& k);
+
+}  // namespace trainplan

@@ -1,0 +1,145 @@
+#include "planner/step_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/step_ops_builder.hpp"
+#include "planner/step_ops_hf.hpp"
+
+namespace trainplan {
+
+std::string_view op_class_name(op_class c) {
+  switch (c) {
+    case op_class::gemm: return "gemm";
+    case op_class::attention: return "attention";
+    case op_class::elementwise: return "elementwise";
+    case op_class::loss: return "loss";
+    case op_class::embedding: return "embedding";
+    case op_class::optimizer: return "optimizer";
+    case op_class::overhead: return "overhead";
+  }
+  return "?";
+}
+
+namespace {
+
+double bytes_of(dtype t) { return static_cast<double>(dtype_bytes(t)); }
+
+// llm.c, Megatron-LM with Transformer Engine, and this project's harness: one kernel per norm, activation,
+// residual and loss, flash attention as one fused kernel (the scores recomputed in its backward), GEMMs
+// through cuBLAS. c: bytes of an activation element.
+void add_fused_layer(ops::row_group& layer, ops::row_group& norms, const model_spec& m, const run_config& run,
+                     double c) {
+  const double T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
+  const double s = static_cast<double>(run.seq), h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
+  const double qw = static_cast<double>(m.q_width()), kvw = static_cast<double>(m.kv_width());
+  const double qkvw = static_cast<double>(m.qkv_width()), E = T * h;
+  const bool gpt = m.family == model_family::gpt;
+  const bool llmc_gelu_recompute = run.framework == framework_kind::llmc && run.recompute != recompute_mode::none;
+
+  norms.add("norm.attention", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
+  layer.gemm("attention.qkv", T, qkvw, h, c, c);
+  const double attention_flops = 4 * T * s * qw;
+  if (run.attention == attention_kind::flash) {
+    const double io = (2 * T * qw + 2 * T * kvw) * c;
+    layer.add("attention.flash", op_class::attention, io, 1, 2.5 * io, 2, attention_flops, 3 * attention_flops, true);
+  } else {
+    const double heads = static_cast<double>(m.heads), d = static_cast<double>(m.head_dim);
+    const double batches = heads * static_cast<double>(run.micro_batch), N = batches * s * s;
+    layer.gemm("attention.scores", s, s, d, c, c, true, op_class::attention, batches, true);
+    layer.add("attention.softmax", op_class::attention, 2 * N * c, 1, 3 * N * c, 1, 0, 0, true);
+    layer.gemm("attention.values", s, d, s, c, c, true, op_class::attention, batches, true);
+  }
+  layer.gemm("attention.out", T, h, qw, c, c);
+  norms.add("residual.attention", op_class::elementwise, 3 * E * c, 1, 0, 0);
+  norms.add("norm.mlp", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
+  const double F = T * f;
+  if (gpt) {
+    layer.gemm("mlp.fc", T, f, h, c, c);
+    layer.add("mlp.gelu", op_class::elementwise, 2 * F * c, 1, (llmc_gelu_recompute ? 5 : 3) * F * c,
+              llmc_gelu_recompute ? 2 : 1);
+  } else {
+    layer.gemm("mlp.gate_up", T, 2 * f, h, c, c);
+    layer.add("mlp.swiglu", op_class::elementwise, 3 * F * c, 1, 5 * F * c, 1);
+  }
+  layer.gemm("mlp.down", T, h, f, c, c);
+  norms.add("residual.mlp", op_class::elementwise, 3 * E * c, 1, 0, 0);
+  if (run.dropout > 0) norms.add("dropout", op_class::elementwise, 2 * (2 * E * c + E), 2, 2 * (2 * E * c + E), 2);
+}
+
+void add_fused_head(ops::row_group& head, const model_spec& m, const run_config& run, double c, double w) {
+  const double T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
+  const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab), E = T * h;
+  head.add("embedding", op_class::embedding, E * (w + c), 1, E * c + V * h * 4, 2);
+  head.add("norm.final", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
+  head.gemm("lm_head", T, V, h, c, c);
+  // llm.c's fused classifier: softmax, loss and the logits' gradient in one kernel, written in place.
+  if (run.framework == framework_kind::llmc)
+    head.add("loss.fused_classifier", op_class::loss, 2 * T * V * c, 1, 0, 0);
+  else
+    head.add("loss.cross_entropy", op_class::loss, T * V * c + T * 8, 1, 2 * T * V * c, 1);
+}
+
+// PyTorch's multi_tensor_apply: chunks of 65,536 elements, at most 320 blocks and a depth-dependent number
+// of tensors per launch (ATen/native/cuda/MultiTensorApply.cuh: 110, 64, 48, 36, 30 for depths 1 to 5).
+double multi_tensor_launches(double elements, double tensors, double max_tensors) {
+  return std::max({1.0, std::ceil(elements / (65536.0 * 320.0)), std::ceil(tensors / max_tensors)});
+}
+
+}  // namespace
+
+step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                       const param_counts& params, double trained_params, double trained_tensors,
+                       double optimizer_bytes) {
+  (void)params;
+  step_ops result;
+  result.ops.reserve(64);
+  result.fp32_gemms = layout.compute == dtype::fp32;
+  const double mb = static_cast<double>(run.grad_accum);
+  const double layers = static_cast<double>(m.layers / run.pp);
+  const bool full = run.recompute == recompute_mode::full;
+  // Selective recomputation reruns the attention core; flash attention already recomputes it in backward.
+  const bool selective = run.recompute == recompute_mode::selective && run.attention != attention_kind::flash &&
+                         run.framework != framework_kind::llmc;  // llm.c's "selective" recomputes GELU only
+  const double tp = static_cast<double>(run.tp);
+
+  ops::row_group layer{result.ops, mb * layers * (full ? 2 : 1), mb * layers,
+                       mb * layers * (1 + (full ? 1 : 0) + (selective ? 1 : 0)), 1 / tp};
+  ops::row_group norms = layer;
+  norms.share = run.sequence_parallel ? 1 / tp : 1;  // norms, residuals, dropout: replicated across tp ranks
+  ops::row_group head{result.ops, mb, mb, mb, 1};
+
+  if (run.framework == framework_kind::hf) {
+    add_hf_step_ops(layer, head, m, run, layout);
+  } else {
+    const double c = bytes_of(layout.activations), w = bytes_of(layout.weights);
+    add_fused_layer(layer, norms, m, run, c);
+    add_fused_head(head, m, run, c, w);
+  }
+
+  // The optimizer: one pass over what it updates. PyTorch's foreach AdamW runs eight list operations
+  // (weight decay, lerp, mul, addcmul, sqrt, div, add, addcdiv: 4 p + 14 s + 2 g bytes per parameter with
+  // p, s, g the weight, state and gradient sizes) where the fused kernel reads p, g, m, v and writes p, m, v
+  // once (2 p + g + 4 s): with equal sizes, 20/7 of the fused traffic (torch/optim/adamw.py, _multi_tensor_adamw).
+  step_op opt;
+  opt.cls = op_class::optimizer;
+  const bool foreach = run.framework == framework_kind::hf && run.optimizer_impl == optimizer_impl_kind::foreach_impl;
+  if (foreach) {
+    opt.name = "optimizer.foreach";
+    opt.bytes = optimizer_bytes * 20.0 / 7.0;
+    opt.kernels = 8 * multi_tensor_launches(trained_params, trained_tensors, 64);
+    result.foreach_tensors = trained_tensors;
+  } else if (run.framework == framework_kind::llmc) {
+    opt.name = "optimizer.fused";  // one kernel over llm.c's single parameter buffer
+    opt.bytes = optimizer_bytes;
+    opt.kernels = 1;
+  } else {
+    opt.name = "optimizer.fused";
+    opt.bytes = optimizer_bytes;
+    opt.kernels = multi_tensor_launches(trained_params, trained_tensors, 36);
+  }
+  if (opt.bytes > 0) result.ops.push_back(opt);
+  return result;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,193 @@
+// PyTorch eager runs every Python operation of a Hugging Face model as its own kernel (or two, in backward).
+// What each row counts, per pass, follows the modeling code (transformers 5.17: modeling_gpt2.py,
+// modeling_llama.py, loss_utils.py) and the autocast op lists (torch 2.11, autocast_mode.cpp), and agrees
+// with the tensors autograd saved in ../shared/measurements (tests/data/measurements). Elementwise bytes
+// are what each kernel reads and writes once; backward kernels are autograd's formulas
+// (tools/autograd/derivatives.yaml): a product's backward is two products, a unary op's one kernel, and a
+// tensor used twice gets its gradients summed by one more kernel.
+#include "planner/step_ops_hf.hpp"
+
+#include "planner/activations_hf.hpp"
+
+namespace trainplan {
+namespace {
+
+double size_of(dtype t) { return static_cast<double>(dtype_bytes(t)); }
+
+struct hf_shape {
+  double T, s, h, f, qw, kvw, E, F, heads, d, batches;
+  double c;   // GEMM output / autocast dtype bytes
+  double r;   // residual stream and norm dtype (fp32 under autocast: the model's weights are fp32)
+  double w;   // weight dtype bytes
+  bool amp;   // autocast: casts of GEMM inputs and weights
+};
+
+// LayerNorm (GPT-2): one kernel forward; backward one for the input gradient and one for gamma and beta.
+void layer_norm(ops::row_group& g, std::string_view name, const hf_shape& x) {
+  g.add(name, op_class::elementwise, 2 * x.E * x.r, 1, 5 * x.E * x.r, 2);
+}
+
+// LlamaRMSNorm: x.to(fp32), x.pow(2).mean(-1), + eps, rsqrt, x * rsqrt, .to(input dtype), weight * x:
+// the casts are no-ops when the stream is already fp32 (autocast).
+void rms_norm(ops::row_group& g, std::string_view name, const hf_shape& x) {
+  const double casts = x.r == 4 ? 0 : 2;
+  const double fwd = 4 * 2 * x.E + 4 * x.E + 2 * x.E * (4 + x.r) + casts * x.E * (4 + x.r) / 2;
+  // pow, mean, rsqrt, the two products (two kernels each), the two casts and one gradient sum.
+  g.add(name, op_class::elementwise, fwd, 6 + casts, 2 * fwd, 9 + casts);
+}
+
+// Autocast casts an fp32 GEMM input to the compute dtype (one kernel) and its gradient back (one kernel).
+void input_cast(ops::row_group& g, std::string_view name, double elements, const hf_shape& x, double count = 1) {
+  if (!x.amp) return;
+  g.add(name, op_class::elementwise, count * elements * (4 + x.c), count, count * elements * (4 + x.c), count);
+}
+
+// A linear layer: the GEMM, autocast's copy of the weight (once per forward; its cache is cleared when
+// the autocast region exits, so recomputation casts again) and, in backward, the weight gradient cast back
+// to fp32, plus the bias gradient reduction when there is a bias.
+void linear(ops::row_group& g, std::string_view name, std::string_view cast_name, double out, double in,
+            const hf_shape& x, bool bias) {
+  g.gemm(name, x.T, out, in, x.c, x.c);
+  if (x.amp) g.add(cast_name, op_class::elementwise, in * out * (4 + x.c), 1, in * out * (4 + x.c), 1);
+  if (bias) g.add(cast_name, op_class::elementwise, 0, 0, x.T * out * x.c, 1);
+}
+
+// A residual add of a GEMM output to the stream: one kernel; in backward the stream's gradient is summed
+// from its two consumers, and cast to the branch dtype when the stream is fp32.
+void residual(ops::row_group& g, std::string_view name, const hf_shape& x) {
+  g.add(name, op_class::elementwise, x.E * (2 * x.r + x.c), 1, 3 * x.E * x.r + (x.r != x.c ? x.E * (x.r + x.c) : 0),
+        x.r != x.c ? 2 : 1);
+}
+
+void dropout(ops::row_group& g, std::string_view name, double elements, double bytes, bool on) {
+  if (on) g.add(name, op_class::elementwise, elements * (2 * bytes + 1), 1, elements * (2 * bytes + 1), 1);
+}
+
+// The attention core by SDPA backend. flops: 4 T s (heads x head_dim) forward, as planner/flops.hpp
+// counts it; flash-style kernels recompute the scores in backward.
+void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool gpt, bool drop) {
+  const double flops = 4 * x.T * x.s * x.qw;
+  if (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) {
+    // One kernel forward; backward a preprocessing kernel (dO . O), the main kernel and the dq conversion.
+    const double io = (2 * x.T * x.qw + 2 * x.T * x.kvw) * x.c;
+    g.add("attention.sdpa", op_class::attention, io, 1, 2.5 * io + x.T * x.qw * 8, 3, flops, 3 * flops, true);
+    // transformers' sdpa_attention_forward returns attn_output.transpose(1, 2).contiguous(): one copy.
+    g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
+    return;
+  }
+  // Eager (and SDPA's math fallback): the scores [b, heads, s, s] are materialised.
+  const double N = x.batches * x.s * x.s;
+  const double probs = (!gpt || backend == sdpa_backend::math || x.amp) ? 4 : x.c;  // softmax output dtype
+  if (!gpt || backend == sdpa_backend::math)  // repeat_kv: keys and values copied out to every query head
+    if (x.kvw < x.qw) g.add("attention.repeat_kv", op_class::elementwise, 2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2,
+                            2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2, 0, 0, true);
+  g.gemm("attention.scores", x.s, x.s, x.d, x.c, x.c, true, op_class::attention, x.batches, true);
+  // scale, causal mask, softmax, cast back to the value dtype, dropout: each a pass over the scores.
+  double fwd = 2 * N * x.c + 2 * N * x.c + N * (x.c + probs);
+  double bwd = 2 * N * x.c + 3 * N * probs;
+  double fk = 3, bk = 2;
+  if (probs != x.c) fwd += N * (probs + x.c), bwd += N * (probs + x.c), ++fk, ++bk;
+  if (drop) fwd += N * (2 * x.c + 1), bwd += N * (2 * x.c + 1), ++fk, ++bk;
+  g.add("attention.softmax", op_class::attention, fwd, fk, bwd, bk, 0, 0, true);
+  g.gemm("attention.values", x.s, x.d, x.s, x.c, x.c, true, op_class::attention, x.batches, true);
+  g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
+}
+
+void add_gpt2_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool drop) {
+  layer_norm(g, "norm.ln_1", x);
+  input_cast(g, "autocast.input", x.E, x);
+  linear(g, "attention.c_attn", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, true);
+  attention_core(g, x, backend, true, drop);
+  linear(g, "attention.c_proj", "autocast.weight", x.h, x.qw, x, true);
+  dropout(g, "dropout.resid", x.E, x.c, drop);
+  residual(g, "residual.attention", x);
+  layer_norm(g, "norm.ln_2", x);
+  input_cast(g, "autocast.input", x.E, x);
+  linear(g, "mlp.c_fc", "autocast.weight", x.f, x.h, x, true);
+  // gelu_new = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): pow, two scalar products, add, tanh, add,
+  // and two products; pow runs in fp32 under autocast, so everything after it is fp32 (20 element passes
+  // forward; backward two products' two kernels each, tanh, two scalar products, pow's two kernels and
+  // two sums of x's gradient: 10 kernels, 27 passes).
+  const double u = x.amp ? 4 : x.c;
+  g.add("mlp.gelu_new", op_class::elementwise, 20 * x.F * u, 8, 27 * x.F * u, 10);
+  input_cast(g, "autocast.input", x.F, x);  // the fp32 GELU output into the second GEMM
+  linear(g, "mlp.c_proj", "autocast.weight", x.h, x.f, x, true);
+  dropout(g, "dropout.resid", x.E, x.c, drop);
+  residual(g, "residual.mlp", x);
+}
+
+void add_llama_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool qkv_bias) {
+  rms_norm(g, "norm.input_layernorm", x);
+  input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
+  g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
+  linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, qkv_bias);
+  linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
+  linear(g, "attention.v_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
+  // apply_rotary_pos_emb on q and k: q*cos, rotate_half (neg, cat), *sin, add: five kernels each; under
+  // autocast cos and sin are fp32, so the rotated q and k are fp32 and SDPA casts them back.
+  const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
+  g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
+  if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
+  attention_core(g, x, backend, false, false);
+  linear(g, "attention.o_proj", "autocast.weight", x.h, x.qw, x, false);
+  residual(g, "residual.attention", x);
+  rms_norm(g, "norm.post_attention_layernorm", x);
+  input_cast(g, "autocast.input", x.E, x, 2);  // gate and up
+  g.add("mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
+  linear(g, "mlp.gate_proj", "autocast.weight", x.f, x.h, x, false);
+  linear(g, "mlp.up_proj", "autocast.weight", x.f, x.h, x, false);
+  // silu(gate) * up: two kernels forward; silu_backward and the product's two kernels backward.
+  g.add("mlp.swiglu", op_class::elementwise, 5 * x.F * x.c, 2, 9 * x.F * x.c, 3);
+  linear(g, "mlp.down_proj", "autocast.weight", x.h, x.f, x, false);
+  residual(g, "residual.mlp", x);
+}
+
+}  // namespace
+
+void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_spec& m, const run_config& run,
+                     const precision_layout& layout) {
+  const bool full = run.finetune == finetune_kind::full;
+  hf_shape x;
+  x.T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
+  x.s = static_cast<double>(run.seq);
+  x.h = static_cast<double>(m.hidden);
+  x.f = static_cast<double>(m.ffn);
+  x.qw = static_cast<double>(m.q_width());
+  x.kvw = static_cast<double>(m.kv_width());
+  x.E = x.T * x.h;
+  x.F = x.T * x.f;
+  x.heads = static_cast<double>(m.heads);
+  x.d = static_cast<double>(m.head_dim);
+  x.batches = x.heads * static_cast<double>(run.micro_batch);
+  x.c = size_of(layout.compute);
+  x.w = full ? size_of(layout.weights) : 2;  // a LoRA base is loaded in bf16
+  x.r = x.w;
+  x.amp = layout.autocast_weight_cache && full;
+  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
+  const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;
+
+  if (gpt)
+    add_gpt2_layer(layer, x, backend, drop);
+  else
+    add_llama_layer(layer, x, backend, m.qkv_bias);
+
+  // Embedding: the gather (and GPT-2's position gather, add and dropout) forward; backward
+  // embedding_dense_backward's sort-and-accumulate kernels, writing the whole [V, h] gradient.
+  const double V = static_cast<double>(m.vocab);
+  const double table = V * x.h * x.w;
+  head.add("embedding", op_class::embedding, (gpt ? 3 : 1) * x.E * x.r + (drop ? x.E * (2 * x.r + 1) : 0), gpt ? 3 + drop : 1,
+           x.E * x.r + 2 * table + (gpt ? x.E * x.r : 0), gpt ? 12 : 6);
+  if (!gpt) head.add("attention.rotary_tables", op_class::elementwise, 0, 6, 0, 0);  // cos and sin, once a forward
+  if (gpt) layer_norm(head, "norm.ln_f", x); else rms_norm(head, "norm.final", x);
+  input_cast(head, "autocast.input", x.E, x);
+  linear(head, "lm_head", "autocast.weight", V, x.h, x, false);
+  if (m.tied_embeddings) head.add("embedding.tied_grad_sum", op_class::embedding, 0, 0, 3 * table, 1);
+  // ForCausalLMLoss: logits.float(), pad and shift the labels, cross_entropy = log_softmax + nll_loss.
+  // Backward: nll_loss_backward (zero-fill and scatter), log_softmax_backward, and the cast back.
+  const double TV = x.T * V;
+  const double upcast = x.c != 4 ? TV * (x.c + 4) : 0;
+  head.add("loss.cross_entropy", op_class::loss, upcast + 8 * TV, (x.c != 4 ? 1 : 0) + 4, 4 * TV + 12 * TV + upcast,
+           (x.c != 4 ? 1 : 0) + 3);
+}
+
+}  // namespace trainplan

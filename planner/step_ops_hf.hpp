@@ -1,0 +1,14 @@
+#pragma once
+// Internal to planner/step_ops.cpp: the kernels PyTorch eager launches for a Hugging Face GPT-2 or Llama
+// training step (transformers 5.17, torch 2.11), layer by layer and for the embedding, head and loss.
+#include "planner/model_spec.hpp"
+#include "planner/precision.hpp"
+#include "planner/run_config.hpp"
+#include "planner/step_ops_builder.hpp"
+
+namespace trainplan {
+
+void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_spec& m, const run_config& run,
+                     const precision_layout& layout);
+
+}  // namespace trainplan

@@ -1,0 +1,34 @@
+#pragma once
+// Fits one framework's roofline constants (planner/roofline.hpp) on one GPU from measured step times
+// (`plan calibrate`). The device-side constants (GEMM efficiency and its half dimension, attention
+// efficiency, bandwidth fraction) are searched on a grid; for each grid point the host-side ones (per
+// kernel, per step, per foreach tensor), on which the time is linear, are solved by non-negative least
+// squares. The objective is the sum of squared relative errors, so a 30 ms run weighs as much as a 3 s one.
+// Every run shares the same constants: nothing is fitted per run.
+#include <string>
+#include <vector>
+
+#include "planner/roofline.hpp"
+#include "planner/step_ops.hpp"
+
+namespace trainplan {
+
+struct timing_observation {
+  std::string label;
+  step_ops ops;                     // the planner's ops for the measured configuration
+  double peak_flops_per_s = 0;      // dense peak for its compute dtype
+  double bandwidth_bytes_per_s = 0;
+  double measured_seconds = 0;      // steady-state step time
+};
+
+struct timing_fit {
+  timing_constants constants;
+  std::vector<double> predicted_seconds;  // one per observation, in order
+  double max_error_pct = 0;               // |predicted - measured| / measured, largest
+  double median_error_pct = 0;
+};
+
+// Throws input_error without observations or with a step time that is not a positive number.
+timing_fit fit_timing(const std::vector<timing_observation>& runs);
+
+}  // namespace trainplan
