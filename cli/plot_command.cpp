@@ -1,4 +1,4 @@
-// `plan plot KIND ... -o file.svg|png`: memory-vs-seq, recompute, breakdown, timeline, parity.
+// `plan plot KIND ... -o file.svg|png`: memory-vs-seq, recompute, breakdown, time-breakdown, timeline, parity.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -212,6 +212,31 @@ gnuplot_job breakdown_chart(const sweep_space& space) {
   return job;
 }
 
+// One step's time by op class (planner/roofline.hpp), in milliseconds.
+gnuplot_job time_breakdown_chart(const sweep_space& space) {
+  require_single(space, true);
+  if (space.seqs.size() != 1) throw input_error("plot time-breakdown: give one --seq");
+  const sweep_gpu& g = space.gpus.front();
+  const run_config r = space.at(0).run;
+  const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak);
+  if (!p) throw input_error("plot time-breakdown: this configuration cannot run (see plan for the reason)");
+  std::string data;
+  for (std::size_t c = 0; c < op_class_count; ++c)
+    data += fmt::format("\"{}\" {:.6f}\n", op_class_name(static_cast<op_class>(c)), p->time.breakdown.seconds[c] * 1e3);
+  gnuplot_job job;
+  job.data_files.emplace_back("time.dat", data);
+  job.script = fmt::format(
+      "set title {}\nset ylabel 'ms per step'\nset grid ytics\nset yrange [0:*]\nset style fill solid 0.85\n"
+      "set boxwidth 0.65\nset xtics rotate by -25 nomirror\nset offsets 0.5,0.5,graph 0.12,0\n"
+      "plot 'time.dat' using 0:2:xtic(1) with boxes lc rgb '{}' notitle, \\\n"
+      "  '' using 0:2:(sprintf('%.1f', $2)) with labels offset 0,0.8 notitle\n",
+      quote(fmt::format("{} on {} ({} profile): step {:.1f} ms, {:.0f} tokens/s, MFU {:.1f}%\\n{{/*0.8 {}}}",
+                        space.models.front().spec.name, g.spec.name, framework_name(r.framework),
+                        p->time.step_seconds * 1e3, p->time.tokens_per_second, 100 * p->time.mfu, run_text(r, true))),
+      palette[1]);
+  return job;
+}
+
 nlohmann::json read_report(const std::string& path) {
   try {
     nlohmann::json j = nlohmann::json::parse(read_text_file(path));
@@ -320,8 +345,8 @@ gnuplot_job parity_chart(const plot_args& args) {
 void register_plot_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<plot_args>();
   CLI::App* cmd = app.add_subcommand("plot", "charts as SVG or PNG (needs gnuplot): memory-vs-seq, recompute, breakdown, "
-                                             "timeline, parity");
-  cmd->add_option("kind", args->kind, "memory-vs-seq | recompute | breakdown | timeline | parity")->required()->type_name("KIND");
+                                             "time-breakdown, timeline, parity");
+  cmd->add_option("kind", args->kind, "memory-vs-seq | recompute | breakdown | time-breakdown | timeline | parity")->required()->type_name("KIND");
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("-o,--output", args->output, "the chart: a .svg or .png file")->required()->type_name("FILE");
   cmd->add_option("--report", args->report, "timeline: a plan validate JSON report to draw measured next to predicted")
@@ -332,8 +357,10 @@ void register_plot_command(CLI::App& app, command_action& chosen) {
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
       const std::string& k = args->kind;
-      if (k != "memory-vs-seq" && k != "recompute" && k != "breakdown" && k != "timeline" && k != "parity")
-        throw input_error(fmt::format("plot: unknown kind '{}' (known: memory-vs-seq, recompute, breakdown, timeline, parity)", k));
+      if (k != "memory-vs-seq" && k != "recompute" && k != "breakdown" && k != "time-breakdown" && k != "timeline" &&
+          k != "parity")
+        throw input_error(fmt::format(
+            "plot: unknown kind '{}' (known: memory-vs-seq, recompute, breakdown, time-breakdown, timeline, parity)", k));
       gnuplot_job job;
       if (k == "parity") {
         job = parity_chart(*args);
@@ -346,6 +373,7 @@ void register_plot_command(CLI::App& app, command_action& chosen) {
         if (k == "memory-vs-seq") job = memory_vs_seq(space);
         else if (k == "recompute") job = recompute_chart(space);
         else if (k == "breakdown") job = breakdown_chart(space);
+        else if (k == "time-breakdown") job = time_breakdown_chart(space);
         else job = timeline_chart(*args, &space);
       }
       job.output = args->output;

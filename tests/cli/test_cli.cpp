@@ -363,6 +363,7 @@ TEST_CASE("every plot kind writes a valid SVG and PNG", "[cli][plot]") {
       {"memory-vs-seq", "--model gpt2,tinyllama-1.1b --seq 256:2k:x2"},
       {"recompute", "--model gpt2 --seq 256:1024:x2 --attention eager"},
       {"breakdown", "--model llama-3.1-8b --seq 4096"},
+      {"time-breakdown", "--model gpt2 --seq 1024 --micro-batch 4"},
       {"timeline", "--model gpt2 --seq 512 --grad-accum 2"},
       {"timeline", "--report " + report},
       {"parity", "--reports " + report + " " + report}};
