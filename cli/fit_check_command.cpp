@@ -23,7 +23,8 @@ struct fit_check_args {
   model_run_args model_run;
   std::string tokens, emit, output;
   bool json = false;
-  std::size_t max_suggestions = 5;
+  std::size_t max_suggestions = 8;
+  std::string keep;
 };
 
 }  // namespace
@@ -36,8 +37,12 @@ command_action register_fit_check(CLI::App& app) {
   app.add_option("--emit", args->emit, "write a config for deepspeed | fsdp | hf-trainer | torchtitan (with -o FILE)")
       ->type_name("ENGINE");
   app.add_option("-o,--output", args->output, "the file --emit writes")->type_name("FILE");
-  app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 5)")
+  app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 8)")
       ->type_name("N")->check(CLI::Range(0, 50));
+  app.add_option("--keep", args->keep,
+                 "levers the suggestions must not touch: precision, optimizer, recompute, batch, attention, adapters, "
+                 "gpus, offload (comma-separated)")
+      ->type_name("LIST");
 
   return [args]() -> int {
     resolved_run r = resolve_model_run(args->model_run);
@@ -51,10 +56,13 @@ command_action register_fit_check(CLI::App& app) {
         fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       }
     }
+    const unsigned kept = args->keep.empty() ? 0u : parse_kept_levers(args->keep);
     std::vector<fit_suggestion> suggestions;
     if (!plan.fits && args->max_suggestions > 0)
-      suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, args->max_suggestions);
+      suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, args->max_suggestions, kept);
     plan_report_input in{plan, suggestions, r.notes, tokens};
+    if (!plan.fits && !suggestions.empty() && suggestions.front().costs != cost_none)
+      in.same_numerics_floor_bytes = same_numerics_floor(r.model, r.run, r.gpu, r.calib);
     if (args->json) fmt::print("{}\n", render_plan_json(in).dump(2));
     else fmt::print("{}", render_plan_text(in));
     std::fflush(stdout);

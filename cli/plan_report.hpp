@@ -16,6 +16,8 @@ struct plan_report_input {
   const std::vector<fit_suggestion>& suggestions;
   const std::vector<std::string>& notes;     // how the shape and defaults were chosen
   std::optional<double> train_tokens;        // --tokens
+  // When no suggestion keeps the numerics on this hardware: the lowest peak that such a change reaches.
+  std::optional<std::uint64_t> same_numerics_floor_bytes = std::nullopt;
 };
 
 std::vector<std::string> plan_assumptions(const plan_result& plan);

@@ -203,14 +203,18 @@ std::string render_plan_text(const plan_report_input& in) {
            "precision, optimizer) fits. Model state alone needs {} at the peak; shard it across GPUs or train "
            "adapters instead.", gib(states));
     } else {
-      line("What would make it fit (fewest changes first):");
+      line("What would make it fit (same numerics on this GPU first, then changed numerics, then more GPUs; "
+           "within each, the fewest changes, then tokens/s):");
+      if (in.same_numerics_floor_bytes)
+        line("  nothing that keeps the numerics fits on one {} at full speed: full recomputation with micro-batch 1 "
+             "still peaks at {}", p.gpu.name, gib(*in.same_numerics_floor_bytes));
       for (std::size_t i = 0; i < in.suggestions.size(); ++i) {
         const fit_suggestion& s = in.suggestions[i];
         std::string flags;
         for (const std::string& c : s.changes) flags += (flags.empty() ? "" : " ") + c;
-        line("  {}. {:<58} peak {:>10}, headroom {:>10}, {} tokens/s{}", i + 1, flags, gib(s.peak_bytes),
+        line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({})", i + 1, flags, gib(s.peak_bytes),
              gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped(static_cast<std::uint64_t>(s.tokens_per_second)),
-             s.changes_training ? " (changes the numerics)" : "");
+             suggestion_cost_text(s.costs));
       }
     }
     line("");

@@ -161,15 +161,15 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                 return static_cast<double>(a.peak_bytes) / a.budget_bytes < static_cast<double>(b.peak_bytes) / b.budget_bytes;
               });
           const std::vector<fit_suggestion> ways =
-              suggest_fits(closest.model->spec, closest.run, closest.gpu->spec, closest.gpu->calib, 5);
+              suggest_fits(closest.model->spec, closest.run, closest.gpu->spec, closest.gpu->calib, 8);
           if (!ways.empty()) {
             fmt::print("Closest: {} on {}, {} (peak {}). What would make it fit:\n", closest.model->spec.name,
                        closest.gpu->spec.name, config_label(closest), gib(closest.peak_bytes));
             for (const fit_suggestion& w : ways) {
               std::string flags;
               for (const std::string& c : w.changes) flags += (flags.empty() ? "" : " ") + c;
-              fmt::print("  {:<50} peak {:>10}, {} tokens/s{}\n", flags, gib(w.peak_bytes),
-                         grouped(static_cast<std::uint64_t>(w.tokens_per_second)), w.changes_training ? " (changes the numerics)" : "");
+              fmt::print("  {:<50} peak {:>10}, {} tokens/s ({})\n", flags, gib(w.peak_bytes),
+                         grouped(static_cast<std::uint64_t>(w.tokens_per_second)), suggestion_cost_text(w.costs));
             }
           }
         }

@@ -580,3 +580,22 @@ TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from colle
   CHECK(run_plan("calibrate --framework megatron " + (dir / "report.jsonl").string()).exit_code == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("the headline run's suggestions, run as suggested, fit", "[cli][suggest]") {
+  const std::string base = "--params 7B --seq 4096 --gpu h100";
+  plan_run r = run_plan(base + " --json");
+  REQUIRE(r.exit_code == 1);
+  const json j = json::parse(r.out);
+  REQUIRE(j["suggestions"].size() >= 5);
+  for (const json& s : j["suggestions"]) {
+    std::string flags;
+    for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    CHECK(run_plan(base + flags).exit_code == 0);
+    CHECK(s["cost"].is_string());
+  }
+  CHECK(j["suggestions"][0]["cost"] == "slower");  // offload keeps the numerics and the GPU
+  plan_run kept = run_plan(base + " --keep precision,optimizer,gpus,adapters");
+  CHECK_THAT(kept.out, !Catch::Contains("--precision") && !Catch::Contains("--optimizer") && !Catch::Contains("--gpus 4"));
+  CHECK(run_plan(base + " --keep speed").exit_code == 2);
+}

@@ -75,7 +75,7 @@ TEST_CASE("a sequence longer than the learned positions is refused", "[plan]") {
   CHECK_THROWS_WITH(plan_for("gpt2", r), Catch::Contains("1024"));
 }
 
-TEST_CASE("suggestions fit, are ranked by fewest changes, and are not supersets of each other", "[plan][suggest]") {
+TEST_CASE("suggestions fit, are ranked by cost then fewest changes, and are not supersets of each other", "[plan][suggest]") {
   // gpt2-xl at micro-batch 4 with eager attention needs ~59 GiB on a 39.5 GiB A100: the s^2 softmax
   // buffers (48 layers x 5as^2b) are the excess, so flash attention alone must be among the answers.
   run_config r = run_of(1024, 4, recompute_mode::none, attention_kind::eager, 0.1);
@@ -90,7 +90,7 @@ TEST_CASE("suggestions fit, are ranked by fewest changes, and are not supersets 
     CHECK(again.fits);
     CHECK(again.peak_bytes == s[i].peak_bytes);
     CHECK(s[i].run.micro_batch * s[i].run.grad_accum == 4);  // the global batch is kept
-    if (i > 0) CHECK(s[i - 1].changes.size() <= s[i].changes.size());
+    if (i > 0 && s[i - 1].costs == s[i].costs) CHECK(s[i - 1].changes.size() <= s[i].changes.size());
     for (std::size_t j = 0; j < i; ++j) {  // no answer contains an earlier, smaller answer
       const bool contains_all = std::all_of(s[j].changes.begin(), s[j].changes.end(), [&](const std::string& c) {
         return std::find(s[i].changes.begin(), s[i].changes.end(), c) != s[i].changes.end();
@@ -101,8 +101,50 @@ TEST_CASE("suggestions fit, are ranked by fewest changes, and are not supersets 
   CHECK(std::any_of(s.begin(), s.end(), [](const fit_suggestion& x) {
     return x.changes == std::vector<std::string>{"--attention flash"};
   }));
-  // Changes that keep the numerics rank before those that do not, at equal count.
+  // Changes that keep the numerics rank before those that do not.
   CHECK_FALSE(s.front().changes_training);
+  bool numerics_seen = false;
+  for (const fit_suggestion& x : s) {
+    if (x.costs & cost_numerics) numerics_seen = true;
+    else if (x.costs == cost_none) CHECK_FALSE(numerics_seen);
+  }
+}
+
+TEST_CASE("7B on an H100: the levers a user would pull, labelled and honouring --keep", "[plan][suggest]") {
+  // Issue 14: the headline run does not fit under hf (amp-bf16, foreach AdamW). Pure bf16 and 8-bit AdamW
+  // with full recomputation must be among the answers, labelled as changing the numerics; the first
+  // answer keeps the numerics.
+  const model_spec& m = data().model("llama-2-7b").spec;
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 4096;
+  const gpu_spec& gpu = data().gpu("h100");
+  const calibration cal = data().calibration_for(gpu);
+  REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
+  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, 8);
+  REQUIRE(s.size() >= 5);
+  CHECK((s.front().costs & (cost_numerics | cost_hardware)) == 0);
+  auto find = [&](const std::vector<std::string>& changes) {
+    return std::find_if(s.begin(), s.end(), [&](const fit_suggestion& x) { return x.changes == changes; });
+  };
+  const auto bf16 = find({"--precision bf16"});
+  REQUIRE(bf16 != s.end());
+  CHECK(bf16 - s.begin() < 5);
+  CHECK(bf16->costs == cost_numerics);
+  CHECK(suggestion_cost_text(bf16->costs) == "changes the numerics");
+  const auto adam8 = find({"--recompute full", "--optimizer adamw-8bit"});
+  REQUIRE(adam8 != s.end());
+  CHECK(adam8->costs == cost_numerics);
+  for (const fit_suggestion& x : s) CHECK(evaluate_plan(m, x.run, gpu, cal).fits);  // each one, as suggested, fits
+  // --keep: nothing that touches precision, optimizer or GPU count.
+  const unsigned kept = parse_kept_levers("precision,optimizer,gpus");
+  for (const fit_suggestion& x : suggest_fits(m, r, gpu, cal, 8, kept)) {
+    CHECK(x.run.precision == r.precision);
+    CHECK(x.run.optimizer == r.optimizer);
+    CHECK(x.run.gpus == 1);
+  }
+  CHECK_THROWS_AS(parse_kept_levers("precision,colour"), input_error);
 }
 
 TEST_CASE("no suggestion when nothing on one GPU can fit", "[plan][suggest]") {
