@@ -13,6 +13,7 @@
 #include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
@@ -52,6 +53,11 @@ T field(const json& j, const char* a, const char* b, const std::string& file) {
   if (!j.contains(a) || !j[a].contains(b))
     throw input_error(fmt::format("{}: missing {}.{}{}", file, a, b,
                                   std::string(a) == "device" ? " (calibrate needs reports from plan validate --backend cuda)" : ""));
+  // A count must be a JSON integer of at least 0: get<std::uint64_t>() converts 1e30 or -1.5 with a cast
+  // whose result is undefined (UBSan: float-cast-overflow).
+  if constexpr (std::is_same_v<T, std::uint64_t>)
+    if (!j[a][b].is_number_unsigned())
+      throw input_error(fmt::format("{}: {}.{} must be a non-negative integer", file, a, b));
   try {
     return j[a][b].get<T>();
   } catch (const json::exception&) {
