@@ -217,7 +217,10 @@ void catalog::apply_calibration(std::string_view calibration_json, bool replace_
   strict_object top(doc, file);
   if (replace_default || top.has("default"))
     default_calibration_ = parse_calibration_entry(top.at("default"), file + ": default", nullptr);
-  const json& per_gpu = top.has("gpus") || replace_default ? top.at("gpus") : json::object();
+  // Both branches are references: a copy of the document (as `: json::object()` made) recurses once per
+  // nesting level, and a deeply nested "gpus" overflowed the stack before it was refused.
+  static const json no_gpus = json::object();
+  const json& per_gpu = top.has("gpus") || replace_default ? top.at("gpus") : no_gpus;
   top.finish();
   if (!per_gpu.is_object()) throw input_error(file + ": key 'gpus' must be an object");
   for (auto it = per_gpu.begin(); it != per_gpu.end(); ++it) {

@@ -90,3 +90,13 @@ TEST_CASE("a --data-dir adds to and replaces built-in entries", "[catalog]") {
   CHECK(c.model("gpt2").spec.layers == 12);  // models.json not in the folder: built-in one kept
   CHECK_THROWS_AS(catalog::load(std::filesystem::path("/nonexistent/folder")), input_error);
 }
+
+TEST_CASE("a deeply nested calibration file is an input error, not a stack overflow", "[catalog]") {
+  // Regression (issue 12, found beside fuzz/fuzz_catalog.cpp): a --data-dir calibration.json without a
+  // "default" copied its "gpus" value, recursively, before refusing it; a million levels of nesting (2 MB,
+  // far below the 64 MiB file limit) overflowed the stack.
+  const std::size_t depth = 1'000'000;
+  const std::string deep = "{\"gpus\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+  catalog c = data();
+  CHECK_THROWS_WITH(c.apply_calibration(deep, false), Catch::Contains("'gpus' must be an object"));
+}
