@@ -99,6 +99,18 @@ std::string calibration_text_of(const std::filesystem::path& path) {
   throw input_error("calibration.json: not embedded in this build");
 }
 
+// The calibration file -o updates, parsed. It is written back with dump(), which recurses once per nesting
+// level: a document nested deeper than any calibration file (the built-in one has 3 levels) is refused
+// rather than overflowing the stack.
+json parse_calibration_to_update(const std::string& path) {
+  constexpr int max_depth = 64;
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > max_depth) throw input_error(fmt::format("{}: nested more than {} levels deep", path, max_depth));
+    return true;
+  };
+  return json::parse(calibration_text_of(path), limit);
+}
+
 // --framework hf: collector reports (scripts/collect_hf.py). The profile has one runtime constant, PyTorch's
 // CUDA context, which the reports measure directly (their env lines; the median when several): it is written
 // into the GPU's entry, and every run is then predicted beside its measurement.
@@ -117,7 +129,7 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
   if (!args.output.empty()) {
     json doc;
     try {
-      doc = json::parse(calibration_text_of(args.output));
+      doc = parse_calibration_to_update(args.output);
     } catch (const json::exception& e) {
       throw input_error(fmt::format("{}: not valid JSON ({})", args.output, e.what()));
     }
@@ -215,7 +227,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       if (!args->output.empty()) {
         json doc;
         try {
-          doc = json::parse(calibration_text_of(args->output));
+          doc = parse_calibration_to_update(args->output);
         } catch (const json::exception& e) {
           throw input_error(fmt::format("{}: not valid JSON ({})", args->output, e.what()));
         }

@@ -174,6 +174,17 @@ TEST_CASE("report readers refuse counts that are no integers (1e30, -1.5) instea
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("calibrate -o onto a deeply nested file is exit 2, not a stack overflow", "[cli][errors][hardening]") {
+  // Regression (issue 12): the file -o updates was written back with dump(), which recursed once per level
+  // of a 200,000-deep array under a key the loader ignores.
+  const auto dir = fresh_dir("trainplan-hard-deep");
+  const std::size_t depth = 200'000;
+  std::ofstream(dir / "calibration.json") << "{\"gpus\": {}, \"_note\": " << std::string(depth, '[') << std::string(depth, ']') << "}";
+  expect_bad_input("calibrate --framework hf --gpu h100 " + std::string(TRAINPLAN_TEST_DATA) +
+                   "/measurements/pytorch-hf-h100-2026-11-22.jsonl -o " + (dir / "calibration.json").string());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("max and search keep to the fit check's verdict, invalid options are exit 2", "[cli][errors][hardening]") {
   // Host memory with optimizer offload: the longest sequence max reports fits by the fit check, one more does not.
   const std::string base = "--model llama-2-7b --gpu h100 --framework trainplan --offload optimizer --gpus 2 --zero 1 --host-memory 60G";
