@@ -4,8 +4,9 @@
 //   - calibration.json through apply_calibration over the built-in catalog, both as the file that
 //     replaces the defaults (from_text, data/) and as a --data-dir file that overrides some keys.
 // Any text must load or throw input_error. A catalog that loads must keep the loader's promises: every GPU
-// is found by its name and aliases, every preset by its name and passes validate_model, and every GPU's
-// calibration stays within the ranges the loader checks (the planner divides and multiplies by these).
+// is found by its name and each alias (not another GPU of that name), every preset by its name and passes
+// validate_model, and every GPU's calibration stays within the ranges the loader checks (the planner
+// divides and multiplies by these).
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -34,14 +35,13 @@ std::string_view embedded(std::string_view name) {
 
 void check_catalog(const catalog& c) {
   for (const gpu_spec& g : c.gpus()) {
-    require(&c.gpu(g.name) == &g || c.gpu(g.name).name == g.name, "a GPU is not found by its name");
+    require(&c.gpu(g.name) == &g, "a GPU is not found by its name (another GPU has it)");
     require(g.memory_bytes >= 1 && g.memory_bytes <= (1ull << 50), "a GPU's memory_bytes escaped its range");
     require(std::isfinite(g.memory_bandwidth_bytes_per_s) && g.memory_bandwidth_bytes_per_s > 0 &&
                 std::isfinite(g.host_link_bytes_per_s) && g.host_link_bytes_per_s > 0,
             "a GPU's bandwidths escaped their ranges");
     for (const auto& [t, tflops] : g.peak_dense_tflops) require(tflops >= 1 && tflops <= 1e5, "a GPU's peak escaped its range");
-    for (const std::string& alias : g.aliases)
-      require(returns_or_input_error([&] { (void)c.gpu(alias); }), "a GPU is not found by its alias");
+    for (const std::string& alias : g.aliases) require(&c.gpu(alias) == &g, "a GPU is not found by its alias");
     const calibration k = c.calibration_for(g);
     require(k.cuda_context_bytes <= (1ull << 50) && k.hf_cuda_context_bytes <= (1ull << 50) &&
                 k.cublas_workspace_bytes <= (1ull << 50),
@@ -52,7 +52,7 @@ void check_catalog(const catalog& c) {
     require(k.efficiency_half_tokens >= 0 && std::isfinite(k.efficiency_half_tokens), "efficiency_half_tokens escaped");
   }
   for (const model_preset& p : c.models()) {
-    require(c.model(p.spec.name).spec.name == p.spec.name, "a preset is not found by its name");
+    require(&c.model(p.spec.name) == &p, "a preset is not found by its name (another preset has it)");
     require(returns_or_input_error([&] { validate_model(p.spec); }), "a preset validate_model refuses was loaded");
     require(p.nominal_params >= 1, "a preset's nominal_params is below 1");
   }
