@@ -13,6 +13,7 @@
 #include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
@@ -61,6 +62,11 @@ T field(const json& j, const char* a, const char* b, const std::string& file) {
   if (!j.contains(a) || !j[a].contains(b))
     throw input_error(fmt::format("{}: missing {}.{}{}", file, a, b,
                                   std::string(a) == "device" ? " (calibrate needs reports from plan validate --backend cuda)" : ""));
+  // A count must be a JSON integer of at least 0: get<std::uint64_t>() converts 1e30 or -1.5 with a cast
+  // whose result is undefined (UBSan: float-cast-overflow).
+  if constexpr (std::is_same_v<T, std::uint64_t>)
+    if (!j[a][b].is_number_unsigned())
+      throw input_error(fmt::format("{}: {}.{} must be a non-negative integer", file, a, b));
   try {
     return j[a][b].get<T>();
   } catch (const json::exception&) {
@@ -102,6 +108,18 @@ std::string calibration_text_of(const std::filesystem::path& path) {
   throw input_error("calibration.json: not embedded in this build");
 }
 
+// The calibration file -o updates, parsed. It is written back with dump(), which recurses once per nesting
+// level: a document nested deeper than any calibration file (the built-in one has 3 levels) is refused
+// rather than overflowing the stack.
+json parse_calibration_to_update(const std::string& path) {
+  constexpr int max_depth = 64;
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t, json&) {
+    if (depth > max_depth) throw input_error(fmt::format("{}: nested more than {} levels deep", path, max_depth));
+    return true;
+  };
+  return json::parse(calibration_text_of(path), limit);
+}
+
 // --framework hf: collector reports (scripts/collect_hf.py). The profile has one runtime constant, PyTorch's
 // CUDA context, which the reports measure directly (their env lines; the median when several): it is written
 // into the GPU's entry, and every run is then predicted beside its measurement.
@@ -137,7 +155,7 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
   if (!args.output.empty()) {
     json doc;
     try {
-      doc = json::parse(calibration_text_of(args.output));
+      doc = parse_calibration_to_update(args.output);
     } catch (const json::exception& e) {
       throw input_error(fmt::format("{}: not valid JSON ({})", args.output, e.what()));
     }
@@ -240,7 +258,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       if (!args->output.empty()) {
         json doc;
         try {
-          doc = json::parse(calibration_text_of(args->output));
+          doc = parse_calibration_to_update(args->output);
         } catch (const json::exception& e) {
           throw input_error(fmt::format("{}: not valid JSON ({})", args->output, e.what()));
         }

@@ -253,14 +253,20 @@ gnuplot_job timeline_chart(const plot_args& args, const sweep_space* space) {
   std::string title;
   if (!args.report.empty()) {
     const nlohmann::json j = read_report(args.report);
+    // get<std::uint64_t>() of 1e30 or -1.5 is a cast with an undefined result: counts must be JSON integers.
+    auto count = [&](const nlohmann::json& v) {
+      if (!v.is_number_unsigned())
+        throw input_error(fmt::format("{}: not a valid report (seq, micro_batch and grad_accum must be integers)", args.report));
+      return v.get<std::uint64_t>();
+    };
     try {  // checked access (at): a missing or mistyped field is a message naming the report, never UB
       for (const auto& row : j.at("timeline"))
         rows.emplace_back(row.at("phase").get<std::string>(), row.at("predicted_bytes").get<double>(),
                           row.at("measured_bytes").get<double>());
       title = fmt::format("Memory timeline, predicted and measured ({} backend): {}, seq {} x micro-batch {} x {}",
                           j.at("backend").get<std::string>(), j.at("model").at("name").get<std::string>(),
-                          j.at("run").at("seq").get<std::uint64_t>(), j.at("run").at("micro_batch").get<std::uint64_t>(),
-                          j.at("run").at("grad_accum").get<std::uint64_t>());
+                          count(j.at("run").at("seq")), count(j.at("run").at("micro_batch")),
+                          count(j.at("run").at("grad_accum")));
     } catch (const nlohmann::json::exception& e) {
       throw input_error(fmt::format("{}: not a valid report ({})", args.report, e.what()));
     }

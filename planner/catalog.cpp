@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -82,6 +83,21 @@ class strict_object {
   std::set<std::string> seen_;
 };
 
+// Every name and alias finds one GPU: gpu() returns the first match, so a GPU under a name another one
+// already has would never be found, and --gpu would silently pick the other.
+void check_gpu_names(const std::vector<gpu_spec>& gpus, const std::string& file) {
+  std::map<std::string, std::size_t> owner;  // name or alias -> index of the GPU it names
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    auto claim = [&](const std::string& key) {
+      const auto [it, fresh] = owner.emplace(key, i);
+      if (!fresh && it->second != i)
+        throw input_error(fmt::format("{}: '{}' names two GPUs ({} and {})", file, key, gpus[it->second].name, gpus[i].name));
+    };
+    claim(gpus[i].name);
+    for (const std::string& alias : gpus[i].aliases) claim(alias);
+  }
+}
+
 std::vector<gpu_spec> parse_gpus(std::string_view text) {
   const std::string file = "gpus.json";
   json doc = parse_document(text, file);
@@ -126,6 +142,7 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
       throw input_error(o.where() + ": host_link_bytes_per_s must be between 0.1 GB/s and 100 TB/s");
     out.push_back(std::move(g));
   }
+  check_gpu_names(out, file);
   return out;
 }
 
@@ -161,6 +178,8 @@ std::vector<model_preset> parse_models(std::string_view text) {
     m.source = o.string("source");
     o.finish();
     validate_model(m);
+    if (std::any_of(out.begin(), out.end(), [&](const model_preset& q) { return q.spec.name == m.name; }))
+      throw input_error(fmt::format("{}: model '{}' is listed twice", o.where(), m.name));
     out.push_back(std::move(p));
   }
   return out;
@@ -245,7 +264,10 @@ void catalog::apply_calibration(std::string_view calibration_json, bool replace_
   strict_object top(doc, file);
   if (replace_default || top.has("default"))
     default_calibration_ = parse_calibration_entry(top.at("default"), file + ": default", nullptr);
-  const json& per_gpu = top.has("gpus") || replace_default ? top.at("gpus") : json::object();
+  // Both branches are references: a copy of the document (as `: json::object()` made) recurses once per
+  // nesting level, and a deeply nested "gpus" overflowed the stack before it was refused.
+  static const json no_gpus = json::object();
+  const json& per_gpu = top.has("gpus") || replace_default ? top.at("gpus") : no_gpus;
   top.finish();
   if (!per_gpu.is_object()) throw input_error(file + ": key 'gpus' must be an object");
   for (auto it = per_gpu.begin(); it != per_gpu.end(); ++it) {
@@ -283,8 +305,10 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
     return read_file(p);
   };
   try {
-    if (auto text = user_file("gpus.json"))
+    if (auto text = user_file("gpus.json")) {
       merge_by_name(c.gpus_, parse_gpus(*text), [](const gpu_spec& g) { return g.name; });
+      check_gpu_names(c.gpus_, "gpus.json");  // a new GPU named as a built-in one's alias, or the reverse
+    }
     if (auto text = user_file("models.json"))
       merge_by_name(c.models_, parse_models(*text), [](const model_preset& m) { return m.spec.name; });
     if (auto text = user_file("calibration.json")) c.apply_calibration(*text, false);

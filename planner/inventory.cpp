@@ -192,19 +192,21 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     const std::uint64_t bytes = share(share(st.bytes, adapters ? 1 : tp), o_div);
     std::vector<tensor_spec>& target = *place(offload_optimizer);
     inventory_builder b(static_cast<std::int64_t>(m.layers), target);
+    const param_scope scope = adapters ? param_scope::none : param_scope::all;
     tensor_spec& t = b.add(st.name, {bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
     t.bytes = bytes;  // adamw-8bit carries block scales beyond one byte per element
     t.lifetime = state_lifetime::from_first_optimizer;
     t.role = tensor_role::optimizer_state;
-    t.scope = adapters ? param_scope::none : param_scope::all;
+    t.scope = scope;
     // PyTorch's foreach AdamW (torch/optim/adam.py, _multi_tensor_adam) computes sqrt(v) into new tensors
     // for every parameter at once: a temporary as large as the second moment during the step.
     if (hf && st.name == "adam.v" && run.optimizer_impl == optimizer_impl_kind::foreach_impl) {
+      // This add may move the vector's storage: `t` must not be used after it.
       tensor_spec& tmp = b.add("adam.foreach_sqrt_v", {bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
       tmp.bytes = bytes;
       tmp.lifetime = state_lifetime::optimizer_only;
       tmp.role = tensor_role::optimizer_temporary;
-      tmp.scope = t.scope;
+      tmp.scope = scope;
     }
   }
   // Communication buffers. Data parallelism without ZeRO-3 all-reduces (or reduce-scatters) gradients in

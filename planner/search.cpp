@@ -67,8 +67,9 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     ++out.evaluated;
     std::string why;
     std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin, &why);
-    if (!s && out.invalid++ == 0) out.first_invalid_reason = why;
-    else if (s->fits) out.fitting.push_back(*s);
+    if (!s) {
+      if (out.invalid++ == 0) out.first_invalid_reason = why;
+    } else if (s->fits) out.fitting.push_back(*s);
     else out.failing.push_back(*s);
   }
   std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {

@@ -1,6 +1,7 @@
 #pragma once
 // Runs the built `plan` binary with arguments and captures its exit code, stdout and stderr.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -35,6 +36,12 @@ inline plan_run run_plan(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = slurp(out);
   r.err = slurp(err);
+  // scripts/test.sh --sanitize: g++'s UBSan prints to stderr whatever log_path says; keep a report of this
+  // plan where the script looks for reports.
+  if (const char* logs = std::getenv("TRAINPLAN_SANITIZER_LOGS"))
+    if (r.err.find("runtime error:") != std::string::npos || r.err.find("Sanitizer") != std::string::npos)
+      std::ofstream(std::filesystem::path(logs) / ("plan-stderr." + std::to_string(::getpid()) + "." + std::to_string(counter)))
+          << "plan " << args << "\n" << r.err;
   return r;
 }
 

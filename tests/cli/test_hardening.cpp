@@ -146,6 +146,45 @@ TEST_CASE("report readers check every field: plot timeline, plot parity, calibra
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("report readers refuse counts that are no integers (1e30, -1.5) instead of casting them", "[cli][errors][hardening]") {
+  // Regression (issue 12, scripts/test.sh --sanitize): nlohmann's get<std::uint64_t>() of a floating-point
+  // JSON number is a cast whose result is undefined when the value is out of range (UBSan's
+  // float-cast-overflow); plot timeline and calibrate took such counts from the report.
+  const auto dir = fresh_dir("trainplan-hard-counts");
+  nlohmann::json p = nlohmann::json::parse(run_plan("--model gpt2 --gpu h100 --framework trainplan --json").out);
+  nlohmann::json good = {{"backend", "cuda"}, {"gpu", {{"name", "h100"}}}, {"model", p["model"]}, {"run", p["run"]},
+                         {"measured", {{"peak_bytes", p["memory"]["tensor_peak_bytes"]}}},
+                         {"device", {{"context_bytes", 1u << 30}, {"workspace_bytes", 1u << 25},
+                                     {"device_peak_bytes", p["memory"]["peak_bytes"]}, {"step_seconds", 0.5}}}};
+  good["model"]["qkv_bias"] = false;
+  for (const double bad : {1e30, -1.5, 2.5}) {
+    for (const auto& [a, b] : {std::pair{"model", "layers"}, {"run", "seq"}, {"device", "context_bytes"}}) {
+      nlohmann::json report = good;
+      report[a][b] = bad;
+      std::ofstream(dir / "calibrate.json") << report.dump();
+      INFO(a << "." << b << " = " << bad);
+      expect_bad_input("calibrate " + (dir / "calibrate.json").string());
+    }
+    nlohmann::json timeline = {{"predicted", {{"peak_bytes", 1}}}, {"measured", {{"peak_bytes", 1}}}, {"backend", "cpu"},
+                               {"timeline", {{{"phase", "x"}, {"predicted_bytes", 1}, {"measured_bytes", 1}}}},
+                               {"model", {{"name", "m"}}}, {"run", {{"seq", bad}, {"micro_batch", 1}, {"grad_accum", 1}}}};
+    std::ofstream(dir / "timeline.json") << timeline.dump();
+    expect_bad_input("plot timeline --report " + (dir / "timeline.json").string() + " -o " + (dir / "t.svg").string());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("calibrate -o onto a deeply nested file is exit 2, not a stack overflow", "[cli][errors][hardening]") {
+  // Regression (issue 12): the file -o updates was written back with dump(), which recursed once per level
+  // of a 200,000-deep array under a key the loader ignores.
+  const auto dir = fresh_dir("trainplan-hard-deep");
+  const std::size_t depth = 200'000;
+  std::ofstream(dir / "calibration.json") << "{\"gpus\": {}, \"_note\": " << std::string(depth, '[') << std::string(depth, ']') << "}";
+  expect_bad_input("calibrate --framework hf --gpu h100 " + std::string(TRAINPLAN_TEST_DATA) +
+                   "/measurements/pytorch-hf-h100-2026-11-22.jsonl -o " + (dir / "calibration.json").string());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("max and search keep to the fit check's verdict, invalid options are exit 2", "[cli][errors][hardening]") {
   // Host memory with optimizer offload: the longest sequence max reports fits by the fit check, one more does not.
   const std::string base = "--model llama-2-7b --gpu h100 --framework trainplan --offload optimizer --gpus 2 --zero 1 --host-memory 60G";

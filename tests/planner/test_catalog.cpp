@@ -1,5 +1,8 @@
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "planner/catalog.hpp"
@@ -101,4 +104,36 @@ TEST_CASE("a --data-dir adds to and replaces built-in entries", "[catalog]") {
   CHECK(c.gpu("tiny-gpu").memory_bytes == 1073741824ull);
   CHECK(c.model("gpt2").spec.layers == 12);  // models.json not in the folder: built-in one kept
   CHECK_THROWS_AS(catalog::load(std::filesystem::path("/nonexistent/folder")), input_error);
+}
+
+TEST_CASE("a deeply nested calibration file is an input error, not a stack overflow", "[catalog]") {
+  // Regression (issue 12, found beside fuzz/fuzz_catalog.cpp): a --data-dir calibration.json without a
+  // "default" copied its "gpus" value, recursively, before refusing it; a million levels of nesting (2 MB,
+  // far below the 64 MiB file limit) overflowed the stack.
+  const std::size_t depth = 1'000'000;
+  const std::string deep = "{\"gpus\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+  catalog c = data();
+  CHECK_THROWS_WITH(c.apply_calibration(deep, false), Catch::Contains("'gpus' must be an object"));
+}
+
+TEST_CASE("a name or alias that names two GPUs, or a model listed twice, is refused", "[catalog]") {
+  // Regression (issue 12, fuzz/fuzz_catalog.cpp): gpu() returns the first match, so a second GPU under a
+  // taken name or alias loaded but could never be chosen: --gpu picked the other one without a word.
+  const std::string two = replace(one_gpu, "]}", ", " + replace(replace(one_gpu, "{\"gpus\": [", ""), "]}", "") + "]}");
+  CHECK_THROWS_WITH(catalog::from_text(two, one_model, calib), Catch::Contains("'x1' names two GPUs"));
+  const std::string alias_taken = replace(two, "\"name\": \"x1\", \"aliases\": []", "\"name\": \"x2\", \"aliases\": [\"X1\"]");
+  CHECK_THROWS_WITH(catalog::from_text(alias_taken, one_model, calib), Catch::Contains("'x1' names two GPUs (x2 and x1)"));
+  const std::string own_alias = replace(one_gpu, "\"aliases\": []", "\"aliases\": [\"x1\", \"x1\"]");
+  CHECK(catalog::from_text(own_alias, one_model, calib).gpu("x1").name == "x1");  // its own name twice: one GPU
+  const std::string twice = replace(one_model, "]}", ", " + replace(replace(one_model, "{\"models\": [", ""), "]}", "") + "]}");
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, twice, calib), Catch::Contains("model 'm1' is listed twice"));
+
+  // Across --data-dir: a new GPU named as a built-in GPU's alias.
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-catalog-alias-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "gpus.json") << replace(one_gpu, "\"name\": \"x1\"", "\"name\": \"h100-sxm\"");
+  CHECK_THROWS_WITH(catalog::load(dir), Catch::Contains("'h100-sxm' names two GPUs (h100 and h100-sxm)"));
+  std::ofstream(dir / "gpus.json") << replace(one_gpu, "\"name\": \"x1\"", "\"name\": \"h100\"");
+  CHECK(catalog::load(dir).gpu("h100").memory_bytes == 1000);  // the same name replaces the built-in entry
+  std::filesystem::remove_all(dir);
 }

@@ -156,3 +156,30 @@ TEST_CASE("fp8-mixed saves GEMM inputs in one byte and caches fp8 weight copies"
   REQUIRE(find(inv, "weights.fp8"));
   CHECK(find(inv, "weights.fp8")->bytes == 2ull * 12 * 64 * 64);  // layers' GEMM weights; tied head excluded
 }
+
+TEST_CASE("foreach AdamW's sqrt(v) temporary has adam.v's size and scope, on the GPU or offloaded", "[inventory][hf]") {
+  // Regression (issue 12, scripts/test.sh --sanitize): the temporary copied adam.v's scope through a
+  // reference that adding the temporary had invalidated (a heap use after free when the vector grew, which
+  // the small host inventory of --offload optimizer always does at that point).
+  const model_spec m = tiny_model(model_family::llama);
+  for (offload_mode off : {offload_mode::none, offload_mode::optimizer}) {
+    run_config r = run_of(64, 2, recompute_mode::none, attention_kind::flash, 0.0);
+    r.framework = framework_kind::hf;
+    r.precision = precision_regime::amp_bf16;
+    r.optimizer_impl = optimizer_impl_kind::foreach_impl;
+    r.offload = off;
+    const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
+    const std::vector<tensor_spec>& where = off == offload_mode::none ? inv.tensors : inv.host_tensors;
+    auto named = [&](const std::string& name) {
+      auto it = std::find_if(where.begin(), where.end(), [&](const tensor_spec& t) { return t.name == name; });
+      REQUIRE(it != where.end());
+      return *it;
+    };
+    const tensor_spec v = named("adam.v"), tmp = named("adam.foreach_sqrt_v");
+    INFO("offload " << offload_name(off));
+    CHECK(tmp.bytes == v.bytes);
+    CHECK(tmp.scope == param_scope::all);
+    CHECK(v.scope == param_scope::all);
+    CHECK(tmp.lifetime == state_lifetime::optimizer_only);
+  }
+}

@@ -151,3 +151,23 @@ TEST_CASE("search splits the target batch across data-parallel GPUs too", "[sear
   CHECK(run.seq * run.micro_batch * run.grad_accum * run.data_parallel() == (1u << 20));
   CHECK(run.grad_accum == 64);
 }
+
+TEST_CASE("search counts every configuration that cannot run as invalid, and ranks none of them", "[search]") {
+  // Regression (issue 12, scripts/test.sh --sanitize): from the second invalid configuration on, the search
+  // read the verdict of an empty optional and ranked an uninitialised summary (UBSan: a bool of value 232).
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  s.gpus.push_back({data().gpu("h100"), data().calibration_for(data().gpu("h100"))});
+  s.base.gpus = 5;
+  s.base.pp = 5;  // 5 stages do not divide gpt2's 12 layers: every configuration is invalid
+  s.seqs = {1024};
+  s.micro_batches = {1, 2, 4};
+  const search_result r = search_configs(s, 4096, 0.05);
+  CHECK(r.evaluated == 3);
+  CHECK(r.invalid == 3);
+  CHECK(r.fitting.empty());
+  CHECK(r.failing.empty());
+  CHECK(r.pareto.empty());
+  CHECK_FALSE(r.first_invalid_reason.empty());
+}
