@@ -24,8 +24,11 @@ namespace {
 constexpr std::string_view no_gpus = R"({"gpus": []})";
 constexpr std::string_view no_models = R"({"models": []})";
 constexpr std::string_view default_calibration = R"({"default": {"cuda_context_bytes": 1, "cublas_workspace_bytes": 1,
-  "hf_cuda_context_bytes": 1, "allocator_slack_fraction": 0.02, "achieved_efficiency": 0.45,
-  "safety_margin_fraction": 0.05, "source": "fuzz"}, "gpus": {}})";
+  "hf_cuda_context_bytes": 1, "allocator_slack_fraction": 0.02, "safety_margin_fraction": 0.05, "source": "fuzz",
+  "timing": {"hf": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
+             "llmc": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
+             "megatron": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
+             "trainplan": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}}}, "gpus": {}})";
 
 std::string_view embedded(std::string_view name) {
   for (const embedded_file& f : embedded_data_files())
@@ -47,9 +50,17 @@ void check_catalog(const catalog& c) {
                 k.cublas_workspace_bytes <= (1ull << 50),
             "calibration bytes escaped their range");
     require(k.allocator_slack_fraction >= 0 && k.allocator_slack_fraction <= 1, "allocator_slack_fraction escaped [0, 1]");
-    require(k.achieved_efficiency > 0 && k.achieved_efficiency <= 1, "achieved_efficiency escaped (0, 1]");
     require(k.safety_margin_fraction >= 0 && k.safety_margin_fraction < 1, "safety_margin_fraction escaped [0, 1)");
-    require(k.efficiency_half_tokens >= 0 && std::isfinite(k.efficiency_half_tokens), "efficiency_half_tokens escaped");
+    for (const timing_constants& t : k.timing) {
+      require(t.gemm_efficiency > 0 && t.gemm_efficiency <= 1 && t.fp32_gemm_efficiency > 0 &&
+                  t.fp32_gemm_efficiency <= 1 && t.attention_efficiency > 0 && t.attention_efficiency <= 1 &&
+                  t.bandwidth_fraction > 0 && t.bandwidth_fraction <= 1,
+              "a timing efficiency escaped (0, 1]");
+      require(t.gemm_half_dim >= 0 && t.gemm_half_dim <= 1e6 && t.kernel_seconds >= 0 && t.kernel_seconds <= 1 &&
+                  t.step_seconds >= 0 && t.step_seconds <= 3600 && t.foreach_tensor_seconds >= 0 &&
+                  t.foreach_tensor_seconds <= 1,
+              "a timing constant escaped its range");
+    }
   }
   for (const model_preset& p : c.models()) {
     require(&c.model(p.spec.name) == &p, "a preset is not found by its name (another preset has it)");
