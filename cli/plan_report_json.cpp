@@ -114,7 +114,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                            {"peak_bytes", s.peak_bytes},
                            {"headroom_bytes", s.headroom_bytes},
                            {"tokens_per_second", s.tokens_per_second},
-                           {"changes_training", s.changes_training},
+                           {"changes_training", s.changes_training()},
                            {"cost", suggestion_cost_text(s.costs)}});
   j["suggestions"] = suggestions;
   j["notes"] = in.notes;

@@ -179,22 +179,28 @@ gnuplot_job recompute_chart(const sweep_space& space) {
   return job;
 }
 
-gnuplot_job breakdown_chart(const sweep_space& space) {
+// The one configuration a breakdown chart draws: one model, GPU and --seq.
+plan_result single_plan(const sweep_space& space, std::string_view kind) {
   require_single(space, true);
-  if (space.seqs.size() != 1) throw input_error("plot breakdown: give one --seq");
+  if (space.seqs.size() != 1) throw input_error(fmt::format("plot {}: give one --seq", kind));
+  auto p = evaluate(space.models.front(), space.gpus.front(), space.at(0).run, timeline_detail::peak);
+  if (!p) throw input_error(fmt::format("plot {}: this configuration cannot run (see plan for the reason)", kind));
+  return std::move(*p);
+}
+
+gnuplot_job breakdown_chart(const sweep_space& space) {
   const sweep_gpu& g = space.gpus.front();
   const run_config r = space.at(0).run;
-  const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak);
-  if (!p) throw input_error("plot breakdown: this configuration cannot run (see plan for the reason)");
+  const plan_result p = single_plan(space, "breakdown");
   const std::pair<const char*, std::uint64_t> rows[] = {
-      {"weights", p->category_bytes(tensor_category::weights)},
-      {"master weights", p->category_bytes(tensor_category::master_weights)},
-      {"gradients", p->category_bytes(tensor_category::gradients)},
-      {"optimizer state", p->category_bytes(tensor_category::optimizer)},
-      {"activations", p->category_bytes(tensor_category::activations)},
-      {"logits and loss", p->category_bytes(tensor_category::logits)},
-      {"activation gradients", p->category_bytes(tensor_category::activation_grads)},
-      {"runtime overhead", p->overhead.total()}};
+      {"weights", p.category_bytes(tensor_category::weights)},
+      {"master weights", p.category_bytes(tensor_category::master_weights)},
+      {"gradients", p.category_bytes(tensor_category::gradients)},
+      {"optimizer state", p.category_bytes(tensor_category::optimizer)},
+      {"activations", p.category_bytes(tensor_category::activations)},
+      {"logits and loss", p.category_bytes(tensor_category::logits)},
+      {"activation gradients", p.category_bytes(tensor_category::activation_grads)},
+      {"runtime overhead", p.overhead.total()}};
   std::string data;
   for (const auto& [label, bytes] : rows) data += fmt::format("\"{}\" {:.6f}\n", label, bytes * gib_per_byte);
   gnuplot_job job;
@@ -206,23 +212,20 @@ gnuplot_job breakdown_chart(const sweep_space& space) {
       "  '' using 0:2:(sprintf('%.2f', $2)) with labels offset 0,0.8 notitle, \\\n"
       "  {:.4f} with lines lw 2 dt 2 lc rgb 'black' title 'GPU memory'\n",
       quote(fmt::format("{} on {}: peak {:.2f} GiB of {:.2f} GiB, {}\\n{{/*0.8 {} at {}}}", space.models.front().spec.name,
-                        g.spec.name, p->peak_bytes * gib_per_byte, g.spec.memory_bytes * gib_per_byte,
-                        p->fits ? "fits" : "does not fit", run_text(r, true), phase_name(p->timeline.peak))),
+                        g.spec.name, p.peak_bytes * gib_per_byte, g.spec.memory_bytes * gib_per_byte,
+                        p.fits ? "fits" : "does not fit", run_text(r, true), phase_name(p.timeline.peak))),
       palette[0], g.spec.memory_bytes * gib_per_byte);
   return job;
 }
 
 // One step's time by op class (planner/roofline.hpp), in milliseconds.
 gnuplot_job time_breakdown_chart(const sweep_space& space) {
-  require_single(space, true);
-  if (space.seqs.size() != 1) throw input_error("plot time-breakdown: give one --seq");
   const sweep_gpu& g = space.gpus.front();
   const run_config r = space.at(0).run;
-  const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak);
-  if (!p) throw input_error("plot time-breakdown: this configuration cannot run (see plan for the reason)");
+  const plan_result p = single_plan(space, "time-breakdown");
   std::string data;
   for (std::size_t c = 0; c < op_class_count; ++c)
-    data += fmt::format("\"{}\" {:.6f}\n", op_class_name(static_cast<op_class>(c)), p->time.breakdown.seconds[c] * 1e3);
+    data += fmt::format("\"{}\" {:.6f}\n", op_class_name(static_cast<op_class>(c)), p.time.breakdown.seconds[c] * 1e3);
   gnuplot_job job;
   job.data_files.emplace_back("time.dat", data);
   job.script = fmt::format(
@@ -232,7 +235,7 @@ gnuplot_job time_breakdown_chart(const sweep_space& space) {
       "  '' using 0:2:(sprintf('%.1f', $2)) with labels offset 0,0.8 notitle\n",
       quote(fmt::format("{} on {} ({} profile): step {:.1f} ms, {:.0f} tokens/s, MFU {:.1f}%\\n{{/*0.8 {}}}",
                         space.models.front().spec.name, g.spec.name, framework_name(r.framework),
-                        p->time.step_seconds * 1e3, p->time.tokens_per_second, 100 * p->time.mfu, run_text(r, true))),
+                        p.time.step_seconds * 1e3, p.time.tokens_per_second, 100 * p.time.mfu, run_text(r, true))),
       palette[1]);
   return job;
 }

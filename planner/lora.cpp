@@ -16,6 +16,14 @@ std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targ
   return checked_product({per_layer, rank, m.layers}, "LoRA parameter count");
 }
 
+unsigned lora_linears(const model_spec& m, unsigned targets) {
+  unsigned n = 0;
+  for (unsigned t : {lora_q, lora_k, lora_v, lora_o})
+    if (targets & t) ++n;
+  if (targets & lora_mlp) n += m.family == model_family::gpt ? 2 : 3;
+  return n;
+}
+
 std::uint64_t nf4_bytes(std::uint64_t n) {
   const std::uint64_t blocks = (n + 63) / 64;
   return (n + 1) / 2 + blocks + 4 * ((blocks + 255) / 256);

@@ -11,6 +11,9 @@ namespace trainplan {
 // Trainable adapter parameters over all layers for the given targets (lora_target bits).
 std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets);
 
+// How many linear layers of one transformer layer the targets adapt (mlp: fc and proj, or gate, up, down).
+unsigned lora_linears(const model_spec& m, unsigned targets);
+
 // Bytes of n weights in NF4 with double quantization: 4 bits each, one 8-bit absmax per 64-weight block,
 // one fp32 constant per 256 blocks (QLoRA Sec. 3: 4 + 8/64 + 32/(64*256) = 4.127 bits per weight).
 std::uint64_t nf4_bytes(std::uint64_t n);

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -209,10 +208,10 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   if (run.finetune == finetune_kind::full) {
     for (const param_tensor& t : facts->tensors) trained_tensors += t.per_layer ? static_cast<double>(model.layers) : 1.0;
   } else {
-    trained_tensors = 2.0 * std::popcount(run.lora_targets) * static_cast<double>(model.layers);  // A and B
+    trained_tensors = 2.0 * lora_linears(model, run.lora_targets) * static_cast<double>(model.layers);  // A and B
   }
   const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
-  r.ops = list_step_ops(model, run, r.layout, r.params, static_cast<double>(r.trainable_params) / shards,
+  r.ops = list_step_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
                                      trained_tensors / static_cast<double>(run.pp),
                                      static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
   r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),

@@ -89,9 +89,7 @@ double multi_tensor_launches(double elements, double tensors, double max_tensors
 }  // namespace
 
 step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
-                       const param_counts& params, double trained_params, double trained_tensors,
-                       double optimizer_bytes) {
-  (void)params;
+                       double trained_params, double trained_tensors, double optimizer_bytes) {
   step_ops result;
   result.ops.reserve(64);
   result.fp32_gemms = layout.compute == dtype::fp32;

@@ -4,13 +4,11 @@
 // turns them into time. PyTorch eager (hf) launches Hugging Face's gelu_new as eight elementwise kernels and
 // runs norms, rotary embeddings and the loss in fp32 under autocast; llm.c and this project's harness fuse
 // what their kernels fuse.
-#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
 #include "planner/model_spec.hpp"
-#include "planner/param_count.hpp"
 #include "planner/precision.hpp"
 #include "planner/run_config.hpp"
 
@@ -42,7 +40,6 @@ struct step_ops {
 // trained_params: parameters the optimizer updates on this GPU (ZeRO shards, LoRA adapters);
 // optimizer_bytes: what the update reads and writes once, as planner/plan.cpp counts it from the inventory.
 step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
-                       const param_counts& params, double trained_params, double trained_tensors,
-                       double optimizer_bytes);
+                       double trained_params, double trained_tensors, double optimizer_bytes);
 
 }  // namespace trainplan

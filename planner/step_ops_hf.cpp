@@ -31,7 +31,7 @@ void layer_norm(ops::row_group& g, std::string_view name, const hf_shape& x) {
 // the casts are no-ops when the stream is already fp32 (autocast).
 void rms_norm(ops::row_group& g, std::string_view name, const hf_shape& x) {
   const double casts = x.r == 4 ? 0 : 2;
-  const double fwd = 4 * 2 * x.E + 4 * x.E + 2 * x.E * (4 + x.r) + casts * x.E * (4 + x.r) / 2;
+  const double fwd = 4 * 2 * x.E + 4 * x.E + 2 * x.E * (4 + x.r) + casts * x.E * (4 + x.r);
   // pow, mean, rsqrt, the two products (two kernels each), the two casts and one gradient sum.
   g.add(name, op_class::elementwise, fwd, 6 + casts, 2 * fwd, 9 + casts);
 }
@@ -49,7 +49,7 @@ void linear(ops::row_group& g, std::string_view name, std::string_view cast_name
             const hf_shape& x, bool bias) {
   g.gemm(name, x.T, out, in, x.c, x.c);
   if (x.amp) g.add(cast_name, op_class::elementwise, in * out * (4 + x.c), 1, in * out * (4 + x.c), 1);
-  if (bias) g.add(cast_name, op_class::elementwise, 0, 0, x.T * out * x.c, 1);
+  if (bias) g.add("linear.bias_grad", op_class::elementwise, 0, 0, x.T * out * x.c, 1);
 }
 
 // A residual add of a GEMM output to the stream: one kernel; in backward the stream's gradient is summed

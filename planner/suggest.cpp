@@ -7,6 +7,7 @@
 
 #include "planner/input_error.hpp"
 #include "planner/search.hpp"
+#include "planner/sweep_axis.hpp"
 
 namespace trainplan {
 namespace {
@@ -116,10 +117,7 @@ std::string suggestion_cost_text(unsigned costs) {
 
 unsigned parse_kept_levers(std::string_view list) {
   unsigned kept = 0;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    const std::size_t end = std::min(list.find(',', start), list.size());
-    const std::string_view name = list.substr(start, end - start);
+  for (const std::string& name : parse_name_axis(list, "--keep")) {
     if (name == "precision") kept |= keep_precision;
     else if (name == "optimizer") kept |= keep_optimizer;
     else if (name == "recompute") kept |= keep_recompute;
@@ -131,7 +129,6 @@ unsigned parse_kept_levers(std::string_view list) {
     else
       throw input_error(fmt::format("--keep: unknown lever '{}' (known: precision, optimizer, recompute, batch, "
                                     "attention, adapters, gpus, offload)", name));
-    start = end + 1;
   }
   return kept;
 }
@@ -154,7 +151,6 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
       for (const change* c : picked) {
         c->apply(candidate);
         s.changes.push_back(c->flag);
-        s.changes_training = s.changes_training || c->changes_training;
         if (c->changes_training) s.costs |= cost_numerics;
         if (c->slower) s.costs |= cost_slower;
       }

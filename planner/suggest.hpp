@@ -33,9 +33,11 @@ struct fit_suggestion {
   std::uint64_t peak_bytes = 0;
   std::int64_t headroom_bytes = 0;
   double tokens_per_second = 0;
-  bool changes_training = false;     // a different optimizer, precision or LoRA changes the numerics
   std::uint64_t gpus = 1;            // GPUs the suggestion needs
   unsigned costs = cost_none;        // suggestion_cost bits
+
+  // A different optimizer, precision or LoRA changes the numerics.
+  bool changes_training() const { return (costs & cost_numerics) != 0; }
 };
 
 // Tries single changes first, then pairs, then triples, along these levers: recomputation (selective,

@@ -88,35 +88,42 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
   // CUDA-core fp32 peak, fused attention near 75%, streaming kernels near 95% of HBM bandwidth.
   bool any_fp32 = false;
   for (const auto& r : runs) any_fp32 = any_fp32 || r.ops.fp32_gemms;
-  const std::vector<double> fp32_grid = any_fp32 ? std::vector<double>{0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95}
-                                                 : std::vector<double>{k.fp32_gemm_efficiency};
-  for (double gemm = 0.30; gemm <= 0.801; gemm += 0.05)
+  // Steps of 5 points, counted in integers so that the fitted values are exact (0.8, not 0.8000000000000002).
+  auto percent_steps = [](int from, int to) {
+    std::vector<double> v;
+    for (int p = from; p <= to; p += 5) v.push_back(p / 100.0);
+    return v;
+  };
+  const std::vector<double> gemm_grid = percent_steps(30, 80), attention_grid = percent_steps(10, 75),
+                            bandwidth_grid = percent_steps(50, 95);
+  const std::vector<double> fp32_grid = any_fp32 ? percent_steps(50, 95) : std::vector<double>{k.fp32_gemm_efficiency};
+  for (double gemm : gemm_grid)
     for (double fp32 : fp32_grid)
-    for (double half : {0.0, 32.0, 64.0, 128.0, 256.0})
-      for (double attention = 0.10; attention <= 0.751; attention += 0.05)
-        for (double bandwidth = 0.50; bandwidth <= 0.951; bandwidth += 0.05) {
-          k.gemm_efficiency = gemm, k.gemm_half_dim = half, k.attention_efficiency = attention,
-          k.bandwidth_fraction = bandwidth, k.fp32_gemm_efficiency = fp32;
-          for (std::size_t i = 0; i < runs.size(); ++i) {
-            double device = 0;
-            for (const step_op& op : runs[i].ops.ops)
-              device += op_device_seconds(op, runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, k,
-                                          runs[i].ops.fp32_gemms);
-            rows[i].device = device;
-          }
-          for (unsigned mask = 0; mask < 8; ++mask) {
-            std::array<double, 3> x;
-            if (!solve_subset(rows, mask, x)) continue;
-            const double error = relative_error_sum(rows, x);
-            if (error < best_error - 1e-15) {
-              best_error = error;
-              best.constants = k;
-              best.constants.kernel_seconds = x[0];
-              best.constants.step_seconds = x[1];
-              best.constants.foreach_tensor_seconds = x[2];
+      for (double half : {0.0, 32.0, 64.0, 128.0, 256.0})
+        for (double attention : attention_grid)
+          for (double bandwidth : bandwidth_grid) {
+            k.gemm_efficiency = gemm, k.gemm_half_dim = half, k.attention_efficiency = attention,
+            k.bandwidth_fraction = bandwidth, k.fp32_gemm_efficiency = fp32;
+            for (std::size_t i = 0; i < runs.size(); ++i) {
+              double device = 0;
+              for (const step_op& op : runs[i].ops.ops)
+                device += op_device_seconds(op, runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, k,
+                                            runs[i].ops.fp32_gemms);
+              rows[i].device = device;
+            }
+            for (unsigned mask = 0; mask < 8; ++mask) {
+              std::array<double, 3> x;
+              if (!solve_subset(rows, mask, x)) continue;
+              const double error = relative_error_sum(rows, x);
+              if (error < best_error - 1e-15) {
+                best_error = error;
+                best.constants = k;
+                best.constants.kernel_seconds = x[0];
+                best.constants.step_seconds = x[1];
+                best.constants.foreach_tensor_seconds = x[2];
+              }
             }
           }
-        }
 
   std::vector<double> errors;
   for (const auto& r : runs) {

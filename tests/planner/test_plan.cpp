@@ -102,7 +102,7 @@ TEST_CASE("suggestions fit, are ranked by cost then fewest changes, and are not 
     return x.changes == std::vector<std::string>{"--attention flash"};
   }));
   // Changes that keep the numerics rank before those that do not.
-  CHECK_FALSE(s.front().changes_training);
+  CHECK_FALSE(s.front().changes_training());
   bool numerics_seen = false;
   for (const fit_suggestion& x : s) {
     if (x.costs & cost_numerics) numerics_seen = true;
