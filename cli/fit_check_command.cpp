@@ -25,6 +25,7 @@ struct fit_check_args {
   bool json = false;
   std::size_t max_suggestions = 8;
   std::string keep;
+  bool allow_shorter_seq = false;
 };
 
 }  // namespace
@@ -43,6 +44,8 @@ command_action register_fit_check(CLI::App& app) {
                  "levers the suggestions must not touch: precision, optimizer, recompute, batch, attention, adapters, "
                  "gpus, offload (comma-separated)")
       ->type_name("LIST");
+  app.add_flag("--allow-shorter-seq", args->allow_shorter_seq,
+               "the suggestions may also shorten the sequence (the longest that fits, a multiple of 256)");
 
   return [args]() -> int {
     resolved_run r = resolve_model_run(args->model_run);
@@ -56,10 +59,10 @@ command_action register_fit_check(CLI::App& app) {
         fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       }
     }
-    const unsigned kept = args->keep.empty() ? 0u : parse_kept_levers(args->keep);
+    const suggest_options options{args->max_suggestions, args->keep.empty() ? 0u : parse_levers(args->keep, "--keep"),
+                                  args->allow_shorter_seq};
     std::vector<fit_suggestion> suggestions;
-    if (!plan.fits && args->max_suggestions > 0)
-      suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, args->max_suggestions, kept);
+    if (!plan.fits && args->max_suggestions > 0) suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, options);
     plan_report_input in{plan, suggestions, r.notes, tokens};
     if (!plan.fits && !suggestions.empty() && suggestions.front().costs != cost_none)
       in.same_numerics_floor_bytes = same_numerics_floor(r.model, r.run, r.gpu, r.calib);

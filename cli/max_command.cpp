@@ -1,6 +1,7 @@
 // `plan max seq|micro-batch|params`: the largest value that still fits the GPU with everything else fixed.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
 #include "planner/input_error.hpp"
+#include "planner/levers.hpp"
 #include "planner/max_fit.hpp"
 #include "planner/param_count.hpp"
 #include "planner/search.hpp"
@@ -21,7 +23,32 @@ struct max_args {
   std::string what;
   double margin = 0;
   bool json = false;
+  std::string levers;  // --levers: also the maximum with each combination of these
+  std::size_t top = 8;
 };
+
+// One combination of levers and the largest value it reaches.
+struct lever_reach_row {
+  run_config run;
+  std::vector<std::string> changes;
+  unsigned costs = cost_none;
+  std::uint64_t value = 0;  // in the question's unit (parameters for params)
+  std::uint64_t peak_bytes = 0;
+};
+
+// Ranked as the fit check ranks its suggestions (cost, then fewest changes), each row kept only when it
+// reaches further than every row above it: a ladder of what each further step buys.
+std::vector<lever_reach_row> reach_ladder(std::vector<lever_reach_row> rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const lever_reach_row& a, const lever_reach_row& b) {
+    if (cost_rank(a.costs) != cost_rank(b.costs)) return cost_rank(a.costs) < cost_rank(b.costs);
+    if (a.changes.size() != b.changes.size()) return a.changes.size() < b.changes.size();
+    return a.value > b.value;
+  });
+  std::vector<lever_reach_row> ladder;
+  for (lever_reach_row& r : rows)
+    if (ladder.empty() || r.value > ladder.back().value) ladder.push_back(std::move(r));
+  return ladder;
+}
 
 }  // namespace
 
@@ -34,6 +61,11 @@ void register_max_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default 0, as the fit check)")
       ->type_name("FRACTION");
   cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->add_option("--levers", args->levers,
+                  "also the largest value with each combination of these levers: precision, optimizer, optimizer-impl, "
+                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload")
+      ->type_name("LIST");
+  cmd->add_option("--top", args->top, "with --levers, at most this many rows (default 8)")->type_name("N");
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
@@ -80,6 +112,40 @@ void register_max_command(CLI::App& app, command_action& chosen) {
 
       const std::string unit = params ? "parameters" : args->what == "seq" ? "tokens" : "sequences";
       const std::uint64_t value = !best ? 0 : params ? count_params(model.spec).total : *best;
+
+      // With --levers: the same question for every combination of the levers (lever_space), as a ladder.
+      std::vector<lever_reach_row> ladder;
+      if (!args->levers.empty()) {
+        const unsigned levers = parse_levers(args->levers, "--levers");
+        if ((levers & lever_batch) && args->what == "micro-batch")
+          throw input_error("--levers: batch is the question itself in max micro-batch");
+        if (levers & lever_seq) throw input_error("--levers: seq is not a lever of max (ask max seq instead)");
+        std::vector<lever_reach_row> rows;
+        for (const run_config& candidate : lever_space(levers, r.model, r.run, r.gpu, lever_reach{8})) {
+          sweep_model m = model;
+          run_config c = candidate;
+          auto fits_at = [&](std::uint64_t v) {
+            if (params) {
+              m.spec = derive_llama_shape(v * 1'000'000ull);
+              m.facts = describe_model(m.spec);
+            } else if (args->what == "seq") {
+              c.seq = v;
+            } else {
+              c.micro_batch = v;
+            }
+            const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin);
+            return s && s->fits;
+          };
+          const std::optional<std::uint64_t> v = largest_fitting(1, hi, fits_at);
+          if (!v) continue;
+          fits_at(*v);  // leaves m and c at the maximum
+          const std::optional<config_summary> at = summarize_config(m, gpu, c, args->margin);
+          rows.push_back({c, change_flags(r.run, candidate), change_costs(r.run, candidate),
+                          params ? count_params(m.spec).total : *v, at ? at->peak_bytes : 0});
+        }
+        ladder = reach_ladder(std::move(rows));
+        if (ladder.size() > args->top) ladder.resize(args->top);
+      }
       if (args->json) {
         nlohmann::json j{{"what", args->what}, {"gpu", r.gpu.name}, {"fits", best.has_value()}};
         if (best) {
@@ -89,13 +155,34 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           if (params) j["model"] = {{"layers", model.spec.layers}, {"hidden", model.spec.hidden}, {"heads", model.spec.heads}, {"ffn", model.spec.ffn}};
           if (next) j["next_peak_bytes"] = next->peak_bytes;
         }
+        if (!args->levers.empty()) {
+          j["with_levers"] = nlohmann::json::array();
+          for (const lever_reach_row& row : ladder)
+            j["with_levers"].push_back({{"changes", row.changes}, {"value", row.value}, {"peak_bytes", row.peak_bytes},
+                                        {"cost", suggestion_cost_text(row.costs)}});
+        }
         fmt::print("{}\n", j.dump(2));
-        return best ? 0 : 1;
+        return best || !ladder.empty() ? 0 : 1;
       }
+      // The ladder first when the run as given reaches nothing: it is then the only answer.
+      auto print_ladder = [&]() {
+        if (args->levers.empty()) return;
+        fmt::print("\nWith the levers {} (ranked as the fit check ranks its suggestions: cost, then fewest changes; each "
+                   "row reaches further than every row above it):\n  {:>2}  {:<56} {:>18} {:>10}  {}\n",
+                   lever_names(parse_levers(args->levers, "--levers")), "#", "changes", unit, "peak", "cost");
+        for (std::size_t i = 0; i < ladder.size(); ++i) {
+          std::string flags;
+          for (const std::string& c : ladder[i].changes) flags += (flags.empty() ? "" : " ") + c;
+          fmt::print("  {:>2}  {:<56} {:>18} {:>10}  {}\n", i + 1, flags.empty() ? "(as given)" : flags,
+                     grouped(ladder[i].value), gib(ladder[i].peak_bytes), suggestion_cost_text(ladder[i].costs));
+        }
+        if (ladder.empty()) fmt::print("  nothing fits with any combination of them\n");
+      };
       if (!best) {
         fmt::print("Nothing fits: even the smallest {} ({}) exceeds {} of {}.\n", args->what, params ? "1M parameters" : "1",
                    gib(memory_budget(r.gpu, args->margin)), r.gpu.description);
-        return 1;
+        print_ladder();
+        return ladder.empty() ? 1 : 0;
       }
       const std::string subject = params ? fmt::format("llama-family model (derived shape: L={} h={} heads={} ffn={})",
                                                        model.spec.layers, model.spec.hidden, model.spec.heads, model.spec.ffn)
@@ -109,6 +196,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       fmt::print("Everything else as given: {}, {}, recompute {}, {} attention, seq {}, micro-batch {}.\n",
                  precision_name(run.precision), optimizer_name(run.optimizer), recompute_name(run.recompute),
                  attention_name(run.attention), run.seq, run.micro_batch);
+      print_ladder();
       return 0;
     };
   });

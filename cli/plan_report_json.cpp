@@ -109,13 +109,22 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
     j["time"]["time_to_train_seconds"] = *in.train_tokens / p.time.tokens_per_second;
   }
   json suggestions = json::array();
-  for (const fit_suggestion& s : in.suggestions)
-    suggestions.push_back({{"changes", s.changes},
-                           {"peak_bytes", s.peak_bytes},
-                           {"headroom_bytes", s.headroom_bytes},
-                           {"tokens_per_second", s.tokens_per_second},
-                           {"changes_training", s.changes_training()},
-                           {"cost", suggestion_cost_text(s.costs)}});
+  for (const fit_suggestion& s : in.suggestions) {
+    json one = {{"changes", s.changes},
+                {"levers", lever_names(s.levers)},
+                {"peak_bytes", s.peak_bytes},
+                {"headroom_bytes", s.headroom_bytes},
+                {"tokens_per_second", s.tokens_per_second},
+                {"changes_training", s.changes_training()},
+                {"cost", suggestion_cost_text(s.costs)},
+                {"roomiest", nullptr}};
+    if (s.roomiest)
+      one["roomiest"] = {{"added", s.roomiest->added},
+                         {"peak_bytes", s.roomiest->peak_bytes},
+                         {"headroom_bytes", s.roomiest->headroom_bytes},
+                         {"tokens_per_second", s.roomiest->tokens_per_second}};
+    suggestions.push_back(one);
+  }
   j["suggestions"] = suggestions;
   j["notes"] = in.notes;
   j["assumptions"] = plan_assumptions(p);

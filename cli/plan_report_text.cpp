@@ -215,6 +215,13 @@ std::string render_plan_text(const plan_report_input& in) {
         line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({})", i + 1, flags, gib(s.peak_bytes),
              gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped(static_cast<std::uint64_t>(s.tokens_per_second)),
              suggestion_cost_text(s.costs));
+        if (s.roomiest) {
+          std::string added;
+          for (const std::string& c : s.roomiest->added) added += " " + c;
+          line("     {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s (the most headroom these numerics reach)", "+" + added,
+               gib(s.roomiest->peak_bytes), gib_signed(s.roomiest->headroom_bytes),
+               grouped(static_cast<std::uint64_t>(s.roomiest->tokens_per_second)));
+        }
       }
     }
     line("");

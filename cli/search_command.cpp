@@ -3,15 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/input_error.hpp"
+#include "planner/levers.hpp"
 #include "planner/quantity_parse.hpp"
 #include "planner/search.hpp"
 #include "planner/suggest.hpp"
@@ -25,12 +28,66 @@ struct search_args {
   double margin = -1;
   std::size_t top = 5;
   bool json = false;
+  std::string levers;  // --levers: widen the search along these (planner/levers.hpp)
 };
 
 std::string config_label(const config_summary& s) {
-  return fmt::format("seq {} x micro-batch {} x {} accumulation, recompute {}, {} attention, {}, {}", s.run.seq,
-                     s.run.micro_batch, s.run.grad_accum, recompute_name(s.run.recompute), attention_name(s.run.attention),
-                     precision_name(s.run.precision), optimizer_name(s.run.optimizer));
+  std::string label = fmt::format("seq {} x micro-batch {} x {} accumulation, recompute {}, {} attention, {}, {}", s.run.seq,
+                                  s.run.micro_batch, s.run.grad_accum, recompute_name(s.run.recompute),
+                                  attention_name(s.run.attention), precision_name(s.run.precision), optimizer_name(s.run.optimizer));
+  // What only the levers vary, when it is not the default.
+  if (s.run.optimizer_impl == optimizer_impl_kind::fused && s.run.framework == framework_kind::hf) label += " (fused)";
+  if (s.run.finetune != finetune_kind::full) label += fmt::format(", {}", finetune_name(s.run.finetune));
+  if (s.run.offload != offload_mode::none) label += fmt::format(", offload {}", offload_name(s.run.offload));
+  if (s.run.gpus > 1) label += fmt::format(", {} GPUs ZeRO-{}", s.run.gpus, s.run.zero);
+  return label;
+}
+
+// The flags that turn the run as given into `s`, the batch split left out (the search chooses it).
+std::vector<std::string> lever_changes(const run_config& base, const config_summary& s) {
+  run_config same_batch = s.run;
+  same_batch.micro_batch = base.micro_batch;
+  same_batch.grad_accum = base.grad_accum;
+  return change_flags(base, same_batch);
+}
+
+std::string lever_flags(const run_config& base, const config_summary& s) {
+  std::string flags;
+  for (const std::string& f : lever_changes(base, s)) flags += (flags.empty() ? "" : " ") + f;
+  return flags.empty() ? "(as given)" : flags;
+}
+
+// The fastest fitting run for each combination of changes (the batch split aside: the search chooses it)
+// and each model and GPU, ranked as the fit check ranks its suggestions: cost, then fewest changes, then
+// tokens/s. A combination that adds changes to a listed one is listed only when it beats it on both
+// peak and tokens/s: otherwise the smaller one already says it.
+std::vector<const config_summary*> best_per_change_set(const search_result& r, const run_config& base) {
+  std::map<std::tuple<std::string, std::string, std::string>, const config_summary*> best;
+  for (const config_summary& s : r.fitting)  // fitting is sorted fastest first: the first of a set wins
+    best.emplace(std::make_tuple(s.model->spec.name, s.gpu->spec.name, lever_flags(base, s)), &s);
+  std::vector<const config_summary*> ranked;
+  for (const auto& [key, s] : best) ranked.push_back(s);
+  std::stable_sort(ranked.begin(), ranked.end(), [&](const config_summary* a, const config_summary* b) {
+    const unsigned ca = change_costs(base, a->run), cb = change_costs(base, b->run);
+    if (cost_rank(ca) != cost_rank(cb)) return cost_rank(ca) < cost_rank(cb);
+    const std::size_t na = lever_changes(base, *a).size(), nb = lever_changes(base, *b).size();
+    if (na != nb) return na < nb;
+    return a->tokens_per_second > b->tokens_per_second;
+  });
+  std::vector<const config_summary*> out;
+  for (const config_summary* s : ranked) {
+    const std::vector<std::string> changes = lever_changes(base, *s);
+    const bool adds_nothing = std::any_of(out.begin(), out.end(), [&](const config_summary* listed) {
+      if (listed->model != s->model || listed->gpu != s->gpu) return false;
+      const std::vector<std::string> smaller = lever_changes(base, *listed);
+      const bool contains = std::all_of(smaller.begin(), smaller.end(), [&](const std::string& c) {
+        return std::find(changes.begin(), changes.end(), c) != changes.end();
+      });
+      return contains && !(s->peak_bytes < listed->peak_bytes && s->tokens_per_second > listed->tokens_per_second);
+    });
+    if (!adds_nothing) out.push_back(s);
+  }
+  return out;
 }
 
 // Why the winner beats the runner-up, from the fields in which they differ.
@@ -52,9 +109,10 @@ std::string why_first(const config_summary& a, const config_summary* b) {
   if (a.run.precision != b->run.precision)
     reasons.push_back(fmt::format("{} instead of {}", precision_name(a.run.precision), precision_name(b->run.precision)));
   if (a.run.micro_batch != b->run.micro_batch)
-    reasons.push_back(fmt::format("micro-batch {} rather than {} (fewer, larger GEMMs for the same tokens; equal in the "
-                                  "model's speed until GEMM-size efficiency is calibrated)",
-                                  a.run.micro_batch, b->run.micro_batch));
+    reasons.push_back(fmt::format("micro-batch {} rather than {} ({})", a.run.micro_batch, b->run.micro_batch,
+                                  a.run.micro_batch > b->run.micro_batch
+                                      ? "fewer, larger GEMMs and kernels for the same tokens"
+                                      : "less memory at the same predicted speed"));
   why += tie ? std::string("; ties with #2 on speed, preferred for") : fmt::format("; {:+.1f}% over #2", 100.0 * gain);
   if (!reasons.empty()) {
     why += ": ";
@@ -63,13 +121,20 @@ std::string why_first(const config_summary& a, const config_summary* b) {
   return why;
 }
 
-nlohmann::json summary_json(const config_summary& s) {
-  return {{"model", s.model->spec.name}, {"gpu", s.gpu->spec.name}, {"seq", s.run.seq}, {"micro_batch", s.run.micro_batch},
+nlohmann::json summary_json(const config_summary& s, const run_config* base = nullptr) {
+  nlohmann::json j = {{"model", s.model->spec.name}, {"gpu", s.gpu->spec.name}, {"seq", s.run.seq}, {"micro_batch", s.run.micro_batch},
           {"grad_accum", s.run.grad_accum}, {"recompute", recompute_name(s.run.recompute)},
           {"attention", attention_name(s.run.attention)}, {"precision", precision_name(s.run.precision)},
           {"optimizer", optimizer_name(s.run.optimizer)}, {"peak_bytes", s.peak_bytes}, {"budget_bytes", s.budget_bytes},
           {"fits", s.fits}, {"tokens_per_second", s.tokens_per_second}, {"mfu", s.mfu},
-          {"largest_component", category_name(s.largest)}};
+          {"largest_component", category_name(s.largest)}, {"gpus", s.run.gpus}, {"zero", s.run.zero},
+          {"offload", offload_name(s.run.offload)}, {"finetune", finetune_name(s.run.finetune)},
+          {"optimizer_impl", optimizer_impl_name(s.run.optimizer_impl)}};
+  if (base) {
+    j["changes"] = lever_flags(*base, s);
+    j["cost"] = suggestion_cost_text(change_costs(*base, s.run));
+  }
+  return j;
 }
 
 }  // namespace
@@ -88,11 +153,24 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       ->type_name("FRACTION");
   cmd->add_option("--top", args->top, "how many of the best to list (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
-  cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full unless given; lists and ranges as in sweep.");
+  cmd->add_option("--levers", args->levers,
+                  "also search these levers, each labelled with its cost: precision, optimizer, optimizer-impl, "
+                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload (comma-separated)")
+      ->type_name("LIST");
+  cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full (none/full under --framework hf) unless given; lists and ranges as in sweep.\n"
+              "With --levers, the changes and their cost are relative to the first value of each option (the run as given).");
 
-  cmd->callback([args, margin_opt, &chosen]() {
+  CLI::Option* recompute_opt = cmd->get_option("--recompute");
+  cmd->callback([args, margin_opt, recompute_opt, &chosen]() {
+    // Hugging Face checkpoints whole layers: its default search has no selective recomputation to try.
+    if (recompute_opt->count() == 0 && parse_framework(args->model_run.framework) == framework_kind::hf)
+      args->model_run.recompute = "none,full";
     chosen = [args, margin_given = margin_opt->count() > 0]() -> int {
-      const sweep_space space = resolve_sweep_space(args->model_run);
+      sweep_space space = resolve_sweep_space(args->model_run);
+      const run_config base = space.at(0).run;  // the run as given: each option's first value
+      const bool with_levers = !args->levers.empty();
+      if (with_levers) widen_by_levers(space, parse_levers(args->levers, "--levers"));
+      const run_config* costs_from = with_levers ? &base : nullptr;
       const std::uint64_t target = parse_binary_count(args->tokens_per_step, "--tokens-per-step");
       // Given explicitly, --margin must be a finite fraction in [0, 1): NaN or -1 no longer fall back to 5%.
       if (margin_given && !(args->margin >= 0 && args->margin < 1))
@@ -117,9 +195,15 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         j["unreachable"] = r.unreachable;
         j["invalid"] = r.invalid;
         j["best"] = nlohmann::json::array();
-        for (std::size_t i = 0; i < std::min(args->top, r.fitting.size()); ++i) j["best"].push_back(summary_json(r.fitting[i]));
+        for (std::size_t i = 0; i < std::min(args->top, r.fitting.size()); ++i)
+          j["best"].push_back(summary_json(r.fitting[i], costs_from));
         j["pareto"] = nlohmann::json::array();
-        for (const config_summary& s : r.pareto) j["pareto"].push_back(summary_json(s));
+        for (const config_summary& s : r.pareto) j["pareto"].push_back(summary_json(s, costs_from));
+        if (with_levers) {
+          j["levers"] = lever_names(parse_levers(args->levers, "--levers"));
+          j["by_change_set"] = nlohmann::json::array();
+          for (const config_summary* s : best_per_change_set(r, base)) j["by_change_set"].push_back(summary_json(*s, &base));
+        }
         j["failing_by_component"] = nlohmann::json::object();
         for (const auto& [name, entry] : failing)
           j["failing_by_component"][name] = {{"count", entry.first}, {"smallest", summary_json(*entry.second)}};
@@ -145,11 +229,25 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                      grouped(static_cast<std::uint64_t>(s.tokens_per_second)), percent(s.mfu));
         }
         fmt::print("Why #1: {}.\n\n", why_first(r.fitting[0], r.fitting.size() > 1 ? &r.fitting[1] : nullptr));
+        if (with_levers) {
+          const std::vector<const config_summary*> sets = best_per_change_set(r, base);
+          const std::size_t shown = std::min(std::max<std::size_t>(args->top, 16), sets.size());
+          fmt::print("The fastest for each combination of changes to the run as given, ranked as the fit check ranks "
+                     "its suggestions (cost, then fewest changes, then tokens/s); a combination that adds to a listed one only "
+                     "when it beats it on both peak and tokens/s:\n  {:>2}  {:<64} {:>10} {:>12}  {:<12}  {}\n",
+                     "#", "changes", "peak", "tokens/s", "micro-batch", "cost");
+          for (std::size_t i = 0; i < shown; ++i)
+            fmt::print("  {:>2}  {:<64} {:>10} {:>12}  {:<12}  {}\n", i + 1, lever_flags(base, *sets[i]),
+                       gib(sets[i]->peak_bytes), grouped(static_cast<std::uint64_t>(sets[i]->tokens_per_second)),
+                       sets[i]->run.micro_batch, suggestion_cost_text(change_costs(base, sets[i]->run)));
+          if (shown < sets.size()) fmt::print("  ({} more; --json lists them all)\n", sets.size() - shown);
+          fmt::print("\n");
+        }
         fmt::print("Pareto front (no other fitting configuration has both a lower peak and more tokens/s):\n");
         for (const config_summary& s : r.pareto)
-          fmt::print("  peak {:>10}  {:>12} tokens/s  {} on {}: {}\n", gib(s.peak_bytes),
+          fmt::print("  peak {:>10}  {:>12} tokens/s  {} on {}: {}{}\n", gib(s.peak_bytes),
                      grouped(static_cast<std::uint64_t>(s.tokens_per_second)), s.model->spec.name, s.gpu->spec.name,
-                     config_label(s));
+                     config_label(s), with_levers ? " [" + suggestion_cost_text(change_costs(base, s.run)) + "]" : "");
         fmt::print("\n");
       } else {
         fmt::print("Nothing fits.\n");
@@ -161,7 +259,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                 return static_cast<double>(a.peak_bytes) / a.budget_bytes < static_cast<double>(b.peak_bytes) / b.budget_bytes;
               });
           const std::vector<fit_suggestion> ways =
-              suggest_fits(closest.model->spec, closest.run, closest.gpu->spec, closest.gpu->calib, 8);
+              suggest_fits(closest.model->spec, closest.run, closest.gpu->spec, closest.gpu->calib, {8});
           if (!ways.empty()) {
             fmt::print("Closest: {} on {}, {} (peak {}). What would make it fit:\n", closest.model->spec.name,
                        closest.gpu->spec.name, config_label(closest), gib(closest.peak_bytes));

@@ -41,6 +41,52 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
   }
 }
 
+namespace {
+
+template <typename T>
+void add_unique(std::vector<T>& axis, const T& value) {
+  if (std::find(axis.begin(), axis.end(), value) == axis.end()) axis.push_back(value);
+}
+
+}  // namespace
+
+void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& reach) {
+  if (levers & lever_seq) throw input_error("--levers: seq is not a search lever; give --seq a list instead");
+  if (space.size() == 0) return;
+  const sweep_space::point first = space.at(0);
+  const run_config& base = first.run;
+  // The axes that were not swept hold the base's value from now on.
+  if (space.layouts.empty()) space.layouts.push_back({base.gpus, base.zero});
+  if (space.offloads.empty()) space.offloads.push_back(base.offload);
+  if (space.finetunes.empty()) space.finetunes.push_back(base.finetune);
+  if (space.optimizer_impls.empty()) space.optimizer_impls.push_back(base.optimizer_impl);
+  std::vector<run_config> alternatives;
+  for (unsigned i = 0; i < lever_count; ++i) {
+    const auto lever = static_cast<lever_bit>(1u << i);
+    if (!(levers & lever)) continue;
+    for (const sweep_model& model : space.models)
+      for (const sweep_gpu& gpu : space.gpus)
+        for (const lever_change& c : lever_alternatives(lever, model.spec, base, gpu.spec, reach))
+          c.apply(alternatives.emplace_back(base));
+  }
+  for (const run_config& r : alternatives) {
+    add_unique(space.precisions, r.precision);
+    add_unique(space.grad_dtypes, r.grad_dtype);
+    add_unique(space.optimizers, r.optimizer);
+    add_unique(space.optimizer_impls, r.optimizer_impl);
+    add_unique(space.recomputes, r.recompute);
+    add_unique(space.attentions, r.attention);
+    add_unique(space.micro_batches, r.micro_batch);
+    add_unique(space.finetunes, r.finetune);
+    add_unique(space.offloads, r.offload);
+    const bool layout_known = std::any_of(space.layouts.begin(), space.layouts.end(), [&](const sweep_space::gpu_layout& l) {
+      return l.gpus == r.gpus && l.zero == r.zero;
+    });
+    if (!layout_known) space.layouts.push_back({r.gpus, r.zero});
+  }
+  space.size();  // rejects a widened space beyond 2^64 configurations, with its message
+}
+
 bool dominates(const config_summary& a, const config_summary& b) {
   const bool no_worse = a.peak_bytes <= b.peak_bytes && a.tokens_per_second >= b.tokens_per_second;
   const bool better = a.peak_bytes < b.peak_bytes || a.tokens_per_second > b.tokens_per_second;

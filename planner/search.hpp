@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/levers.hpp"
 #include "planner/plan.hpp"
 #include "planner/sweep.hpp"
 
@@ -45,6 +46,12 @@ struct search_result {
 // exactly; the space's own accumulation axis must be the default {1}), evaluated against the budget. The
 // summaries point into `space`, which must outlive the result.
 search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin);
+
+// Widens `space` along `levers` (planner/levers.hpp): each lever's alternatives to the space's first
+// configuration (the run as given) join the matching axes (precision and gradient dtype, optimizer and its
+// implementation, recompute, attention, smaller micro-batches, adapters, offload, GPU count with ZeRO
+// stage up to reach.max_gpus). The seq lever is not one: give --seq a list. Throws input_error for it.
+void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& reach = {});
 
 // True when a is at least as good as b on both axes and better on one (lower peak, higher tokens/s).
 bool dominates(const config_summary& a, const config_summary& b);

@@ -22,8 +22,11 @@ std::size_t take(std::uint64_t& index, std::size_t radix) {
 std::uint64_t sweep_space::size() const {
   const std::uint64_t accum = global_batches.empty() ? grad_accums.size() : global_batches.size();
   const std::uint64_t drops = dropouts.empty() ? 1 : dropouts.size();
+  auto or_one = [](std::size_t n) -> std::uint64_t { return n == 0 ? 1 : n; };
   return checked_product({models.size(), gpus.size(), precisions.size(), grad_dtypes.size(), optimizers.size(),
-                          recomputes.size(), attentions.size(), drops, seqs.size(), micro_batches.size(), accum},
+                          or_one(layouts.size()), or_one(offloads.size()), or_one(finetunes.size()),
+                          or_one(optimizer_impls.size()), recomputes.size(), attentions.size(), drops, seqs.size(),
+                          micro_batches.size(), accum},
                          "the number of sweep configurations");
 }
 
@@ -37,6 +40,14 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
   const std::size_t drop_i = dropouts.empty() ? 0 : take(index, dropouts.size());
   r.attention = attentions[take(index, attentions.size())];
   r.recompute = recomputes[take(index, recomputes.size())];
+  if (!optimizer_impls.empty()) r.optimizer_impl = optimizer_impls[take(index, optimizer_impls.size())];
+  if (!finetunes.empty()) r.finetune = finetunes[take(index, finetunes.size())];
+  if (!offloads.empty()) r.offload = offloads[take(index, offloads.size())];
+  if (!layouts.empty()) {
+    const gpu_layout& layout = layouts[take(index, layouts.size())];
+    r.gpus = layout.gpus;
+    r.zero = layout.zero;
+  }
   r.optimizer = optimizers[take(index, optimizers.size())];
   r.grad_dtype = grad_dtypes[take(index, grad_dtypes.size())];
   r.precision = precisions[take(index, precisions.size())];

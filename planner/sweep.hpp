@@ -1,7 +1,8 @@
 #pragma once
 // A sweep: the cross product of resolved axes, visited by index (mixed radix) so that a sweep of any size
 // needs no memory beyond its axes. Axes from outer to inner: model, gpu, precision, grad dtype, optimizer,
-// recompute, attention, dropout, sequence, micro-batch, accumulation (or global batch).
+// GPU layout (count and ZeRO stage), offload, fine-tuning, optimizer implementation, recompute, attention,
+// dropout, sequence, micro-batch, accumulation (or global batch).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,6 +41,15 @@ struct sweep_space {
   std::vector<std::uint64_t> micro_batches{1};
   std::vector<std::uint64_t> grad_accums{1};
   std::vector<std::uint64_t> global_batches;     // when set, accumulation = global / micro-batch
+  // Axes `plan search --levers` widens (planner/search.hpp, widen_by_levers); empty: base's value.
+  struct gpu_layout {
+    std::uint64_t gpus = 1;
+    int zero = 0;
+  };
+  std::vector<gpu_layout> layouts;
+  std::vector<offload_mode> offloads;
+  std::vector<finetune_kind> finetunes;
+  std::vector<optimizer_impl_kind> optimizer_impls;
 
   std::uint64_t size() const;  // throws input_error beyond 2^64
 

@@ -327,6 +327,67 @@ TEST_CASE("plan search lists the best, the Pareto front and what breaks the budg
   CHECK_THAT(ways.out, Catch::Contains("What would make it fit") && Catch::Contains("--zero 3"));
 }
 
+TEST_CASE("plan search --levers finds pure bf16 and 8-bit AdamW with full recompute, labelled", "[cli][search][levers]") {
+  // Issue 14. At the headline run's own batch (4,096 tokens), under the default 5% margin.
+  const std::string base = "search --params 7B --seq 4096 --gpu h100 --levers precision,optimizer,recompute";
+  const json j = json::parse(run_plan(base + " --tokens-per-step 4k --json").out);
+  auto row = [](const json& rows, const std::string& changes) -> const json* {
+    for (const json& r : rows)
+      if (r["changes"] == changes) return &r;
+    return nullptr;
+  };
+  const json* bf16 = row(j["by_change_set"], "--precision bf16");
+  const json* adam8 = row(j["by_change_set"], "--recompute full --optimizer adamw-8bit");
+  REQUIRE(bf16);
+  REQUIRE(adam8);
+  CHECK((*bf16)["cost"] == "changes the numerics");
+  CHECK((*adam8)["cost"] == "changes the numerics");
+  CHECK((*adam8)["fits"] == true);
+  // Full recompute adds nothing to pure bf16 here (the peak is in foreach AdamW's step), so that pair is
+  // not listed beside it; at the default 4M-token batch, where accumulation keeps the gradients through
+  // the backward passes, it is the pair that fits.
+  const json big = json::parse(run_plan(base + " --json").out);
+  CHECK(row(big["by_change_set"], "--precision bf16") == nullptr);
+  const json* bf16_full = row(big["by_change_set"], "--recompute full --precision bf16");
+  REQUIRE(bf16_full);
+  CHECK((*bf16_full)["peak_bytes"].get<std::uint64_t>() <= (*bf16_full)["budget_bytes"].get<std::uint64_t>());
+  // Every listed combination, run as `plan` with its batch split, fits within the search's budget.
+  for (const json& r : j["by_change_set"]) {
+    const std::string flags = r["changes"].get<std::string>() + " --micro-batch " + std::to_string(r["micro_batch"].get<int>()) +
+                              " --grad-accum " + std::to_string(r["grad_accum"].get<int>());
+    INFO(flags);
+    const json p = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 " + flags + " --json").out);
+    CHECK(p["memory"]["peak_bytes"] == r["peak_bytes"]);
+  }
+  plan_run text = run_plan(base + " --tokens-per-step 4k");
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("The fastest for each combination of changes") && Catch::Contains("[changes the numerics]"));
+  CHECK(run_plan(base + ",colour").exit_code == 2);
+  CHECK(run_plan(base + ",seq").exit_code == 2);
+}
+
+TEST_CASE("plan max --levers: a ladder, each row reaching further, each as printed fitting", "[cli][max][levers]") {
+  const std::string run = "--params 7B --gpu h100";
+  plan_run r = run_plan("max seq " + run + " --levers precision,recompute,optimizer-impl --json");
+  REQUIRE(r.exit_code == 0);  // nothing fits as given, but the levers reach somewhere
+  const json j = json::parse(r.out);
+  CHECK(j["fits"] == false);
+  REQUIRE(j["with_levers"].size() >= 2);
+  std::uint64_t previous = 0;
+  for (const json& row : j["with_levers"]) {
+    const std::uint64_t seq = row["value"];
+    CHECK(seq > previous);
+    previous = seq;
+    std::string flags;
+    for (const json& c : row["changes"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    CHECK(run_plan(run + flags + " --seq " + std::to_string(seq)).exit_code == 0);
+    CHECK(run_plan(run + flags + " --seq " + std::to_string(seq + 1)).exit_code == 1);
+  }
+  CHECK(run_plan("max micro-batch --model gpt2 --seq 1024 --levers batch").exit_code == 2);
+  CHECK(run_plan("max seq " + run + " --levers seq").exit_code == 2);
+}
+
 TEST_CASE("plan max: the value fits and one more does not", "[cli][max]") {
   json seq = json::parse(run_plan("max seq --model llama-3.1-8b --gpu h200 --recompute full --framework trainplan --json").out);
   REQUIRE(seq["fits"] == true);
@@ -597,6 +658,17 @@ TEST_CASE("the headline run's suggestions, run as suggested, fit", "[cli][sugges
     CHECK(s["cost"].is_string());
   }
   CHECK(j["suggestions"][0]["cost"] == "slower");  // offload keeps the numerics and the GPU
+  // Each roomiest form (the suggestion plus same-numerics levers), run as printed, fits too.
+  for (const json& s : j["suggestions"]) {
+    if (s["roomiest"].is_null()) continue;
+    std::string flags;
+    for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
+    for (const json& c : s["roomiest"]["added"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    json again = json::parse(run_plan(base + flags + " --json").out);
+    CHECK(again["memory"]["peak_bytes"] == s["roomiest"]["peak_bytes"]);
+    CHECK(again["fits"] == true);
+  }
   plan_run kept = run_plan(base + " --keep precision,optimizer,gpus,adapters");
   CHECK_THAT(kept.out, !Catch::Contains("--precision") && !Catch::Contains("--optimizer") && !Catch::Contains("--gpus 4"));
   CHECK(run_plan(base + " --keep speed").exit_code == 2);

@@ -1,5 +1,6 @@
 // evaluate_plan end to end: exactness at extreme sizes, overflow, the verdict, and the seeds' case.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -83,7 +84,7 @@ TEST_CASE("suggestions fit, are ranked by cost then fewest changes, and are not 
   const gpu_spec& gpu = data().gpu("a100-40gb");
   const calibration cal = data().calibration_for(gpu);
   REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
-  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, 8);
+  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, {8});
   REQUIRE_FALSE(s.empty());
   for (std::size_t i = 0; i < s.size(); ++i) {
     const plan_result again = evaluate_plan(m, s[i].run, gpu, cal);
@@ -122,7 +123,7 @@ TEST_CASE("7B on an H100: the levers a user would pull, labelled and honouring -
   const gpu_spec& gpu = data().gpu("h100");
   const calibration cal = data().calibration_for(gpu);
   REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
-  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, 8);
+  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, {8});
   REQUIRE(s.size() >= 5);
   CHECK((s.front().costs & (cost_numerics | cost_hardware)) == 0);
   auto find = [&](const std::vector<std::string>& changes) {
@@ -138,13 +139,80 @@ TEST_CASE("7B on an H100: the levers a user would pull, labelled and honouring -
   CHECK(adam8->costs == cost_numerics);
   for (const fit_suggestion& x : s) CHECK(evaluate_plan(m, x.run, gpu, cal).fits);  // each one, as suggested, fits
   // --keep: nothing that touches precision, optimizer or GPU count.
-  const unsigned kept = parse_kept_levers("precision,optimizer,gpus");
-  for (const fit_suggestion& x : suggest_fits(m, r, gpu, cal, 8, kept)) {
+  const unsigned kept = parse_levers("precision,optimizer,gpus", "--keep");
+  for (const fit_suggestion& x : suggest_fits(m, r, gpu, cal, {8, kept})) {
     CHECK(x.run.precision == r.precision);
     CHECK(x.run.optimizer == r.optimizer);
     CHECK(x.run.gpus == 1);
   }
-  CHECK_THROWS_AS(parse_kept_levers("precision,colour"), input_error);
+  CHECK_THROWS_WITH(parse_levers("precision,colour", "--keep"), Catch::Contains("--keep: unknown lever 'colour'"));
+}
+
+TEST_CASE("7B on an H100: pure bf16's roomiest form adds full recompute and fused AdamW", "[plan][suggest]") {
+  // Issue 14: what people run when 7B does not fit is pure bf16 with full recomputation (on a real H100 with
+  // fused AdamW, 53.4 GiB at the device level). Plain "--precision bf16" already fits, so it is the
+  // suggestion; its roomiest form, with the same numerics, must be that configuration, with a lower peak.
+  const model_spec& m = data().model("llama-2-7b").spec;
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 4096;
+  const gpu_spec& gpu = data().gpu("h100");
+  const calibration cal = data().calibration_for(gpu);
+  const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, {8});
+  const auto bf16 = std::find_if(s.begin(), s.end(), [](const fit_suggestion& x) {
+    return x.changes == std::vector<std::string>{"--precision bf16"};
+  });
+  REQUIRE(bf16 != s.end());
+  REQUIRE(bf16->roomiest);
+  const std::vector<std::string>& added = bf16->roomiest->added;
+  CHECK(std::find(added.begin(), added.end(), "--recompute full") != added.end());
+  CHECK(std::find(added.begin(), added.end(), "--optimizer-impl fused") != added.end());
+  CHECK(bf16->roomiest->peak_bytes < bf16->peak_bytes);
+  const plan_result roomy = evaluate_plan(m, bf16->roomiest->run, gpu, cal);
+  CHECK(roomy.peak_bytes == bf16->roomiest->peak_bytes);
+  CHECK(roomy.fits);
+  CHECK(bf16->roomiest->run.precision == precision_regime::bf16);  // the same numerics as its suggestion
+  // Each added flag lowers the peak: without any one of them the peak is higher.
+  for (const std::string& flag : added) {
+    run_config without = bf16->roomiest->run;
+    if (flag == "--recompute full") without.recompute = bf16->run.recompute;
+    if (flag == "--optimizer-impl fused") without.optimizer_impl = bf16->run.optimizer_impl;
+    INFO(flag);
+    CHECK(evaluate_plan(m, without, gpu, cal).peak_bytes > roomy.peak_bytes);
+  }
+  // --keep recompute: no roomiest form touches recomputation.
+  for (const fit_suggestion& x : suggest_fits(m, r, gpu, cal, {8, lever_recompute}))
+    if (x.roomiest) CHECK(x.roomiest->run.recompute == r.recompute);
+}
+
+TEST_CASE("the shorter-sequence lever: the longest sequence that fits, as a multiple of 256", "[plan][suggest]") {
+  const model_spec& m = data().model("llama-2-7b").spec;
+  run_config r;
+  r.framework = framework_kind::trainplan;
+  r.precision = precision_regime::bf16;  // 8 bytes a parameter of state: short sequences fit, 64k does not
+  r.seq = 65536;
+  const gpu_spec& gpu = data().gpu("h100");
+  const calibration cal = data().calibration_for(gpu);
+  REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
+  auto shorter = [&](const std::vector<fit_suggestion>& s) {
+    return std::find_if(s.begin(), s.end(), [](const fit_suggestion& x) { return x.levers == lever_seq; });
+  };
+  const std::vector<fit_suggestion> without = suggest_fits(m, r, gpu, cal, {50});
+  CHECK(shorter(without) == without.end());  // never unless allowed
+  const std::vector<fit_suggestion> with = suggest_fits(m, r, gpu, cal, {50, 0, true});
+  const auto seq = shorter(with);
+  REQUIRE(seq != with.end());
+  CHECK(seq->costs == cost_shorter_seq);
+  CHECK(seq->run.seq < r.seq);
+  CHECK(seq->run.seq % 256 == 0);
+  CHECK(seq->changes == std::vector<std::string>{fmt::format("--seq {}", seq->run.seq)});
+  CHECK(evaluate_plan(m, seq->run, gpu, cal).fits);
+  run_config longer = seq->run;
+  longer.seq += 256;  // the next multiple of 256 does not fit
+  CHECK_FALSE(evaluate_plan(m, longer, gpu, cal).fits);
+  const std::vector<fit_suggestion> kept = suggest_fits(m, r, gpu, cal, {50, lever_seq, true});
+  CHECK(shorter(kept) == kept.end());
 }
 
 TEST_CASE("no suggestion when nothing on one GPU can fit", "[plan][suggest]") {

@@ -1,0 +1,152 @@
+// The levers of issue 14 (planner/levers.hpp): names, what a change costs, the flags that reproduce it,
+// which alternatives each framework can train, and the search space they span.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "planner/input_error.hpp"
+#include "planner/levers.hpp"
+#include "planner/search.hpp"
+#include "tests/planner/test_helpers.hpp"
+
+using namespace trainplan;
+using trainplan::test::data;
+
+namespace {
+
+run_config hf_7b_run() {
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 4096;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("lever names parse both ways and unknown ones are named in the error", "[levers]") {
+  CHECK(parse_levers("precision,optimizer,gpus", "--keep") == (lever_precision | lever_optimizer | lever_gpus));
+  CHECK(parse_levers("optimizer-impl,seq", "--levers") == (lever_optimizer_impl | lever_seq));
+  CHECK(lever_names(lever_recompute | lever_adapters) == "recompute, adapters");
+  CHECK(lever_names(0) == "none");
+  CHECK(parse_levers(lever_names(every_lever), "--levers") == every_lever);  // the list the error prints parses
+  CHECK_THROWS_WITH(parse_levers("precision,colour", "--levers"), Catch::Contains("--levers: unknown lever 'colour'"));
+  CHECK_THROWS_AS(parse_levers("", "--keep"), input_error);
+}
+
+TEST_CASE("a change's flags, levers and costs come from the difference of two runs", "[levers]") {
+  const run_config base = hf_7b_run();
+  run_config to = base;
+  to.recompute = recompute_mode::full;
+  to.precision = precision_regime::bf16;
+  CHECK(change_flags(base, to) == std::vector<std::string>{"--recompute full", "--precision bf16"});
+  CHECK(levers_changed(base, to) == (lever_recompute | lever_precision));
+  CHECK(change_costs(base, to) == cost_numerics);
+
+  run_config split = base;
+  split.micro_batch = 1, split.grad_accum = 1;  // nothing changed
+  CHECK(change_flags(base, split).empty());
+  CHECK(change_costs(base, split) == cost_none);
+  CHECK(suggestion_cost_text(cost_none) == "same numerics");
+
+  run_config wide = base;
+  wide.gpus = 4, wide.zero = 3;
+  wide.offload = offload_mode::optimizer;
+  CHECK(change_flags(base, wide) == std::vector<std::string>{"--offload optimizer", "--gpus 4 --zero 3"});
+  CHECK(change_costs(base, wide) == (cost_hardware | cost_slower));
+  CHECK(suggestion_cost_text(cost_hardware | cost_slower) == "more hardware, slower");
+  CHECK(cost_rank(cost_hardware | cost_slower) > cost_rank(cost_numerics));
+  CHECK(cost_rank(cost_slower) > cost_rank(cost_none));
+  CHECK(cost_rank(cost_slower) < cost_rank(cost_numerics));
+
+  run_config shorter = base;
+  shorter.seq = 2048;
+  CHECK(change_costs(base, shorter) == cost_shorter_seq);
+  CHECK(suggestion_cost_text(cost_shorter_seq) == "shorter sequences");
+
+  // A precision change resets an fp32 gradient buffer, and the flags say so: rerun as printed, the
+  // user's --grad-dtype fp32 would otherwise stay.
+  run_config fp32_grads = base;
+  fp32_grads.grad_dtype = grad_dtype_choice::fp32;
+  const model_spec& m = data().model("llama-2-7b").spec;
+  for (const lever_change& c : lever_alternatives(lever_precision, m, fp32_grads, data().gpu("h100"))) {
+    run_config r = fp32_grads;
+    c.apply(r);
+    const std::vector<std::string> flags = change_flags(fp32_grads, r);
+    CHECK(std::find(flags.begin(), flags.end(), "--grad-dtype auto") != flags.end());
+  }
+}
+
+TEST_CASE("each framework is offered only the alternatives it can train", "[levers]") {
+  const gpu_spec& h100 = data().gpu("h100");
+  const model_spec& llama = data().model("llama-2-7b").spec;
+  auto applied = [](const std::vector<lever_change>& cs, const run_config& base) {
+    std::vector<run_config> out;
+    for (const lever_change& c : cs) c.apply(out.emplace_back(base));
+    return out;
+  };
+  // hf: Hugging Face checkpoints whole layers and trains in fp32, amp or pure bf16 (no bf16-mixed, no fp8).
+  const run_config hf = hf_7b_run();
+  for (const run_config& r : applied(lever_alternatives(lever_recompute, llama, hf, h100), hf))
+    CHECK(r.recompute == recompute_mode::full);
+  const std::vector<run_config> hf_precisions = applied(lever_alternatives(lever_precision, llama, hf, h100), hf);
+  REQUIRE(hf_precisions.size() == 1);
+  CHECK(hf_precisions[0].precision == precision_regime::bf16);
+  CHECK(lever_alternatives(lever_optimizer_impl, llama, hf, h100).size() == 1);
+
+  // trainplan on an H100 may go to pure bf16 or fp8-mixed; on an A100 (no fp8) not fp8.
+  run_config own = hf;
+  own.framework = framework_kind::trainplan;
+  own.precision = precision_regime::bf16_mixed;
+  std::set<precision_regime> seen;
+  for (const run_config& r : applied(lever_alternatives(lever_precision, llama, own, h100), own)) seen.insert(r.precision);
+  CHECK(seen == std::set<precision_regime>{precision_regime::bf16, precision_regime::fp8_mixed});
+  for (const run_config& r : applied(lever_alternatives(lever_precision, llama, own, data().gpu("a100-80gb")), own))
+    CHECK(r.precision != precision_regime::fp8_mixed);
+  CHECK(lever_alternatives(lever_optimizer_impl, llama, own, h100).empty());  // a PyTorch choice
+
+  // llm.c: AdamW only, no adapters, no offload.
+  run_config llmc;
+  llmc.framework = framework_kind::llmc;
+  llmc.seq = 1024;
+  const model_spec& gpt2 = data().model("gpt2").spec;
+  CHECK(lever_alternatives(lever_optimizer, gpt2, llmc, h100).empty());
+  CHECK(lever_alternatives(lever_adapters, gpt2, llmc, h100).empty());
+  CHECK(lever_alternatives(lever_offload, gpt2, llmc, h100).empty());
+}
+
+TEST_CASE("the lever space is every distinct combination, the run as given first", "[levers]") {
+  const run_config base = hf_7b_run();
+  const model_spec& m = data().model("llama-2-7b").spec;
+  const gpu_spec& h100 = data().gpu("h100");
+  // hf: recompute {none, full} x precision {amp-bf16, bf16} x optimizer {adamw, 8-bit, adafactor, lion}.
+  const std::vector<run_config> space = lever_space(lever_recompute | lever_precision | lever_optimizer, m, base, h100);
+  CHECK(space.size() == 2 * 2 * 4);
+  CHECK(change_flags(base, space.front()).empty());
+  std::set<std::vector<std::string>> distinct;
+  for (const run_config& r : space) distinct.insert(change_flags(base, r));
+  CHECK(distinct.size() == space.size());
+  // GPUs: 2, 4, 8 each with ZeRO 1, 2, 3; fused AdamW applies only where AdamW stays.
+  CHECK(lever_space(lever_gpus, m, base, h100).size() == 1 + 3 * 3);
+  CHECK(lever_space(lever_optimizer | lever_optimizer_impl, m, base, h100).size() == 4 + 1);
+}
+
+TEST_CASE("search --levers widens the axes and keeps the run as given as the first point", "[levers][search]") {
+  sweep_space s;
+  const model_spec& m = data().model("llama-2-7b").spec;
+  s.models.push_back({m, describe_model(m)});
+  s.gpus.push_back({data().gpu("h100"), data().calibration_for(data().gpu("h100"))});
+  s.base = hf_7b_run();
+  s.precisions = {precision_regime::amp_bf16};
+  s.recomputes = {recompute_mode::none};
+  const run_config before = s.at(0).run;
+  widen_by_levers(s, lever_precision | lever_recompute | lever_adapters | lever_gpus);
+  CHECK(change_flags(before, s.at(0).run).empty());
+  CHECK(s.precisions == std::vector<precision_regime>{precision_regime::amp_bf16, precision_regime::bf16});
+  CHECK(s.recomputes == std::vector<recompute_mode>{recompute_mode::none, recompute_mode::full});
+  CHECK(s.finetunes.size() == 3);
+  CHECK(s.layouts.size() == 1 + 9);
+  CHECK(s.size() == 2 * 2 * 3 * 10);
+  CHECK_THROWS_AS(widen_by_levers(s, lever_seq), input_error);
+}
