@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
+#include "cli/model_features.hpp"
 #include "planner/catalog.hpp"
 #include "planner/param_count.hpp"
 
@@ -39,12 +40,14 @@ void register_list_commands(CLI::App& app, command_action& chosen) {
   models->callback([&chosen, load]() {
     chosen = [load]() {
       catalog c = load();
-      fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}\n", "name", "family", "layers", "hidden",
-                 "heads", "kv_heads", "ffn", "vocab", "params");
+      fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}  {}\n", "name", "family", "layers", "hidden",
+                 "heads", "kv_heads", "ffn", "vocab", "params", "beyond the family");
       for (const model_preset& p : c.models()) {
         const model_spec& m = p.spec;
-        fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}\n", m.name, family_name(m.family), m.layers,
-                   m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, grouped(count_params(m).total));
+        const std::string features = model_features_text(m);
+        fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}{}\n", m.name, family_name(m.family), m.layers,
+                   m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, grouped(count_params(m).total),
+                   features.empty() ? "" : "  " + features);
       }
       return 0;
     };

@@ -15,7 +15,7 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--model,-m", a.model, "preset name (see `plan models`)")->type_name("NAME")->group(model_group);
   app.add_option("--params,-p", a.params, "parameter count such as 7B or 1.5B: a preset of that size, else a derived shape")
       ->type_name("COUNT")->group(model_group);
-  app.add_option("--hf-config", a.hf_config, "Hugging Face config.json (gpt2, llama, mistral, qwen2)")->type_name("FILE")->group(model_group);
+  app.add_option("--hf-config", a.hf_config, fmt::format("Hugging Face config.json ({})", supported_hf_model_types))->type_name("FILE")->group(model_group);
   const char* shape_group = "Shape (overrides the chosen model, or defines one)";
   app.add_option("--family", a.family, "gpt or llama (default llama for a shape given from scratch)")->type_name("gpt|llama")->group(shape_group);
   app.add_option("--layers", a.layers, "transformer layers L")->type_name("N")->group(shape_group);

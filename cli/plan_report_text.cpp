@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cli/format.hpp"
+#include "cli/model_features.hpp"
 #include "cli/plan_report.hpp"
 #include "planner/activations_hf.hpp"
 
@@ -78,6 +79,7 @@ std::string render_plan_text(const plan_report_input& in) {
   line("  model  {} family: L={} h={} heads={} kv_heads={} head_dim={} ffn={} vocab={}{}{}", family_name(m.family),
        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.tied_embeddings ? ", tied embeddings" : "",
        m.max_positions ? fmt::format(", {} learned positions", m.max_positions) : "");
+  if (const std::string features = model_features_text(m); !features.empty()) line("         {}", features);
   line("         {} parameters (12Lh^2+Vh estimate: {})", grouped(p.params.total), grouped(p.params.approx_12lh2_vh));
   line("  run    seq {} x micro-batch {} x {} accumulation{} = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
        run.data_parallel() > 1 ? fmt::format(" x {} data-parallel", run.data_parallel()) : std::string(),

@@ -175,6 +175,19 @@ std::vector<model_preset> parse_models(std::string_view text) {
     m.tied_embeddings = o.boolean("tied_embeddings");
     m.qkv_bias = o.has("qkv_bias") ? o.boolean("qkv_bias") : false;
     m.dropout = o.number("dropout");
+    // Optional Gemma 2 / sliding-window keys (model_spec.hpp); absent, each keeps its plain-family default.
+    if (o.has("norms_per_layer")) m.norms_per_layer = o.uint("norms_per_layer");
+    if (o.has("mlp_gate")) {
+      const std::string gate = o.string("mlp_gate");
+      if (gate != "silu" && gate != "gelu_tanh")
+        throw input_error(fmt::format("{}: key 'mlp_gate' must be silu or gelu_tanh, not '{}'", o.where(), gate));
+      m.mlp_gate = parse_gate_activation(gate);
+    }
+    if (o.has("embed_scale_sqrt_hidden")) m.embed_scale_sqrt_hidden = o.boolean("embed_scale_sqrt_hidden");
+    if (o.has("attn_logit_softcap")) m.attn_logit_softcap = o.number("attn_logit_softcap");
+    if (o.has("final_logit_softcap")) m.final_logit_softcap = o.number("final_logit_softcap");
+    if (o.has("sliding_window_tokens")) m.sliding_window_tokens = o.uint("sliding_window_tokens");
+    if (o.has("sliding_window_global_every")) m.sliding_window_global_every = o.uint("sliding_window_global_every");
     m.source = o.string("source");
     o.finish();
     validate_model(m);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -43,7 +44,116 @@ struct reader {
     if (!it->is_number()) throw input_error(fmt::format("{}: key '{}' must be a number", origin, key));
     return it->get<double>();
   }
+  std::string string_or(const char* key, const char* fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_string()) throw input_error(fmt::format("{}: key '{}' must be a string", origin, key));
+    return it->get<std::string>();
+  }
+  // Keys whose null means "off" while their absence means the config class's default: soft caps, windows.
+  double positive_or_off(const char* key, double fallback) const {
+    auto it = j.find(key);
+    if (it == j.end()) return fallback;
+    if (it->is_null()) return 0.0;
+    if (!it->is_number() || !(it->get<double>() > 0.0) || !std::isfinite(it->get<double>()))
+      throw input_error(fmt::format("{}: key '{}' must be a positive number or null", origin, key));
+    return it->get<double>();
+  }
+  std::uint64_t window_or_off(const char* key, std::uint64_t fallback) const {
+    auto it = j.find(key);
+    if (it == j.end()) return fallback;
+    return it->is_null() ? 0 : uint(key);
+  }
 };
+
+// GPT2Config: n_layer, n_embd, n_head, n_inner (None -> 4 * n_embd), n_positions, tied by default.
+void read_gpt2(const reader& r, model_spec& m) {
+  m.family = model_family::gpt;
+  m.layers = r.uint("n_layer");
+  m.hidden = r.uint("n_embd");
+  m.heads = m.kv_heads = r.uint("n_head");
+  m.ffn = r.uint_or("n_inner", 4 * m.hidden);
+  m.vocab = r.uint("vocab_size");
+  m.max_positions = r.uint("n_positions");
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  m.dropout = r.number_or("resid_pdrop", 0.1);
+}
+
+// The keys LlamaConfig, MistralConfig, Qwen2Config, Phi3Config and Gemma2Config share.
+void read_llama_shape(const reader& r, model_spec& m) {
+  m.family = model_family::llama;
+  m.layers = r.uint("num_hidden_layers");
+  m.hidden = r.uint("hidden_size");
+  m.heads = r.uint("num_attention_heads");
+  m.kv_heads = r.uint_or("num_key_value_heads", m.heads);
+  m.ffn = r.uint("intermediate_size");
+  m.vocab = r.uint("vocab_size");
+}
+
+// LlamaConfig / MistralConfig / Qwen2Config: num_key_value_heads defaults to num_attention_heads;
+// Qwen2 puts biases on q, k and v. MistralConfig's sliding_window (its default and Mistral-7B-v0.1's
+// 4096; null from v0.2 on) applies to every layer (HF MistralAttention).
+void read_llama_like(const reader& r, const std::string& type, model_spec& m) {
+  read_llama_shape(r, m);
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  m.qkv_bias = type == "qwen2" || r.boolean_or("attention_bias", false);
+  if (type == "llama" && r.boolean_or("attention_bias", false))
+    throw input_error(fmt::format("{}: attention_bias=true (a bias on the output projection too) is not modelled", r.origin));
+  if (r.boolean_or("mlp_bias", false)) throw input_error(fmt::format("{}: mlp_bias=true is not modelled", r.origin));
+  // Qwen2 slides only on layers from max_window_layers on, which the spec cannot say.
+  if (type == "qwen2" && r.boolean_or("use_sliding_window", false))
+    throw input_error(fmt::format("{}: use_sliding_window=true (a window on the layers from max_window_layers on) is not modelled",
+                                  r.origin));
+  if (type == "mistral") m.sliding_window_tokens = r.window_or_off("sliding_window", 4096);
+  m.dropout = r.number_or("attention_dropout", 0.0);
+}
+
+// Phi3Config (HF transformers): Llama's keys; q/k/v fused into one qkv_proj and gate/up into one
+// gate_up_proj, with Llama's parameter counts; no biases; untied by default; head_dim = hidden / heads.
+// sliding_window (2047 in Phi-3-mini-4k) applies to every layer; partial_rotary_factor and rope_scaling
+// change no parameter.
+void read_phi3(const reader& r, model_spec& m) {
+  read_llama_shape(r, m);
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  const std::string act = r.string_or("hidden_act", "silu");
+  if (act != "silu") throw input_error(fmt::format("{}: hidden_act '{}' is not modelled (phi3: silu)", r.origin, act));
+  if (r.boolean_or("attention_bias", false))
+    throw input_error(fmt::format("{}: attention_bias=true is not modelled (Phi-3 has no biases)", r.origin));
+  m.sliding_window_tokens = r.window_or_off("sliding_window", 0);
+  m.dropout = r.number_or("resid_pdrop", 0.0);
+}
+
+// Gemma2Config (HF transformers; Gemma Team 2024, "Gemma 2", Table 1): head_dim is its own key (256 in
+// the 9B, not hidden / heads), four RMSNorms per layer, GeGLU with the tanh GELU, tied embeddings scaled by
+// sqrt(hidden), soft caps on attention scores (50) and final logits (30), and a 4096-token window on
+// layers 0, 2, 4, ... (every second layer attends globally). Absent keys take Gemma2Config's defaults.
+void read_gemma2(const reader& r, model_spec& m) {
+  read_llama_shape(r, m);
+  m.kv_heads = r.uint("num_key_value_heads");  // Gemma2Config's default (4) fits only the 2B: require it
+  m.head_dim = r.uint("head_dim");
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
+  m.norms_per_layer = 4;
+  m.embed_scale_sqrt_hidden = true;
+  const std::string act = r.string_or("hidden_activation", "gelu_pytorch_tanh");
+  if (act != "gelu_pytorch_tanh")
+    throw input_error(fmt::format("{}: hidden_activation '{}' is not modelled (gemma2: gelu_pytorch_tanh)", r.origin, act));
+  m.mlp_gate = gate_activation::gelu_tanh;
+  if (r.boolean_or("attention_bias", false))
+    throw input_error(fmt::format("{}: attention_bias=true is not modelled (Gemma 2 has no biases)", r.origin));
+  m.attn_logit_softcap = r.positive_or_off("attn_logit_softcapping", 50.0);
+  m.final_logit_softcap = r.positive_or_off("final_logit_softcapping", 30.0);
+  m.sliding_window_tokens = r.window_or_off("sliding_window", 4096);
+  if (m.sliding_window_tokens > 0) m.sliding_window_global_every = 2;
+  auto types = r.j.find("layer_types");  // newer configs spell the alternation out; it must be Gemma 2's
+  if (types != r.j.end() && !types->is_null()) {
+    bool alternating = types->is_array() && types->size() == m.layers;
+    for (std::size_t i = 0; alternating && i < types->size(); ++i)
+      alternating = (*types)[i] == (i % 2 == 0 ? "sliding_attention" : "full_attention");
+    if (!alternating)
+      throw input_error(fmt::format("{}: layer_types other than sliding/full alternation from layer 0 is not modelled", r.origin));
+  }
+  m.dropout = r.number_or("attention_dropout", 0.0);
+}
 
 }  // namespace
 
@@ -66,44 +176,25 @@ model_spec model_from_hf_config_text(std::string_view text, std::string_view ori
   m.source = "Hugging Face config " + origin;
 
   if (type == "gpt2") {
-    // GPT2Config: n_layer, n_embd, n_head, n_inner (None -> 4 * n_embd), n_positions, tied by default.
-    m.family = model_family::gpt;
-    m.layers = r.uint("n_layer");
-    m.hidden = r.uint("n_embd");
-    m.heads = m.kv_heads = r.uint("n_head");
-    m.ffn = r.uint_or("n_inner", 4 * m.hidden);
-    m.vocab = r.uint("vocab_size");
-    m.max_positions = r.uint("n_positions");
-    m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
-    m.dropout = r.number_or("resid_pdrop", 0.1);
+    read_gpt2(r, m);
   } else if (type == "llama" || type == "mistral" || type == "qwen2") {
-    // LlamaConfig / MistralConfig / Qwen2Config: num_key_value_heads defaults to num_attention_heads;
-    // Qwen2 puts biases on q, k and v.
-    m.family = model_family::llama;
-    m.layers = r.uint("num_hidden_layers");
-    m.hidden = r.uint("hidden_size");
-    m.heads = r.uint("num_attention_heads");
-    m.kv_heads = r.uint_or("num_key_value_heads", m.heads);
-    m.ffn = r.uint("intermediate_size");
-    m.vocab = r.uint("vocab_size");
-    m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
-    m.qkv_bias = type == "qwen2" || r.boolean_or("attention_bias", false);
-    if (type == "llama" && r.boolean_or("attention_bias", false))
-      throw input_error(fmt::format("{}: attention_bias=true (a bias on the output projection too) is not modelled",
-                                    origin));
-    if (r.boolean_or("mlp_bias", false))
-      throw input_error(fmt::format("{}: mlp_bias=true is not modelled", origin));
-    m.dropout = r.number_or("attention_dropout", 0.0);
+    read_llama_like(r, type, m);
+  } else if (type == "phi3") {
+    read_phi3(r, m);
+  } else if (type == "gemma2") {
+    read_gemma2(r, m);
   } else {
-    throw input_error(fmt::format("{}: model_type '{}' is not supported (supported: gpt2, llama, mistral, qwen2)",
-                                  origin, type));
+    throw input_error(fmt::format("{}: model_type '{}' is not supported (supported: {})", origin, type,
+                                  supported_hf_model_types));
   }
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
-    m.head_dim = r.uint("head_dim");
-  } else {
-    if (m.hidden % m.heads != 0)
-      throw input_error(fmt::format("{}: hidden size {} is not divisible by {} heads", origin, m.hidden, m.heads));
-    m.head_dim = m.hidden / m.heads;
+  if (m.head_dim == 0) {
+    if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+      m.head_dim = r.uint("head_dim");
+    } else {
+      if (m.hidden % m.heads != 0)
+        throw input_error(fmt::format("{}: hidden size {} is not divisible by {} heads", origin, m.hidden, m.heads));
+      m.head_dim = m.hidden / m.heads;
+    }
   }
   validate_model(m);
   return m;

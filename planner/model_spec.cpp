@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "planner/input_error.hpp"
 
 namespace trainplan {
@@ -13,6 +15,50 @@ model_family parse_family(std::string_view text) {
   if (text == "llama") return model_family::llama;
   throw input_error(fmt::format("--family: unknown family '{}' (known: gpt, llama)", text));
 }
+
+std::string_view gate_activation_name(gate_activation g) { return g == gate_activation::silu ? "silu" : "gelu_tanh"; }
+
+gate_activation parse_gate_activation(std::string_view text) {
+  if (text == "silu") return gate_activation::silu;
+  if (text == "gelu_tanh") return gate_activation::gelu_tanh;
+  throw input_error(fmt::format("unknown MLP gate activation '{}' (known: silu, gelu_tanh)", text));
+}
+
+std::uint64_t model_spec::sliding_layers() const {
+  if (sliding_window_tokens == 0) return 0;
+  if (sliding_window_global_every == 0) return layers;
+  return layers - layers / sliding_window_global_every;  // one global layer closes each full group of N
+}
+
+namespace {
+
+// The Gemma 2 fields: sandwich norms and GeGLU exist only on the llama family's RMSNorm/gated-MLP block;
+// soft caps and sliding windows are attention and head options any family could have.
+void validate_gemma_features(const model_spec& m) {
+  if (m.norms_per_layer != 2 && m.norms_per_layer != 4)
+    throw input_error(fmt::format("model {}: norms_per_layer must be 2 (pre-norm) or 4 (pre- and post-norm), not {}",
+                                  m.name, m.norms_per_layer));
+  if (m.family == model_family::gpt) {
+    if (m.norms_per_layer != 2)
+      throw input_error(fmt::format("model {}: the gpt family has 2 LayerNorms per layer, not {}", m.name, m.norms_per_layer));
+    if (m.mlp_gate != gate_activation::silu)
+      throw input_error(fmt::format("model {}: the gpt family's MLP has no gate (mlp_gate {})", m.name,
+                                    gate_activation_name(m.mlp_gate)));
+    if (m.embed_scale_sqrt_hidden)
+      throw input_error(fmt::format("model {}: embed_scale_sqrt_hidden is a llama-family (Gemma) option", m.name));
+  }
+  for (auto [cap, field] : {std::pair{m.attn_logit_softcap, "attn_logit_softcap"}, {m.final_logit_softcap, "final_logit_softcap"}}) {
+    if (!std::isfinite(cap) || cap < 0.0)
+      throw input_error(fmt::format("model {}: {} must be a finite number, at least 0 (0: no soft cap)", m.name, field));
+  }
+  if (m.sliding_window_global_every != 0 && m.sliding_window_tokens == 0)
+    throw input_error(fmt::format("model {}: sliding_window_global_every needs a sliding window (sliding_window_tokens)", m.name));
+  if (m.sliding_window_global_every > m.layers)
+    throw input_error(fmt::format("model {}: sliding_window_global_every ({}) is more than the {} layers", m.name,
+                                  m.sliding_window_global_every, m.layers));
+}
+
+}  // namespace
 
 void validate_model(const model_spec& m) {
   auto require = [&](std::uint64_t v, const char* field) {
@@ -38,12 +84,14 @@ void validate_model(const model_spec& m) {
   // Sizes beyond any real model are almost always a typo, and they would make later products overflow.
   constexpr std::uint64_t max_dim = 1ull << 24;
   for (auto [v, field] : {std::pair{m.layers, "layers"}, {m.hidden, "hidden"}, {m.heads, "heads"},
-                          {m.head_dim, "head_dim"}, {m.ffn, "ffn"}, {m.vocab, "vocab"}}) {
+                          {m.head_dim, "head_dim"}, {m.ffn, "ffn"}, {m.vocab, "vocab"},
+                          {m.sliding_window_tokens, "sliding_window_tokens"}}) {
     if (v > max_dim)
       throw input_error(fmt::format("model {}: {} = {} is beyond any real model (limit {})", m.name, field, v, max_dim));
   }
   if (m.dropout < 0.0 || m.dropout >= 1.0)
     throw input_error(fmt::format("model {}: dropout must be at least 0 and below 1", m.name));
+  validate_gemma_features(m);
 }
 
 }  // namespace trainplan

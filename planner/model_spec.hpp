@@ -15,6 +15,14 @@ enum class model_family { gpt, llama };
 std::string_view family_name(model_family f);
 model_family parse_family(std::string_view text);  // throws input_error
 
+// The activation on the gate of the llama family's gated MLP; both have the same parameter shapes.
+// silu: SwiGLU (Shazeer 2020; Llama, Qwen2, Phi-3). gelu_tanh: GeGLU with the tanh GELU (Gemma 2,
+// HF hidden_activation "gelu_pytorch_tanh").
+enum class gate_activation { silu, gelu_tanh };
+
+std::string_view gate_activation_name(gate_activation g);
+gate_activation parse_gate_activation(std::string_view text);  // throws input_error
+
 struct model_spec {
   std::string name = "custom";   // preset name, "hf:<path>", "derived" or "custom"
   model_family family = model_family::llama;
@@ -29,15 +37,37 @@ struct model_spec {
   bool tied_embeddings = false;
   bool qkv_bias = false;            // llama family only: q/k/v projections carry biases (Qwen2)
   double dropout = 0.0;             // the model's default dropout probability
+
+  // Gemma 2 (Gemma Team 2024, "Gemma 2", Sec. 2; HF Gemma2DecoderLayer). Every default below leaves a
+  // model as the two families above describe it.
+  std::uint64_t norms_per_layer = 2;  // 2: before attention and before the MLP. 4 (llama family only): also
+                                      // on the attention output and on the MLP output ("sandwich" norms)
+  gate_activation mlp_gate = gate_activation::silu;
+  bool embed_scale_sqrt_hidden = false;  // the token embedding is multiplied by sqrt(hidden) (Gemma)
+  double attn_logit_softcap = 0.0;       // scores -> cap * tanh(scores / cap) before the softmax; 0: none
+  double final_logit_softcap = 0.0;      // logits -> cap * tanh(logits / cap) before the loss; 0: none
+  std::uint64_t sliding_window_tokens = 0;        // a sliding layer attends to the last this-many keys; 0: none
+  std::uint64_t sliding_window_global_every = 0;  // with a window: every Nth layer (0-based N-1, 2N-1, ...)
+                                                  // attends to all keys; 0: every layer slides (Mistral v0.1)
   std::string source;
 
   std::uint64_t q_width() const { return heads * head_dim; }        // (h) for standard attention
   std::uint64_t kv_width() const { return kv_heads * head_dim; }    // (kv_heads * head_dim)
   std::uint64_t qkv_width() const { return q_width() + 2 * kv_width(); }
+
+  // Whether 0-based layer `layer` attends through the sliding window (HF Gemma2: layers 0, 2, 4, ... slide).
+  bool layer_slides(std::uint64_t layer) const {
+    if (sliding_window_tokens == 0) return false;
+    return sliding_window_global_every == 0 || layer % sliding_window_global_every != sliding_window_global_every - 1;
+  }
+  std::uint64_t sliding_layers() const;  // how many of the `layers` slide
+
+  friend bool operator==(const model_spec&, const model_spec&) = default;
 };
 
 // Rejects shapes no model can have: zero sizes, heads that do not divide the hidden size (when head_dim
-// was derived), kv_heads that do not divide heads. Throws input_error naming the field.
+// was derived), kv_heads that do not divide heads, Gemma 2 features outside the llama family, negative or
+// non-finite soft caps. Throws input_error naming the field.
 void validate_model(const model_spec& m);
 
 }  // namespace trainplan

@@ -40,14 +40,20 @@ std::vector<param_tensor> param_tensors(const model_spec& m) {
   } else {
     // Llama block (Touvron et al. 2023; HF LlamaDecoderLayer): input RMSNorm, q/k/v/o (GQA: k and v are
     // kv_heads*head_dim wide), post-attention RMSNorm, SwiGLU gate/up (h -> f) and down (f -> h).
+    // With 4 norms (Gemma 2, HF Gemma2DecoderLayer) the attention output and the MLP output are normed too,
+    // before each residual add: input, post_attention, pre_feedforward and post_feedforward RMSNorms, (h) each.
+    // GeGLU has SwiGLU's shapes; Phi-3's fused qkv_proj and gate_up_proj hold the same weights, concatenated.
+    const bool post_norms = m.norms_per_layer == 4;
     add(t, "layer{}.ln1.weight", {h}, true, false);
     add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true);
     if (m.qkv_bias) add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false);
     add(t, "layer{}.attn.out.weight", {h, m.q_width()}, true, true);
+    if (post_norms) add(t, "layer{}.attn.post_norm.weight", {h}, true, false);
     add(t, "layer{}.ln2.weight", {h}, true, false);
     add(t, "layer{}.mlp.gate.weight", {f, h}, true, true);
     add(t, "layer{}.mlp.up.weight", {f, h}, true, true);
     add(t, "layer{}.mlp.down.weight", {h, f}, true, true);
+    if (post_norms) add(t, "layer{}.mlp.post_norm.weight", {h}, true, false);
     add(t, "final_norm.weight", {h}, false, false);
   }
   if (!m.tied_embeddings) add(t, "lm_head.weight", {v, h}, false, true);

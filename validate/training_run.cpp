@@ -8,7 +8,16 @@
 
 namespace trainplan::validate {
 
-void check_harness_supports(const model_spec&, const run_config& run) {
+void check_harness_supports(const model_spec& m, const run_config& run) {
+  // The harness's transformer is the plain gpt/llama block; running a Gemma-2-style model on it would
+  // silently measure a different model. A window no shorter than the sequence changes nothing.
+  if (m.norms_per_layer != 2 || m.mlp_gate != gate_activation::silu || m.embed_scale_sqrt_hidden ||
+      m.attn_logit_softcap > 0 || m.final_logit_softcap > 0)
+    throw input_error(fmt::format("the harness runs the plain gpt and llama blocks: {} has post-norms, GeGLU, an "
+                                  "embedding scale or soft caps", m.name));
+  if (m.sliding_window_tokens > 0 && run.seq > m.sliding_window_tokens)
+    throw input_error(fmt::format("the harness has no sliding-window attention: use --seq {} or less for {}",
+                                  m.sliding_window_tokens, m.name));
   if (run.precision != precision_regime::fp32 && run.precision != precision_regime::bf16_mixed &&
       run.precision != precision_regime::fp16_mixed)
     throw input_error(fmt::format("the harness runs fp32, bf16-mixed and fp16-mixed, not {}", precision_name(run.precision)));

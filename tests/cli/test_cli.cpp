@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -145,6 +146,28 @@ TEST_CASE("help, version and the list commands exit 0", "[cli]") {
   plan_run models = run_plan("models");
   CHECK(models.exit_code == 0);
   CHECK_THAT(models.out, Catch::Contains("124,439,808"));
+}
+
+TEST_CASE("issue 13's dense presets are listed and plan on an H100 with exit 0 or 1", "[cli]") {
+  const plan_run models = run_plan("models");
+  CHECK_THAT(models.out, Catch::Contains("9,241,705,984") && Catch::Contains("window 4096 on 21 of 42 layers"));
+  for (const char* name : {"qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b", "llama-3.2-1b", "llama-3.2-3b", "gemma-2-9b", "phi-3-mini"}) {
+    INFO(name);
+    CHECK_THAT(models.out, Catch::Contains(name));
+    const plan_run r = run_plan(fmt::format("--model {} --seq 4096 --gpu h100", name));
+    CHECK((r.exit_code == 0 || r.exit_code == 1));  // fits or does not fit; 2 would be an input error
+    CHECK_THAT(r.out, Catch::Contains("parameters"));
+  }
+  const plan_run g = run_plan("--model gemma-2-9b --seq 4096 --gpu h100 --json");
+  REQUIRE((g.exit_code == 0 || g.exit_code == 1));
+  const json j = json::parse(g.out);
+  CHECK(j["model"]["head_dim"] == 256);
+  CHECK(j["model"]["norms_per_layer"] == 4);
+  CHECK(j["model"]["mlp_gate"] == "gelu_tanh");
+  CHECK(j["model"]["sliding_window_tokens"] == 4096);
+  CHECK(j["model"]["sliding_window_global_every"] == 2);
+  CHECK(j["model"]["final_logit_softcap"] == 30.0);
+  CHECK(j["model"]["params"] == 9241705984ull);
 }
 
 TEST_CASE("option --data-dir adds a GPU the built-in table lacks", "[cli]") {

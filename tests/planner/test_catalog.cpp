@@ -49,7 +49,9 @@ TEST_CASE("the built-in data has every GPU and preset the issue names", "[catalo
     CHECK(gpu.peak_flops_per_s(dtype::fp32).has_value());
   }
   for (const char* m : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3-175b", "llama-2-7b", "llama-2-13b",
-                        "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b", "tinyllama-1.1b"}) {
+                        "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b", "tinyllama-1.1b",
+                        "qwen2.5-0.5b", "qwen2.5-7b", "qwen2.5-72b", "llama-3.2-1b", "llama-3.2-3b", "gemma-2-9b",
+                        "phi-3-mini"}) {
     INFO(m);
     CHECK_FALSE(data().model(m).spec.source.empty());
   }
@@ -97,6 +99,25 @@ TEST_CASE("data loading is strict: broken JSON, unknown and missing keys name th
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"llmc\": {", "\"jax\": {")),
                     Catch::Contains("timing"));
   CHECK_THROWS_AS(catalog::from_text(replace(one_gpu, "\"bf16\": 2", "\"bf16\": \"fast\""), one_model, calib), input_error);
+}
+
+TEST_CASE("a preset's Gemma 2 keys are optional, typed and checked", "[catalog]") {
+  const std::string llama = replace(replace(replace(one_model, "\"gpt\"", "\"llama\""), "\"max_positions\": 64", "\"max_positions\": 0"),
+                                    "\"tied_embeddings\": true", "\"tied_embeddings\": true, \"norms_per_layer\": 4, "
+                                    "\"mlp_gate\": \"gelu_tanh\", \"sliding_window_tokens\": 16, \"sliding_window_global_every\": 2");
+  const model_spec m = catalog::from_text(one_gpu, llama, calib).model("m1").spec;
+  CHECK(m.norms_per_layer == 4);
+  CHECK(m.mlp_gate == gate_activation::gelu_tanh);
+  CHECK(m.sliding_layers() == 1);  // of 2 layers, layer 0 slides
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(llama, "\"gelu_tanh\"", "\"relu\""), calib),
+                    Catch::Contains("models[0]") && Catch::Contains("mlp_gate"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(llama, "\"norms_per_layer\": 4", "\"norms_per_layer\": 5"), calib),
+                    Catch::Contains("norms_per_layer"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(llama, "\"sliding_window_tokens\": 16", "\"sliding_window_tokens\": \"16\""), calib),
+                    Catch::Contains("sliding_window_tokens"));
+  // The gpt family has no sandwich norms.
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(one_model, "\"dropout\"", "\"norms_per_layer\": 4, \"dropout\""), calib),
+                    Catch::Contains("gpt family"));
 }
 
 TEST_CASE("a --data-dir adds to and replaces built-in entries", "[catalog]") {

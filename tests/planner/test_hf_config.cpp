@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "planner/catalog.hpp"
 #include "planner/hf_config.hpp"
 #include "planner/input_error.hpp"
 #include "planner/param_count.hpp"
@@ -8,6 +9,25 @@ using namespace trainplan;
 
 namespace {
 std::filesystem::path fixture(const char* name) { return std::filesystem::path(TRAINPLAN_TEST_DATA) / "hf" / name; }
+
+// The model read from a config, named and sourced as the preset, so that == compares every shape field.
+model_spec as_preset(model_spec m, const model_spec& preset) {
+  m.name = preset.name;
+  m.source = preset.source;
+  return m;
+}
+const model_spec& preset(const char* name) {
+  static const catalog c = catalog::load();
+  return c.model(name).spec;
+}
+
+// A real config's text with one key replaced ("key": value), for the error cases below.
+std::string gemma2_with(const std::string& key_and_value) {
+  const std::string base = R"({"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336,
+    "vocab_size": 256000)";
+  return base + (key_and_value.empty() ? "" : ", " + key_and_value) + "}";
+}
 }  // namespace
 
 TEST_CASE("Hugging Face configs give the same exact counts as the presets", "[hf-config]") {
@@ -42,4 +62,76 @@ TEST_CASE("bad Hugging Face configs are input errors naming the file", "[hf-conf
   CHECK_THROWS_AS(model_from_hf_config_text("[1, 2]", "array.json"), input_error);
   CHECK_THROWS_AS(model_from_hf_config_text(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 10, "n_head": 3,
       "vocab_size": 10, "n_positions": 8})", "x.json"), input_error);  // 3 heads do not divide 10
+}
+
+TEST_CASE("gemma2 and phi3 configs read as the presets, field for field", "[hf-config]") {
+  // The fixtures hold the real configs' values (google/gemma-2-9b, microsoft/Phi-3-mini-4k-instruct).
+  const model_spec g = model_from_hf_config(fixture("gemma-2-9b.json"));
+  CHECK(as_preset(g, preset("gemma-2-9b")) == preset("gemma-2-9b"));
+  CHECK(g.head_dim == 256);  // its own key: hidden / heads would be 224
+  CHECK(g.sliding_layers() == 21);
+  CHECK(count_params(g).total == 9'241'705'984ull);
+
+  const model_spec phi = model_from_hf_config(fixture("phi-3-mini-4k.json"));
+  CHECK(as_preset(phi, preset("phi-3-mini")) == preset("phi-3-mini"));
+  CHECK(phi.head_dim == 96);
+  CHECK(count_params(phi).total == 3'821'079'552ull);
+
+  CHECK(as_preset(model_from_hf_config(fixture("qwen2.5-7b.json")), preset("qwen2.5-7b")) == preset("qwen2.5-7b"));
+  CHECK(as_preset(model_from_hf_config(fixture("llama-3.2-1b.json")), preset("llama-3.2-1b")) == preset("llama-3.2-1b"));
+  CHECK(as_preset(model_from_hf_config(fixture("mistral-7b.json")), preset("mistral-7b")) == preset("mistral-7b"));
+}
+
+TEST_CASE("gemma2 keys left out take Gemma2Config's defaults, and null turns a feature off", "[hf-config]") {
+  const model_spec d = model_from_hf_config_text(gemma2_with(""), "g.json");
+  CHECK(d.tied_embeddings);
+  CHECK(d.attn_logit_softcap == 50.0);
+  CHECK(d.final_logit_softcap == 30.0);
+  CHECK(d.sliding_window_tokens == 4096);
+  CHECK(d.sliding_window_global_every == 2);
+  const model_spec off = model_from_hf_config_text(
+      gemma2_with(R"("attn_logit_softcapping": null, "final_logit_softcapping": null, "sliding_window": null)"), "g.json");
+  CHECK(off.attn_logit_softcap == 0.0);
+  CHECK(off.final_logit_softcap == 0.0);
+  CHECK(off.sliding_layers() == 0);
+  CHECK(off.sliding_window_global_every == 0);
+  // layer_types, as newer transformers write it, must be Gemma 2's alternation.
+  std::string alternating = R"("layer_types": [)";
+  for (int i = 0; i < 42; ++i) alternating += std::string(i ? ", " : "") + (i % 2 ? R"("full_attention")" : R"("sliding_attention")");
+  CHECK_NOTHROW(model_from_hf_config_text(gemma2_with(alternating + "]"), "g.json"));
+}
+
+TEST_CASE("bad gemma2 and phi3 configs are one-line input errors naming file and key", "[hf-config]") {
+  auto message = [](const std::string& text) {
+    try {
+      model_from_hf_config_text(text, "cfg.json");
+    } catch (const input_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto one_line_about = [&](const std::string& text, const char* key) {
+    const std::string m = message(text);
+    INFO(m);
+    CHECK(m.find("cfg.json") != std::string::npos);
+    CHECK(m.find(key) != std::string::npos);
+    CHECK(m.find('\n') == std::string::npos);
+  };
+  one_line_about(R"({"model_type": "gemma2", "num_hidden_layers": 42, "hidden_size": 3584, "num_attention_heads": 16,
+      "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 256000})", "head_dim");
+  one_line_about(gemma2_with(R"("attn_logit_softcapping": "fifty")"), "attn_logit_softcapping");
+  one_line_about(gemma2_with(R"("final_logit_softcapping": -30)"), "final_logit_softcapping");
+  one_line_about(gemma2_with(R"("hidden_activation": "relu")"), "hidden_activation");
+  one_line_about(gemma2_with(R"("attention_bias": true)"), "attention_bias");
+  one_line_about(gemma2_with(R"("sliding_window": 0)"), "sliding_window");
+  one_line_about(gemma2_with(R"("layer_types": ["full_attention"])"), "layer_types");
+  one_line_about(R"({"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072, "num_attention_heads": 32,
+      "vocab_size": 32064})", "intermediate_size");
+  one_line_about(R"({"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072, "num_attention_heads": 32,
+      "intermediate_size": 8192, "vocab_size": 32064, "hidden_act": "gelu"})", "hidden_act");
+  one_line_about(R"({"model_type": "qwen2", "num_hidden_layers": 24, "hidden_size": 896, "num_attention_heads": 14,
+      "intermediate_size": 4864, "vocab_size": 151936, "use_sliding_window": true})", "use_sliding_window");
+  // The unsupported-type message lists every type the reader knows.
+  const std::string unsupported = message(R"({"model_type": "mamba"})");
+  for (const char* type : {"gpt2", "llama", "mistral", "qwen2", "phi3", "gemma2"}) CHECK_THAT(unsupported, Catch::Contains(type));
 }

@@ -1,0 +1,23 @@
+#include "cli/model_features.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace trainplan::cli {
+
+std::string model_features_text(const model_spec& m) {
+  std::vector<std::string> parts;
+  if (m.norms_per_layer != 2) parts.push_back(fmt::format("{} norms/layer", m.norms_per_layer));
+  if (m.mlp_gate == gate_activation::gelu_tanh) parts.push_back("GeGLU");
+  if (m.embed_scale_sqrt_hidden) parts.push_back("embeddings x sqrt(h)");
+  if (m.attn_logit_softcap > 0) parts.push_back(fmt::format("attention soft cap {:g}", m.attn_logit_softcap));
+  if (m.final_logit_softcap > 0) parts.push_back(fmt::format("logit soft cap {:g}", m.final_logit_softcap));
+  if (m.sliding_window_tokens > 0)
+    parts.push_back(fmt::format("window {} on {} of {} layers", m.sliding_window_tokens, m.sliding_layers(), m.layers));
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace trainplan::cli
