@@ -8,6 +8,10 @@ namespace trainplan::cli {
 
 std::string model_features_text(const model_spec& m) {
   std::vector<std::string> parts;
+  if (m.is_moe())
+    parts.push_back(fmt::format("{} experts, top-{}{}", m.experts, m.experts_per_token,
+                                m.shared_expert_ffn ? fmt::format(", a shared expert of width {}", m.shared_expert_ffn) : ""));
+  if (m.qk_norm) parts.push_back("q/k norms");
   if (m.norms_per_layer != 2) parts.push_back(fmt::format("{} norms/layer", m.norms_per_layer));
   if (m.mlp_gate == gate_activation::gelu_tanh) parts.push_back("GeGLU");
   if (m.embed_scale_sqrt_hidden) parts.push_back("embeddings x sqrt(h)");

@@ -33,8 +33,8 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->group(run_group);
   app.add_option("--framework", a.framework,
                  "the training stack whose memory is predicted: hf (PyTorch + Hugging Face, default) | llmc | megatron | "
-                 "trainplan (this project's harness)")
-      ->type_name("NAME")->group(run_group);
+                 "trainplan (this project's harness); megatron when --ep > 1 names none")
+      ->type_name("NAME")->group(run_group)->each([&a](const std::string&) { a.framework_given = true; });
   app.add_option("--optimizer-impl", a.optimizer_impl, "PyTorch AdamW flavour under --framework hf: foreach (default) | fused")
       ->type_name("IMPL")->group(run_group);
   app.add_option("--precision", a.precision,
@@ -56,6 +56,12 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_flag("--sequence-parallel", a.sequence_parallel, "with --tp: split norms and dropout along the sequence too")
       ->group(par_group);
   app.add_option("--pp", a.pp, "pipeline-parallel degree, 1F1B schedule (must divide the layers)")->type_name("N")->group(par_group);
+  app.add_option("--ep", a.ep, "expert-parallel degree for Mixture-of-Experts models: each GPU holds experts/N of each layer's "
+                               "experts (must divide the experts and the data-parallel GPUs)")
+      ->type_name("N")->group(par_group);
+  app.add_option("--capacity-factor", a.capacity_factor,
+                 "MoE: dropless (default) or C >= 1: each expert takes at most C x k x tokens / experts rows, padded")
+      ->type_name("C")->group(par_group);
   app.add_option("--offload", a.offload, "none | optimizer | params (needs --zero 3) | both")->type_name("WHAT")->group(par_group);
   app.add_option("--host-memory", a.host_memory, "CPU memory per GPU for offload, e.g. 256G (checked when given)")
       ->type_name("BYTES")->group(par_group);
@@ -156,6 +162,9 @@ resolved_run resolve_model_run(const model_run_args& a) {
     run.grad_accum = accum;
   }
   apply_framework_options(a, run);
+  if (!a.framework_given && run.framework == framework_kind::megatron)
+    r.notes.push_back("--ep: expert parallelism is Megatron-Core's (Hugging Face's MoE blocks have none), so this predicts "
+                      "--framework megatron");
   run.grad_dtype = parse_grad_dtype(a.grad_dtype);
   run.optimizer = parse_optimizer(a.optimizer);
   run.recompute = parse_recompute(recompute_text(a));
@@ -171,16 +180,21 @@ resolved_run resolve_model_run(const model_run_args& a) {
 
 std::string precision_text(const model_run_args& a) {
   if (!a.precision.empty()) return a.precision;
-  return std::string(precision_name(default_precision(parse_framework(a.framework))));
+  return std::string(precision_name(default_precision(chosen_framework(a))));
 }
 
 std::string recompute_text(const model_run_args& a) {
   if (!a.recompute.empty()) return a.recompute;
-  return parse_framework(a.framework) == framework_kind::llmc ? "selective" : "none";
+  return chosen_framework(a) == framework_kind::llmc ? "selective" : "none";
+}
+
+framework_kind chosen_framework(const model_run_args& a) {
+  if (!a.framework_given && !a.ep.empty() && parse_integer(a.ep, "--ep") > 1) return framework_kind::megatron;
+  return parse_framework(a.framework);
 }
 
 void apply_framework_options(const model_run_args& a, run_config& run) {
-  run.framework = parse_framework(a.framework);
+  run.framework = chosen_framework(a);
   run.optimizer_impl = parse_optimizer_impl(a.optimizer_impl);
   run.precision = parse_precision(precision_text(a));
 }
@@ -190,6 +204,10 @@ void apply_parallel_options(const model_run_args& a, run_config& run) {
   if (!a.gpus.empty()) run.gpus = parse_integer(a.gpus, "--gpus");
   if (!a.tp.empty()) run.tp = parse_integer(a.tp, "--tp");
   run.sequence_parallel = a.sequence_parallel;
+  if (!a.ep.empty()) run.ep = parse_integer(a.ep, "--ep");
+  if (!a.capacity_factor.empty() && a.capacity_factor != "dropless") {
+    run.capacity_factor = parse_number_in(a.capacity_factor, "--capacity-factor", 1.0, 1024.0);
+  }
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
   checked_mul(run.tp, run.pp, "--tp x --pp");  // refused here, before anything divides by the product
   if (!a.zero.empty()) {  // checked before the int cast: 4294967299 must not become ZeRO-3

@@ -21,12 +21,13 @@ struct model_run_args {
   std::string family, layers, hidden, heads, kv_heads, ffn, vocab;
   std::string seq, micro_batch, grad_accum, global_batch;
   std::string framework = "hf", optimizer_impl = "foreach";
+  bool framework_given = false;  // --framework on the command line (else --ep > 1 implies megatron)
   std::string precision, grad_dtype = "auto", optimizer = "adamw";  // precision: empty = the framework's default
   std::string recompute, attention = "flash", dropout;  // recompute: empty = the framework's default
   std::string gpu = "h100";
   std::string data_dir;
   // Beyond one GPU, and fine-tuning (single values, also in sweeps).
-  std::string gpus, tp, pp, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets;
+  std::string gpus, tp, pp, ep, capacity_factor, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets;
   bool sequence_parallel = false;
 };
 
@@ -43,6 +44,9 @@ struct resolved_run {
 
 resolved_run resolve_model_run(const model_run_args& args);  // throws input_error
 
+// The framework asked for: --framework, or hf by default, or megatron when --ep > 1 asks for expert
+// parallelism without naming one (Hugging Face's MoE blocks have none; Megatron-Core has).
+framework_kind chosen_framework(const model_run_args& args);
 // The framework, its AdamW implementation, and the precision (the framework's default when not given).
 void apply_framework_options(const model_run_args& args, run_config& run);
 // The precision text to parse: --precision as given, else the framework's default regime's name.

@@ -80,7 +80,11 @@ std::string render_plan_text(const plan_report_input& in) {
        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.tied_embeddings ? ", tied embeddings" : "",
        m.max_positions ? fmt::format(", {} learned positions", m.max_positions) : "");
   if (const std::string features = model_features_text(m); !features.empty()) line("         {}", features);
-  line("         {} parameters (12Lh^2+Vh estimate: {})", grouped(p.params.total), grouped(p.params.approx_12lh2_vh));
+  if (m.is_moe())
+    line("         {} parameters, {} active per token (12Lh^2+Vh estimate of a dense model: {})", grouped(p.params.total),
+         grouped(p.params.active), grouped(p.params.approx_12lh2_vh));
+  else
+    line("         {} parameters (12Lh^2+Vh estimate: {})", grouped(p.params.total), grouped(p.params.approx_12lh2_vh));
   line("  run    seq {} x micro-batch {} x {} accumulation{} = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
        run.data_parallel() > 1 ? fmt::format(" x {} data-parallel", run.data_parallel()) : std::string(),
        grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step) * run.data_parallel()));
@@ -96,6 +100,9 @@ std::string render_plan_text(const plan_report_input& in) {
          run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",
          run.pp, run.zero, offload_name(run.offload),
          p.pipeline_stage.empty() ? std::string() : fmt::format(" ({})", p.pipeline_stage));
+  if (m.is_moe())
+    line("         experts: {} per GPU ({} expert-parallel), {}", m.experts / run.ep, run.ep,
+         run.capacity_factor > 0 ? fmt::format("capacity factor {:g}", run.capacity_factor) : std::string("dropless"));
   if (run.finetune != finetune_kind::full)
     line("         {} fine-tuning: rank {} adapters on {}: {} trainable parameters ({} of the model)", finetune_name(run.finetune),
          run.lora_rank, lora_targets_text(run.lora_targets), grouped(p.trainable_params),

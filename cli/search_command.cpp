@@ -163,7 +163,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
   CLI::Option* recompute_opt = cmd->get_option("--recompute");
   cmd->callback([args, margin_opt, recompute_opt, &chosen]() {
     // Hugging Face checkpoints whole layers: its default search has no selective recomputation to try.
-    if (recompute_opt->count() == 0 && parse_framework(args->model_run.framework) == framework_kind::hf)
+    if (recompute_opt->count() == 0 && chosen_framework(args->model_run) == framework_kind::hf)
       args->model_run.recompute = "none,full";
     chosen = [args, margin_given = margin_opt->count() > 0]() -> int {
       sweep_space space = resolve_sweep_space(args->model_run);

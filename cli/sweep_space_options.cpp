@@ -22,7 +22,7 @@ std::vector<T> names_axis(const std::string& text, const char* option, Parse par
 sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::string>* notes) {
   sweep_space space;
   apply_parallel_options(args, space.base);
-  space.base.framework = parse_framework(args.framework);
+  space.base.framework = chosen_framework(args);
   space.base.optimizer_impl = parse_optimizer_impl(args.optimizer_impl);
   // Models: resolve each listed one through the same path as `plan` (single values).
   std::vector<model_run_args> per_model;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/moe.hpp"
+
 namespace trainplan {
 namespace {
 
@@ -20,6 +22,15 @@ enum class shape_rule {
   qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
   fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
   matmul,      // the layer's GEMM weights: autocast's bf16 copies
+  // Mixture of Experts (T = b*s tokens, R = k*T rows routed to experts, E experts, k per token):
+  te,          // [T, E]: the router's probabilities
+  tk,          // [T, k]: the top-k choice and weights
+  r_1,         // [R]: which token each routed row came from
+  r_h,         // [R, h]
+  r_f,         // [R, f]
+  r_2f,        // [R, 2f]: the experts' fused gate_up output
+  ekt,         // [E, k, T]: the one-hot expert mask the expert loop walks
+  bs_fs,       // [b, s, f_shared]: Qwen2-MoE's shared expert
 };
 
 // The dtype a row is kept in.
@@ -30,6 +41,7 @@ enum class dtype_role {
   probs,      // the softmax output: fp32 for Llama (softmax(dtype=float32)) and the math path, param for GPT-2
   norm_input, // Llama: the fp32 upcast RMSNorm saves, or the bf16 layer input a checkpoint keeps; GPT-2: param
   mask,       // bool dropout masks, 1 byte
+  index,      // int64 indices (topk, index_select, one_hot)
 };
 
 // How long a row lives within a micro-batch.
@@ -55,6 +67,9 @@ enum when_bits : unsigned {
   scores_upcast = 1u << 13,  // the scores are in a 16-bit dtype and softmax runs in fp32
   math_path = 1u << 14,      // SDPA's math backend
   scores_same_dtype = 1u << 15,  // not scores_upcast
+  dense_mlp = 1u << 16,      // one MLP for every token (every GPT-2 and dense Llama-family layer)
+  moe = 1u << 17,            // experts (model_spec::experts)
+  shared_expert = 1u << 18,  // with Qwen2-MoE's shared expert
 };
 
 struct hf_row {
@@ -115,19 +130,46 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp},
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
-    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama},
-    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama},
-    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama},
-    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | trains_mlp},
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    // Mixture of Experts (transformers' MixtralSparseMoeBlock, Qwen2Moe/Qwen3MoeSparseMoeBlock): the router's
+    // softmax(dtype=float32) saves its output; topk its indices; the renormalising division its fp32
+    // operands. Each expert reads its tokens gathered by index (the indices saved), its fused gate_up GEMM
+    // output is kept whole (silu reads a view of it), silu's output and the product the down GEMM reads are
+    // saved, and so is the down output, which the routing weight multiplies. Summed over the experts, every
+    // token appears k times: R = k*T rows (the loop is dropless; no capacity).
+    {"layer{}.moe.router_probs", shape_rule::te, dtype_role::fp32, keep_class::saved, moe},
+    {"layer{}.moe.topk_indices", shape_rule::tk, dtype_role::index, keep_class::saved, moe},
+    {"layer{}.moe.topk_weights", shape_rule::tk, dtype_role::fp32, keep_class::saved, moe},
+    {"layer{}.moe.token_index", shape_rule::r_1, dtype_role::index, keep_class::saved, moe},
+    {"layer{}.moe.expert_in", shape_rule::r_h, dtype_role::compute, keep_class::saved, moe | trains_mlp},
+    {"layer{}.moe.gate_up", shape_rule::r_2f, dtype_role::compute, keep_class::saved, moe},
+    {"layer{}.moe.silu", shape_rule::r_f, dtype_role::compute, keep_class::saved, moe},
+    {"layer{}.moe.down_in", shape_rule::r_f, dtype_role::compute, keep_class::saved, moe | trains_mlp},
+    {"layer{}.moe.expert_out", shape_rule::r_h, dtype_role::compute, keep_class::saved, moe},
+    // Qwen2-MoE's shared expert: a dense SwiGLU over every token, scaled by sigmoid(shared_expert_gate(x)).
+    {"layer{}.moe.shared.gate", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.silu", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.up", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.down_in", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert | trains_mlp},
+    {"layer{}.moe.shared.out", shape_rule::bsh, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.gate_sigmoid", shape_rule::bs_1, dtype_role::compute, keep_class::saved, shared_expert},
     // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
     // (A LoRA base is loaded in bf16: nothing to cast.)
     {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
     // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
     // temporaries, and in backward the residual gradient and the MLP's inner gradients.
-    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, 0},
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp},
     {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
-    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, 0},
-    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, 0},
+    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp},
+    // The same for the experts' rows, with the one-hot mask the expert loop walks (not saved).
+    {"layer{}.fwd.expert_mask", shape_rule::ekt, dtype_role::index, keep_class::forward_working, moe},
+    {"layer{}.fwd.moe_temporaries", shape_rule::r_h, dtype_role::param, keep_class::forward_working, moe},
+    {"layer{}.bwd.d_expert", shape_rule::r_f, dtype_role::param, keep_class::backward_working, moe},
+    {"layer{}.bwd.d_expert_compute", shape_rule::r_2f, dtype_role::compute, keep_class::backward_working, moe},
     {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
     // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
     // 16-bit copies of either exist only before or after that moment).
@@ -173,6 +215,9 @@ void check_hf_run(const run_config& run, const precision_layout& layout) {
       p != precision_regime::bf16)
     throw input_error(fmt::format("--framework hf trains in fp32, amp-bf16, amp-fp16 or bf16, not {}",
                                   precision_name(p)));
+  if (run.ep > 1 || run.capacity_factor > 0.0)
+    throw input_error("--framework hf: transformers' MoE blocks loop over every expert on each GPU, dropless: no "
+                      "--ep or --capacity-factor (use megatron)");
 }
 
 void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
@@ -189,6 +234,12 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
 
   unsigned holds = (is_gpt ? gpt : llama) | (autocast ? amp : 0u) | (drop ? dropout : 0u);
+  holds |= m.is_moe() ? moe : dense_mlp;
+  if (m.shared_expert_ffn > 0) holds |= shared_expert;
+  const std::uint64_t T = b * s, R = routed_rows(m, run), E = m.experts, k = m.experts_per_token;
+  // The MLP's input is cast once per linear that reads it under autocast: gate and up (dense); the router,
+  // and the shared expert's gate, up and sigmoid gate (experts; each expert casts its gathered rows).
+  const std::uint64_t mlp_input_casts = !autocast ? 1u : !m.is_moe() ? (is_gpt ? 1u : 2u) : m.shared_expert_ffn > 0 ? 4u : 1u;
   if (!copies) holds |= sdpa_saves_qkv;
   if (copies) holds |= attn_copies | attn_probs;
   if (copies && (probs_type != compute || drop)) holds |= probs_copy;
@@ -215,8 +266,16 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::bas32: return {b, a, (s + 31) / 32 * 32};
       case shape_rule::bass: return {b, a, s, s};
       case shape_rule::qkv_casts: return {is_gpt || !autocast ? 1u : 3u, b, s, h};
-      case shape_rule::fc_casts: return {is_gpt || !autocast ? 1u : 2u, b, s, h};
+      case shape_rule::fc_casts: return {mlp_input_casts, b, s, h};
       case shape_rule::matmul: return {counts.matmul_per_layer};
+      case shape_rule::te: return {T, E};
+      case shape_rule::tk: return {T, k};
+      case shape_rule::r_1: return {R};
+      case shape_rule::r_h: return {R, h};
+      case shape_rule::r_f: return {R, f};
+      case shape_rule::r_2f: return {R, 2 * f};
+      case shape_rule::ekt: return {E, k, T};
+      case shape_rule::bs_fs: return {b, s, m.shared_expert_ffn};
     }
     return {};
   };
@@ -228,6 +287,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case dtype_role::probs: return probs_type;
       case dtype_role::norm_input: return is_gpt || checkpointed ? param : dtype::fp32;
       case dtype_role::mask: return dtype::u8;
+      case dtype_role::index: return dtype::i64;
     }
     return compute;
   };

@@ -188,6 +188,11 @@ std::vector<model_preset> parse_models(std::string_view text) {
     if (o.has("final_logit_softcap")) m.final_logit_softcap = o.number("final_logit_softcap");
     if (o.has("sliding_window_tokens")) m.sliding_window_tokens = o.uint("sliding_window_tokens");
     if (o.has("sliding_window_global_every")) m.sliding_window_global_every = o.uint("sliding_window_global_every");
+    // Optional Mixture-of-Experts and Qwen3 keys (model_spec.hpp).
+    if (o.has("experts")) m.experts = o.uint("experts");
+    if (o.has("experts_per_token")) m.experts_per_token = o.uint("experts_per_token");
+    if (o.has("shared_expert_ffn")) m.shared_expert_ffn = o.uint("shared_expert_ffn");
+    if (o.has("qk_norm")) m.qk_norm = o.boolean("qk_norm");
     m.source = o.string("source");
     o.finish();
     validate_model(m);

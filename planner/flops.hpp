@@ -16,12 +16,13 @@ struct step_flops {
   double model_per_step = 0;               // 3 * forward (backward = 2 * forward)
   double recompute_per_step = 0;           // forward work redone in backward
   double hardware_per_step = 0;            // model + recompute
-  double six_n_per_step = 0;               // the rule of thumb 6 * params * tokens, for reference
+  double six_n_per_step = 0;               // the rule of thumb 6 * params * tokens (active params with MoE)
 };
 
 // Narayanan et al. 2021 (Megatron-LM, Sec. 5.1) and Chowdhery et al. 2022 (PaLM, App. B):
 //   forward FLOPs per token = 2 * N_gemm + 4 * L * s * (heads * head_dim)
-// with N_gemm the weights used in matrix multiplies (the output projection included, even when tied) and
+// with N_gemm the weights used in matrix multiplies (the output projection included, even when tied; with
+// experts, the router and the top-k experts a token goes to: param_counts::active_matmul) and
 // the attention term counting the full s x s score matrix (no causal discount), as both papers do.
 // Backward is twice the forward: model FLOPs = 3 * forward * tokens (2 * forward with frozen LoRA bases).
 // These are one data-parallel replica's FLOPs (its micro-batches); tensor parallelism shares them.

@@ -155,6 +155,67 @@ void read_gemma2(const reader& r, model_spec& m) {
   m.dropout = r.number_or("attention_dropout", 0.0);
 }
 
+// Qwen3Config / Qwen3MoeConfig (HF transformers): Llama's keys with head_dim its own key (128 in every
+// Qwen3) and an RMSNorm over each head's q and k; no biases unless attention_bias.
+void read_qwen3_attention(const reader& r, model_spec& m) {
+  read_llama_shape(r, m);
+  m.head_dim = r.uint_or("head_dim", 0);  // 0: hidden / heads, below
+  m.qk_norm = true;
+  m.qkv_bias = r.boolean_or("attention_bias", false);
+  if (m.qkv_bias) throw input_error(fmt::format("{}: attention_bias=true (a bias on o_proj too) is not modelled", r.origin));
+  if (r.boolean_or("use_sliding_window", false))
+    throw input_error(fmt::format("{}: use_sliding_window=true is not modelled", r.origin));
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  m.dropout = r.number_or("attention_dropout", 0.0);
+}
+
+// Every layer must be a sparse MoE layer: decoder_sparse_step 1 and no mlp_only_layers (Qwen2-MoE and
+// Qwen3-MoE allow dense layers between, which the spec cannot say).
+void require_every_layer_sparse(const reader& r) {
+  if (r.uint_or("decoder_sparse_step", 1) != 1)
+    throw input_error(fmt::format("{}: decoder_sparse_step other than 1 (dense layers between MoE layers) is not modelled", r.origin));
+  auto only = r.j.find("mlp_only_layers");
+  if (only != r.j.end() && !only->is_null() && !(only->is_array() && only->empty()))
+    throw input_error(fmt::format("{}: mlp_only_layers (dense layers among the MoE layers) is not modelled", r.origin));
+}
+
+// MixtralConfig: Mistral's keys, num_local_experts experts of width intermediate_size, num_experts_per_tok
+// of them per token; sliding_window null in the released models (a window applies to every layer).
+void read_mixtral(const reader& r, model_spec& m) {
+  read_llama_shape(r, m);
+  m.head_dim = r.uint_or("head_dim", 0);
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  m.experts = r.uint("num_local_experts");
+  m.experts_per_token = r.uint("num_experts_per_tok");
+  m.sliding_window_tokens = r.window_or_off("sliding_window", 0);
+  m.dropout = r.number_or("attention_dropout", 0.0);
+}
+
+// Qwen2MoeConfig: Qwen2's attention (q/k/v biases), num_experts experts of width moe_intermediate_size,
+// num_experts_per_tok per token, and a shared expert of width shared_expert_intermediate_size.
+void read_qwen2_moe(const reader& r, model_spec& m) {
+  read_llama_shape(r, m);
+  m.qkv_bias = true;
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  if (r.boolean_or("use_sliding_window", false))
+    throw input_error(fmt::format("{}: use_sliding_window=true is not modelled", r.origin));
+  require_every_layer_sparse(r);
+  m.experts = r.uint("num_experts");
+  m.experts_per_token = r.uint("num_experts_per_tok");
+  m.ffn = r.uint("moe_intermediate_size");
+  m.shared_expert_ffn = r.uint_or("shared_expert_intermediate_size", 0);
+  m.dropout = r.number_or("attention_dropout", 0.0);
+}
+
+// Qwen3MoeConfig: Qwen3's attention, num_experts experts of width moe_intermediate_size, no shared expert.
+void read_qwen3_moe(const reader& r, model_spec& m) {
+  read_qwen3_attention(r, m);
+  require_every_layer_sparse(r);
+  m.experts = r.uint("num_experts");
+  m.experts_per_token = r.uint("num_experts_per_tok");
+  m.ffn = r.uint("moe_intermediate_size");
+}
+
 }  // namespace
 
 model_spec model_from_hf_config_text(std::string_view text, std::string_view origin_view) {
@@ -179,6 +240,14 @@ model_spec model_from_hf_config_text(std::string_view text, std::string_view ori
     read_gpt2(r, m);
   } else if (type == "llama" || type == "mistral" || type == "qwen2") {
     read_llama_like(r, type, m);
+  } else if (type == "qwen3") {
+    read_qwen3_attention(r, m);
+  } else if (type == "mixtral") {
+    read_mixtral(r, m);
+  } else if (type == "qwen2_moe") {
+    read_qwen2_moe(r, m);
+  } else if (type == "qwen3_moe") {
+    read_qwen3_moe(r, m);
   } else if (type == "phi3") {
     read_phi3(r, m);
   } else if (type == "gemma2") {

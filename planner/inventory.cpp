@@ -9,6 +9,7 @@
 #include "planner/inventory_builder.hpp"
 #include "planner/inventory_llmc.hpp"
 #include "planner/lora.hpp"
+#include "planner/moe.hpp"
 #include "planner/optimizer.hpp"
 #include "planner/param_count.hpp"
 
@@ -121,6 +122,18 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
 
   const bool adapters = run.finetune != finetune_kind::full;
   const std::uint64_t P = share(pc.total, tp);
+  // Expert parallelism (run.ep): each GPU holds experts/ep of each layer's routed experts. A state ZeRO
+  // shards over the dp data-parallel GPUs is 1/dp of the model either way (Megatron-Core shards the
+  // experts' over the dp/ep GPUs that hold the same experts: (E/ep)/(dp/ep) = E/dp); an unsharded one
+  // holds every other weight and 1/ep of the experts. Adapters never sit on the experts here.
+  const std::uint64_t expert_params = share(pc.routed_experts, tp);
+  auto shard = [&](std::uint64_t all, std::uint64_t div) {
+    if (div > 1 || run.ep <= 1 || adapters) return share(all, div);
+    return all - expert_params + expert_params / run.ep;
+  };
+  // Weights this GPU computes with, out of `elements` that hold `experts` routed-expert weights (split by tp).
+  auto local_weights = [&](std::uint64_t elements, std::uint64_t experts) { return elements - experts + experts / run.ep; };
+  const std::uint64_t layer_experts = share(pc.routed_experts / m.layers, tp);
   // What the optimizer updates: every weight, or the LoRA adapters (split by tp like their layers).
   const std::uint64_t trainable = adapters ? share(lora_params(m, run.lora_rank, run.lora_targets), tp) : P;
   if (run.finetune == finetune_kind::qlora) {
@@ -131,10 +144,10 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     state(offload_params, "weights.bf16", share(P - linear, w_div), dtype::bf16, tensor_category::weights,
           state_lifetime::whole_run, tensor_role::frozen_weights, param_scope::none);
     // One layer's weights dequantized to bf16 for its GEMMs at a time.
-    inv.model_state("qlora.dequant", share(pc.matmul_per_layer, tp), dtype::bf16, tensor_category::weights,
+    inv.model_state("qlora.dequant", local_weights(share(pc.matmul_per_layer, tp), layer_experts), dtype::bf16, tensor_category::weights,
                     state_lifetime::whole_run, tensor_role::frozen_weights);
   } else {
-    state(offload_params, state_buffer_name("weights", adapters ? dtype::bf16 : layout.weights), share(P, w_div),
+    state(offload_params, state_buffer_name("weights", adapters ? dtype::bf16 : layout.weights), shard(P, w_div),
           adapters ? dtype::bf16 : layout.weights, tensor_category::weights, state_lifetime::whole_run,
           adapters ? tensor_role::frozen_weights : tensor_role::trained_weights, param_scope::all);
   }
@@ -143,12 +156,13 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
                     state_lifetime::whole_run, tensor_role::trained_weights);
   if (layout.master)
     state(offload_optimizer, adapters ? std::string_view("lora.master.fp32") : state_buffer_name("master", *layout.master),
-          share(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run,
+          shard(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run,
           tensor_role::master_weights, adapters ? param_scope::none : param_scope::all);
   if (layout.fp8_weight_cache) {
     // Only GEMM weights are cast: the layers' matmul weights, and the head unless it is tied (TE keeps
     // the embedding table in bf16; a tied head is cast on the fly).
-    const std::uint64_t gemm = share(checked_add(checked_mul(pc.matmul_per_layer, m.layers, "fp8 cache"), pc.lm_head, "fp8 cache"), tp);
+    const std::uint64_t gemm = local_weights(
+        share(checked_add(checked_mul(pc.matmul_per_layer, m.layers, "fp8 cache"), pc.lm_head, "fp8 cache"), tp), expert_params);
     inv.model_state("weights.fp8", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run,
                     tensor_role::frozen_weights);
     inv.model_state("weights.fp8_t", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run,
@@ -175,21 +189,34 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     if (!m.tied_embeddings)
       grad("grads.embedding", pc.embedding, param_scope::embedding, event_index(event_kind::bwd_embed, 0, L), 0);
   } else {
-    state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), share(trainable, g_div),
+    state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), shard(trainable, g_div),
           layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,
           adapters ? param_scope::none : param_scope::all);
   }
   if (layout.grad_accum)
     state(offload_optimizer, adapters ? std::string_view("lora.grads.fp32") : state_buffer_name("grads", *layout.grad_accum),
-          share(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer,
+          shard(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer,
           tensor_role::gradients, adapters ? param_scope::none : param_scope::all);
   // Optimizer state over what trains; adapters are counted as one matrix per the optimizer's rules.
   std::vector<param_tensor> adapter_tensors;
   if (adapters) adapter_tensors.push_back({"lora", {trainable}, trainable, false, true});
   const std::vector<param_tensor>& trained = adapters ? adapter_tensors : facts->tensors;
   const std::uint64_t layers_of_trained = adapters ? 1 : m.layers;
+  // The routed experts' part of each state buffer, for expert parallelism without ZeRO-1 (see shard).
+  std::vector<param_tensor> expert_tensors;
+  if (run.ep > 1 && o_div == 1 && !adapters)
+    for (const param_tensor& t : facts->tensors)
+      if (t.name.starts_with("layer{}.moe.experts.")) expert_tensors.push_back(t);
+  const std::vector<optimizer_state_buffer> expert_states =
+      optimizer_state(run.optimizer, expert_tensors, layers_of_trained, layout.optimizer_state);
+  std::size_t state_index = 0;
   for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, trained, layers_of_trained, layout.optimizer_state)) {
-    const std::uint64_t bytes = share(share(st.bytes, adapters ? 1 : tp), o_div);
+    std::uint64_t bytes = share(share(st.bytes, adapters ? 1 : tp), o_div);
+    if (!expert_tensors.empty() && state_index < expert_states.size()) {
+      const std::uint64_t experts_bytes = share(expert_states[state_index].bytes, tp);
+      bytes = bytes - experts_bytes + experts_bytes / run.ep;
+    }
+    ++state_index;
     std::vector<tensor_spec>& target = *place(offload_optimizer);
     inventory_builder b(static_cast<std::int64_t>(m.layers), target);
     const param_scope scope = adapters ? param_scope::none : param_scope::all;
@@ -212,7 +239,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // Communication buffers. Data parallelism without ZeRO-3 all-reduces (or reduce-scatters) gradients in
   // buckets (PyTorch DDP's bucket_cap_mb = 25). ZeRO-3/FSDP all-gathers each layer's weights before use and
   // prefetches the next one, and reduce-scatters its gradients through a bucket of one layer.
-  const std::uint64_t layer_params = share(pc.per_layer, tp);
+  const std::uint64_t layer_params = local_weights(share(pc.per_layer, tp), layer_experts);
   if (dp > 1 && run.zero < 3)
     inv.model_state("ddp.grad_bucket", (25ull << 20) / dtype_bytes(layout.grads), layout.grads, tensor_category::gradients,
                     state_lifetime::backward_to_optimizer, tensor_role::communication);
@@ -267,14 +294,44 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (m.family == model_family::gpt) {
     inv.layer("layer{}.mlp.gelu_in", {b, s, f_tp}, act, keep_layer);      // 8sbh at f = 4h
     inv.layer("layer{}.mlp.proj_in", {b, s, f_tp}, gemm_in, keep_layer);  // 8sbh: GELU output
-  } else {
+  } else if (!m.is_moe()) {
     inv.layer("layer{}.mlp.gate", {b, s, f_tp}, act, keep_layer);         // SwiGLU backward needs gate and up
     inv.layer("layer{}.mlp.up", {b, s, f_tp}, act, keep_layer);
     inv.layer("layer{}.mlp.down_in", {b, s, f_tp}, gemm_in, keep_layer);  // silu(gate) * up
+  } else {
+    // Mixture of Experts (Megatron-Core MoELayer with the all-to-all dispatcher): the router's fp32
+    // probabilities (softmax's backward needs them) and the top-k choice and weights; the tokens permuted
+    // to their experts (the experts' GEMM input); each expert's SwiGLU intermediates for the rows it gets;
+    // and the expert outputs, which the combine's backward multiplies into the gradient of the weights.
+    // Rows: planner/moe.hpp (k x b x s dropless, padded to the capacity otherwise).
+    const std::uint64_t T = checked_mul(b, s, "tokens"), R = routed_rows(m, run), k = m.experts_per_token;
+    inv.layer("layer{}.moe.router_probs", {T, m.experts}, dtype::fp32, keep_layer);
+    inv.layer("layer{}.moe.topk_indices", {T, k}, dtype::i64, keep_layer);
+    inv.layer("layer{}.moe.topk_weights", {T, k}, dtype::fp32, keep_layer);
+    inv.layer("layer{}.moe.permuted_in", {R, h}, gemm_in, keep_layer);
+    inv.layer("layer{}.mlp.gate", {R, f_tp}, act, keep_layer);
+    inv.layer("layer{}.mlp.up", {R, f_tp}, act, keep_layer);
+    inv.layer("layer{}.mlp.down_in", {R, f_tp}, gemm_in, keep_layer);
+    inv.layer("layer{}.moe.expert_out", {R, h}, act, keep_layer);
+    if (run.ep > 1) {
+      // All-to-all (Megatron-Core MoEAlltoAllTokenDispatcher): the permuted rows go to the GPUs that hold
+      // their experts and the expert outputs come back, a send and a receive buffer of R rows each, in the
+      // layer's forward and again in its backward (balanced routing: each GPU receives as many as it sends).
+      const std::int64_t fwd0 = inv.fwd_layer0(), bwd0 = inv.bwd_layer0();
+      inv.layer_intervals("layer{}.moe.all_to_all", {2, R, h}, act, tensor_category::activations,
+                          {{fwd0, 1, fwd0, 1}, {bwd0, -1, bwd0, -1}});
+    }
+    if (m.shared_expert_ffn > 0) {  // Qwen2-MoE's shared expert: a dense SwiGLU over every token
+      const std::uint64_t fs_tp = share(m.shared_expert_ffn, tp);
+      inv.layer("layer{}.moe.shared.gate", {b, s, fs_tp}, act, keep_layer);
+      inv.layer("layer{}.moe.shared.up", {b, s, fs_tp}, act, keep_layer);
+      inv.layer("layer{}.moe.shared.down_in", {b, s, fs_tp}, gemm_in, keep_layer);
+    }
   }
   if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s_rep, h}, dtype::u8, keep_layer);  // sbh
   if (layout.autocast_weight_cache)
-    inv.layer("layer{}.autocast.weights", {share(pc.matmul_per_layer, tp)}, dtype::bf16, keep_layer, false, tensor_category::weights)
+    inv.layer("layer{}.autocast.weights", {local_weights(share(pc.matmul_per_layer, tp), layer_experts)}, dtype::bf16,
+              keep_layer, false, tensor_category::weights)
         .role = tensor_role::frozen_weights;
 
   // ---- head and loss -------------------------------------------------------------------------------
@@ -308,7 +365,13 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // d_ffn holds the MLP's inner gradients (gate and up for SwiGLU), and, once the MLP is done, the
   // gradient of the attention output: it is as wide as the larger of the two.
   const std::uint64_t ffn_grad_width = m.family == model_family::llama ? checked_mul(2, f, "d_ffn") : f;
-  bwd_buffer("bwd.d_ffn", {b, s, std::max(share(ffn_grad_width, tp), hq_tp)});
+  if (!m.is_moe()) {
+    bwd_buffer("bwd.d_ffn", {b, s, std::max(share(ffn_grad_width, tp), hq_tp)});
+  } else {  // the experts' rows instead of the tokens (and the shared expert's, when wider)
+    const std::uint64_t experts_grad = checked_mul(routed_rows(m, run), share(ffn_grad_width, tp), "d_ffn");
+    const std::uint64_t tokens_grad = checked_product({b, s, std::max(share(2 * m.shared_expert_ffn, tp), hq_tp)}, "d_ffn");
+    bwd_buffer("bwd.d_ffn", {std::max(experts_grad, tokens_grad)});
+  }
   if (eager) bwd_buffer("bwd.d_scores", {b, a_tp, s, s});
   else inv.span("bwd.flash_delta", {b, a_tp, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
                 event_kind::bwd_embed);  // rowsum(dO * O), FlashAttention-2 backward

@@ -58,6 +58,20 @@ void validate_gemma_features(const model_spec& m) {
                                   m.sliding_window_global_every, m.layers));
 }
 
+// Mixture of Experts: a router needs at least one expert per token and no more than it has.
+void validate_moe(const model_spec& m) {
+  if (!m.is_moe()) {
+    if (m.experts_per_token != 0 || m.shared_expert_ffn != 0)
+      throw input_error(fmt::format("model {}: experts_per_token and shared_expert_ffn need experts", m.name));
+    return;
+  }
+  if (m.family != model_family::llama)
+    throw input_error(fmt::format("model {}: experts exist for the llama family's gated MLP only", m.name));
+  if (m.experts_per_token == 0 || m.experts_per_token > m.experts)
+    throw input_error(fmt::format("model {}: experts_per_token must be 1 to experts ({}), not {}", m.name, m.experts,
+                                  m.experts_per_token));
+}
+
 }  // namespace
 
 void validate_model(const model_spec& m) {
@@ -85,13 +99,15 @@ void validate_model(const model_spec& m) {
   constexpr std::uint64_t max_dim = 1ull << 24;
   for (auto [v, field] : {std::pair{m.layers, "layers"}, {m.hidden, "hidden"}, {m.heads, "heads"},
                           {m.head_dim, "head_dim"}, {m.ffn, "ffn"}, {m.vocab, "vocab"},
-                          {m.sliding_window_tokens, "sliding_window_tokens"}}) {
+                          {m.sliding_window_tokens, "sliding_window_tokens"}, {m.experts, "experts"},
+                          {m.shared_expert_ffn, "shared_expert_ffn"}}) {
     if (v > max_dim)
       throw input_error(fmt::format("model {}: {} = {} is beyond any real model (limit {})", m.name, field, v, max_dim));
   }
   if (m.dropout < 0.0 || m.dropout >= 1.0)
     throw input_error(fmt::format("model {}: dropout must be at least 0 and below 1", m.name));
   validate_gemma_features(m);
+  validate_moe(m);
 }
 
 }  // namespace trainplan

@@ -49,7 +49,20 @@ struct model_spec {
   std::uint64_t sliding_window_tokens = 0;        // a sliding layer attends to the last this-many keys; 0: none
   std::uint64_t sliding_window_global_every = 0;  // with a window: every Nth layer (0-based N-1, 2N-1, ...)
                                                   // attends to all keys; 0: every layer slides (Mistral v0.1)
+
+  // Mixture of Experts (llama family; Fedus et al. 2022, Switch Transformers; Jiang et al. 2024, Mixtral;
+  // HF MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock). Each layer's MLP becomes
+  // `experts` gated MLPs, each of width ffn (HF's moe_intermediate_size where a config has both), and a
+  // router (h -> experts, no bias); each token goes to experts_per_token of them, weighted by its router
+  // probabilities. 0 experts: one dense MLP of width ffn.
+  std::uint64_t experts = 0;
+  std::uint64_t experts_per_token = 0;  // top-k
+  std::uint64_t shared_expert_ffn = 0;  // Qwen2-MoE: one always-on gated MLP of this width beside the routed
+                                        // ones, scaled by a sigmoid gate (h -> 1); 0: none
+  bool qk_norm = false;                 // RMSNorm over each head's q and k, (head_dim) each (Qwen3)
   std::string source;
+
+  bool is_moe() const { return experts > 0; }
 
   std::uint64_t q_width() const { return heads * head_dim; }        // (h) for standard attention
   std::uint64_t kv_width() const { return kv_heads * head_dim; }    // (kv_heads * head_dim)

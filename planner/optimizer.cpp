@@ -59,9 +59,11 @@ std::vector<optimizer_state_buffer> optimizer_state(optimizer_kind o, const std:
       std::uint64_t elements = 0;
       for (const param_tensor& p : params) {
         std::uint64_t per = p.count;
-        if (p.shape.size() >= 2) {  // row statistics over all but the last dim, column over the last
-          per = checked_add(p.count / p.shape.back(), p.shape.back(), what);
-        }
+        // Factored over the last two dims (HF Adafactor, _approx_sq_grad): row statistics over all but the
+        // last dim, column statistics over all but the one before it. A stack of E expert matrices
+        // [E, r, c] keeps E*r + E*c; one matrix [r, c] keeps r + c.
+        if (p.shape.size() >= 2)
+          per = checked_add(p.count / p.shape.back(), p.count / p.shape[p.shape.size() - 2], what);
         elements = checked_add(elements, checked_mul(per, instances(p, layers), what), what);
       }
       return {{"adafactor.v", state_dtype, checked_mul(elements, dtype_bytes(state_dtype), what)}};

@@ -9,13 +9,44 @@ void add(std::vector<param_tensor>& out, std::string name, std::vector<std::uint
          bool matmul) {
   std::uint64_t count = 1;
   for (std::uint64_t d : shape) count = checked_mul(count, d, "parameter count");
-  out.push_back({std::move(name), std::move(shape), count, per_layer, matmul});
+  out.push_back({std::move(name), std::move(shape), count, per_layer, matmul, count});
+}
+
+// A tensor of `experts` stacked expert weights (the leading dimension), of which a token uses `top_k`.
+void add_experts(std::vector<param_tensor>& out, std::string name, std::uint64_t experts, std::uint64_t top_k,
+                 std::uint64_t rows, std::uint64_t cols) {
+  add(out, std::move(name), {experts, rows, cols}, true, true);
+  out.back().active = checked_product({top_k, rows, cols}, "parameter count");
+}
+
+// The gated MLP of the llama family, dense or as experts (HF MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock,
+// Qwen3MoeSparseMoeBlock): router (E, h), then gate/up (f, h) and down (h, f) per expert; Qwen2-MoE adds a
+// shared expert of its own width and its sigmoid gate (1, h).
+void add_llama_mlp(std::vector<param_tensor>& t, const model_spec& m) {
+  const std::uint64_t h = m.hidden, f = m.ffn;
+  if (!m.is_moe()) {
+    add(t, "layer{}.mlp.gate.weight", {f, h}, true, true);
+    add(t, "layer{}.mlp.up.weight", {f, h}, true, true);
+    add(t, "layer{}.mlp.down.weight", {h, f}, true, true);
+    return;
+  }
+  add(t, "layer{}.moe.router.weight", {m.experts, h}, true, true);
+  add_experts(t, "layer{}.moe.experts.gate.weight", m.experts, m.experts_per_token, f, h);
+  add_experts(t, "layer{}.moe.experts.up.weight", m.experts, m.experts_per_token, f, h);
+  add_experts(t, "layer{}.moe.experts.down.weight", m.experts, m.experts_per_token, h, f);
+  if (m.shared_expert_ffn > 0) {
+    const std::uint64_t fs = m.shared_expert_ffn;
+    add(t, "layer{}.moe.shared.gate.weight", {fs, h}, true, true);
+    add(t, "layer{}.moe.shared.up.weight", {fs, h}, true, true);
+    add(t, "layer{}.moe.shared.down.weight", {h, fs}, true, true);
+    add(t, "layer{}.moe.shared_gate.weight", {1, h}, true, true);
+  }
 }
 
 }  // namespace
 
 std::vector<param_tensor> param_tensors(const model_spec& m) {
-  const std::uint64_t h = m.hidden, f = m.ffn, v = m.vocab;
+  const std::uint64_t h = m.hidden, f = m.ffn, v = m.vocab;  // f: the gpt MLP; llama: add_llama_mlp
   std::vector<param_tensor> t;
   add(t, "embed.tokens", {v, h}, false, false);
   if (m.max_positions > 0) add(t, "embed.positions", {m.max_positions, h}, false, false);
@@ -48,11 +79,13 @@ std::vector<param_tensor> param_tensors(const model_spec& m) {
     add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true);
     if (m.qkv_bias) add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false);
     add(t, "layer{}.attn.out.weight", {h, m.q_width()}, true, true);
+    if (m.qk_norm) {  // Qwen3: RMSNorm over each head's q and k before RoPE (HF Qwen3Attention)
+      add(t, "layer{}.attn.q_norm.weight", {m.head_dim}, true, false);
+      add(t, "layer{}.attn.k_norm.weight", {m.head_dim}, true, false);
+    }
     if (post_norms) add(t, "layer{}.attn.post_norm.weight", {h}, true, false);
     add(t, "layer{}.ln2.weight", {h}, true, false);
-    add(t, "layer{}.mlp.gate.weight", {f, h}, true, true);
-    add(t, "layer{}.mlp.up.weight", {f, h}, true, true);
-    add(t, "layer{}.mlp.down.weight", {h, f}, true, true);
+    add_llama_mlp(t, m);
     if (post_norms) add(t, "layer{}.mlp.post_norm.weight", {h}, true, false);
     add(t, "final_norm.weight", {h}, false, false);
   }
@@ -62,7 +95,16 @@ std::vector<param_tensor> param_tensors(const model_spec& m) {
 
 param_counts count_params(const model_spec& m) {
   param_counts c;
+  std::uint64_t active_per_layer = 0, active_outside_layers = 0;
   for (const param_tensor& p : param_tensors(m)) {
+    if (p.per_layer) {
+      active_per_layer = checked_add(active_per_layer, p.active, "parameter count");
+      if (p.matmul) c.active_matmul_per_layer = checked_add(c.active_matmul_per_layer, p.active, "parameter count");
+    } else {
+      active_outside_layers = checked_add(active_outside_layers, p.active, "parameter count");
+    }
+    if (p.name.starts_with("layer{}.moe.experts."))
+      c.routed_experts = checked_add(c.routed_experts, checked_mul(p.count, m.layers, "parameter count"), "parameter count");
     if (p.per_layer) {
       c.per_layer = checked_add(c.per_layer, p.count, "parameter count");
       if (p.matmul) c.matmul_per_layer = checked_add(c.matmul_per_layer, p.count, "parameter count");
@@ -80,6 +122,9 @@ param_counts count_params(const model_spec& m) {
   // The output projection is a GEMM whether or not its weight is shared with the token embedding.
   const std::uint64_t head_gemm = checked_mul(m.vocab, m.hidden, "parameter count");
   c.matmul = checked_add(checked_mul(c.matmul_per_layer, m.layers, "parameter count"), head_gemm, "parameter count");
+  c.active = checked_add(checked_mul(active_per_layer, m.layers, "parameter count"), active_outside_layers, "parameter count");
+  c.active_matmul = checked_add(checked_mul(c.active_matmul_per_layer, m.layers, "parameter count"), head_gemm,
+                                "parameter count");
   // Ultra-scale Playbook (seed 001), "Memory for weights/grads/optimizer states": N = 12 L h^2 + V h
   // (biases, norms and position embeddings left out).
   c.approx_12lh2_vh = checked_add(checked_product({12, m.layers, m.hidden, m.hidden}, "parameter count"),

@@ -14,6 +14,7 @@ struct param_tensor {
   std::uint64_t count = 0;          // product of shape
   bool per_layer = false;           // one copy in each of the L layers
   bool matmul = false;              // a weight a GEMM multiplies by (enters the 6N FLOPs rule)
+  std::uint64_t active = 0;         // of count, what one token uses: count, or top-k of the experts
 };
 
 struct param_counts {
@@ -26,6 +27,11 @@ struct param_counts {
   std::uint64_t matmul = 0;         // weights used in GEMMs per forward, the tied head counted as a GEMM
   std::uint64_t matmul_per_layer = 0;
   std::uint64_t approx_12lh2_vh = 0;  // the seeds' estimate 12*L*h^2 + V*h (Ultra-scale Playbook)
+  // What one token uses: every parameter of a dense model; with experts, top-k of each layer's experts.
+  std::uint64_t active = 0;
+  std::uint64_t active_matmul = 0;            // GEMM weights one token's forward multiplies by, head included
+  std::uint64_t active_matmul_per_layer = 0;
+  std::uint64_t routed_experts = 0;           // the routed experts' weights, all layers (what --ep divides)
 };
 
 // Tensors in model order; per-layer tensors are listed once with per_layer = true.

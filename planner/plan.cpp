@@ -37,6 +37,19 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
   if (run.finetune != finetune_kind::full && (run.lora_rank == 0 || run.lora_targets == 0))
     throw input_error("--finetune lora/qlora needs --lora-rank of at least 1 and some --lora-targets");
+  if (!(run.capacity_factor == 0.0 || (run.capacity_factor >= 1.0 && run.capacity_factor <= 1024.0)))
+    throw input_error("--capacity-factor must be from 1 to 1024, or dropless");
+  if (run.ep == 0) throw input_error("--ep must be at least 1");
+  if (run.ep > 1 || run.capacity_factor > 0.0) {
+    if (!m.is_moe()) throw input_error(fmt::format("--ep and --capacity-factor need a Mixture-of-Experts model; {} is dense", m.name));
+    if (m.experts % run.ep != 0)
+      throw input_error(fmt::format("--ep {} must divide the {} experts of {}", run.ep, m.experts, m.name));
+    if (run.ep > 1 && run.finetune != finetune_kind::full)
+      throw input_error("--ep with LoRA/QLoRA adapters is not modelled");
+    if (run.data_parallel() % run.ep != 0)
+      throw input_error(fmt::format("--ep {} must divide the data-parallel GPUs ({} = --gpus / (--tp x --pp))", run.ep,
+                                    run.data_parallel()));
+  }
   if (run.finetune == finetune_kind::qlora && run.precision == precision_regime::fp32)
     throw input_error("--finetune qlora computes in bf16 over an NF4 base; it cannot be combined with --precision fp32");
 }

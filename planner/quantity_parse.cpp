@@ -1,5 +1,7 @@
 #include "planner/quantity_parse.hpp"
 
+#include <fmt/format.h>
+
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -91,12 +93,27 @@ std::uint64_t parse_integer(std::string_view text, std::string_view option, std:
   return v;
 }
 
-double parse_probability(std::string_view text, std::string_view option) {
+namespace {
+
+double parse_finite(std::string_view text, std::string_view option) {
   double v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
     fail(option, text, "is not a number");
+  return v;
+}
+
+}  // namespace
+
+double parse_probability(std::string_view text, std::string_view option) {
+  const double v = parse_finite(text, option);
   if (v < 0.0 || v >= 1.0) fail(option, text, "must be at least 0 and below 1");
+  return v;
+}
+
+double parse_number_in(std::string_view text, std::string_view option, double min_value, double max_value) {
+  const double v = parse_finite(text, option);
+  if (v < min_value || v > max_value) fail(option, text, fmt::format("must be from {:g} to {:g}", min_value, max_value));
   return v;
 }
 

@@ -20,4 +20,7 @@ std::uint64_t parse_integer(std::string_view text, std::string_view option, std:
 // A probability in [0, 1) (dropout).
 double parse_probability(std::string_view text, std::string_view option);
 
+// A finite decimal number in [min_value, max_value] (a capacity factor).
+double parse_number_in(std::string_view text, std::string_view option, double min_value, double max_value);
+
 }  // namespace trainplan

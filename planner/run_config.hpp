@@ -65,6 +65,13 @@ struct run_config {
   offload_mode offload = offload_mode::none;
   std::uint64_t host_memory_bytes = 0;   // 0: not checked
 
+  // Mixture of Experts (planner/moe.hpp). Expert parallelism shards each layer's experts over ep of the
+  // data-parallel GPUs (Megatron-Core: the expert-parallel group lies within the data-parallel group) and
+  // exchanges routed tokens with all-to-all. capacity_factor 0 is dropless (every token reaches its top-k
+  // experts); c >= 1 caps each expert at ceil(c * k * tokens / experts) rows, padded (Fedus et al. 2022).
+  std::uint64_t ep = 1;
+  double capacity_factor = 0.0;
+
   finetune_kind finetune = finetune_kind::full;
   std::uint64_t lora_rank = 16;
   unsigned lora_targets = lora_q | lora_k | lora_v | lora_o;

@@ -15,6 +15,9 @@ void check_harness_supports(const model_spec& m, const run_config& run) {
       m.attn_logit_softcap > 0 || m.final_logit_softcap > 0)
     throw input_error(fmt::format("the harness runs the plain gpt and llama blocks: {} has post-norms, GeGLU, an "
                                   "embedding scale or soft caps", m.name));
+  if (m.is_moe() || m.qk_norm)
+    throw input_error(fmt::format("the harness has no Mixture-of-Experts layers or q/k norms yet: {} cannot be validated "
+                                  "(plan predicts it; issue 13)", m.name));
   if (m.sliding_window_tokens > 0 && run.seq > m.sliding_window_tokens)
     throw input_error(fmt::format("the harness has no sliding-window attention: use --seq {} or less for {}",
                                   m.sliding_window_tokens, m.name));
