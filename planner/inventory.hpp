@@ -102,6 +102,16 @@ struct tensor_spec {
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
   std::array<event_interval, 2> intervals{};
 
+  tensor_spec() = default;
+  // What inventory_builder::add knows; the rest keeps its defaults. Member by member: a sweep builds
+  // millions of specs, and zeroing the whole struct first and then writing it costs more than the fields.
+  tensor_spec(std::string_view name_, const tensor_shape& shape_, dtype type_, std::uint64_t bytes_,
+              tensor_category category_)
+      : name(name_), type(type_), bytes(bytes_), category(category_) {
+    for (std::size_t i = 0; i < shape_.rank; ++i) shape.dims[i] = shape_.dims[i];  // past the rank: zero
+    shape.rank = shape_.rank;
+  }
+
   std::string instance_name(std::uint64_t layer) const;  // "layer7.attn.softmax"
 };
 

@@ -29,34 +29,73 @@ std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, std::i
   return hi >= lo ? static_cast<std::uint64_t>(hi - lo + 1) : 0;
 }
 
-bool state_live(state_lifetime life, const timeline_point& p, std::int64_t first_backward_event,
-                std::int64_t event) {
-  switch (life) {
-    case state_lifetime::whole_run: return true;
+// Buffers whose lifetime fields are equal are live at the same events.
+bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
+  auto same = [](const event_interval& x, const event_interval& y) {
+    return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
+           x.last_step == y.last_step;
+  };
+  return a.lifetime == b.lifetime && a.per_layer == b.per_layer && a.interval_count == b.interval_count &&
+         same(a.intervals[0], b.intervals[0]) && same(a.intervals[1], b.intervals[1]);
+}
+
+// A hash of the lifetime fields, so that finding a buffer's group compares one number per group (equal
+// lifetimes have equal hashes; a match is confirmed by same_lifetime). Independent products rather than a
+// chain: it is computed for every buffer of every configuration.
+std::uint64_t lifetime_hash(const tensor_spec& t) {
+  auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const event_interval& a = t.intervals[0];
+  const event_interval& b = t.intervals[1];
+  return (static_cast<std::uint64_t>(t.lifetime) << 8 | static_cast<std::uint64_t>(t.per_layer) << 4 |
+          static_cast<std::uint64_t>(t.interval_count)) * 0x9e3779b97f4a7c15ull +
+         u(a.first_base) * 0xc2b2ae3d27d4eb4full + u(a.first_step) * 0x165667b19e3779f9ull +
+         u(a.last_base) * 0xd6e8feb86659fd93ull + u(a.last_step) * 0xff51afd7ed558ccdull +
+         u(b.first_base) * 0xc4ceb9fe1a85ec53ull + u(b.first_step) * 0x94d049bb133111ebull +
+         u(b.last_base) * 0xbf58476d1ce4e5b9ull + u(b.last_step) * 0x27d4eb2f165667c5ull;
+}
+
+// A visited event: point p at micro-batch event e, as the lifetime rules read it.
+struct live_context {
+  bool optimizer;          // p.kind == event_kind::optimizer
+  bool later_micro_batch;  // p.micro_batch > 0
+  bool later_step;         // p.step > 1
+  std::int64_t e, first_backward, L;
+};
+
+// Instances of buffer `k` live at a visited event. Whole-run state is always live; gradients from the
+// first backward event of a step's first micro-batch until the optimizer step ends; optimizer state from
+// step 1's optimizer step on; activations by their event intervals.
+inline std::uint64_t instances_of(const tensor_spec& k, const live_context& at) {
+  switch (k.lifetime) {
+    case state_lifetime::whole_run: return 1;
     case state_lifetime::backward_to_optimizer:
-      return p.kind == event_kind::optimizer || p.micro_batch > 0 || event >= first_backward_event;
-    case state_lifetime::from_first_optimizer: return p.step > 1 || p.kind == event_kind::optimizer;
-    case state_lifetime::optimizer_only: return p.kind == event_kind::optimizer;
-    case state_lifetime::micro_batch:
-    case state_lifetime::gradient_from_backward: return false;  // counted per instance by instances_at
+      return at.optimizer || at.later_micro_batch || at.e >= at.first_backward ? 1 : 0;
+    case state_lifetime::from_first_optimizer: return at.later_step || at.optimizer ? 1 : 0;
+    case state_lifetime::optimizer_only: return at.optimizer ? 1 : 0;
+    case state_lifetime::micro_batch: {
+      if (at.optimizer) return 0;
+      std::uint64_t n = 0;
+      for (int i = 0; i < k.interval_count; ++i) n += count_in_interval(k.intervals[i], at.e, at.L, k.per_layer);
+      return n;
+    }
+    case state_lifetime::gradient_from_backward: {
+      if (at.optimizer || at.later_micro_batch) return k.per_layer ? static_cast<std::uint64_t>(at.L) : 1;
+      const event_interval from_then_on{k.intervals[0].first_base, k.intervals[0].first_step,
+                                        std::numeric_limits<std::int64_t>::max() / 4, 0};
+      return count_in_interval(from_then_on, at.e, at.L, k.per_layer);
+    }
   }
-  return false;
+  return 0;
+}
+
+live_context context_of(const timeline_point& p, std::int64_t e, std::int64_t first_backward, std::int64_t L) {
+  return {p.kind == event_kind::optimizer, p.micro_batch > 0, p.step > 1, e, first_backward, L};
 }
 
 // Instances of `t` live at point `p` (micro-batch event `e`).
 std::uint64_t instances_at(const tensor_spec& t, const timeline_point& p, std::int64_t first_backward, std::int64_t e,
                            std::int64_t L) {
-  switch (t.lifetime) {
-    case state_lifetime::micro_batch: return p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L);
-    case state_lifetime::gradient_from_backward: {
-      const std::uint64_t all = t.per_layer ? static_cast<std::uint64_t>(L) : 1;
-      if (p.kind == event_kind::optimizer || p.micro_batch > 0) return all;
-      const event_interval from_then_on{t.intervals[0].first_base, t.intervals[0].first_step,
-                                        std::numeric_limits<std::int64_t>::max() / 4, 0};
-      return count_in_interval(from_then_on, e, L, t.per_layer);
-    }
-    default: return state_live(t.lifetime, p, first_backward, e) ? 1 : 0;
-  }
+  return instances_of(t, context_of(p, e, first_backward, L));
 }
 
 struct event_id {
@@ -114,64 +153,60 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   timeline_result out;
   bool have_peak = false;
 
-  // Live bytes of one event, by category; summed in 128 bits and checked once (sizes are each below 2^64).
-  u128 best_category[tensor_category_count] = {};
-  // Buffers with the same lifetime and category are live together: visit each such group once (an hf
-  // layer's two dozen saved tensors are one group).
+  // Buffers with the same lifetime are live together: visit each such group once (an hf layer's two dozen
+  // saved tensors are one group). The peak is found on each group's total bytes; the bytes by category are
+  // summed once, at the peak (integer sums: the same in any order).
   struct lifetime_group {
-    const tensor_spec* like;
-    u128 bytes;
+    const tensor_spec* like;  // the group's first buffer
+    u128 bytes;               // every category
   };
   // On the stack for the usual inventory (under 96 buffers): a sweep walks millions of them.
   std::array<lifetime_group, 96> group_storage;
   std::vector<lifetime_group> group_overflow;
-  lifetime_group* groups_begin = group_storage.data();
+  std::array<std::uint64_t, 96> hash_storage;  // each group's lifetime_hash, scanned to find a buffer's group
+  std::vector<std::uint64_t> hash_overflow;
+  lifetime_group* groups = group_storage.data();
+  std::uint64_t* hashes = hash_storage.data();
   std::size_t group_count = 0;
   if (inv.tensors.size() > group_storage.size()) {
     group_overflow.resize(inv.tensors.size());
-    groups_begin = group_overflow.data();
+    hash_overflow.resize(inv.tensors.size());
+    groups = group_overflow.data();
+    hashes = hash_overflow.data();
   }
-  struct group_span {
-    lifetime_group* b;
-    std::size_t* n;
-    lifetime_group* begin() const { return b; }
-    lifetime_group* end() const { return b + *n; }
-    bool empty() const { return *n == 0; }
-    lifetime_group& back() const { return b[*n - 1]; }
-    void push_back(const lifetime_group& g) const { b[(*n)++] = g; }
-  } groups{groups_begin, &group_count};
+  // Which group each buffer joined, for the breakdown by category at the peak (bounded like the groups).
+  std::array<std::uint8_t, 96> member_storage;
+  std::vector<std::uint32_t> member_overflow;
+  const bool small = inv.tensors.size() <= member_storage.size();
+  if (!small) member_overflow.resize(inv.tensors.size());
+  std::size_t index = 0;
   for (const tensor_spec& t : inv.tensors) {
-    auto same = [&t](const lifetime_group& g) {
-      const tensor_spec& u = *g.like;
-      auto same_interval = [](const event_interval& x, const event_interval& y) {
-        return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
-               x.last_step == y.last_step;
-      };
-      return u.category == t.category && u.lifetime == t.lifetime && u.per_layer == t.per_layer &&
-             u.interval_count == t.interval_count && same_interval(u.intervals[0], t.intervals[0]) &&
-             same_interval(u.intervals[1], t.intervals[1]);
-    };
-    // Buffers of one lifetime are mostly added one after another: try the last group first.
-    auto it = !groups.empty() && same(groups.back()) ? groups.end() - 1 : std::find_if(groups.begin(), groups.end(), same);
-    if (it == groups.end()) groups.push_back({&t, t.bytes});
-    else it->bytes += t.bytes;
+    const std::uint64_t hash = lifetime_hash(t);
+    std::size_t g = 0;
+    while (g < group_count && !(hashes[g] == hash && same_lifetime(*groups[g].like, t))) ++g;
+    if (g == group_count) {
+      hashes[group_count] = hash;
+      groups[group_count++] = {&t, t.bytes};
+    } else {
+      groups[g].bytes += t.bytes;
+    }
+    if (small) member_storage[index++] = static_cast<std::uint8_t>(g);
+    else member_overflow[index++] = static_cast<std::uint32_t>(g);
   }
 
+  std::int64_t peak_event = 0;
   auto visit = [&](timeline_point p, std::int64_t e) {
-    u128 category[tensor_category_count] = {};
-    for (const lifetime_group& g : groups) {
-      const std::uint64_t n = instances_at(*g.like, p, first_backward, e, L);
-      category[static_cast<int>(g.like->category)] += static_cast<u128>(n) * g.bytes;  // < 2^64 x 2^70: no overflow
-    }
-    u128 live = 0;
-    for (u128 c : category) live += c;
+    const live_context at = context_of(p, e, first_backward, L);
+    u128 live = 0;  // summed in 128 bits and checked once (sizes are each below 2^64)
+    for (std::size_t g = 0; g < group_count; ++g)
+      live += static_cast<u128>(instances_of(*groups[g].like, at)) * groups[g].bytes;  // < 2^64 x 2^70: no overflow
     if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
     p.live_bytes = static_cast<std::uint64_t>(live);
     if (keep_points) out.points.push_back(p);
     if (!have_peak || p.live_bytes > out.peak.live_bytes) {
       out.peak = p;
+      peak_event = e;
       have_peak = true;
-      std::copy(std::begin(category), std::end(category), std::begin(best_category));
     }
   };
   auto visit_event = [&](int step, std::uint64_t mb, event_kind kind, std::int64_t layer) {
@@ -227,7 +262,27 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     if (!optimizer_state) visit_event(step, last_mb, event_kind::optimizer, 0);
   }
 
-  for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(best_category[c]);
+  // The peak's bytes by category: each group's instance count there, times each member's bytes.
+  if (have_peak) {
+    const timeline_point& p = out.peak;
+    const live_context at = context_of(p, peak_event, first_backward, L);
+    std::array<std::uint64_t, 96> count_storage;
+    std::vector<std::uint64_t> count_overflow;
+    std::uint64_t* counts = count_storage.data();
+    if (group_count > count_storage.size()) {
+      count_overflow.resize(group_count);
+      counts = count_overflow.data();
+    }
+    for (std::size_t g = 0; g < group_count; ++g) counts[g] = instances_of(*groups[g].like, at);
+    u128 category[tensor_category_count] = {};
+    index = 0;
+    for (const tensor_spec& t : inv.tensors) {
+      const std::size_t g = small ? member_storage[index] : member_overflow[index];
+      ++index;
+      category[static_cast<int>(t.category)] += static_cast<u128>(counts[g]) * t.bytes;
+    }
+    for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(category[c]);
+  }
   if (detail == timeline_detail::peak) return out;
 
   // What is live at the peak, buffer by buffer.
