@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <iterator>
 #include <limits>
 
@@ -28,6 +29,21 @@ std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, std::i
   else hi = std::min(hi, iv.last_base - e);
   return hi >= lo ? static_cast<std::uint64_t>(hi - lo + 1) : 0;
 }
+
+// Room for n values: on the stack up to N (the usual inventory), on the heap beyond.
+template <typename T, std::size_t N>
+class scratch {
+ public:
+  T* get(std::size_t n) {
+    if (n <= N) return inline_.data();
+    heap_.resize(n);
+    return heap_.data();
+  }
+
+ private:
+  std::array<T, N> inline_;
+  std::vector<T> heap_;
+};
 
 // Buffers whose lifetime fields are equal are live at the same events.
 bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
@@ -161,56 +177,88 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     u128 bytes;               // every category
   };
   // On the stack for the usual inventory (under 96 buffers): a sweep walks millions of them.
-  std::array<lifetime_group, 96> group_storage;
-  std::vector<lifetime_group> group_overflow;
-  std::array<std::uint64_t, 96> hash_storage;  // each group's lifetime_hash, scanned to find a buffer's group
-  std::vector<std::uint64_t> hash_overflow;
-  lifetime_group* groups = group_storage.data();
-  std::uint64_t* hashes = hash_storage.data();
+  const std::size_t n = inv.tensors.size();
+  scratch<lifetime_group, 96> group_store;
+  scratch<std::uint64_t, 96> hash_store;      // each group's lifetime_hash
+  scratch<std::uint32_t, 96> member_store;    // the group each buffer joined, for the breakdown at the peak
+  lifetime_group* groups = group_store.get(n);
+  std::uint64_t* hashes = hash_store.get(n);
+  std::uint32_t* members = member_store.get(n);
   std::size_t group_count = 0;
-  if (inv.tensors.size() > group_storage.size()) {
-    group_overflow.resize(inv.tensors.size());
-    hash_overflow.resize(inv.tensors.size());
-    groups = group_overflow.data();
-    hashes = hash_overflow.data();
-  }
-  // Which group each buffer joined, for the breakdown by category at the peak (bounded like the groups).
-  std::array<std::uint8_t, 96> member_storage;
-  std::vector<std::uint32_t> member_overflow;
-  const bool small = inv.tensors.size() <= member_storage.size();
-  if (!small) member_overflow.resize(inv.tensors.size());
-  std::size_t index = 0;
-  for (const tensor_spec& t : inv.tensors) {
+  // Open addressing on the hash, at most half full: a buffer finds its group in about one probe.
+  const std::size_t slots = std::bit_ceil(std::max<std::size_t>(2 * n, 256));
+  scratch<std::uint32_t, 256> slot_store;  // group index + 1; 0: empty
+  std::uint32_t* slot = slot_store.get(slots);
+  std::fill_n(slot, slots, 0u);
+  for (std::size_t i = 0; i < n; ++i) {
+    const tensor_spec& t = inv.tensors[i];
     const std::uint64_t hash = lifetime_hash(t);
-    std::size_t g = 0;
-    while (g < group_count && !(hashes[g] == hash && same_lifetime(*groups[g].like, t))) ++g;
-    if (g == group_count) {
+    std::size_t at = static_cast<std::size_t>(hash >> (64 - std::countr_zero(slots)));  // the best-mixed bits
+    while (slot[at] != 0 && !(hashes[slot[at] - 1] == hash && same_lifetime(*groups[slot[at] - 1].like, t)))
+      at = (at + 1) & (slots - 1);
+    if (slot[at] == 0) {
       hashes[group_count] = hash;
       groups[group_count++] = {&t, t.bytes};
+      slot[at] = static_cast<std::uint32_t>(group_count);
     } else {
-      groups[g].bytes += t.bytes;
+      groups[slot[at] - 1].bytes += t.bytes;
     }
-    if (small) member_storage[index++] = static_cast<std::uint8_t>(g);
-    else member_overflow[index++] = static_cast<std::uint32_t>(g);
+    members[i] = slot[at] - 1;
   }
+  // Activations (micro_batch lifetime) are live by their event intervals alone, and none is live during the
+  // optimizer step: their bytes at an event are summed once, however many steps and micro-batches visit it.
+  // The other groups (model state) depend on the step and micro-batch too.
+  scratch<const lifetime_group*, 96> activation_store, state_store;
+  const lifetime_group** activation_groups = activation_store.get(group_count);
+  const lifetime_group** state_groups = state_store.get(group_count);
+  std::size_t activation_count = 0, state_count = 0;
+  for (std::size_t g = 0; g < group_count; ++g)
+    if (groups[g].like->lifetime == state_lifetime::micro_batch) activation_groups[activation_count++] = &groups[g];
+    else state_groups[state_count++] = &groups[g];
+  struct event_bytes {
+    std::int64_t e;
+    u128 bytes;
+  };
+  std::array<event_bytes, 8> activation_cache;  // the peak search visits at most 8 distinct events
+  std::size_t cached = 0;
+  auto activation_bytes_at = [&](std::int64_t e) {
+    for (std::size_t i = 0; i < cached; ++i)
+      if (activation_cache[i].e == e) return activation_cache[i].bytes;
+    u128 sum = 0;
+    for (std::size_t a = 0; a < activation_count; ++a) {
+      const tensor_spec& t = *activation_groups[a]->like;
+      std::uint64_t instances = 0;
+      for (int k = 0; k < t.interval_count; ++k) instances += count_in_interval(t.intervals[k], e, L, t.per_layer);
+      sum += static_cast<u128>(instances) * activation_groups[a]->bytes;
+    }
+    if (cached < activation_cache.size()) activation_cache[cached++] = {e, sum};
+    return sum;
+  };
 
   std::int64_t peak_event = 0;
-  auto visit = [&](timeline_point p, std::int64_t e) {
-    const live_context at = context_of(p, e, first_backward, L);
-    u128 live = 0;  // summed in 128 bits and checked once (sizes are each below 2^64)
-    for (std::size_t g = 0; g < group_count; ++g)
-      live += static_cast<u128>(instances_of(*groups[g].like, at)) * groups[g].bytes;  // < 2^64 x 2^70: no overflow
+  // The point's fields come as scalars and are stored one by one: a timeline_point assembled by the caller
+  // and copied whole costs more than the visit (wide reads of narrow stores just made).
+  auto visit = [&](int step, std::uint64_t mb, event_kind kind, std::uint64_t layer, std::int64_t e) {
+    const live_context at{kind == event_kind::optimizer, mb > 0, step > 1, e, first_backward, L};
+    // Summed in 128 bits and checked once (sizes are each below 2^64; < 2^64 x 2^70: no overflow).
+    u128 live = at.optimizer ? 0 : activation_bytes_at(e);
+    for (std::size_t g = 0; g < state_count; ++g)
+      live += static_cast<u128>(instances_of(*state_groups[g]->like, at)) * state_groups[g]->bytes;
     if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
-    p.live_bytes = static_cast<std::uint64_t>(live);
-    if (keep_points) out.points.push_back(p);
-    if (!have_peak || p.live_bytes > out.peak.live_bytes) {
-      out.peak = p;
+    const std::uint64_t live_bytes = static_cast<std::uint64_t>(live);
+    if (keep_points) out.points.push_back({step, mb, kind, layer, live_bytes});
+    if (!have_peak || live_bytes > out.peak.live_bytes) {
+      out.peak.step = step;
+      out.peak.micro_batch = mb;
+      out.peak.kind = kind;
+      out.peak.layer = layer;
+      out.peak.live_bytes = live_bytes;
       peak_event = e;
       have_peak = true;
     }
   };
   auto visit_event = [&](int step, std::uint64_t mb, event_kind kind, std::int64_t layer) {
-    visit({step, mb, kind, static_cast<std::uint64_t>(layer), 0},
+    visit(step, mb, kind, static_cast<std::uint64_t>(layer),
           kind == event_kind::optimizer ? inv.events_per_micro_batch : event_index(kind, layer, L));
   };
 
@@ -220,9 +268,9 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       for (std::uint64_t mb = 0; mb < micro_batches; ++mb)
         for (std::int64_t e = 0; e < inv.events_per_micro_batch; ++e) {
           event_id id = event_at(e, L);
-          visit({step, mb, id.kind, id.layer, 0}, e);
+          visit(step, mb, id.kind, id.layer, e);
         }
-      visit({step, micro_batches - 1, event_kind::optimizer, 0, 0}, inv.events_per_micro_batch);
+      visit(step, micro_batches - 1, event_kind::optimizer, 0, inv.events_per_micro_batch);
     }
   } else {
     bool optimizer_state = false, grads_per_layer = false;
@@ -266,20 +314,13 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   if (have_peak) {
     const timeline_point& p = out.peak;
     const live_context at = context_of(p, peak_event, first_backward, L);
-    std::array<std::uint64_t, 96> count_storage;
-    std::vector<std::uint64_t> count_overflow;
-    std::uint64_t* counts = count_storage.data();
-    if (group_count > count_storage.size()) {
-      count_overflow.resize(group_count);
-      counts = count_overflow.data();
-    }
+    scratch<std::uint64_t, 96> count_store;
+    std::uint64_t* counts = count_store.get(group_count);
     for (std::size_t g = 0; g < group_count; ++g) counts[g] = instances_of(*groups[g].like, at);
     u128 category[tensor_category_count] = {};
-    index = 0;
-    for (const tensor_spec& t : inv.tensors) {
-      const std::size_t g = small ? member_storage[index] : member_overflow[index];
-      ++index;
-      category[static_cast<int>(t.category)] += static_cast<u128>(counts[g]) * t.bytes;
+    for (std::size_t i = 0; i < n; ++i) {
+      const tensor_spec& t = inv.tensors[i];
+      category[static_cast<int>(t.category)] += static_cast<u128>(counts[members[i]]) * t.bytes;
     }
     for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(category[c]);
   }
