@@ -190,8 +190,11 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   scratch<std::uint32_t, 256> slot_store;  // group index + 1; 0: empty
   std::uint32_t* slot = slot_store.get(slots);
   std::fill_n(slot, slots, 0u);
+  bool optimizer_state = false, grads_per_layer = false;  // which events the peak search must visit
   for (std::size_t i = 0; i < n; ++i) {
     const tensor_spec& t = inv.tensors[i];
+    optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
+    grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
     const std::uint64_t hash = lifetime_hash(t);
     std::size_t at = static_cast<std::size_t>(hash >> (64 - std::countr_zero(slots)));  // the best-mixed bits
     while (slot[at] != 0 && !(hashes[slot[at] - 1] == hash && same_lifetime(*groups[slot[at] - 1].like, t)))
@@ -208,13 +211,14 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   // Activations (micro_batch lifetime) are live by their event intervals alone, and none is live during the
   // optimizer step: their bytes at an event are summed once, however many steps and micro-batches visit it.
   // The other groups (model state) depend on the step and micro-batch too.
-  scratch<const lifetime_group*, 96> activation_store, state_store;
-  const lifetime_group** activation_groups = activation_store.get(group_count);
-  const lifetime_group** state_groups = state_store.get(group_count);
+  // (Copies of the groups, each list contiguous: a visit reads them in order.)
+  scratch<lifetime_group, 96> activation_store, state_store;
+  lifetime_group* activation_groups = activation_store.get(group_count);
+  lifetime_group* state_groups = state_store.get(group_count);
   std::size_t activation_count = 0, state_count = 0;
   for (std::size_t g = 0; g < group_count; ++g)
-    if (groups[g].like->lifetime == state_lifetime::micro_batch) activation_groups[activation_count++] = &groups[g];
-    else state_groups[state_count++] = &groups[g];
+    if (groups[g].like->lifetime == state_lifetime::micro_batch) activation_groups[activation_count++] = groups[g];
+    else state_groups[state_count++] = groups[g];
   struct event_bytes {
     std::int64_t e;
     u128 bytes;
@@ -226,10 +230,10 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       if (activation_cache[i].e == e) return activation_cache[i].bytes;
     u128 sum = 0;
     for (std::size_t a = 0; a < activation_count; ++a) {
-      const tensor_spec& t = *activation_groups[a]->like;
+      const tensor_spec& t = *activation_groups[a].like;
       std::uint64_t instances = 0;
       for (int k = 0; k < t.interval_count; ++k) instances += count_in_interval(t.intervals[k], e, L, t.per_layer);
-      sum += static_cast<u128>(instances) * activation_groups[a]->bytes;
+      sum += static_cast<u128>(instances) * activation_groups[a].bytes;
     }
     if (cached < activation_cache.size()) activation_cache[cached++] = {e, sum};
     return sum;
@@ -243,7 +247,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     // Summed in 128 bits and checked once (sizes are each below 2^64; < 2^64 x 2^70: no overflow).
     u128 live = at.optimizer ? 0 : activation_bytes_at(e);
     for (std::size_t g = 0; g < state_count; ++g)
-      live += static_cast<u128>(instances_of(*state_groups[g]->like, at)) * state_groups[g]->bytes;
+      live += static_cast<u128>(instances_of(*state_groups[g].like, at)) * state_groups[g].bytes;
     if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
     const std::uint64_t live_bytes = static_cast<std::uint64_t>(live);
     if (keep_points) out.points.push_back({step, mb, kind, layer, live_bytes});
@@ -273,11 +277,6 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       visit(step, micro_batches - 1, event_kind::optimizer, 0, inv.events_per_micro_batch);
     }
   } else {
-    bool optimizer_state = false, grads_per_layer = false;
-    for (const tensor_spec& t : inv.tensors) {
-      optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
-      grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
-    }
     const int step = optimizer_state ? 2 : 1;
     const std::uint64_t last_mb = micro_batches - 1;
     // The embedding's forward holds a strict subset of what the last layer's forward holds (its buffers
