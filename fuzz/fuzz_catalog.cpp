@@ -9,6 +9,7 @@
 // divides and multiplies by these).
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "fuzz/fuzz_check.hpp"
@@ -43,7 +44,8 @@ void check_catalog(const catalog& c) {
     require(std::isfinite(g.memory_bandwidth_bytes_per_s) && g.memory_bandwidth_bytes_per_s > 0 &&
                 std::isfinite(g.host_link_bytes_per_s) && g.host_link_bytes_per_s > 0,
             "a GPU's bandwidths escaped their ranges");
-    for (const auto& [t, tflops] : g.peak_dense_tflops) require(tflops >= 1 && tflops <= 1e5, "a GPU's peak escaped its range");
+    for (const std::optional<double>& tflops : g.peak_dense_tflops)
+      require(!tflops || (*tflops >= 1 && *tflops <= 1e5), "a GPU's peak escaped its range");
     for (const std::string& alias : g.aliases) require(&c.gpu(alias) == &g, "a GPU is not found by its alias");
     const calibration k = c.calibration_for(g);
     require(k.cuda_context_bytes <= (1ull << 50) && k.hf_cuda_context_bytes <= (1ull << 50) &&

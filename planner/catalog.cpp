@@ -128,7 +128,7 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
       if (!v.is_number() || !(v.get<double>() >= 1 && v.get<double>() <= 1e5))
         throw input_error(fmt::format("{}: peak_dense_tflops.{} must be between 1 and 100000 TFLOP/s, or null", o.where(),
                                       dtype_name(t)));
-      g.peak_dense_tflops[t] = v.get<double>();
+      g.peak_dense_tflops[static_cast<std::size_t>(t)] = v.get<double>();
     }
     peaks.finish();
     g.source = o.string("source");

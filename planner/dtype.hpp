@@ -1,11 +1,13 @@
 #pragma once
 // Element types of the tensors the planner accounts for.
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 namespace trainplan {
 
 enum class dtype { fp32, tf32, bf16, fp16, fp8, u8, i32, i64 };  // i64: PyTorch's token ids
+inline constexpr std::size_t dtype_count = 8;
 
 // Storage size of one element. tf32 is a compute mode stored as fp32.
 constexpr std::uint64_t dtype_bytes(dtype t) {

@@ -1,7 +1,7 @@
 #pragma once
 // A GPU as the planner sees it: memory capacity, dense peak throughput per dtype, bandwidths.
+#include <array>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,13 +17,15 @@ struct gpu_spec {
   std::uint64_t memory_bytes = 0;       // total as the driver reports it
   double memory_bandwidth_bytes_per_s = 0;
   double host_link_bytes_per_s = 0;     // PCIe to the host, one direction
-  std::map<dtype, double> peak_dense_tflops;  // absent: the GPU has no such mode
+  // By dtype (index: the dtype's value); empty: the GPU has no such mode. A fixed table, not a map:
+  // plan_result keeps a copy of its GPU, made for every configuration of a sweep.
+  std::array<std::optional<double>, dtype_count> peak_dense_tflops{};
   std::string source;
 
   std::optional<double> peak_flops_per_s(dtype t) const {
-    auto it = peak_dense_tflops.find(t);
-    if (it == peak_dense_tflops.end()) return std::nullopt;
-    return it->second * 1e12;
+    const std::optional<double>& tflops = peak_dense_tflops[static_cast<std::size_t>(t)];
+    if (!tflops) return std::nullopt;
+    return *tflops * 1e12;
   }
 };
 

@@ -28,20 +28,6 @@ std::string_view category_name(tensor_category c) {
   return "?";
 }
 
-std::int64_t event_index(event_kind kind, std::int64_t layer, std::int64_t layers) {
-  switch (kind) {
-    case event_kind::fwd_embed: return 0;
-    case event_kind::fwd_layer: return 1 + layer;
-    case event_kind::fwd_head: return layers + 1;
-    case event_kind::loss: return layers + 2;
-    case event_kind::bwd_head: return layers + 3;
-    case event_kind::bwd_layer: return layers + 4 + (layers - 1 - layer);
-    case event_kind::bwd_embed: return 2 * layers + 4;
-    case event_kind::optimizer: return 2 * layers + 5;
-  }
-  return -1;
-}
-
 std::string tensor_spec::instance_name(std::uint64_t layer) const {
   if (!per_layer) return std::string(name);
   std::string out(name);
@@ -79,7 +65,17 @@ inventory finish_inventory(inventory out, const model_spec& m) {
 
 }  // namespace
 
-model_facts describe_model(const model_spec& m) { return {param_tensors(m), count_params(m)}; }
+std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, std::uint64_t layers) {
+  std::uint64_t n = 0;
+  for (const param_tensor& t : tensors) n += t.per_layer ? layers : 1;
+  return n;
+}
+
+model_facts describe_model(const model_spec& m) {
+  model_facts f{param_tensors(m), count_params(m)};
+  f.tensor_instances = count_tensor_instances(f.tensors, m.layers);
+  return f;
+}
 
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
                           const model_facts* facts, const pipeline_stage& stage) {

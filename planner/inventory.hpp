@@ -30,7 +30,20 @@ std::string_view category_name(tensor_category c);  // "weights", "master_weight
 // buffer whose lifetime covers the event as live at once (the harness allocates at the start of the
 // event and frees at its end, so the two agree).
 enum class event_kind { fwd_embed, fwd_layer, fwd_head, loss, bwd_head, bwd_layer, bwd_embed, optimizer };
-std::int64_t event_index(event_kind kind, std::int64_t layer, std::int64_t layers);
+// Inline: the inventory builders and the timeline call it for every buffer of every configuration.
+constexpr std::int64_t event_index(event_kind kind, std::int64_t layer, std::int64_t layers) {
+  switch (kind) {
+    case event_kind::fwd_embed: return 0;
+    case event_kind::fwd_layer: return 1 + layer;
+    case event_kind::fwd_head: return layers + 1;
+    case event_kind::loss: return layers + 2;
+    case event_kind::bwd_head: return layers + 3;
+    case event_kind::bwd_layer: return layers + 4 + (layers - 1 - layer);
+    case event_kind::bwd_embed: return 2 * layers + 4;
+    case event_kind::optimizer: return 2 * layers + 5;
+  }
+  return -1;
+}
 
 // Lifetime in micro-batch event indices: instance i (a layer index for per-layer buffers, 0 otherwise)
 // lives over [first_base + first_step*i, last_base + last_step*i].
@@ -102,6 +115,16 @@ struct tensor_spec {
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
   std::array<event_interval, 2> intervals{};
 
+  tensor_spec() = default;
+  // What inventory_builder::add knows; the rest keeps its defaults. Member by member: a sweep builds
+  // millions of specs, and zeroing the whole struct first and then writing it costs more than the fields.
+  tensor_spec(std::string_view name_, const tensor_shape& shape_, dtype type_, std::uint64_t bytes_,
+              tensor_category category_)
+      : name(name_), type(type_), bytes(bytes_), category(category_) {
+    for (std::size_t i = 0; i < shape_.rank; ++i) shape.dims[i] = shape_.dims[i];  // past the rank: zero
+    shape.rank = shape_.rank;
+  }
+
   std::string instance_name(std::uint64_t layer) const;  // "layer7.attn.softmax"
 };
 
@@ -118,8 +141,11 @@ struct inventory {
 struct model_facts {
   std::vector<param_tensor> tensors;
   param_counts counts;
+  // Parameter tensors PyTorch holds (a per-layer tensor once per layer): what a foreach optimizer walks.
+  std::uint64_t tensor_instances = 0;
 };
 model_facts describe_model(const model_spec& m);
+std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, std::uint64_t layers);
 
 // One pipeline stage (pipeline parallelism, 1F1B schedule): `m` then holds the stage's layers. The first
 // stage owns the embedding and keeps `inflight` micro-batches of activations (Korthikanti et al. 2022,

@@ -19,13 +19,8 @@ class inventory_builder {
     for (std::uint64_t d : shape)
       if (__builtin_mul_overflow(bytes, d, &bytes))
         throw input_error(fmt::format("tensor {} size is larger than 64 bits can hold", name));
-    tensor_spec& t = out_.emplace_back();  // built in place: inventories are built millions of times in a sweep
-    t.name = name;
-    t.bytes = bytes;
-    t.shape = shape;
-    t.type = type;
-    t.category = cat;
-    return t;
+    // Built in place, field by field: inventories are built millions of times in a sweep.
+    return out_.emplace_back(name, shape, type, bytes, cat);
   }
 
   tensor_spec& model_state(std::string_view name, std::uint64_t elements, dtype type, tensor_category cat,
@@ -38,7 +33,7 @@ class inventory_builder {
   }
 
   // A fixed interval of event kinds within a micro-batch (non-layer buffers).
-  tensor_spec& span(std::string_view name, tensor_shape shape, dtype type, tensor_category cat, event_kind first,
+  tensor_spec& span(std::string_view name, const tensor_shape& shape, dtype type, tensor_category cat, event_kind first,
                     event_kind last, std::int64_t first_layer = 0) {
     tensor_spec& t = add(name, shape, type, cat);
     t.interval_count = 1;
@@ -49,13 +44,13 @@ class inventory_builder {
   // A per-layer buffer. kept: from forward of layer i (or the event before, for a layer's input, which
   // the previous layer or the embedding writes) to backward of layer i. Otherwise it exists only while
   // its layer's forward runs and again while its backward recomputes it.
-  tensor_spec& layer(std::string_view name, tensor_shape shape, dtype type, bool kept, bool is_layer_input = false,
+  tensor_spec& layer(std::string_view name, const tensor_shape& shape, dtype type, bool kept, bool is_layer_input = false,
              tensor_category cat = tensor_category::activations) {
     // A pipeline stage keeps the activations of every micro-batch in flight: as one batch that many times
-    // larger (dimension 0 is the micro-batch of every activation).
-    if (kept && cat == tensor_category::activations && inflight_ > 1)
-      shape.dims[0] = checked_mul(shape.dims[0], inflight_, "activations in flight");
-    tensor_spec& t = add(name, shape, type, cat);
+    // larger (dimension 0 is the micro-batch of every activation). Shapes are taken by reference and copied
+    // only then: a sweep adds millions of buffers.
+    tensor_spec& t = kept && cat == tensor_category::activations && inflight_ > 1 ? add(name, in_flight(shape), type, cat)
+                                                                                   : add(name, shape, type, cat);
     t.per_layer = true;
     t.kept_to_backward = kept;
     const std::int64_t fwd0 = event_index(event_kind::fwd_layer, 0, L_);
@@ -76,7 +71,7 @@ class inventory_builder {
   // A per-layer buffer with explicit intervals (1 or 2), for lifetimes the two cases of layer() do not
   // cover: a working set of one event, or autocast's weight cache living from a layer's forward to the
   // end of the forward pass under checkpointing.
-  tensor_spec& layer_intervals(std::string_view name, tensor_shape shape, dtype type, tensor_category cat,
+  tensor_spec& layer_intervals(std::string_view name, const tensor_shape& shape, dtype type, tensor_category cat,
                                std::initializer_list<event_interval> intervals) {
     tensor_spec& t = add(name, shape, type, cat);
     t.per_layer = true;
@@ -89,6 +84,11 @@ class inventory_builder {
   std::int64_t event(event_kind kind) const { return event_index(kind, 0, L_); }
 
  private:
+  tensor_shape in_flight(tensor_shape shape) const {
+    shape.dims[0] = checked_mul(shape.dims[0], inflight_, "activations in flight");
+    return shape;
+  }
+
   std::int64_t L_;
   std::uint64_t inflight_ = 1;
   std::vector<tensor_spec>& out_;

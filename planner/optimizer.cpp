@@ -38,8 +38,8 @@ optimizer_kind parse_optimizer(std::string_view text) {
       "--optimizer: unknown optimizer '{}' (known: adamw, sgd, sgd-momentum, adafactor, adamw-8bit, lion)", text));
 }
 
-std::vector<optimizer_state_buffer> optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
-                                                    std::uint64_t layers, dtype state_dtype) {
+optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
+                                        std::uint64_t layers, dtype state_dtype) {
   const char* what = "optimizer state bytes";
   std::uint64_t trainable = 0;
   for (const param_tensor& p : params)
@@ -82,7 +82,7 @@ std::vector<optimizer_state_buffer> optimizer_state(optimizer_kind o, const std:
   return {};
 }
 
-std::uint64_t optimizer_state_traffic_bytes(const std::vector<optimizer_state_buffer>& state) {
+std::uint64_t optimizer_state_traffic_bytes(const optimizer_state_buffers& state) {
   std::uint64_t bytes = 0;
   for (const auto& s : state) bytes = checked_add(bytes, checked_mul(s.bytes, 2, "optimizer traffic"), "optimizer traffic");
   return bytes;

@@ -1,6 +1,9 @@
 #pragma once
 // Optimizers and the state they keep per trainable parameter.
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,11 +32,25 @@ struct optimizer_state_buffer {
 //     beta1=None): rows + cols values for a matrix, n for a vector, in the state dtype
 //   adamw-8bit: m and v at 1 byte each with one fp32 absmax per 2048-element block; tensors under 4096
 //     elements stay fp32 (Dettmers et al. 2022 block-wise quantization; bitsandbytes min_8bit_size)
-std::vector<optimizer_state_buffer> optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
-                                                    std::uint64_t layers, dtype state_dtype);
+// At most two buffers, held inline: the inventory asks for them for every configuration of a sweep.
+struct optimizer_state_buffers {
+  std::array<optimizer_state_buffer, 2> buffers{};
+  std::size_t count = 0;
+
+  optimizer_state_buffers() = default;
+  optimizer_state_buffers(std::initializer_list<optimizer_state_buffer> list) {
+    for (const optimizer_state_buffer& b : list) buffers[count++] = b;
+  }
+  const optimizer_state_buffer* begin() const { return buffers.data(); }
+  const optimizer_state_buffer* end() const { return buffers.data() + count; }
+  std::size_t size() const { return count; }
+};
+
+optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
+                                        std::uint64_t layers, dtype state_dtype);
 
 // Bytes the optimizer step reads and writes per trainable parameter, beyond reading the gradient and
 // writing the updated weights: each state buffer is read and written once.
-std::uint64_t optimizer_state_traffic_bytes(const std::vector<optimizer_state_buffer>& state);
+std::uint64_t optimizer_state_traffic_bytes(const optimizer_state_buffers& state);
 
 }  // namespace trainplan

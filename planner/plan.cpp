@@ -106,6 +106,7 @@ model_facts stage_facts(const model_facts& full, const model_spec& m, std::uint6
   if (last && m.tied_embeddings && !first) f.tensors.push_back({"lm_head.weight", {m.vocab, m.hidden}, m.vocab * m.hidden, false, true});
   f.counts.total = f.counts.layers_total + f.counts.embedding + f.counts.final_norm + f.counts.lm_head;
   f.counts.matmul = checked_mul(c.matmul_per_layer, stage_layers, "stage parameters") + (last ? m.vocab * m.hidden : 0);
+  f.tensor_instances = count_tensor_instances(f.tensors, stage_layers);
   return f;
 }
 
@@ -219,7 +220,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   // What the optimizer updates on this GPU: ZeRO shards it over data parallelism, tp and pp split it.
   double trained_tensors = 0;
   if (run.finetune == finetune_kind::full) {
-    for (const param_tensor& t : facts->tensors) trained_tensors += t.per_layer ? static_cast<double>(model.layers) : 1.0;
+    trained_tensors = static_cast<double>(facts->tensor_instances);  // counted once per model (describe_model)
   } else {
     trained_tensors = 2.0 * lora_linears(model, run.lora_targets) * static_cast<double>(model.layers);  // A and B
   }

@@ -19,13 +19,10 @@ struct row_group {
   void add(std::string_view name, op_class cls, double fwd_bytes, double fwd_kernels, double bwd_bytes,
            double bwd_kernels, double fwd_flops = 0, double bwd_flops = 0, bool attention_core = false) {
     const double f = attention_core ? attention_forwards : forwards;
-    step_op op;
-    op.name = name;
-    op.cls = cls;
-    op.flops = (f * fwd_flops + backwards * bwd_flops) * share;
-    op.bytes = (f * fwd_bytes + backwards * bwd_bytes) * share;
-    op.kernels = f * fwd_kernels + backwards * bwd_kernels;
-    if (op.kernels > 0 || op.bytes > 0) out.push_back(op);
+    const double flops = (f * fwd_flops + backwards * bwd_flops) * share;
+    const double bytes = (f * fwd_bytes + backwards * bwd_bytes) * share;
+    const double kernels = f * fwd_kernels + backwards * bwd_kernels;
+    if (kernels > 0 || bytes > 0) emplace(name, cls, false, flops, bytes, kernels, 0, 0, 0);
   }
 
   // y[m, n] = x[m, k] W[k, n]: forward one GEMM; backward the input gradient and, when the weight trains
@@ -37,15 +34,22 @@ struct row_group {
     const double fwd_bytes = ((m * k + k * n) * in + m * n * out_bytes) * count;
     const double grads = trains ? 2 : 1;
     const double f = attention_core ? attention_forwards : forwards;
-    step_op op;
+    emplace(name, cls, true, (f * fwd_flops + backwards * grads * fwd_flops) * share,
+            (f * fwd_bytes + backwards * grads * fwd_bytes) * share, (f + backwards * grads) * count, m, n, k);
+  }
+
+  // Writes the op field by field into the list: a step_op assembled elsewhere and copied in costs more than
+  // the arithmetic (millions of configurations in a sweep, dozens of ops each).
+  void emplace(std::string_view name, op_class cls, bool gemm_shaped, double flops, double bytes, double kernels,
+               double m, double n, double k) {
+    step_op& op = out.emplace_back();
     op.name = name;
     op.cls = cls;
-    op.gemm_shaped = true;
+    op.gemm_shaped = gemm_shaped;
+    op.flops = flops;
+    op.bytes = bytes;
+    op.kernels = kernels;
     op.m = m, op.n = n, op.k = k;
-    op.flops = (f * fwd_flops + backwards * grads * fwd_flops) * share;
-    op.bytes = (f * fwd_bytes + backwards * grads * fwd_bytes) * share;
-    op.kernels = (f + backwards * grads) * count;
-    out.push_back(op);
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <iterator>
 #include <limits>
 
@@ -29,34 +30,88 @@ std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, std::i
   return hi >= lo ? static_cast<std::uint64_t>(hi - lo + 1) : 0;
 }
 
-bool state_live(state_lifetime life, const timeline_point& p, std::int64_t first_backward_event,
-                std::int64_t event) {
-  switch (life) {
-    case state_lifetime::whole_run: return true;
-    case state_lifetime::backward_to_optimizer:
-      return p.kind == event_kind::optimizer || p.micro_batch > 0 || event >= first_backward_event;
-    case state_lifetime::from_first_optimizer: return p.step > 1 || p.kind == event_kind::optimizer;
-    case state_lifetime::optimizer_only: return p.kind == event_kind::optimizer;
-    case state_lifetime::micro_batch:
-    case state_lifetime::gradient_from_backward: return false;  // counted per instance by instances_at
+// Room for n values: on the stack up to N (the usual inventory), on the heap beyond.
+template <typename T, std::size_t N>
+class scratch {
+ public:
+  T* get(std::size_t n) {
+    if (n <= N) return inline_.data();
+    heap_.resize(n);
+    return heap_.data();
   }
-  return false;
+
+ private:
+  std::array<T, N> inline_;
+  std::vector<T> heap_;
+};
+
+// Buffers whose lifetime fields are equal are live at the same events.
+bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
+  auto same = [](const event_interval& x, const event_interval& y) {
+    return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
+           x.last_step == y.last_step;
+  };
+  return a.lifetime == b.lifetime && a.per_layer == b.per_layer && a.interval_count == b.interval_count &&
+         same(a.intervals[0], b.intervals[0]) && same(a.intervals[1], b.intervals[1]);
+}
+
+// A hash of the lifetime fields, so that finding a buffer's group compares one number per group (equal
+// lifetimes have equal hashes; a match is confirmed by same_lifetime). Independent products rather than a
+// chain: it is computed for every buffer of every configuration.
+std::uint64_t lifetime_hash(const tensor_spec& t) {
+  auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const event_interval& a = t.intervals[0];
+  const event_interval& b = t.intervals[1];
+  return (static_cast<std::uint64_t>(t.lifetime) << 8 | static_cast<std::uint64_t>(t.per_layer) << 4 |
+          static_cast<std::uint64_t>(t.interval_count)) * 0x9e3779b97f4a7c15ull +
+         u(a.first_base) * 0xc2b2ae3d27d4eb4full + u(a.first_step) * 0x165667b19e3779f9ull +
+         u(a.last_base) * 0xd6e8feb86659fd93ull + u(a.last_step) * 0xff51afd7ed558ccdull +
+         u(b.first_base) * 0xc4ceb9fe1a85ec53ull + u(b.first_step) * 0x94d049bb133111ebull +
+         u(b.last_base) * 0xbf58476d1ce4e5b9ull + u(b.last_step) * 0x27d4eb2f165667c5ull;
+}
+
+// A visited event: point p at micro-batch event e, as the lifetime rules read it.
+struct live_context {
+  bool optimizer;          // p.kind == event_kind::optimizer
+  bool later_micro_batch;  // p.micro_batch > 0
+  bool later_step;         // p.step > 1
+  std::int64_t e, first_backward, L;
+};
+
+// Instances of buffer `k` live at a visited event. Whole-run state is always live; gradients from the
+// first backward event of a step's first micro-batch until the optimizer step ends; optimizer state from
+// step 1's optimizer step on; activations by their event intervals.
+inline std::uint64_t instances_of(const tensor_spec& k, const live_context& at) {
+  switch (k.lifetime) {
+    case state_lifetime::whole_run: return 1;
+    case state_lifetime::backward_to_optimizer:
+      return at.optimizer || at.later_micro_batch || at.e >= at.first_backward ? 1 : 0;
+    case state_lifetime::from_first_optimizer: return at.later_step || at.optimizer ? 1 : 0;
+    case state_lifetime::optimizer_only: return at.optimizer ? 1 : 0;
+    case state_lifetime::micro_batch: {
+      if (at.optimizer) return 0;
+      std::uint64_t n = 0;
+      for (int i = 0; i < k.interval_count; ++i) n += count_in_interval(k.intervals[i], at.e, at.L, k.per_layer);
+      return n;
+    }
+    case state_lifetime::gradient_from_backward: {
+      if (at.optimizer || at.later_micro_batch) return k.per_layer ? static_cast<std::uint64_t>(at.L) : 1;
+      const event_interval from_then_on{k.intervals[0].first_base, k.intervals[0].first_step,
+                                        std::numeric_limits<std::int64_t>::max() / 4, 0};
+      return count_in_interval(from_then_on, at.e, at.L, k.per_layer);
+    }
+  }
+  return 0;
+}
+
+live_context context_of(const timeline_point& p, std::int64_t e, std::int64_t first_backward, std::int64_t L) {
+  return {p.kind == event_kind::optimizer, p.micro_batch > 0, p.step > 1, e, first_backward, L};
 }
 
 // Instances of `t` live at point `p` (micro-batch event `e`).
 std::uint64_t instances_at(const tensor_spec& t, const timeline_point& p, std::int64_t first_backward, std::int64_t e,
                            std::int64_t L) {
-  switch (t.lifetime) {
-    case state_lifetime::micro_batch: return p.kind == event_kind::optimizer ? 0 : instances_live(t, e, L);
-    case state_lifetime::gradient_from_backward: {
-      const std::uint64_t all = t.per_layer ? static_cast<std::uint64_t>(L) : 1;
-      if (p.kind == event_kind::optimizer || p.micro_batch > 0) return all;
-      const event_interval from_then_on{t.intervals[0].first_base, t.intervals[0].first_step,
-                                        std::numeric_limits<std::int64_t>::max() / 4, 0};
-      return count_in_interval(from_then_on, e, L, t.per_layer);
-    }
-    default: return state_live(t.lifetime, p, first_backward, e) ? 1 : 0;
-  }
+  return instances_of(t, context_of(p, e, first_backward, L));
 }
 
 struct event_id {
@@ -114,68 +169,100 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   timeline_result out;
   bool have_peak = false;
 
-  // Live bytes of one event, by category; summed in 128 bits and checked once (sizes are each below 2^64).
-  u128 best_category[tensor_category_count] = {};
-  // Buffers with the same lifetime and category are live together: visit each such group once (an hf
-  // layer's two dozen saved tensors are one group).
+  // Buffers with the same lifetime are live together: visit each such group once (an hf layer's two dozen
+  // saved tensors are one group). The peak is found on each group's total bytes; the bytes by category are
+  // summed once, at the peak (integer sums: the same in any order).
   struct lifetime_group {
-    const tensor_spec* like;
-    u128 bytes;
+    const tensor_spec* like;  // the group's first buffer
+    u128 bytes;               // every category
   };
   // On the stack for the usual inventory (under 96 buffers): a sweep walks millions of them.
-  std::array<lifetime_group, 96> group_storage;
-  std::vector<lifetime_group> group_overflow;
-  lifetime_group* groups_begin = group_storage.data();
+  const std::size_t n = inv.tensors.size();
+  scratch<lifetime_group, 96> group_store;
+  scratch<std::uint64_t, 96> hash_store;      // each group's lifetime_hash
+  scratch<std::uint32_t, 96> member_store;    // the group each buffer joined, for the breakdown at the peak
+  lifetime_group* groups = group_store.get(n);
+  std::uint64_t* hashes = hash_store.get(n);
+  std::uint32_t* members = member_store.get(n);
   std::size_t group_count = 0;
-  if (inv.tensors.size() > group_storage.size()) {
-    group_overflow.resize(inv.tensors.size());
-    groups_begin = group_overflow.data();
-  }
-  struct group_span {
-    lifetime_group* b;
-    std::size_t* n;
-    lifetime_group* begin() const { return b; }
-    lifetime_group* end() const { return b + *n; }
-    bool empty() const { return *n == 0; }
-    lifetime_group& back() const { return b[*n - 1]; }
-    void push_back(const lifetime_group& g) const { b[(*n)++] = g; }
-  } groups{groups_begin, &group_count};
-  for (const tensor_spec& t : inv.tensors) {
-    auto same = [&t](const lifetime_group& g) {
-      const tensor_spec& u = *g.like;
-      auto same_interval = [](const event_interval& x, const event_interval& y) {
-        return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
-               x.last_step == y.last_step;
-      };
-      return u.category == t.category && u.lifetime == t.lifetime && u.per_layer == t.per_layer &&
-             u.interval_count == t.interval_count && same_interval(u.intervals[0], t.intervals[0]) &&
-             same_interval(u.intervals[1], t.intervals[1]);
-    };
-    // Buffers of one lifetime are mostly added one after another: try the last group first.
-    auto it = !groups.empty() && same(groups.back()) ? groups.end() - 1 : std::find_if(groups.begin(), groups.end(), same);
-    if (it == groups.end()) groups.push_back({&t, t.bytes});
-    else it->bytes += t.bytes;
-  }
-
-  auto visit = [&](timeline_point p, std::int64_t e) {
-    u128 category[tensor_category_count] = {};
-    for (const lifetime_group& g : groups) {
-      const std::uint64_t n = instances_at(*g.like, p, first_backward, e, L);
-      category[static_cast<int>(g.like->category)] += static_cast<u128>(n) * g.bytes;  // < 2^64 x 2^70: no overflow
+  // Open addressing on the hash, at most half full: a buffer finds its group in about one probe.
+  const std::size_t slots = std::bit_ceil(std::max<std::size_t>(2 * n, 256));
+  scratch<std::uint32_t, 256> slot_store;  // group index + 1; 0: empty
+  std::uint32_t* slot = slot_store.get(slots);
+  std::fill_n(slot, slots, 0u);
+  bool optimizer_state = false, grads_per_layer = false;  // which events the peak search must visit
+  for (std::size_t i = 0; i < n; ++i) {
+    const tensor_spec& t = inv.tensors[i];
+    optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
+    grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
+    const std::uint64_t hash = lifetime_hash(t);
+    std::size_t at = static_cast<std::size_t>(hash >> (64 - std::countr_zero(slots)));  // the best-mixed bits
+    while (slot[at] != 0 && !(hashes[slot[at] - 1] == hash && same_lifetime(*groups[slot[at] - 1].like, t)))
+      at = (at + 1) & (slots - 1);
+    if (slot[at] == 0) {
+      hashes[group_count] = hash;
+      groups[group_count++] = {&t, t.bytes};
+      slot[at] = static_cast<std::uint32_t>(group_count);
+    } else {
+      groups[slot[at] - 1].bytes += t.bytes;
     }
-    u128 live = 0;
-    for (u128 c : category) live += c;
+    members[i] = slot[at] - 1;
+  }
+  // Activations (micro_batch lifetime) are live by their event intervals alone, and none is live during the
+  // optimizer step: their bytes at an event are summed once, however many steps and micro-batches visit it.
+  // The other groups (model state) depend on the step and micro-batch too.
+  // (Copies of the groups, each list contiguous: a visit reads them in order.)
+  scratch<lifetime_group, 96> activation_store, state_store;
+  lifetime_group* activation_groups = activation_store.get(group_count);
+  lifetime_group* state_groups = state_store.get(group_count);
+  std::size_t activation_count = 0, state_count = 0;
+  for (std::size_t g = 0; g < group_count; ++g)
+    if (groups[g].like->lifetime == state_lifetime::micro_batch) activation_groups[activation_count++] = groups[g];
+    else state_groups[state_count++] = groups[g];
+  struct event_bytes {
+    std::int64_t e;
+    u128 bytes;
+  };
+  std::array<event_bytes, 8> activation_cache;  // the peak search visits at most 8 distinct events
+  std::size_t cached = 0;
+  auto activation_bytes_at = [&](std::int64_t e) {
+    for (std::size_t i = 0; i < cached; ++i)
+      if (activation_cache[i].e == e) return activation_cache[i].bytes;
+    u128 sum = 0;
+    for (std::size_t a = 0; a < activation_count; ++a) {
+      const tensor_spec& t = *activation_groups[a].like;
+      std::uint64_t instances = 0;
+      for (int k = 0; k < t.interval_count; ++k) instances += count_in_interval(t.intervals[k], e, L, t.per_layer);
+      sum += static_cast<u128>(instances) * activation_groups[a].bytes;
+    }
+    if (cached < activation_cache.size()) activation_cache[cached++] = {e, sum};
+    return sum;
+  };
+
+  std::int64_t peak_event = 0;
+  // The point's fields come as scalars and are stored one by one: a timeline_point assembled by the caller
+  // and copied whole costs more than the visit (wide reads of narrow stores just made).
+  auto visit = [&](int step, std::uint64_t mb, event_kind kind, std::uint64_t layer, std::int64_t e) {
+    const live_context at{kind == event_kind::optimizer, mb > 0, step > 1, e, first_backward, L};
+    // Summed in 128 bits and checked once (sizes are each below 2^64; < 2^64 x 2^70: no overflow).
+    u128 live = at.optimizer ? 0 : activation_bytes_at(e);
+    for (std::size_t g = 0; g < state_count; ++g)
+      live += static_cast<u128>(instances_of(*state_groups[g].like, at)) * state_groups[g].bytes;
     if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
-    p.live_bytes = static_cast<std::uint64_t>(live);
-    if (keep_points) out.points.push_back(p);
-    if (!have_peak || p.live_bytes > out.peak.live_bytes) {
-      out.peak = p;
+    const std::uint64_t live_bytes = static_cast<std::uint64_t>(live);
+    if (keep_points) out.points.push_back({step, mb, kind, layer, live_bytes});
+    if (!have_peak || live_bytes > out.peak.live_bytes) {
+      out.peak.step = step;
+      out.peak.micro_batch = mb;
+      out.peak.kind = kind;
+      out.peak.layer = layer;
+      out.peak.live_bytes = live_bytes;
+      peak_event = e;
       have_peak = true;
-      std::copy(std::begin(category), std::end(category), std::begin(best_category));
     }
   };
   auto visit_event = [&](int step, std::uint64_t mb, event_kind kind, std::int64_t layer) {
-    visit({step, mb, kind, static_cast<std::uint64_t>(layer), 0},
+    visit(step, mb, kind, static_cast<std::uint64_t>(layer),
           kind == event_kind::optimizer ? inv.events_per_micro_batch : event_index(kind, layer, L));
   };
 
@@ -185,16 +272,11 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       for (std::uint64_t mb = 0; mb < micro_batches; ++mb)
         for (std::int64_t e = 0; e < inv.events_per_micro_batch; ++e) {
           event_id id = event_at(e, L);
-          visit({step, mb, id.kind, id.layer, 0}, e);
+          visit(step, mb, id.kind, id.layer, e);
         }
-      visit({step, micro_batches - 1, event_kind::optimizer, 0, 0}, inv.events_per_micro_batch);
+      visit(step, micro_batches - 1, event_kind::optimizer, 0, inv.events_per_micro_batch);
     }
   } else {
-    bool optimizer_state = false, grads_per_layer = false;
-    for (const tensor_spec& t : inv.tensors) {
-      optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
-      grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
-    }
     const int step = optimizer_state ? 2 : 1;
     const std::uint64_t last_mb = micro_batches - 1;
     // The embedding's forward holds a strict subset of what the last layer's forward holds (its buffers
@@ -227,7 +309,20 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     if (!optimizer_state) visit_event(step, last_mb, event_kind::optimizer, 0);
   }
 
-  for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(best_category[c]);
+  // The peak's bytes by category: each group's instance count there, times each member's bytes.
+  if (have_peak) {
+    const timeline_point& p = out.peak;
+    const live_context at = context_of(p, peak_event, first_backward, L);
+    scratch<std::uint64_t, 96> count_store;
+    std::uint64_t* counts = count_store.get(group_count);
+    for (std::size_t g = 0; g < group_count; ++g) counts[g] = instances_of(*groups[g].like, at);
+    u128 category[tensor_category_count] = {};
+    for (std::size_t i = 0; i < n; ++i) {
+      const tensor_spec& t = inv.tensors[i];
+      category[static_cast<int>(t.category)] += static_cast<u128>(counts[members[i]]) * t.bytes;
+    }
+    for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(category[c]);
+  }
   if (detail == timeline_detail::peak) return out;
 
   // What is live at the peak, buffer by buffer.
