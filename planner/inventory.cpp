@@ -203,13 +203,14 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (run.ep > 1 && o_div == 1 && !adapters)
     for (const param_tensor& t : facts->tensors)
       if (t.name.starts_with("layer{}.moe.experts.")) expert_tensors.push_back(t);
-  const std::vector<optimizer_state_buffer> expert_states =
-      optimizer_state(run.optimizer, expert_tensors, layers_of_trained, layout.optimizer_state);
+  const optimizer_state_buffers expert_states =
+      expert_tensors.empty() ? optimizer_state_buffers{}
+                             : optimizer_state(run.optimizer, expert_tensors, layers_of_trained, layout.optimizer_state);
   std::size_t state_index = 0;
   for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, trained, layers_of_trained, layout.optimizer_state)) {
     std::uint64_t bytes = share(share(st.bytes, adapters ? 1 : tp), o_div);
     if (!expert_tensors.empty() && state_index < expert_states.size()) {
-      const std::uint64_t experts_bytes = share(expert_states[state_index].bytes, tp);
+      const std::uint64_t experts_bytes = share(expert_states.buffers[state_index].bytes, tp);
       bytes = bytes - experts_bytes + experts_bytes / run.ep;
     }
     ++state_index;

@@ -13,7 +13,7 @@ namespace trainplan {
 namespace {
 
 constexpr std::string_view lever_names_in_order[lever_count] = {
-    "precision", "optimizer", "recompute", "batch", "attention", "adapters", "gpus", "offload", "seq", "optimizer-impl"};
+    "precision", "optimizer", "recompute", "batch", "attention", "adapters", "gpus", "offload", "seq", "optimizer-impl", "ep"};
 
 // Precision changes reset the gradient dtype to the regime's own: an fp32 gradient buffer kept from
 // the base run would undo most of what the change saves.
@@ -22,6 +22,14 @@ lever_change precision_to(precision_regime p) {
             r.precision = p;
             r.grad_dtype = grad_dtype_choice::automatic;
           }};
+}
+
+// The largest power of two dividing both the experts and the data-parallel GPUs; 1 for a dense model.
+std::uint64_t widest_expert_parallelism(const model_spec& model, const run_config& run) {
+  if (!model.is_moe()) return 1;
+  std::uint64_t ep = 1;
+  while (model.experts % (ep * 2) == 0 && run.data_parallel() % (ep * 2) == 0) ep *= 2;
+  return ep;
 }
 
 }  // namespace
@@ -82,6 +90,7 @@ unsigned levers_changed(const run_config& from, const run_config& to) {
   if (from.gpus != to.gpus || from.zero != to.zero) levers |= lever_gpus;
   if (from.offload != to.offload) levers |= lever_offload;
   if (from.seq != to.seq) levers |= lever_seq;
+  if (from.ep != to.ep) levers |= lever_ep;
   return levers;
 }
 
@@ -110,6 +119,7 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
   if (from.offload != to.offload) flags.push_back(fmt::format("--offload {}", offload_name(to.offload)));
   if (from.finetune != to.finetune) flags.push_back(fmt::format("--finetune {}", finetune_name(to.finetune)));
   if (from.gpus != to.gpus || from.zero != to.zero) flags.push_back(fmt::format("--gpus {} --zero {}", to.gpus, to.zero));
+  if (from.ep != to.ep) flags.push_back(fmt::format("--ep {}", to.ep));
   if (from.seq != to.seq) flags.push_back(fmt::format("--seq {}", to.seq));
   return flags;
 }
@@ -187,11 +197,25 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
       break;
     case lever_gpus:  // more data-parallel replicas of the same model-parallel group, each ZeRO stage
       for (std::uint64_t n = base.gpus * 2; n <= reach.max_gpus; n *= 2)
-        for (int stage : {1, 2, 3})
+        for (int stage : {1, 2, 3}) {
           out.push_back({lever, [n, stage](run_config& r) {
                            r.gpus = n;
                            r.zero = stage;
                          }});
+          run_config wider = base;
+          wider.gpus = n;
+          if (const std::uint64_t ep = widest_expert_parallelism(model, wider); ep > base.ep)
+            out.push_back({lever, [n, stage, ep](run_config& r) {
+                             r.gpus = n;
+                             r.zero = stage;
+                             r.ep = ep;
+                           }});
+        }
+      break;
+    case lever_ep:  // every larger expert parallelism the experts and the data-parallel GPUs allow
+      for (std::uint64_t ep = base.ep * 2; ep <= widest_expert_parallelism(model, base); ep *= 2)
+        if (model.experts % ep == 0 && base.data_parallel() % ep == 0)
+          out.push_back({lever, [ep](run_config& r) { r.ep = ep; }});
       break;
     case lever_seq: break;  // found by a search against the rest of the run
   }

@@ -28,8 +28,9 @@ enum lever_bit : unsigned {
   lever_seq = 256,       // a shorter sequence: only when the user allows it (--allow-shorter-seq)
   lever_optimizer_impl = 512,  // hf: PyTorch's fused AdamW instead of foreach, the same update without the
                                // foreach temporary as large as adam.v (planner/inventory.cpp)
+  lever_ep = 1024,             // Mixture of Experts: shard the experts over the data-parallel GPUs
 };
-constexpr unsigned lever_count = 10;
+constexpr unsigned lever_count = 11;
 constexpr unsigned every_lever = (1u << lever_count) - 1;
 
 // "precision,optimizer" -> bits; throws input_error naming `option` and the unknown lever.
@@ -39,7 +40,7 @@ std::string lever_names(unsigned levers);  // "precision, recompute"; "none" for
 
 // What a change costs the user, as a user would weigh it.
 enum suggestion_cost : unsigned {
-  cost_none = 0,         // same numerics: recompute, batch split, flash attention, fused AdamW, ZeRO
+  cost_none = 0,         // same numerics: recompute, batch split, flash attention, fused AdamW, ZeRO, --ep
   cost_numerics = 1,     // changes the numerics: precision, optimizer, adapters
   cost_hardware = 2,     // more GPUs
   cost_slower = 4,       // offload: the same numerics on the same GPU, at PCIe speed
@@ -63,7 +64,8 @@ struct lever_change {
   std::function<void(run_config&)> apply;
 };
 
-// How far the GPU lever reaches: powers of two from 2 up to max_gpus, each with ZeRO 1, 2 and 3.
+// How far the GPU lever reaches: powers of two from 2 up to max_gpus, each with ZeRO 1, 2 and 3 (and, for
+// a Mixture-of-Experts model, also with the largest expert parallelism those GPUs allow).
 struct lever_reach {
   std::uint64_t max_gpus = 8;  // one node
 };

@@ -15,7 +15,7 @@ std::vector<std::vector<lever_change>> change_axes(const model_spec& model, cons
                                                   unsigned kept) {
   std::vector<std::vector<lever_change>> axes;
   for (lever_bit lever : {lever_recompute, lever_attention, lever_batch, lever_precision, lever_optimizer,
-                          lever_optimizer_impl})
+                          lever_optimizer_impl, lever_ep})
     if (!(kept & lever)) axes.push_back(lever_alternatives(lever, model, run, gpu));
   std::vector<lever_change> beyond;  // beyond the GPU's own memory
   for (lever_bit lever : {lever_offload, lever_adapters})
@@ -141,7 +141,7 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
     for (const lever_change& c : lever_alternatives(lever_gpus, model, run, gpu, lever_reach{1024})) {
       run_config candidate = run;
       c.apply(candidate);
-      if (stage_found[candidate.zero]) continue;
+      if (stage_found[candidate.zero] || ((kept & lever_ep) && candidate.ep != run.ep)) continue;
       if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) {
         stage_found[candidate.zero] = true;
         found.push_back(std::move(*s));
