@@ -134,6 +134,34 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
+    // (A LoRA base is loaded in bf16: nothing to cast.)
+    {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
+    // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
+    // temporaries, and in backward the residual gradient and the MLP's inner gradients.
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp},
+    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
+    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp},
+    {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
+    // 16-bit copies of either exist only before or after that moment).
+    {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
+    // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
+    // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
+    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
+    // SDPA's math path: _safe_softmax computes softmax, then where(all-masked row, 0, softmax), so the
+    // softmax output and the saved result coexist, with the bool mask of -inf scores.
+    {"layer{}.fwd.safe_softmax_out", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, math_path},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
+};
+
+
+// A Mixture-of-Experts layer's rows, apart so that dense layers (most configurations of a sweep) do not
+// walk them.
+constexpr hf_row moe_rows[] = {
     // Mixture of Experts (transformers' MixtralSparseMoeBlock, Qwen2Moe/Qwen3MoeSparseMoeBlock): the router's
     // softmax(dtype=float32) saves its output; topk its indices; the renormalising division its fp32
     // operands. Each expert reads its tokens gathered by index (the indices saved), its fused gate_up GEMM
@@ -156,33 +184,11 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.moe.shared.down_in", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert | trains_mlp},
     {"layer{}.moe.shared.out", shape_rule::bsh, dtype_role::compute, keep_class::saved, shared_expert},
     {"layer{}.moe.shared.gate_sigmoid", shape_rule::bs_1, dtype_role::compute, keep_class::saved, shared_expert},
-    // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
-    // (A LoRA base is loaded in bf16: nothing to cast.)
-    {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
-    // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
-    // temporaries, and in backward the residual gradient and the MLP's inner gradients.
-    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp},
-    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
-    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
-    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp},
     // The same for the experts' rows, with the one-hot mask the expert loop walks (not saved).
     {"layer{}.fwd.expert_mask", shape_rule::ekt, dtype_role::index, keep_class::forward_working, moe},
     {"layer{}.fwd.moe_temporaries", shape_rule::r_h, dtype_role::param, keep_class::forward_working, moe},
     {"layer{}.bwd.d_expert", shape_rule::r_f, dtype_role::param, keep_class::backward_working, moe},
     {"layer{}.bwd.d_expert_compute", shape_rule::r_2f, dtype_role::compute, keep_class::backward_working, moe},
-    {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
-    // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
-    // 16-bit copies of either exist only before or after that moment).
-    {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
-    // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
-    // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
-    // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
-    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
-    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
-    // SDPA's math path: _safe_softmax computes softmax, then where(all-masked row, 0, softmax), so the
-    // softmax output and the saved result coexist, with the bool mask of -inf scores.
-    {"layer{}.fwd.safe_softmax_out", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, math_path},
-    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
 };
 
 }  // namespace
@@ -294,8 +300,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
 
   const std::int64_t fwd0 = inv.fwd_layer0(), bwd0 = inv.bwd_layer0(), loss = inv.event(event_kind::loss);
   const event_interval forward_of_layer{fwd0, 1, fwd0, 1}, backward_of_layer{bwd0, -1, bwd0, -1};
-  for (const hf_row& row : layer_rows) {
-    if ((row.when & holds) != row.when) continue;
+  auto emit = [&](const hf_row& row) {
+    if ((row.when & holds) != row.when) return;
     const tensor_shape shape = shape_of(row.shape);
     const dtype type = type_of(row.type);
     const tensor_category cat = row.keep == keep_class::autocast_cache ? tensor_category::weights
@@ -320,7 +326,10 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         break;
       }
     }
-  }
+  };
+  for (const hf_row& row : layer_rows) emit(row);
+  if (m.is_moe())
+    for (const hf_row& row : moe_rows) emit(row);
 
   // ---- around the layers --------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/moe.hpp"
 #include "planner/step_ops_builder.hpp"
 #include "planner/step_ops_hf.hpp"
 
@@ -24,6 +25,34 @@ std::string_view op_class_name(op_class c) {
 namespace {
 
 double bytes_of(dtype t) { return static_cast<double>(dtype_bytes(t)); }
+
+// A Mixture-of-Experts MLP as Megatron-Core runs it (MoELayer: router, token permutation, grouped GEMMs
+// over the local experts, unpermutation): the router GEMM, its softmax and top-k, the permutation of the
+// tokens to R = routed_rows rows (after the all-to-all each GPU holds R rows of its experts when routing is
+// balanced), each local expert's two GEMMs over its R / (E/ep) rows, SwiGLU, and the weighted
+// unpermutation. The all-to-all itself is communication, which the step time does not model. Padded rows
+// (a capacity factor) are computed like real ones.
+void add_fused_moe(ops::row_group& layer, const model_spec& m, const run_config& run, double c) {
+  const double T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
+  const double h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
+  const double E = static_cast<double>(m.experts), k = static_cast<double>(m.experts_per_token);
+  const double R = static_cast<double>(routed_rows(m, run)), local = static_cast<double>(local_experts(m, run));
+  layer.gemm("moe.router", T, E, h, c, c);
+  layer.add("moe.routing", op_class::elementwise, T * E * (c + 4) + T * k * 12, 2, T * E * 8 + T * k * 8, 2);
+  layer.add("moe.permute", op_class::elementwise, T * h * c + R * h * c + R * 8, 1, 2 * R * h * c, 1);
+  layer.gemm("moe.experts.gate_up", R / local, 2 * f, h, c, c, true, op_class::gemm, local);
+  layer.add("moe.swiglu", op_class::elementwise, 3 * R * f * c, 1, 5 * R * f * c, 1);
+  layer.gemm("moe.experts.down", R / local, h, f, c, c, true, op_class::gemm, local);
+  layer.add("moe.unpermute", op_class::elementwise, R * h * c + R * 4 + T * h * c, 1, 2 * R * h * c + T * h * c, 1);
+  if (m.shared_expert_ffn > 0) {  // a dense SwiGLU over every token, scaled by a sigmoid gate
+    const double fs = static_cast<double>(m.shared_expert_ffn);
+    layer.gemm("moe.shared.gate_up", T, 2 * fs, h, c, c);
+    layer.add("moe.shared.swiglu", op_class::elementwise, 3 * T * fs * c, 1, 5 * T * fs * c, 1);
+    layer.gemm("moe.shared.down", T, h, fs, c, c);
+    layer.gemm("moe.shared.gate", T, 1, h, c, c);
+    layer.add("moe.shared.scale", op_class::elementwise, 3 * T * h * c, 2, 5 * T * h * c, 2);
+  }
+}
 
 // llm.c, Megatron-LM with Transformer Engine, and this project's harness: one kernel per norm, activation,
 // residual and loss, flash attention as one fused kernel (the scores recomputed in its backward), GEMMs
@@ -58,11 +87,13 @@ void add_fused_layer(ops::row_group& layer, ops::row_group& norms, const model_s
     layer.gemm("mlp.fc", T, f, h, c, c);
     layer.add("mlp.gelu", op_class::elementwise, 2 * F * c, 1, (llmc_gelu_recompute ? 5 : 3) * F * c,
               llmc_gelu_recompute ? 2 : 1);
+  } else if (m.is_moe()) {
+    add_fused_moe(layer, m, run, c);
   } else {
     layer.gemm("mlp.gate_up", T, 2 * f, h, c, c);
     layer.add("mlp.swiglu", op_class::elementwise, 3 * F * c, 1, 5 * F * c, 1);
   }
-  layer.gemm("mlp.down", T, h, f, c, c);
+  if (!m.is_moe()) layer.gemm("mlp.down", T, h, f, c, c);
   norms.add("residual.mlp", op_class::elementwise, 3 * E * c, 1, 0, 0);
   if (run.dropout > 0) norms.add("dropout", op_class::elementwise, 2 * (2 * E * c + E), 2, 2 * (2 * E * c + E), 2);
 }

@@ -116,7 +116,53 @@ void add_gpt2_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
   residual(g, "residual.mlp", x);
 }
 
-void add_llama_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool qkv_bias) {
+// LlamaMLP, down_proj(silu(gate_proj(x)) * up_proj(x)), over every token, of width `width`: the layer's MLP
+// or Qwen2-MoE's shared expert (names are literals: the ops keep views of them).
+void add_swiglu(ops::row_group& g, const hf_shape& x, bool shared_expert, double width) {
+  const double F = x.T * width;
+  input_cast(g, "autocast.input", x.E, x, 2);  // gate and up
+  g.add(shared_expert ? "moe.shared.grad_sum" : "mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
+  linear(g, shared_expert ? "moe.shared.gate_proj" : "mlp.gate_proj", "autocast.weight", width, x.h, x, false);
+  linear(g, shared_expert ? "moe.shared.up_proj" : "mlp.up_proj", "autocast.weight", width, x.h, x, false);
+  // silu(gate) * up: two kernels forward; silu_backward and the product's two kernels backward.
+  g.add(shared_expert ? "moe.shared.swiglu" : "mlp.swiglu", op_class::elementwise, 5 * F * x.c, 2, 9 * F * x.c, 3);
+  linear(g, shared_expert ? "moe.shared.down_proj" : "mlp.down_proj", "autocast.weight", x.h, width, x, false);
+}
+
+// transformers' sparse MoE block (MixtralSparseMoeBlock; Qwen2Moe/Qwen3Moe): the router linear, softmax in
+// fp32, top-k, renormalisation, the one-hot expert mask; then a Python loop over the experts, each finding
+// its rows (torch.where), gathering them, one fused gate_up GEMM and one down GEMM over its R/E rows on
+// average (each weight cast by autocast at every use: slices are not cached), SwiGLU, the routing weight and
+// index_add_ back into the output. Qwen2-MoE adds its shared expert and sigmoid gate.
+void add_llama_moe(ops::row_group& g, const hf_shape& x, const model_spec& m) {
+  const double E = static_cast<double>(m.experts), k = static_cast<double>(m.experts_per_token);
+  const double R = k * x.T, rows = R / E, RH = R * x.h, RF = R * x.f;
+  input_cast(g, "autocast.input", x.E, x, 1);  // the router's input
+  linear(g, "moe.router", "autocast.weight", E, x.h, x, false);
+  // softmax, topk, sum, div, cast; one_hot and permute of the [E, k, T] int64 mask.
+  g.add("moe.routing", op_class::elementwise, x.T * E * (x.c + 8) + x.T * k * 36 + E * k * x.T * 16, 7,
+        x.T * E * 12 + x.T * k * 32, 5);
+  // Per expert: where (two kernels) over its [k, T] mask slice, the gather, the routing weight's index and
+  // product, the cast back and index_add_; backward: index_add's gather, the product's two, the gather's
+  // scatter-add. Autocast casts the gathered rows for the GEMM.
+  g.add("moe.expert_loop", op_class::elementwise, E * k * x.T * 8 + RH * (3 * x.r + 3 * x.c) + R * 8, 7 * E,
+        RH * (4 * x.r + 3 * x.c) + R * 8, 5 * E);
+  if (x.amp) g.add("autocast.input", op_class::elementwise, RH * (4 + x.c), E, RH * (4 + x.c), E);
+  g.gemm("moe.experts.gate_up", rows, 2 * x.f, x.h, x.c, x.c, true, op_class::gemm, E);
+  g.add("moe.swiglu", op_class::elementwise, 5 * RF * x.c, 2 * E, 9 * RF * x.c, 3 * E);
+  g.gemm("moe.experts.down", rows, x.h, x.f, x.c, x.c, true, op_class::gemm, E);
+  if (x.amp) {
+    const double weights = E * 3 * x.f * x.h * (4 + x.c);
+    g.add("autocast.weight", op_class::elementwise, weights, 2 * E, weights, 2 * E);
+  }
+  if (m.shared_expert_ffn > 0) {
+    add_swiglu(g, x, true, static_cast<double>(m.shared_expert_ffn));
+    linear(g, "moe.shared_gate", "autocast.weight", 1, x.h, x, false);
+    g.add("moe.shared_scale", op_class::elementwise, x.T * 8 + 3 * x.E * x.c, 2, x.T * 8 + 5 * x.E * x.c, 3);
+  }
+}
+
+void add_llama_layer(ops::row_group& g, const hf_shape& x, const model_spec& m, sdpa_backend backend, bool qkv_bias) {
   rms_norm(g, "norm.input_layernorm", x);
   input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
   g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
@@ -132,13 +178,8 @@ void add_llama_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend,
   linear(g, "attention.o_proj", "autocast.weight", x.h, x.qw, x, false);
   residual(g, "residual.attention", x);
   rms_norm(g, "norm.post_attention_layernorm", x);
-  input_cast(g, "autocast.input", x.E, x, 2);  // gate and up
-  g.add("mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
-  linear(g, "mlp.gate_proj", "autocast.weight", x.f, x.h, x, false);
-  linear(g, "mlp.up_proj", "autocast.weight", x.f, x.h, x, false);
-  // silu(gate) * up: two kernels forward; silu_backward and the product's two kernels backward.
-  g.add("mlp.swiglu", op_class::elementwise, 5 * x.F * x.c, 2, 9 * x.F * x.c, 3);
-  linear(g, "mlp.down_proj", "autocast.weight", x.h, x.f, x, false);
+  if (m.is_moe()) add_llama_moe(g, x, m);
+  else add_swiglu(g, x, false, x.f);
   residual(g, "residual.mlp", x);
 }
 
@@ -169,7 +210,7 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_sp
   if (gpt)
     add_gpt2_layer(layer, x, backend, drop);
   else
-    add_llama_layer(layer, x, backend, m.qkv_bias);
+    add_llama_layer(layer, x, m, backend, m.qkv_bias);
 
   // Embedding: the gather (and GPT-2's position gather, add and dropout) forward; backward
   // embedding_dense_backward's sort-and-accumulate kernels, writing the whole [V, h] gradient.

@@ -77,7 +77,15 @@ TEST_CASE("a tiny model in PyTorch eager is launch-bound", "[time][roofline]") {
 
 TEST_CASE("the ops' FLOPs are the step's hardware FLOPs", "[time][flops]") {
   const gpu_spec& gpu = data().gpu("h100");
-  for (const char* name : {"gpt2", "llama-2-7b"})
+  // Mixture of Experts too: the router and each token's top-k experts (mixtral), and a shared expert
+  // with its gate beside 60 routed experts (the Qwen1.5-MoE-A2.7B shape, from its config).
+  model_spec qwen2_moe = data().model("qwen3-30b-a3b").spec;
+  qwen2_moe.name = "qwen2-moe-shape", qwen2_moe.layers = 24, qwen2_moe.heads = qwen2_moe.kv_heads = 16;
+  qwen2_moe.head_dim = 128, qwen2_moe.experts = 60, qwen2_moe.experts_per_token = 4, qwen2_moe.ffn = 1408;
+  qwen2_moe.shared_expert_ffn = 5632, qwen2_moe.qk_norm = false, qwen2_moe.qkv_bias = true;
+  const std::vector<model_spec> models{data().model("gpt2").spec, data().model("llama-2-7b").spec,
+                                       data().model("mixtral-8x7b").spec, qwen2_moe};
+  for (const model_spec& model : models)
     for (framework_kind f : {framework_kind::trainplan, framework_kind::hf, framework_kind::megatron})
       for (recompute_mode rc : {recompute_mode::none, recompute_mode::full}) {
         run_config r;
@@ -85,11 +93,18 @@ TEST_CASE("the ops' FLOPs are the step's hardware FLOPs", "[time][flops]") {
         r.precision = default_precision(f);
         r.recompute = rc;
         r.seq = 1024, r.micro_batch = 2, r.grad_accum = 3;
-        const plan_result p = evaluate_plan(data().model(name).spec, r, gpu, data().calibration_for(gpu));
+        const plan_result p = evaluate_plan(model, r, gpu, data().calibration_for(gpu));
         double flops = 0;
         for (const step_op& op : p.ops.ops) flops += op.flops;
-        INFO(name << " " << framework_name(f) << " recompute " << static_cast<int>(rc));
+        INFO(model.name << " " << framework_name(f) << " recompute " << static_cast<int>(rc));
         CHECK(flops == Approx(p.flops.hardware_per_step).epsilon(1e-9));
+        if (model.is_moe() && f == framework_kind::megatron) {  // expert parallelism moves rows, not FLOPs
+          r.gpus = 4, r.ep = 4;
+          const plan_result sharded = evaluate_plan(model, r, gpu, data().calibration_for(gpu));
+          double ep_flops = 0;
+          for (const step_op& op : sharded.ops.ops) ep_flops += op.flops;
+          CHECK(ep_flops == Approx(flops).epsilon(1e-9));
+        }
       }
 }
 
