@@ -107,6 +107,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   j["flops"] = {{"model_per_step", p.flops.model_per_step},
                 {"hardware_per_step", p.flops.hardware_per_step},
                 {"recompute_per_step", p.flops.recompute_per_step},
+                {"masked_attention_per_step", p.flops.masked_attention_per_step},
                 {"six_n_per_step", p.flops.six_n_per_step}};
   j["time"] = {{"step_seconds", p.time.step_seconds},
                {"compute_seconds", p.time.compute_seconds},

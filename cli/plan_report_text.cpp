@@ -177,10 +177,13 @@ std::string render_plan_text(const plan_report_input& in) {
 
   const step_flops& f = p.flops;
   const double backward_factor = f.model_per_step / (f.gemm_forward_per_token + f.attention_forward_per_token) / f.tokens_per_step;
-  line("Compute per step: model {} FLOPs (dense layers {} + attention {}), hardware {} FLOPs (recompute +{})",
+  line("Compute per step: model {} FLOPs (dense layers {} + attention {}), hardware {} FLOPs (recompute +{}{})",
        scientific(f.model_per_step), scientific(backward_factor * f.gemm_forward_per_token * f.tokens_per_step),
        scientific(backward_factor * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
-       percent(f.recompute_per_step / f.model_per_step));
+       percent(f.recompute_per_step / f.model_per_step),
+       f.masked_attention_per_step > 0
+           ? fmt::format(", scores outside the sliding window computed and masked +{}", percent(f.masked_attention_per_step / f.model_per_step))
+           : std::string());
   line("  step {} ({} compute on {:.0f} TFLOP/s {} + {} optimizer{}) -> {} tokens/s, MFU {}, HFU {}",
        duration(p.time.step_seconds), duration(p.time.compute_seconds),
        p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),

@@ -1,5 +1,7 @@
 #include "planner/flops.hpp"
 
+#include <algorithm>
+
 namespace trainplan {
 
 step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params) {
@@ -9,13 +11,18 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.tokens_per_step = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch) *
                       static_cast<double>(run.grad_accum);
   f.gemm_forward_per_token = 2.0 * static_cast<double>(params.active_matmul);  // top-k experts with MoE
-  f.attention_forward_per_token = 4.0 * L * s * static_cast<double>(m.q_width());
+  const double qw = static_cast<double>(m.q_width());
+  f.attention_forward_per_token = 4.0 * attended_keys(m, run.seq) * qw;
   const double forward = (f.gemm_forward_per_token + f.attention_forward_per_token) * f.tokens_per_step;
   // Backward = input gradients (one forward's work) + weight gradients (another); frozen weights (LoRA,
   // QLoRA) need no weight gradients, so their backward is one forward's work (adapters are negligible).
-  f.model_per_step = (run.finetune == finetune_kind::full ? 3.0 : 2.0) * forward;
+  const double passes = run.finetune == finetune_kind::full ? 3.0 : 2.0;
+  f.model_per_step = passes * forward;
 
-  const double attention_core = f.attention_forward_per_token * f.tokens_per_step;
+  // What the attention kernel computes: the window, or the whole square with the rest masked.
+  const double computed_attention_per_token = kernel_skips_window(run) ? f.attention_forward_per_token : 4.0 * L * s * qw;
+  f.masked_attention_per_step = passes * (computed_attention_per_token - f.attention_forward_per_token) * f.tokens_per_step;
+  const double attention_core = computed_attention_per_token * f.tokens_per_step;
   if (run.recompute == recompute_mode::full) {
     const double layer_gemm = 2.0 * static_cast<double>(params.active_matmul_per_layer) * L * f.tokens_per_step;
     f.recompute_per_step = layer_gemm + attention_core;
@@ -23,9 +30,19 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   } else if (run.recompute == recompute_mode::selective || run.attention == attention_kind::flash) {
     f.recompute_per_step = attention_core;
   }
-  f.hardware_per_step = f.model_per_step + f.recompute_per_step;
+  f.hardware_per_step = f.model_per_step + f.recompute_per_step + f.masked_attention_per_step;
   f.six_n_per_step = 6.0 * static_cast<double>(params.active) * f.tokens_per_step;  // 6 x active with MoE
   return f;
+}
+
+double attended_keys(const model_spec& m, std::uint64_t seq) {
+  const double s = static_cast<double>(seq), sliding = static_cast<double>(m.sliding_layers());
+  const double window = std::min(s, static_cast<double>(m.sliding_window_tokens));
+  return (static_cast<double>(m.layers) - sliding) * s + sliding * window;
+}
+
+bool kernel_skips_window(const run_config& run) {
+  return run.attention == attention_kind::flash && run.framework != framework_kind::hf;
 }
 
 }  // namespace trainplan

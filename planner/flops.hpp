@@ -15,6 +15,8 @@ struct step_flops {
   double attention_forward_per_token = 0;  // QK^T and attention over V, all layers
   double model_per_step = 0;               // 3 * forward (backward = 2 * forward)
   double recompute_per_step = 0;           // forward work redone in backward
+  double masked_attention_per_step = 0;    // scores computed and then masked out: a sliding window that the
+                                           // kernel does not skip (eager attention, Hugging Face's SDPA)
   double hardware_per_step = 0;            // model + recompute
   double six_n_per_step = 0;               // the rule of thumb 6 * params * tokens (active params with MoE)
 };
@@ -29,5 +31,17 @@ struct step_flops {
 // Recomputation adds forward work: full reruns every layer's forward (not the head); selective reruns
 // the attention core; flash attention recomputes the scores in its backward, which counts the same.
 step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params);
+
+// The keys each query attends to, summed over the layers: s on a full-attention layer, min(s, window) on a
+// sliding-window one (Beltagy et al. 2020, Longformer, Sec. 3.1; Jiang et al. 2023, Mistral 7B, Sec. 2;
+// Gemma 2 on every other layer), still without the causal discount. Attention model FLOPs per token are
+// 4 x (heads x head_dim) x this.
+double attended_keys(const model_spec& m, std::uint64_t seq);
+
+// Whether the run's attention kernel skips the keys outside a sliding window: flash attention given the
+// window (FlashAttention-2's window_size, which Megatron/Transformer Engine pass) does. Eager attention, and
+// Hugging Face's SDPA path, which receives the window as an explicit mask, compute every score of the
+// s x s matrix and mask the rest: their hardware FLOPs keep the full square.
+bool kernel_skips_window(const run_config& run);
 
 }  // namespace trainplan

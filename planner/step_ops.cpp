@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/flops.hpp"
 #include "planner/moe.hpp"
 #include "planner/step_ops_builder.hpp"
 #include "planner/step_ops_hf.hpp"
@@ -68,7 +69,9 @@ void add_fused_layer(ops::row_group& layer, ops::row_group& norms, const model_s
 
   norms.add("norm.attention", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
   layer.gemm("attention.qkv", T, qkvw, h, c, c);
-  const double attention_flops = 4 * T * s * qw;
+  // A sliding window: flash attention skips the keys outside it (the layers' average), eager computes them.
+  const double keys = kernel_skips_window(run) ? attended_keys(m, run.seq) / static_cast<double>(m.layers) : s;
+  const double attention_flops = 4 * T * keys * qw;
   if (run.attention == attention_kind::flash) {
     const double io = (2 * T * qw + 2 * T * kvw) * c;
     layer.add("attention.flash", op_class::attention, io, 1, 2.5 * io, 2, attention_flops, 3 * attention_flops, true);

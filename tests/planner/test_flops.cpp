@@ -64,3 +64,32 @@ TEST_CASE("step time, MFU and HFU follow from the op breakdown, peak and calibra
   // at the achieved bandwidth (its launches are counted under overhead).
   CHECK(p.time.optimizer_seconds == Approx(28.0 * count_params(m).total / (3.35e12 * k.bandwidth_fraction)));
 }
+
+TEST_CASE("a sliding window cuts attention model FLOPs; only a kernel that skips it cuts hardware FLOPs", "[flops][window]") {
+  // Mistral-7B v0.1: a 4096-token window on every layer. At s 8192 each query attends to 4096 keys (no
+  // causal discount, as for full attention): half the attention FLOPs of full attention.
+  const model_spec& mistral = data().model("mistral-7b").spec;
+  const param_counts c = count_params(mistral);
+  run_config r;
+  r.framework = framework_kind::megatron;
+  r.precision = precision_regime::megatron_bf16;
+  r.seq = 8192;
+  const step_flops windowed = count_flops(mistral, r, c);
+  CHECK(windowed.attention_forward_per_token == 4.0 * 32 * 4096 * 4096);
+  CHECK(windowed.masked_attention_per_step == 0);  // flash attention with the window skips the rest
+  // Hugging Face's SDPA gets the window as a mask: the same model FLOPs, the full square in hardware.
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  const step_flops masked = count_flops(mistral, r, c);
+  CHECK(masked.model_per_step == windowed.model_per_step);
+  CHECK(masked.masked_attention_per_step == Approx(3.0 * 4.0 * 32 * (8192 - 4096) * 4096 * 8192).epsilon(1e-12));
+  CHECK(masked.hardware_per_step == Approx(masked.model_per_step + masked.recompute_per_step + masked.masked_attention_per_step));
+  // Within the window nothing changes.
+  r.seq = 4096;
+  model_spec no_window = mistral;
+  no_window.sliding_window_tokens = 0;
+  CHECK(count_flops(mistral, r, c).hardware_per_step == count_flops(no_window, r, c).hardware_per_step);
+  // Gemma 2 slides on 21 of its 42 layers: at s 8192, 21 x 8192 + 21 x 4096 keys.
+  const model_spec& gemma = data().model("gemma-2-9b").spec;
+  CHECK(attended_keys(gemma, 8192) == 21.0 * 8192 + 21.0 * 4096);
+}
