@@ -27,6 +27,19 @@ struct max_args {
   std::size_t top = 8;
 };
 
+// Sets the quantity `max` searches: the sequence, the micro-batch, or the model (a derived llama shape of
+// v million parameters).
+void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, run_config& run) {
+  if (what == "params") {
+    model.spec = derive_llama_shape(v * 1'000'000ull);
+    model.facts = describe_model(model.spec);
+  } else if (what == "seq") {
+    run.seq = v;
+  } else {
+    run.micro_batch = v;
+  }
+}
+
 // One combination of levers and the largest value it reaches.
 struct lever_reach_row {
   run_config run;
@@ -85,14 +98,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
 
       std::optional<config_summary> at_max, next;
       auto try_value = [&](std::uint64_t v, std::optional<config_summary>* keep) {
-        if (params) {
-          model.spec = derive_llama_shape(v * 1'000'000ull);
-          model.facts = describe_model(model.spec);
-        } else if (args->what == "seq") {
-          run.seq = v;
-        } else {
-          run.micro_batch = v;
-        }
+        set_quantity(args->what, v, model, run);
         std::string why;
         std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin, &why);
         // A configuration that cannot exist at the smallest value is an error in the options (exit 2),
@@ -125,14 +131,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           sweep_model m = model;
           run_config c = candidate;
           auto fits_at = [&](std::uint64_t v) {
-            if (params) {
-              m.spec = derive_llama_shape(v * 1'000'000ull);
-              m.facts = describe_model(m.spec);
-            } else if (args->what == "seq") {
-              c.seq = v;
-            } else {
-              c.micro_batch = v;
-            }
+            set_quantity(args->what, v, m, c);
             const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin);
             return s && s->fits;
           };

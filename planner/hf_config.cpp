@@ -179,6 +179,15 @@ void require_every_layer_sparse(const reader& r) {
     throw input_error(fmt::format("{}: mlp_only_layers (dense layers among the MoE layers) is not modelled", r.origin));
 }
 
+// Qwen2MoeConfig and Qwen3MoeConfig name their routed experts alike: num_experts of width
+// moe_intermediate_size (intermediate_size is their dense layers' width), num_experts_per_tok per token.
+void read_qwen_experts(const reader& r, model_spec& m) {
+  require_every_layer_sparse(r);
+  m.experts = r.uint("num_experts");
+  m.experts_per_token = r.uint("num_experts_per_tok");
+  m.ffn = r.uint("moe_intermediate_size");
+}
+
 // MixtralConfig: Mistral's keys, num_local_experts experts of width intermediate_size, num_experts_per_tok
 // of them per token; sliding_window null in the released models (a window applies to every layer).
 void read_mixtral(const reader& r, model_spec& m) {
@@ -199,10 +208,7 @@ void read_qwen2_moe(const reader& r, model_spec& m) {
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   if (r.boolean_or("use_sliding_window", false))
     throw input_error(fmt::format("{}: use_sliding_window=true is not modelled", r.origin));
-  require_every_layer_sparse(r);
-  m.experts = r.uint("num_experts");
-  m.experts_per_token = r.uint("num_experts_per_tok");
-  m.ffn = r.uint("moe_intermediate_size");
+  read_qwen_experts(r, m);
   m.shared_expert_ffn = r.uint_or("shared_expert_intermediate_size", 0);
   m.dropout = r.number_or("attention_dropout", 0.0);
 }
@@ -210,10 +216,7 @@ void read_qwen2_moe(const reader& r, model_spec& m) {
 // Qwen3MoeConfig: Qwen3's attention, num_experts experts of width moe_intermediate_size, no shared expert.
 void read_qwen3_moe(const reader& r, model_spec& m) {
   read_qwen3_attention(r, m);
-  require_every_layer_sparse(r);
-  m.experts = r.uint("num_experts");
-  m.experts_per_token = r.uint("num_experts_per_tok");
-  m.ffn = r.uint("moe_intermediate_size");
+  read_qwen_experts(r, m);
 }
 
 }  // namespace
