@@ -70,6 +70,8 @@ enum when_bits : unsigned {
   dense_mlp = 1u << 16,      // one MLP for every token (every GPT-2 and dense Llama-family layer)
   moe = 1u << 17,            // experts (model_spec::experts)
   shared_expert = 1u << 18,  // with Qwen2-MoE's shared expert
+  post_norms = 1u << 19,     // Gemma 2's post-attention and post-feedforward RMSNorms
+  attn_softcap = 1u << 20,   // Gemma 2's soft cap on the scores (eager attention; SDPA has none)
 };
 
 struct hf_row {
@@ -107,11 +109,18 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
     {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
     {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
+    {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
     {"layer{}.attn.out_in", shape_rule::bs_q, dtype_role::compute, keep_class::saved, 0},
+    // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
+    // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
+    {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.attn.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.attn.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
     // Second norm and the MLP's input.
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt},
@@ -134,6 +143,9 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    {"layer{}.mlp.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.mlp.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.mlp.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
     // (A LoRA base is loaded in bf16: nothing to cast.)
     {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
@@ -241,6 +253,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
 
   unsigned holds = (is_gpt ? gpt : llama) | (autocast ? amp : 0u) | (drop ? dropout : 0u);
   holds |= m.is_moe() ? moe : dense_mlp;
+  if (m.norms_per_layer == 4) holds |= post_norms;
+  if (m.attn_logit_softcap > 0) holds |= attn_softcap;
   if (m.shared_expert_ffn > 0) holds |= shared_expert;
   const std::uint64_t T = b * s, R = routed_rows(m, run), E = m.experts, k = m.experts_per_token;
   // The MLP's input is cast once per linear that reads it under autocast: gate and up (dense); the router,
@@ -356,6 +370,10 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
   // after backward, before optimizer.step().
   inv.span("logits", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
+  // Gemma 2 caps the logits, cap * tanh(logits / cap): tanh saves its output, as large as the logits
+  // (256,000 wide); the capped logits are what the loop holds, so the raw ones are gone.
+  if (m.final_logit_softcap > 0)
+    inv.span("logits.softcap_tanh", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_head);
   // ForCausalLMLoss: logits.float() (a copy unless they are fp32 already), cross_entropy = log_softmax,
   // whose fp32 output is saved, then nll_loss. In backward nll_loss's gradient and log_softmax's coexist.
   if (compute != dtype::fp32)

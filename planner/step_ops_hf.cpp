@@ -176,10 +176,12 @@ void add_llama_layer(ops::row_group& g, const hf_shape& x, const model_spec& m, 
   if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
   attention_core(g, x, backend, false, false);
   linear(g, "attention.o_proj", "autocast.weight", x.h, x.qw, x, false);
+  if (m.norms_per_layer == 4) rms_norm(g, "norm.post_attention", x);  // Gemma 2's sandwich norms
   residual(g, "residual.attention", x);
   rms_norm(g, "norm.post_attention_layernorm", x);
   if (m.is_moe()) add_llama_moe(g, x, m);
   else add_swiglu(g, x, false, x.f);
+  if (m.norms_per_layer == 4) rms_norm(g, "norm.post_feedforward", x);
   residual(g, "residual.mlp", x);
 }
 
@@ -223,6 +225,10 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_sp
   input_cast(head, "autocast.input", x.E, x);
   linear(head, "lm_head", "autocast.weight", V, x.h, x, false);
   if (m.tied_embeddings) head.add("embedding.tied_grad_sum", op_class::embedding, 0, 0, 3 * table, 1);
+  // Gemma 2's final soft cap, cap * tanh(logits / cap): three kernels forward, tanh's and the two scalings'
+  // backward.
+  if (m.final_logit_softcap > 0)
+    head.add("loss.softcap", op_class::elementwise, 6 * x.T * V * x.c, 3, 7 * x.T * V * x.c, 3);
   // ForCausalLMLoss: logits.float(), pad and shift the labels, cross_entropy = log_softmax + nll_loss.
   // Backward: nll_loss_backward (zero-fill and scatter), log_softmax_backward, and the cast back.
   const double TV = x.T * V;

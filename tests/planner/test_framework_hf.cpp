@@ -1,6 +1,7 @@
 // --framework hf against real PyTorch 2.11 + transformers 5.17 training steps on an H100
 // (tests/data/measurements/): the tensor peak (max_memory_allocated) of every configuration.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -142,4 +143,31 @@ TEST_CASE("hf profile: what autograd saved, dtype by dtype, in the 8 measured in
   }
   WARN(table);
   CHECK(compared == 8);
+}
+
+TEST_CASE("hf Gemma 2: post-norms keep their fp32 tensors, soft caps keep tanh's outputs", "[framework][hf][gemma]") {
+  // Per layer, each of the two post-norms keeps its fp32 input, rsqrt and normalised tensor (4bsh + 4bs +
+  // 4bsh bytes); eager attention with a soft cap keeps tanh's output over the scores (2 a s^2 b in bf16); the
+  // final soft cap keeps one more logits-sized tensor (2 b s V).
+  const model_spec& gemma = test::data().model("gemma-2-9b").spec;
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::bf16;
+  r.seq = 1024, r.micro_batch = 2;
+  auto per_layer = [&](const model_spec& m, attention_kind a) {
+    run_config x = r;
+    x.attention = a;
+    return build_inventory(m, x, make_precision_layout(x.precision, x.grad_dtype)).activations_per_layer_bytes;
+  };
+  model_spec plain = gemma;
+  plain.norms_per_layer = 2, plain.attn_logit_softcap = 0, plain.final_logit_softcap = 0;
+  const std::uint64_t b = 2, s = 1024, h = 3584, a = 16, V = 256000;
+  CHECK(per_layer(gemma, attention_kind::flash) - per_layer(plain, attention_kind::flash) == 2 * (8 * b * s * h + 4 * b * s));
+  CHECK(per_layer(gemma, attention_kind::eager) - per_layer(plain, attention_kind::eager) ==
+        2 * (8 * b * s * h + 4 * b * s) + 2 * a * s * s * b);
+  const inventory inv = build_inventory(gemma, r, make_precision_layout(r.precision, r.grad_dtype));
+  const auto tanh = std::find_if(inv.tensors.begin(), inv.tensors.end(),
+                                 [](const tensor_spec& t) { return t.name == "logits.softcap_tanh"; });
+  REQUIRE(tanh != inv.tensors.end());
+  CHECK(tanh->bytes == 2 * b * s * V);
 }
