@@ -155,7 +155,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--levers", args->levers,
                   "also search these levers, each labelled with its cost: precision, optimizer, optimizer-impl, "
-                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload (comma-separated)")
+                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE) (comma-separated)")
       ->type_name("LIST");
   cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full (none/full under --framework hf) unless given; lists and ranges as in sweep.\n"
               "With --levers, the changes and their cost are relative to the first value of each option (the run as given).");

@@ -56,7 +56,7 @@ void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& rea
   const sweep_space::point first = space.at(0);
   const run_config& base = first.run;
   // The axes that were not swept hold the base's value from now on.
-  if (space.layouts.empty()) space.layouts.push_back({base.gpus, base.zero});
+  if (space.layouts.empty()) space.layouts.push_back({base.gpus, base.zero, base.ep});
   if (space.offloads.empty()) space.offloads.push_back(base.offload);
   if (space.finetunes.empty()) space.finetunes.push_back(base.finetune);
   if (space.optimizer_impls.empty()) space.optimizer_impls.push_back(base.optimizer_impl);
@@ -80,9 +80,9 @@ void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& rea
     add_unique(space.finetunes, r.finetune);
     add_unique(space.offloads, r.offload);
     const bool layout_known = std::any_of(space.layouts.begin(), space.layouts.end(), [&](const sweep_space::gpu_layout& l) {
-      return l.gpus == r.gpus && l.zero == r.zero;
+      return l.gpus == r.gpus && l.zero == r.zero && l.ep == r.ep;
     });
-    if (!layout_known) space.layouts.push_back({r.gpus, r.zero});
+    if (!layout_known) space.layouts.push_back({r.gpus, r.zero, r.ep});
   }
   space.size();  // rejects a widened space beyond 2^64 configurations, with its message
 }

@@ -47,6 +47,7 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
     const gpu_layout& layout = layouts[take(index, layouts.size())];
     r.gpus = layout.gpus;
     r.zero = layout.zero;
+    r.ep = layout.ep;
   }
   r.optimizer = optimizers[take(index, optimizers.size())];
   r.grad_dtype = grad_dtypes[take(index, grad_dtypes.size())];

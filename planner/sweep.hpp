@@ -45,6 +45,7 @@ struct sweep_space {
   struct gpu_layout {
     std::uint64_t gpus = 1;
     int zero = 0;
+    std::uint64_t ep = 1;  // expert parallelism (Mixture of Experts)
   };
   std::vector<gpu_layout> layouts;
   std::vector<offload_mode> offloads;

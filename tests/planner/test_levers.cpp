@@ -150,3 +150,34 @@ TEST_CASE("search --levers widens the axes and keeps the run as given as the fir
   CHECK(s.size() == 2 * 2 * 3 * 10);
   CHECK_THROWS_AS(widen_by_levers(s, lever_seq), input_error);
 }
+
+TEST_CASE("the ep lever: every larger expert parallelism the experts and GPUs allow, searchable", "[levers][moe]") {
+  const model_spec& mixtral = data().model("mixtral-8x7b").spec;
+  const gpu_spec& h100 = data().gpu("h100");
+  run_config r;
+  r.framework = framework_kind::megatron;
+  r.precision = precision_regime::megatron_bf16;
+  r.seq = 4096, r.gpus = 8, r.zero = 1;
+  std::vector<std::uint64_t> eps;
+  for (const lever_change& c : lever_alternatives(lever_ep, mixtral, r, h100)) {
+    run_config x = r;
+    c.apply(x);
+    eps.push_back(x.ep);
+    CHECK(change_costs(r, x) == cost_none);  // the same numerics on the same GPUs
+  }
+  CHECK(eps == std::vector<std::uint64_t>{2, 4, 8});
+  CHECK(lever_alternatives(lever_ep, data().model("llama-2-7b").spec, r, h100).empty());  // dense
+  r.framework = framework_kind::hf;  // Hugging Face has no expert parallelism
+  r.precision = precision_regime::amp_bf16;
+  CHECK(lever_alternatives(lever_ep, mixtral, r, h100).empty());
+
+  sweep_space s;
+  s.models.push_back({mixtral, describe_model(mixtral)});
+  s.gpus.push_back({h100, data().calibration_for(h100)});
+  s.base.framework = framework_kind::megatron;
+  s.base.gpus = 8, s.base.zero = 1;
+  s.precisions = {precision_regime::megatron_bf16};
+  widen_by_levers(s, lever_ep);
+  CHECK(s.layouts.size() == 4);  // ep 1, 2, 4, 8
+  CHECK(s.at(s.size() - 1).run.ep == 8);
+}
