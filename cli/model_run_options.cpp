@@ -24,6 +24,10 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--kv-heads", a.kv_heads, "key/value heads (grouped-query attention; default: heads)")->type_name("N")->group(shape_group);
   app.add_option("--ffn", a.ffn, "MLP width (default 4h for gpt, 8h/3 rounded up to 256 for llama)")->type_name("N")->group(shape_group);
   app.add_option("--vocab", a.vocab, "vocabulary size V")->type_name("N")->group(shape_group);
+  app.add_option("--experts", a.experts, "llama family: a Mixture of Experts of N routed experts, each a SwiGLU of width --ffn "
+                                         "(0: a dense MLP)")->type_name("N")->group(shape_group);
+  app.add_option("--experts-per-token", a.experts_per_token, "MoE: experts each token is routed to, top-k (1 to --experts)")
+      ->type_name("K")->group(shape_group);
   const char* run_group = "Run";
   app.add_option("--seq,-s", a.seq, "sequence length in tokens; k = 1024 (default 4096, capped by learned positions)")
       ->group(run_group);
@@ -110,7 +114,8 @@ resolved_run resolve_model_run(const model_run_args& a) {
   }
 
   model_spec& m = r.model;
-  const bool shape_overridden = custom_shape || !a.family.empty() || !a.kv_heads.empty() || !a.ffn.empty();
+  const bool shape_overridden = custom_shape || !a.family.empty() || !a.kv_heads.empty() || !a.ffn.empty() ||
+                                !a.experts.empty() || !a.experts_per_token.empty();
   if (!from_scratch && !a.family.empty()) m.family = parse_family(a.family);
   if (!a.layers.empty()) m.layers = parse_integer(a.layers, "--layers");
   if (!a.hidden.empty()) m.hidden = parse_integer(a.hidden, "--hidden");
@@ -132,6 +137,16 @@ resolved_run resolve_model_run(const model_run_args& a) {
     m.tied_embeddings = m.family == model_family::gpt;
     m.max_positions = 0;
     m.dropout = m.family == model_family::gpt ? 0.1 : 0.0;
+  }
+  if (!a.experts.empty()) {
+    m.experts = parse_integer(a.experts, "--experts", 0);
+    if (m.experts == 0) m.experts_per_token = m.shared_expert_ffn = 0;  // a dense MLP
+    else if (a.experts_per_token.empty() && (m.experts_per_token == 0 || m.experts_per_token > m.experts))
+      throw input_error(fmt::format("--experts {} needs --experts-per-token K (1 to {})", m.experts, m.experts));
+  }
+  if (!a.experts_per_token.empty()) {
+    if (m.experts == 0) throw input_error("--experts-per-token needs --experts N (or an MoE model)");
+    m.experts_per_token = parse_integer(a.experts_per_token, "--experts-per-token");
   }
   if (shape_overridden && !from_scratch) m.name += " (modified)";
   validate_model(m);

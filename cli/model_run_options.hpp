@@ -18,7 +18,7 @@ namespace trainplan::cli {
 
 struct model_run_args {
   std::string model, params, hf_config;
-  std::string family, layers, hidden, heads, kv_heads, ffn, vocab;
+  std::string family, layers, hidden, heads, kv_heads, ffn, vocab, experts, experts_per_token;
   std::string seq, micro_batch, grad_accum, global_batch;
   std::string framework = "hf", optimizer_impl = "foreach";
   bool framework_given = false;  // --framework on the command line (else --ep > 1 implies megatron)

@@ -10,9 +10,13 @@ namespace trainplan::cli {
 namespace {
 
 std::string run_summary(const model_spec& m, const run_config& r) {
-  return fmt::format("{} ({} family, L={} h={} heads={} kv={} ffn={} vocab={}), seq {} x micro-batch {} x {} accumulation, "
+  // MoE: the experts, top-k and the capacity (dropless or the factor), after the shape.
+  const std::string moe = !m.is_moe() ? std::string()
+                          : fmt::format(" experts={} top-{} {}", m.experts, m.experts_per_token,
+                                        r.capacity_factor > 0 ? fmt::format("capacity {:g}", r.capacity_factor) : std::string("dropless"));
+  return fmt::format("{} ({} family, L={} h={} heads={} kv={} ffn={} vocab={}{}), seq {} x micro-batch {} x {} accumulation, "
                      "{}, {}, recompute {}, {} attention, dropout {}",
-                     m.name, family_name(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, r.seq,
+                     m.name, family_name(m.family), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, moe, r.seq,
                      r.micro_batch, r.grad_accum, precision_name(r.precision), optimizer_name(r.optimizer),
                      recompute_name(r.recompute), attention_name(r.attention), r.dropout);
 }

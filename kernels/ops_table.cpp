@@ -31,6 +31,7 @@ const kernel_ops& cpu_kernel_ops() {
     o.device_used_bytes = no_device;
 #define TRAINPLAN_KERNEL_ASSIGN(name) o.name = ::trainplan::kernels::name;
     TRAINPLAN_KERNEL_OPS(TRAINPLAN_KERNEL_ASSIGN)
+    TRAINPLAN_CPU_ONLY_KERNEL_OPS(TRAINPLAN_KERNEL_ASSIGN)
 #undef TRAINPLAN_KERNEL_ASSIGN
     return o;
   }();

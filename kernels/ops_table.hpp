@@ -13,6 +13,9 @@
 #include "kernels/elementwise.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/moe_combine.hpp"
+#include "kernels/moe_permute.hpp"
+#include "kernels/moe_router.hpp"
 #include "kernels/norm.hpp"
 
 namespace trainplan::kernels {
@@ -48,8 +51,19 @@ namespace trainplan::kernels {
   X(fill) \
   X(accumulate_and_clear)
 
+// Kernels only the CPU has so far: the CUDA table leaves them null, and the harness refuses what needs
+// them there (Mixture of Experts: validate/transformer.cpp).
+#define TRAINPLAN_CPU_ONLY_KERNEL_OPS(X) \
+  X(moe_router_forward) \
+  X(moe_router_backward) \
+  X(moe_permute_forward) \
+  X(moe_permute_backward) \
+  X(moe_combine_forward) \
+  X(moe_combine_backward)
+
 #define TRAINPLAN_KERNEL_TYPE(name) using name##_fn = decltype(&name);
 TRAINPLAN_KERNEL_OPS(TRAINPLAN_KERNEL_TYPE)
+TRAINPLAN_CPU_ONLY_KERNEL_OPS(TRAINPLAN_KERNEL_TYPE)
 #undef TRAINPLAN_KERNEL_TYPE
 
 struct kernel_ops {
@@ -63,6 +77,7 @@ struct kernel_ops {
 
 #define TRAINPLAN_KERNEL_MEMBER(name) name##_fn name = nullptr;
   TRAINPLAN_KERNEL_OPS(TRAINPLAN_KERNEL_MEMBER)
+  TRAINPLAN_CPU_ONLY_KERNEL_OPS(TRAINPLAN_KERNEL_MEMBER)
 #undef TRAINPLAN_KERNEL_MEMBER
 };
 

@@ -368,6 +368,11 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     const std::uint64_t experts_grad = checked_mul(routed_rows(m, run), share(ffn_grad_width, tp), "d_ffn");
     const std::uint64_t tokens_grad = checked_product({b, s, std::max(share(2 * m.shared_expert_ffn, tp), hq_tp)}, "d_ffn");
     bwd_buffer("bwd.d_ffn", {std::max(experts_grad, tokens_grad)});
+    // The experts' rows' gradient, (R, h): of the expert outputs (the combine's backward) until the down
+    // GEMMs' backward reads it, then of the permuted inputs (the gate/up GEMMs' backward, while d_ffn
+    // still holds d_gate and d_up) until the permutation's backward adds it to the tokens. Megatron's
+    // autograd allocates these two in turn; the harness reuses one buffer for every layer.
+    bwd_buffer("bwd.d_expert_rows", {routed_rows(m, run), h});
   }
   if (eager) bwd_buffer("bwd.d_scores", {b, a_tp, s, s});
   else inv.span("bwd.flash_delta", {b, a_tp, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,

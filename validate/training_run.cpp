@@ -15,9 +15,11 @@ void check_harness_supports(const model_spec& m, const run_config& run) {
       m.attn_logit_softcap > 0 || m.final_logit_softcap > 0)
     throw input_error(fmt::format("the harness runs the plain gpt and llama blocks: {} has post-norms, GeGLU, an "
                                   "embedding scale or soft caps", m.name));
-  if (m.is_moe() || m.qk_norm)
-    throw input_error(fmt::format("the harness has no Mixture-of-Experts layers or q/k norms yet: {} cannot be validated "
-                                  "(plan predicts it; issue 13)", m.name));
+  if (m.qk_norm)
+    throw input_error(fmt::format("the harness has no q/k norms yet: {} cannot be validated (plan predicts it; issue 13)", m.name));
+  if (m.shared_expert_ffn > 0)
+    throw input_error(fmt::format("the harness's Mixture-of-Experts layer has no shared expert: {} cannot be validated "
+                                  "(plan predicts it)", m.name));
   if (m.sliding_window_tokens > 0 && run.seq > m.sliding_window_tokens)
     throw input_error(fmt::format("the harness has no sliding-window attention: use --seq {} or less for {}",
                                   m.sliding_window_tokens, m.name));
@@ -26,8 +28,8 @@ void check_harness_supports(const model_spec& m, const run_config& run) {
     throw input_error(fmt::format("the harness runs fp32, bf16-mixed and fp16-mixed, not {}", precision_name(run.precision)));
   if (run.optimizer != optimizer_kind::adamw)
     throw input_error(fmt::format("the harness runs adamw, not {}", optimizer_name(run.optimizer)));
-  if (run.gpus != 1 || run.tp != 1 || run.pp != 1 || run.zero != 0 || run.offload != offload_mode::none)
-    throw input_error("the harness runs one GPU's training step: no --gpus, --tp, --pp, --zero or --offload");
+  if (run.gpus != 1 || run.tp != 1 || run.pp != 1 || run.ep != 1 || run.zero != 0 || run.offload != offload_mode::none)
+    throw input_error("the harness runs one GPU's training step: no --gpus, --tp, --pp, --ep, --zero or --offload");
   if (run.finetune != finetune_kind::full) throw input_error("the harness trains every weight: no --finetune lora/qlora");
   if (run.framework != framework_kind::trainplan)
     throw input_error(fmt::format("the harness is --framework trainplan, not {}", framework_name(run.framework)));

@@ -10,7 +10,11 @@
 #include "kernels/dropout.hpp"
 #include "kernels/embedding.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/moe_combine.hpp"
+#include "kernels/moe_router.hpp"
 #include "kernels/norm.hpp"
+#include "planner/input_error.hpp"
+#include "planner/moe.hpp"
 
 namespace trainplan::validate {
 
@@ -28,6 +32,12 @@ transformer::transformer(const model_spec& m, const run_config& run, const preci
   shape_ = {run.micro_batch, run.seq, m.heads, m.kv_heads, m.head_dim};
   rows_ = run.micro_batch * run.seq;
   layers_.resize(m.layers);
+  if (m.is_moe()) {
+    if (!ops_.moe_router_forward)
+      throw input_error(fmt::format("MoE runs on the CPU backend only: the {} backend has no routing kernels yet", ops_.backend));
+    // Capacity: the planner's rows per expert, ceil(c * k * b * s / E) (planner/moe.hpp), so both count the same rows.
+    dispatch_ = {rows_, m.experts, m.experts_per_token, run.capacity_factor > 0 ? routed_rows(m, run) / m.experts : 0};
+  }
 }
 
 void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label) {
@@ -158,7 +168,9 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
     if (gpt) ops_.layer_norm_forward(l.ln2_in.view(), w("ln2.weight"), w("ln2.bias"), l.fc_in.view(), rows_, h);
     else ops_.rms_norm_forward(l.ln2_in.view(), w("ln2.weight"), l.fc_in.view(), rows_, h);
   }
-  if (!l.mlp_a) {
+  if (m_.is_moe()) {
+    moe_forward(i, output);
+  } else if (!l.mlp_a) {
     if (gpt) {
       l.mlp_a = act(pname(i, "mlp.gelu_in"));
       l.mlp_b = act(pname(i, "mlp.proj_in"));
@@ -180,11 +192,107 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
   }
   if (output) {
     const view x = l.ln2_in.view(), y = output->view(), mask = l.mlp_mask.view();
-    const view& down_in = gpt ? l.mlp_b.view() : l.mlp_c.view();
-    const view proj_bias = gpt ? w("mlp.proj.bias") : view{};
-    ops_.linear_forward(down_in, w(gpt ? "mlp.proj.weight" : "mlp.down.weight"), gpt ? &proj_bias : nullptr, y, rows_, h, f);
+    if (!m_.is_moe()) {  // the experts' combine already wrote y
+      const view& down_in = gpt ? l.mlp_b.view() : l.mlp_c.view();
+      const view proj_bias = gpt ? w("mlp.proj.bias") : view{};
+      ops_.linear_forward(down_in, w(gpt ? "mlp.proj.weight" : "mlp.down.weight"), gpt ? &proj_bias : nullptr, y, rows_, h, f);
+    }
     ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
   }
+}
+
+kernels::moe_row_map transformer::moe_rows(const layer_buffers& l) const {
+  // The expert row ranges drive the host's GEMM loop: the indices come back from where they were computed.
+  std::vector<std::int64_t> indices(dispatch_.tokens * dispatch_.top_k);
+  ops_.download(indices.data(), l.topk_indices.view().data, indices.size() * sizeof(std::int64_t));
+  return kernels::make_moe_row_map(dispatch_, {indices.data(), dtype::i64, indices.size()});
+}
+
+void transformer::moe_forward(std::uint64_t i, tensor* output) {
+  layer_buffers& l = layers_[i];
+  const std::uint64_t h = m_.hidden, f = m_.ffn, E = m_.experts, k = m_.experts_per_token, R = dispatch_.rows();
+  auto w = [&](const char* suffix) { return state_.weight(pname(i, suffix)); };
+  if (!l.router_probs) {
+    l.router_probs = act(pname(i, "moe.router_probs"));
+    l.topk_indices = act(pname(i, "moe.topk_indices"));
+    l.topk_weights = act(pname(i, "moe.topk_weights"));
+    // Router GEMM (h -> E, no bias) straight into the fp32 buffer (the GEMM accumulates in fp32), then the
+    // softmax in place: the logits need no buffer of their own.
+    const view probs = l.router_probs.view();
+    ops_.linear_forward(l.fc_in.view(), w("moe.router.weight"), nullptr, probs, rows_, E, h);
+    ops_.moe_router_forward(probs, probs, l.topk_indices.view(), l.topk_weights.view(), rows_, E, k);
+  }
+  if (!l.permuted_in) {
+    l.permuted_in = act(pname(i, "moe.permuted_in"));  // (R, h)
+    ops_.moe_permute_forward(dispatch_, l.topk_indices.view(), l.fc_in.view(), l.permuted_in.view(), h);
+  }
+  const kernels::moe_row_map map = moe_rows(l);
+  // Expert e's weights: slice e of each stacked (E, f, h) / (E, h, f) tensor (planner/param_count.cpp).
+  auto expert = [&](const view& stacked, std::uint64_t e) { return stacked.slice(e * f * h, f * h); };
+  if (!l.mlp_a) {  // each expert's SwiGLU over its rows (padding rows are zeros and stay zeros)
+    l.mlp_a = act(pname(i, "mlp.gate"));    // (R, f)
+    l.mlp_b = act(pname(i, "mlp.up"));      // (R, f)
+    l.mlp_c = act(pname(i, "mlp.down_in"));  // (R, f)
+    for (std::uint64_t e = 0; e < E; ++e) {
+      const std::uint64_t r0 = map.expert_first_row[e], n = map.expert_rows[e];
+      if (n == 0) continue;
+      const view x = l.permuted_in.view().slice(r0 * h, n * h);
+      ops_.linear_forward(x, expert(w("moe.experts.gate.weight"), e), nullptr, l.mlp_a.view().slice(r0 * f, n * f), n, f, h);
+      ops_.linear_forward(x, expert(w("moe.experts.up.weight"), e), nullptr, l.mlp_b.view().slice(r0 * f, n * f), n, f, h);
+    }
+    ops_.swiglu_forward(l.mlp_a.view(), l.mlp_b.view(), l.mlp_c.view(), R * f);
+  }
+  if (!l.expert_out) {
+    l.expert_out = act(pname(i, "moe.expert_out"));  // (R, h)
+    for (std::uint64_t e = 0; e < E; ++e) {
+      const std::uint64_t r0 = map.expert_first_row[e], n = map.expert_rows[e];
+      if (n == 0) continue;
+      ops_.linear_forward(l.mlp_c.view().slice(r0 * f, n * f), expert(w("moe.experts.down.weight"), e), nullptr,
+                          l.expert_out.view().slice(r0 * h, n * h), n, h, f);
+    }
+  }
+  if (output)
+    ops_.moe_combine_forward(dispatch_, l.topk_indices.view(), l.topk_weights.view(), l.expert_out.view(), output->view(), h);
+}
+
+void transformer::moe_backward(std::uint64_t i) {
+  layer_buffers& l = layers_[i];
+  const std::uint64_t h = m_.hidden, f = m_.ffn, E = m_.experts, k = m_.experts_per_token, R = dispatch_.rows();
+  auto w = [&](const char* suffix) { return state_.weight(pname(i, suffix)); };
+  auto g = [&](const char* suffix) { return state_.grad(pname(i, suffix)); };
+  auto expert = [&](const view& stacked, std::uint64_t e) { return stacked.slice(e * f * h, f * h); };
+  const view d_hid = bwd_.d_hidden.view(), d_rows = bwd_.d_expert_rows.view();
+  const view indices = l.topk_indices.view(), weights = l.topk_weights.view(), probs = l.router_probs.view();
+  // Combine: d_rows = d(expert_out); d(weights) written over the weights, which the backward no longer reads.
+  ops_.moe_combine_backward(dispatch_, indices, weights, l.expert_out.view(), d_hid, d_rows, weights, h);
+  // Router: d(logits) over the probabilities; its GEMM's input gradient starts d(fc_in) in d_hidden, whose
+  // d(output) was read in full by the combine's backward.
+  ops_.moe_router_backward(probs, indices, weights, probs, rows_, E, k);
+  ops_.linear_backward_weight(probs, l.fc_in.view(), g("moe.router.weight"), nullptr, rows_, E, h);
+  ops_.linear_backward_input(probs, w("moe.router.weight"), d_hid, rows_, E, h, false);
+  // Experts: down, SwiGLU, gate and up, each over its rows; d_gate and d_up in d_ffn as for a dense MLP.
+  const kernels::moe_row_map map = moe_rows(l);
+  const view d_ffn = bwd_.d_ffn.view(), d_gate = d_ffn.slice(0, R * f), d_up = d_ffn.slice(R * f, R * f);
+  for (std::uint64_t e = 0; e < E; ++e) {
+    const std::uint64_t r0 = map.expert_first_row[e], n = map.expert_rows[e];
+    if (n == 0) continue;
+    const view dy = d_rows.slice(r0 * h, n * h);
+    ops_.linear_backward_weight(dy, l.mlp_c.view().slice(r0 * f, n * f), expert(g("moe.experts.down.weight"), e), nullptr, n, h, f);
+    ops_.linear_backward_input(dy, expert(w("moe.experts.down.weight"), e), d_gate.slice(r0 * f, n * f), n, h, f, false);
+  }
+  ops_.swiglu_backward(l.mlp_a.view(), l.mlp_b.view(), d_gate, d_gate, d_up, R * f);
+  for (std::uint64_t e = 0; e < E; ++e) {  // d_rows now becomes d(permuted_in)
+    const std::uint64_t r0 = map.expert_first_row[e], n = map.expert_rows[e];
+    if (n == 0) continue;
+    const view x = l.permuted_in.view().slice(r0 * h, n * h), dg = d_gate.slice(r0 * f, n * f), du = d_up.slice(r0 * f, n * f);
+    const view dx = d_rows.slice(r0 * h, n * h);
+    ops_.linear_backward_weight(dg, x, expert(g("moe.experts.gate.weight"), e), nullptr, n, f, h);
+    ops_.linear_backward_weight(du, x, expert(g("moe.experts.up.weight"), e), nullptr, n, f, h);
+    ops_.linear_backward_input(dg, expert(w("moe.experts.gate.weight"), e), dx, n, f, h, false);
+    ops_.linear_backward_input(du, expert(w("moe.experts.up.weight"), e), dx, n, f, h, true);
+  }
+  // Permutation: each token gets back the gradient of the rows it sent.
+  ops_.moe_permute_backward(dispatch_, indices, d_rows, d_hid, h);
 }
 
 void transformer::drop_unkept(layer_buffers& l) {
@@ -238,6 +346,7 @@ void transformer::head_backward() {
   bwd_.d_hidden = act("bwd.d_hidden");
   bwd_.d_qkv = act("bwd.d_qkv");
   bwd_.d_ffn = act("bwd.d_ffn");
+  if (m_.is_moe()) bwd_.d_expert_rows = act("bwd.d_expert_rows");
   if (run_.attention == attention_kind::eager) bwd_.d_scores = act("bwd.d_scores");
   else bwd_.flash_delta = act("bwd.flash_delta");
 
@@ -270,7 +379,10 @@ void transformer::layer_backward(std::uint64_t i, int step, std::uint64_t mb) {
   // MLP: out = ln2.in + dropout(down(act(fc(norm(ln2.in)))))
   const view mlp_mask = l.mlp_mask.view();
   ops_.dropout_apply(d_res, dropout ? &mlp_mask : nullptr, keep_scale, d_hid, rows_ * h);
-  if (gpt) {
+  if (m_.is_moe()) {
+    moe_backward(i);  // d_hid: d(MLP output) in, d(mlp.fc_in) out
+    ops_.rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), rows_, h);
+  } else if (gpt) {
     const view d_inner = d_ffn.slice(0, rows_ * f), d_proj_bias = g("mlp.proj.bias"), d_fc_bias = g("mlp.fc.bias");
     ops_.linear_backward_weight(d_hid, l.mlp_b.view(), g("mlp.proj.weight"), &d_proj_bias, rows_, h, f);
     ops_.linear_backward_input(d_hid, w("mlp.proj.weight"), d_inner, rows_, h, f, false);

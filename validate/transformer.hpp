@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.hpp"
+#include "kernels/moe_permute.hpp"
 #include "planner/inventory.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/precision.hpp"
@@ -34,11 +35,13 @@ class transformer {
  private:
   struct layer_buffers {
     tensor ln1_in, qkv_in, qkv, softmax, softmax_mask, softmax_dropped, lse, out_in, attn_mask, ln2_in, fc_in;
-    tensor mlp_a, mlp_b, mlp_c;  // gpt: gelu_in, proj_in; llama: gate, up, down_in
+    tensor mlp_a, mlp_b, mlp_c;  // gpt: gelu_in, proj_in; llama: gate, up, down_in (MoE: over the experts' rows)
     tensor mlp_mask;
+    tensor router_probs, topk_indices, topk_weights, permuted_in, expert_out;  // Mixture of Experts
   };
   struct backward_buffers {
     tensor d_residual, d_hidden, d_qkv, d_ffn, d_scores, flash_delta;
+    tensor d_expert_rows;  // Mixture of Experts
   };
 
   void mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label);
@@ -50,6 +53,11 @@ class transformer {
   // Computes whatever of layer i's buffers is missing. When `output` is given (the forward pass), also
   // writes the layer's output there; a recomputation in backward does not need it.
   void layer_forward(std::uint64_t i, int step, std::uint64_t mb, tensor* output);
+  // The Mixture-of-Experts MLP (llama family): router, top-k, permutation, each expert's SwiGLU and the
+  // combine into `output` (when given); its backward leaves the gradient of mlp.fc_in in bwd.d_hidden.
+  void moe_forward(std::uint64_t i, tensor* output);
+  void moe_backward(std::uint64_t i);
+  kernels::moe_row_map moe_rows(const layer_buffers& l) const;  // from the layer's top-k indices
   void drop_unkept(layer_buffers& l);
   double head_forward_and_loss(int step, std::uint64_t mb, float loss_scale);
   void head_backward();
@@ -67,6 +75,7 @@ class transformer {
   kernels::attention_shape shape_;
   dtype act_;
   std::uint64_t rows_;  // b * s
+  kernels::moe_dispatch dispatch_;  // tokens, experts, top-k, capacity (MoE only)
 
   tensor tokens_, targets_, embed_mask_, final_norm_in_, lm_head_in_, logits_, logits_fp32_, logits_grad_;
   std::vector<layer_buffers> layers_;

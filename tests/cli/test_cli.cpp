@@ -206,6 +206,32 @@ TEST_CASE("plan validate --backend cpu passes on a small shape and writes its re
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("plan validate runs a tiny MoE given on the command line with --experts and --experts-per-token", "[cli][validate][moe]") {
+  const std::string shape = "validate --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn 16 --vocab 64 --seq 16 --micro-batch 2 "
+                            "--grad-accum 2 --experts 4 --experts-per-token 2 --no-report ";
+  for (const char* variant : {"", "--capacity-factor 1.0 --recompute full", "--capacity-factor 1.5 --json"}) {
+    INFO(variant);
+    plan_run r = run_plan(shape + variant);
+    CHECK(r.exit_code == 0);
+    if (std::string(variant).find("--json") != std::string::npos) {
+      json v = json::parse(r.out);
+      CHECK(v["pass"] == true);
+      CHECK(v["predicted"]["peak_bytes"] == v["measured"]["peak_bytes"]);
+    } else {
+      CHECK_THAT(r.out, Catch::Contains("experts=4 top-2") && Catch::Contains("PASS") && Catch::Contains("delta +0.000%"));
+    }
+  }
+  for (const char* bad : {"--experts 4",                            // no top-k
+                          "--experts 4 --experts-per-token 5",      // more than the experts
+                          "--experts-per-token 2",                  // top-k of a dense model
+                          "--experts -1 --experts-per-token 1"}) {
+    INFO(bad);
+    plan_run r = run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --no-report " + std::string(bad));
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+  }
+}
+
 TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][validate][errors]") {
   for (const char* args : {"validate --params 7B --seq 4096",                    // far too large for the CPU backend
                            "validate --model gpt2 --seq 64 --backend cuda",      // no CUDA backend yet

@@ -44,6 +44,16 @@ inline model_spec tiny_model(model_family family, std::uint64_t vocab = 64) {
   return m;
 }
 
+// The tiny Mixture of Experts the harness tests run: the tiny llama with 4 experts of SwiGLU width 16, top-2.
+inline model_spec tiny_moe_model(std::uint64_t vocab = 64) {
+  model_spec m = tiny_model(model_family::llama, vocab);
+  m.name = "test-moe";
+  m.ffn = 16;
+  m.experts = 4;
+  m.experts_per_token = 2;
+  return m;
+}
+
 inline run_config run_of(std::uint64_t seq, std::uint64_t micro_batch, recompute_mode rc, attention_kind att,
                          double dropout) {
   run_config r;

@@ -115,6 +115,10 @@ TEST_CASE("MoE activations per layer, by hand: router, routed rows, experts' Swi
   CHECK(inv.activations_per_layer_bytes == attention_part + router_part + expert_part);
   CHECK(tensor_bytes(inv, "layer{}.mlp.gate") == 2 * R * f);
   CHECK(routed_rows(m, r) == R);
+  // Backward, reused by every layer: d_gate and d_up over the rows (wider than d(attn.out_in), T x 4096), and
+  // the rows' own gradient, of the expert outputs and then of the permuted inputs (what the harness runs).
+  CHECK(tensor_bytes(inv, "bwd.d_ffn") == 2 * R * 2 * f);
+  CHECK(tensor_bytes(inv, "bwd.d_expert_rows") == 2 * R * h);
 
   // Capacity factor 1.25: each of the 8 experts takes ceil(1.25 x 8192 / 8) = 1280 rows, padded.
   r.capacity_factor = 1.25;
