@@ -99,6 +99,8 @@ model_facts stage_facts(const model_facts& full, const model_spec& m, std::uint6
   }
   f.counts.per_layer = c.per_layer;
   f.counts.matmul_per_layer = c.matmul_per_layer;
+  f.counts.active_matmul_per_layer = c.active_matmul_per_layer;
+  f.counts.routed_experts = checked_mul(c.routed_experts / m.layers, stage_layers, "stage parameters");  // --ep
   f.counts.layers_total = checked_mul(c.per_layer, stage_layers, "stage parameters");
   f.counts.embedding = first ? c.embedding : 0;
   f.counts.final_norm = last ? c.final_norm : 0;

@@ -149,6 +149,19 @@ TEST_CASE("expert parallelism: per-GPU model state by hand (--gpus 8 --ep 8 --ze
   r.zero = 0;
   const inventory ep8_ddp = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
   CHECK(state(ep8_ddp, "adam.m") == 4 * (rest + experts / 8));
+  // With pipeline stages too: each stage holds its layers' share of the experts, 1/ep of it.
+  run_config staged = megatron_run(4096);
+  staged.gpus = 16, staged.pp = 2, staged.zero = 1;
+  const gpu_spec& h100 = data().gpu("h100");
+  auto stage_weights = [&](const run_config& x) {
+    for (const tensor_spec& t : evaluate_plan(m, x, h100, data().calibration_for(h100)).inv.tensors)
+      if (t.name == "weights.bf16") return t.bytes;
+    return std::uint64_t{0};
+  };
+  const std::uint64_t without_ep = stage_weights(staged);
+  staged.ep = 8;
+  const std::uint64_t with_ep = stage_weights(staged);
+  CHECK(without_ep - with_ep == 2 * (experts / 2 - experts / 2 / 8));  // half the layers, 7/8 of their experts
   // The all-to-all buffers: a send and a receive of R rows in the layer's forward and backward.
   CHECK(state(ep8, "layer{}.moe.all_to_all") == 2 * 2 * 8192 * 4096);
 }
