@@ -119,10 +119,12 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   validate_model(model);
   validate_run(model, run);
   plan_result r;
-  r.model = model;
   r.run = run;
-  r.gpu = gpu;
-  r.calib = calib;
+  if (options.copy_specs) {
+    r.model = model;
+    r.gpu = gpu;
+    r.calib = calib;
+  }
   r.layout = make_precision_layout(run.precision, run.grad_dtype);
   model_facts local;
   const model_facts* facts = options.facts;

@@ -59,6 +59,9 @@ struct plan_result {
 struct plan_options {
   timeline_detail detail = timeline_detail::peak_and_live;
   const model_facts* facts = nullptr;  // describe_model(model), when the caller evaluates many runs of it
+  // false: the result's model, gpu and calib stay empty. Sweeps and searches keep those in their space, and
+  // copying their strings (sources, descriptions, aliases) costs several allocations a configuration.
+  bool copy_specs = true;
 };
 
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).

@@ -16,6 +16,7 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
   plan_options options;
   options.detail = timeline_detail::peak;
   options.facts = &model.facts;
+  options.copy_specs = false;  // the caller holds the model and the GPU
   try {
     const plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
     config_summary s;

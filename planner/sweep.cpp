@@ -82,6 +82,7 @@ sweep_result evaluate_point(const sweep_space::point& p) {
     plan_options options;
     options.detail = timeline_detail::peak;
     options.facts = &p.model->facts;
+    options.copy_specs = false;  // the space holds the model and the GPU
     out.plan.emplace(evaluate_plan(p.model->spec, p.run, p.gpu->spec, p.gpu->calib, options));
   } catch (const input_error& e) {
     out.error = e.what();
