@@ -10,13 +10,7 @@ void moe_combine_forward(const moe_dispatch& d, const view& indices, const view&
   const moe_row_map map = make_moe_row_map(d, indices);
   std::vector<float> acc(width);
   for (std::size_t t = 0; t < d.tokens; ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (std::size_t j = 0; j < d.top_k; ++j) {
-      const std::int64_t row = map.row_of_choice[t * d.top_k + j];
-      if (row < 0) continue;
-      const float w = weights.get(t * d.top_k + j);
-      for (std::size_t c = 0; c < width; ++c) acc[c] += w * expert_out.get(static_cast<std::size_t>(row) * width + c);
-    }
+    sum_token_rows(d, map, expert_out, &weights, t, width, acc);
     for (std::size_t c = 0; c < width; ++c) y.set(t * width + c, acc[c]);
   }
 }

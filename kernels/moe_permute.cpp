@@ -47,13 +47,19 @@ void moe_permute_backward(const moe_dispatch& d, const view& indices, const view
   const moe_row_map map = make_moe_row_map(d, indices);
   std::vector<float> acc(width);
   for (std::size_t t = 0; t < d.tokens; ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (std::size_t j = 0; j < d.top_k; ++j) {
-      const std::int64_t row = map.row_of_choice[t * d.top_k + j];
-      if (row < 0) continue;
-      for (std::size_t c = 0; c < width; ++c) acc[c] += d_out.get(static_cast<std::size_t>(row) * width + c);
-    }
+    sum_token_rows(d, map, d_out, nullptr, t, width, acc);
     for (std::size_t c = 0; c < width; ++c) d_x.add(t * width + c, acc[c]);
+  }
+}
+
+void sum_token_rows(const moe_dispatch& d, const moe_row_map& map, const view& rows, const view* weights,
+                    std::size_t t, std::size_t width, std::vector<float>& acc) {
+  std::fill(acc.begin(), acc.end(), 0.0f);
+  for (std::size_t j = 0; j < d.top_k; ++j) {
+    const std::int64_t row = map.row_of_choice[t * d.top_k + j];
+    if (row < 0) continue;
+    const float w = weights ? weights->get(t * d.top_k + j) : 1.0f;
+    for (std::size_t c = 0; c < width; ++c) acc[c] += w * rows.get(static_cast<std::size_t>(row) * width + c);
   }
 }
 

@@ -29,6 +29,11 @@ struct moe_row_map {
 // indices (tokens, top_k) i64 in memory the host can read.
 moe_row_map make_moe_row_map(const moe_dispatch& d, const view& indices);
 
+// acc (width) = the sum over token t's kept choices of its expert rows in `rows` (rows, width), each scaled
+// by its weight in `weights` (tokens, top_k) when given: the combine's forward and the permutation's backward.
+void sum_token_rows(const moe_dispatch& d, const moe_row_map& map, const view& rows, const view* weights,
+                    std::size_t t, std::size_t width, std::vector<float>& acc);
+
 // out (rows, width) = x's token rows in expert order; padding rows are zero.
 void moe_permute_forward(const moe_dispatch& d, const view& indices, const view& x, const view& out, std::size_t width);
 

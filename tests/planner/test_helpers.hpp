@@ -65,4 +65,13 @@ inline run_config run_of(std::uint64_t seq, std::uint64_t micro_batch, recompute
   return r;
 }
 
+// The headline run under its default profile: Hugging Face with autocast bf16 and foreach AdamW, s 4096.
+inline run_config hf_headline_run() {
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 4096;
+  return r;
+}
+
 }  // namespace trainplan::test

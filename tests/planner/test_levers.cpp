@@ -12,18 +12,8 @@
 
 using namespace trainplan;
 using trainplan::test::data;
+using trainplan::test::hf_headline_run;
 
-namespace {
-
-run_config hf_7b_run() {
-  run_config r;
-  r.framework = framework_kind::hf;
-  r.precision = precision_regime::amp_bf16;
-  r.seq = 4096;
-  return r;
-}
-
-}  // namespace
 
 TEST_CASE("lever names parse both ways and unknown ones are named in the error", "[levers]") {
   CHECK(parse_levers("precision,optimizer,gpus", "--keep") == (lever_precision | lever_optimizer | lever_gpus));
@@ -36,7 +26,7 @@ TEST_CASE("lever names parse both ways and unknown ones are named in the error",
 }
 
 TEST_CASE("a change's flags, levers and costs come from the difference of two runs", "[levers]") {
-  const run_config base = hf_7b_run();
+  const run_config base = hf_headline_run();
   run_config to = base;
   to.recompute = recompute_mode::full;
   to.precision = precision_regime::bf16;
@@ -87,7 +77,7 @@ TEST_CASE("each framework is offered only the alternatives it can train", "[leve
     return out;
   };
   // hf: Hugging Face checkpoints whole layers and trains in fp32, amp or pure bf16 (no bf16-mixed, no fp8).
-  const run_config hf = hf_7b_run();
+  const run_config hf = hf_headline_run();
   for (const run_config& r : applied(lever_alternatives(lever_recompute, llama, hf, h100), hf))
     CHECK(r.recompute == recompute_mode::full);
   const std::vector<run_config> hf_precisions = applied(lever_alternatives(lever_precision, llama, hf, h100), hf);
@@ -117,7 +107,7 @@ TEST_CASE("each framework is offered only the alternatives it can train", "[leve
 }
 
 TEST_CASE("the lever space is every distinct combination, the run as given first", "[levers]") {
-  const run_config base = hf_7b_run();
+  const run_config base = hf_headline_run();
   const model_spec& m = data().model("llama-2-7b").spec;
   const gpu_spec& h100 = data().gpu("h100");
   // hf: recompute {none, full} x precision {amp-bf16, bf16} x optimizer {adamw, 8-bit, adafactor, lion}.
@@ -137,7 +127,7 @@ TEST_CASE("search --levers widens the axes and keeps the run as given as the fir
   const model_spec& m = data().model("llama-2-7b").spec;
   s.models.push_back({m, describe_model(m)});
   s.gpus.push_back({data().gpu("h100"), data().calibration_for(data().gpu("h100"))});
-  s.base = hf_7b_run();
+  s.base = hf_headline_run();
   s.precisions = {precision_regime::amp_bf16};
   s.recomputes = {recompute_mode::none};
   const run_config before = s.at(0).run;

@@ -111,25 +111,12 @@ TEST_CASE("suggestions fit, are ranked by cost then fewest changes, and are not 
   }
 }
 
-namespace {
-
-// The headline run under its default profile: Hugging Face with autocast bf16 and foreach AdamW, s 4096.
-run_config headline_run() {
-  run_config r;
-  r.framework = framework_kind::hf;
-  r.precision = precision_regime::amp_bf16;
-  r.seq = 4096;
-  return r;
-}
-
-}  // namespace
-
 TEST_CASE("7B on an H100: the levers a user would pull, labelled and honouring --keep", "[plan][suggest]") {
   // Issue 14: the headline run does not fit under hf (amp-bf16, foreach AdamW). Pure bf16 and 8-bit AdamW
   // with full recomputation must be among the answers, labelled as changing the numerics; the first
   // answer keeps the numerics.
   const model_spec& m = data().model("llama-2-7b").spec;
-  const run_config r = headline_run();
+  const run_config r = hf_headline_run();
   const gpu_spec& gpu = data().gpu("h100");
   const calibration cal = data().calibration_for(gpu);
   REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
@@ -163,7 +150,7 @@ TEST_CASE("7B on an H100: pure bf16's roomiest form adds full recompute and fuse
   // fused AdamW, 53.4 GiB at the device level). Plain "--precision bf16" already fits, so it is the
   // suggestion; its roomiest form, with the same numerics, must be that configuration, with a lower peak.
   const model_spec& m = data().model("llama-2-7b").spec;
-  const run_config r = headline_run();
+  const run_config r = hf_headline_run();
   const gpu_spec& gpu = data().gpu("h100");
   const calibration cal = data().calibration_for(gpu);
   const std::vector<fit_suggestion> s = suggest_fits(m, r, gpu, cal, {8});
