@@ -65,7 +65,7 @@ TEST_CASE("step time, MFU and HFU follow from the op breakdown, peak and calibra
   CHECK(p.time.optimizer_seconds == Approx(28.0 * count_params(m).total / (3.35e12 * k.bandwidth_fraction)));
 }
 
-TEST_CASE("a sliding window cuts attention model FLOPs; only a kernel that skips it cuts hardware FLOPs", "[flops][window]") {
+TEST_CASE("a sliding window cuts attention model FLOPs, and hardware FLOPs only where the kernel skips it", "[flops][window]") {
   // Mistral-7B v0.1: a 4096-token window on every layer. At s 8192 each query attends to 4096 keys (no
   // causal discount, as for full attention): half the attention FLOPs of full attention.
   const model_spec& mistral = data().model("mistral-7b").spec;
