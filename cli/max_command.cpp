@@ -121,8 +121,8 @@ void register_max_command(CLI::App& app, command_action& chosen) {
 
       // With --levers: the same question for every combination of the levers (lever_space), as a ladder.
       std::vector<lever_reach_row> ladder;
+      const unsigned levers = args->levers.empty() ? 0u : parse_levers(args->levers, "--levers");
       if (!args->levers.empty()) {
-        const unsigned levers = parse_levers(args->levers, "--levers");
         if ((levers & lever_batch) && args->what == "micro-batch")
           throw input_error("--levers: batch is the question itself in max micro-batch");
         if (levers & lever_seq) throw input_error("--levers: seq is not a lever of max (ask max seq instead)");
@@ -168,7 +168,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         if (args->levers.empty()) return;
         fmt::print("\nWith the levers {} (ranked as the fit check ranks its suggestions: cost, then fewest changes; each "
                    "row reaches further than every row above it):\n  {:>2}  {:<56} {:>18} {:>10}  {}\n",
-                   lever_names(parse_levers(args->levers, "--levers")), "#", "changes", unit, "peak", "cost");
+                   lever_names(levers), "#", "changes", unit, "peak", "cost");
         for (std::size_t i = 0; i < ladder.size(); ++i) {
           std::string flags;
           for (const std::string& c : ladder[i].changes) flags += (flags.empty() ? "" : " ") + c;

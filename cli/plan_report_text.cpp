@@ -6,6 +6,7 @@
 #include "cli/model_features.hpp"
 #include "cli/plan_report.hpp"
 #include "planner/activations_hf.hpp"
+#include "planner/moe.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -101,7 +102,7 @@ std::string render_plan_text(const plan_report_input& in) {
          run.pp, run.zero, offload_name(run.offload),
          p.pipeline_stage.empty() ? std::string() : fmt::format(" ({})", p.pipeline_stage));
   if (m.is_moe())
-    line("         experts: {} per GPU ({} expert-parallel), {}", m.experts / run.ep, run.ep,
+    line("         experts: {} per GPU ({} expert-parallel), {}", local_experts(m, run), run.ep,
          run.capacity_factor > 0 ? fmt::format("capacity factor {:g}", run.capacity_factor) : std::string("dropless"));
   if (run.finetune != finetune_kind::full)
     line("         {} fine-tuning: rank {} adapters on {}: {} trainable parameters ({} of the model)", finetune_name(run.finetune),

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -62,31 +61,35 @@ std::string lever_flags(const run_config& base, const config_summary& s) {
 // tokens/s. A combination that adds changes to a listed one is listed only when it beats it on both
 // peak and tokens/s: otherwise the smaller one already says it.
 std::vector<const config_summary*> best_per_change_set(const search_result& r, const run_config& base) {
+  // Each candidate's changes and cost, worked out once (the sort and the subset test compare them often).
+  struct row {
+    const config_summary* s;
+    std::vector<std::string> changes;
+    int rank;
+  };
   std::map<std::tuple<std::string, std::string, std::string>, const config_summary*> best;
   for (const config_summary& s : r.fitting)  // fitting is sorted fastest first: the first of a set wins
     best.emplace(std::make_tuple(s.model->spec.name, s.gpu->spec.name, lever_flags(base, s)), &s);
-  std::vector<const config_summary*> ranked;
-  for (const auto& [key, s] : best) ranked.push_back(s);
-  std::stable_sort(ranked.begin(), ranked.end(), [&](const config_summary* a, const config_summary* b) {
-    const unsigned ca = change_costs(base, a->run), cb = change_costs(base, b->run);
-    if (cost_rank(ca) != cost_rank(cb)) return cost_rank(ca) < cost_rank(cb);
-    const std::size_t na = lever_changes(base, *a).size(), nb = lever_changes(base, *b).size();
-    if (na != nb) return na < nb;
-    return a->tokens_per_second > b->tokens_per_second;
+  std::vector<row> ranked;
+  for (const auto& [key, s] : best) ranked.push_back({s, lever_changes(base, *s), cost_rank(change_costs(base, s->run))});
+  std::stable_sort(ranked.begin(), ranked.end(), [](const row& a, const row& b) {
+    if (a.rank != b.rank) return a.rank < b.rank;
+    if (a.changes.size() != b.changes.size()) return a.changes.size() < b.changes.size();
+    return a.s->tokens_per_second > b.s->tokens_per_second;
   });
-  std::vector<const config_summary*> out;
-  for (const config_summary* s : ranked) {
-    const std::vector<std::string> changes = lever_changes(base, *s);
-    const bool adds_nothing = std::any_of(out.begin(), out.end(), [&](const config_summary* listed) {
-      if (listed->model != s->model || listed->gpu != s->gpu) return false;
-      const std::vector<std::string> smaller = lever_changes(base, *listed);
-      const bool contains = std::all_of(smaller.begin(), smaller.end(), [&](const std::string& c) {
-        return std::find(changes.begin(), changes.end(), c) != changes.end();
+  std::vector<const row*> listed;
+  for (const row& x : ranked) {
+    const bool adds_nothing = std::any_of(listed.begin(), listed.end(), [&](const row* smaller) {
+      if (smaller->s->model != x.s->model || smaller->s->gpu != x.s->gpu) return false;
+      const bool contains = std::all_of(smaller->changes.begin(), smaller->changes.end(), [&](const std::string& c) {
+        return std::find(x.changes.begin(), x.changes.end(), c) != x.changes.end();
       });
-      return contains && !(s->peak_bytes < listed->peak_bytes && s->tokens_per_second > listed->tokens_per_second);
+      return contains && !(x.s->peak_bytes < smaller->s->peak_bytes && x.s->tokens_per_second > smaller->s->tokens_per_second);
     });
-    if (!adds_nothing) out.push_back(s);
+    if (!adds_nothing) listed.push_back(&x);
   }
+  std::vector<const config_summary*> out;
+  for (const row* x : listed) out.push_back(x->s);
   return out;
 }
 
@@ -169,7 +172,8 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       sweep_space space = resolve_sweep_space(args->model_run);
       const run_config base = space.at(0).run;  // the run as given: each option's first value
       const bool with_levers = !args->levers.empty();
-      if (with_levers) widen_by_levers(space, parse_levers(args->levers, "--levers"));
+      const unsigned levers = with_levers ? parse_levers(args->levers, "--levers") : 0u;
+      if (with_levers) widen_by_levers(space, levers);
       const run_config* costs_from = with_levers ? &base : nullptr;
       const std::uint64_t target = parse_binary_count(args->tokens_per_step, "--tokens-per-step");
       // Given explicitly, --margin must be a finite fraction in [0, 1): NaN or -1 no longer fall back to 5%.
@@ -200,7 +204,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         j["pareto"] = nlohmann::json::array();
         for (const config_summary& s : r.pareto) j["pareto"].push_back(summary_json(s, costs_from));
         if (with_levers) {
-          j["levers"] = lever_names(parse_levers(args->levers, "--levers"));
+          j["levers"] = lever_names(levers);
           j["by_change_set"] = nlohmann::json::array();
           for (const config_summary* s : best_per_change_set(r, base)) j["by_change_set"].push_back(summary_json(*s, &base));
         }

@@ -24,6 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (returns_or_input_error([&] { counts = count_params(m); })) {
     require(counts.total >= counts.layers_total && counts.layers_total >= counts.per_layer && counts.per_layer > 0,
             "parameter counts that do not add up (wrapped around?)");
+    require(counts.active <= counts.total && counts.routed_experts <= counts.total && counts.active_matmul > 0,
+            "active or expert counts beyond the total (MoE configs)");
   }
   return 0;
 }

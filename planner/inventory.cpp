@@ -202,7 +202,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   std::vector<param_tensor> expert_tensors;
   if (run.ep > 1 && o_div == 1 && !adapters)
     for (const param_tensor& t : facts->tensors)
-      if (t.name.starts_with("layer{}.moe.experts.")) expert_tensors.push_back(t);
+      if (t.routed_expert) expert_tensors.push_back(t);
   const optimizer_state_buffers expert_states =
       expert_tensors.empty() ? optimizer_state_buffers{}
                              : optimizer_state(run.optimizer, expert_tensors, layers_of_trained, layout.optimizer_state);

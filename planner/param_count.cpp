@@ -17,6 +17,7 @@ void add_experts(std::vector<param_tensor>& out, std::string name, std::uint64_t
                  std::uint64_t rows, std::uint64_t cols) {
   add(out, std::move(name), {experts, rows, cols}, true, true);
   out.back().active = checked_product({top_k, rows, cols}, "parameter count");
+  out.back().routed_expert = true;
 }
 
 // The gated MLP of the llama family, dense or as experts (HF MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock,
@@ -103,7 +104,7 @@ param_counts count_params(const model_spec& m) {
     } else {
       active_outside_layers = checked_add(active_outside_layers, p.active, "parameter count");
     }
-    if (p.name.starts_with("layer{}.moe.experts."))
+    if (p.routed_expert)
       c.routed_experts = checked_add(c.routed_experts, checked_mul(p.count, m.layers, "parameter count"), "parameter count");
     if (p.per_layer) {
       c.per_layer = checked_add(c.per_layer, p.count, "parameter count");

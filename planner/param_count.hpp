@@ -15,6 +15,7 @@ struct param_tensor {
   bool per_layer = false;           // one copy in each of the L layers
   bool matmul = false;              // a weight a GEMM multiplies by (enters the 6N FLOPs rule)
   std::uint64_t active = 0;         // of count, what one token uses: count, or top-k of the experts
+  bool routed_expert = false;       // a stack of routed experts' weights (what expert parallelism divides)
 };
 
 struct param_counts {

@@ -162,7 +162,8 @@ void add_llama_moe(ops::row_group& g, const hf_shape& x, const model_spec& m) {
   }
 }
 
-void add_llama_layer(ops::row_group& g, const hf_shape& x, const model_spec& m, sdpa_backend backend, bool qkv_bias) {
+void add_llama_layer(ops::row_group& g, const hf_shape& x, const model_spec& m, sdpa_backend backend) {
+  const bool qkv_bias = m.qkv_bias;
   rms_norm(g, "norm.input_layernorm", x);
   input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
   g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
@@ -212,7 +213,7 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_sp
   if (gpt)
     add_gpt2_layer(layer, x, backend, drop);
   else
-    add_llama_layer(layer, x, m, backend, m.qkv_bias);
+    add_llama_layer(layer, x, m, backend);
 
   // Embedding: the gather (and GPT-2's position gather, add and dropout) forward; backward
   // embedding_dense_backward's sort-and-accumulate kernels, writing the whole [V, h] gradient.
