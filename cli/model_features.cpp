@@ -9,8 +9,16 @@ namespace trainplan::cli {
 std::string model_features_text(const model_spec& m) {
   std::vector<std::string> parts;
   if (m.is_moe())
-    parts.push_back(fmt::format("{} experts, top-{}{}", m.experts, m.experts_per_token,
-                                m.shared_expert_ffn ? fmt::format(", a shared expert of width {}", m.shared_expert_ffn) : ""));
+    parts.push_back(fmt::format("{} experts, top-{}{}{}", m.experts, m.experts_per_token,
+                                m.shared_expert_ffn ? fmt::format(", a shared expert of width {}{}", m.shared_expert_ffn,
+                                                                  m.shared_expert_gate ? "" : " (ungated)")
+                                                    : "",
+                                m.dense_layers ? fmt::format(", {} dense first layers of width {}", m.dense_layers,
+                                                             m.dense_mlp_width())
+                                               : ""));
+  if (m.is_mla())
+    parts.push_back(fmt::format("latent attention (kv rank {}{}, RoPE dim {}, v dim {})", m.kv_lora_rank,
+                                m.q_lora_rank ? fmt::format(", q rank {}", m.q_lora_rank) : "", m.rope_head_dim, m.v_dim()));
   if (m.qk_norm) parts.push_back("q/k norms");
   if (m.norms_per_layer != 2) parts.push_back(fmt::format("{} norms/layer", m.norms_per_layer));
   if (m.mlp_gate == gate_activation::gelu_tanh) parts.push_back("GeGLU");

@@ -14,6 +14,7 @@ enum class shape_rule {
   bs_qkv,      // [b, s, q + 2kv]: GPT-2's fused c_attn output, of which q, k and v are views
   bs_q,        // [b, a, s, d]
   bs_kv,       // [b, kv, s, d]
+  bs_v,        // [b, a, s, d_v]: the attention output (d_v = d but with multi-head latent attention)
   bs_1,        // [b, s, 1]
   two_bs,      // mean and rstd of a LayerNorm, [b, s, 1] each
   bas,         // [b, a, s]
@@ -31,6 +32,10 @@ enum class shape_rule {
   r_2f,        // [R, 2f]: the experts' fused gate_up output
   ekt,         // [E, k, T]: the one-hot expert mask the expert loop walks
   bs_fs,       // [b, s, f_shared]: Qwen2-MoE's shared expert
+  // Multi-head latent attention (DeepSeek): the query and key-value latents, and kv_b_proj's output.
+  bs_qr,       // [b, s, q_lora_rank]
+  bs_kvr,      // [b, s, kv_lora_rank]
+  bs_kvb,      // [b, s, a x (d - rope + d_v)]: each head's non-RoPE key and value
 };
 
 // The dtype a row is kept in.
@@ -72,6 +77,10 @@ enum when_bits : unsigned {
   shared_expert = 1u << 18,  // with Qwen2-MoE's shared expert
   post_norms = 1u << 19,     // Gemma 2's post-attention and post-feedforward RMSNorms
   attn_softcap = 1u << 20,   // Gemma 2's soft cap on the scores (eager attention; SDPA has none)
+  shared_gate = 1u << 21,    // Qwen2-MoE's sigmoid gate on the shared expert (DeepSeek's has none)
+  mla = 1u << 22,            // multi-head latent attention (DeepSeek-V2/V3)
+  mla_q_lora = 1u << 23,     // with the query latent (q_lora_rank > 0)
+  gqa_values = 1u << 24,     // values a projection of their own writes (every attention but MLA)
 };
 
 struct hf_row {
@@ -95,12 +104,26 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama},
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv},
+    // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
+    // RMSNorms over the down projections' 16-bit outputs (the fp32 upcast, rsqrt and the normalised tensor
+    // saved), and q_b_proj and kv_b_proj read their outputs (cast by autocast, or the weight product).
+    // SDPA's value is a view of kv_b_proj's output, which it keeps whole (the non-RoPE keys beside the
+    // values); the rotated queries and keys are concatenations, saved as below.
+    {"layer{}.attn.q_a_norm.in", shape_rule::bs_qr, dtype_role::fp32, keep_class::saved, mla | mla_q_lora},
+    {"layer{}.attn.q_a_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, mla | mla_q_lora},
+    {"layer{}.attn.q_a_norm.normed", shape_rule::bs_qr, dtype_role::compute, keep_class::saved, mla | mla_q_lora},
+    {"layer{}.attn.q_b_in", shape_rule::bs_qr, dtype_role::compute, keep_class::saved, mla | mla_q_lora | trains_qkv},
+    {"layer{}.attn.kv_a_norm.in", shape_rule::bs_kvr, dtype_role::fp32, keep_class::saved, mla},
+    {"layer{}.attn.kv_a_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, mla},
+    {"layer{}.attn.kv_a_norm.normed", shape_rule::bs_kvr, dtype_role::compute, keep_class::saved, mla},
+    {"layer{}.attn.kv_b_in", shape_rule::bs_kvr, dtype_role::compute, keep_class::saved, mla | trains_qkv},
+    {"layer{}.attn.kv_b_out", shape_rule::bs_kvb, dtype_role::compute, keep_class::saved, mla},
     // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
     // k after rotary embedding, v as projected), its output, and the log-sum-exp.
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
-    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | gqa_values},
     {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused},
     {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient},
     // Eager attention (and SDPA's math path) multiplies contiguous copies: q, k^T and v, with k and v
@@ -108,14 +131,14 @@ constexpr hf_row layer_rows[] = {
     // reads when that is a bf16 cast or the dropout's output.
     {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
     {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
-    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values},
     // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
     {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
-    {"layer{}.attn.out_in", shape_rule::bs_q, dtype_role::compute, keep_class::saved, 0},
+    {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
@@ -194,8 +217,8 @@ constexpr hf_row moe_rows[] = {
     {"layer{}.moe.shared.silu", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
     {"layer{}.moe.shared.up", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
     {"layer{}.moe.shared.down_in", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert | trains_mlp},
-    {"layer{}.moe.shared.out", shape_rule::bsh, dtype_role::compute, keep_class::saved, shared_expert},
-    {"layer{}.moe.shared.gate_sigmoid", shape_rule::bs_1, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.out", shape_rule::bsh, dtype_role::compute, keep_class::saved, shared_expert | shared_gate},
+    {"layer{}.moe.shared.gate_sigmoid", shape_rule::bs_1, dtype_role::compute, keep_class::saved, shared_expert | shared_gate},
     // The same for the experts' rows, with the one-hot mask the expert loop walks (not saved).
     {"layer{}.fwd.expert_mask", shape_rule::ekt, dtype_role::index, keep_class::forward_working, moe},
     {"layer{}.fwd.moe_temporaries", shape_rule::r_h, dtype_role::param, keep_class::forward_working, moe},
@@ -217,6 +240,10 @@ std::string_view sdpa_backend_name(sdpa_backend b) {
 
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (run.attention == attention_kind::eager) return sdpa_backend::eager;
+  // FlashAttention takes one head size for queries, keys and values; multi-head latent attention's values
+  // are narrower (DeepSeek-V3: 128 against 192), which PyTorch's memory-efficient kernel accepts
+  // (sdp_utils.cpp: check_head_dim_size_flash against the efficient kernel's checks).
+  if (m.v_dim() != m.head_dim) return sdpa_backend::efficient;
   if (layout.compute == dtype::bf16 || layout.compute == dtype::fp16) return sdpa_backend::fused;
   // fp32: FlashAttention and cuDNN take only 16-bit inputs; the memory-efficient kernel takes fp32 but not
   // grouped-query heads (the S10 inventory shows the math path for fp32 Llama with 4 kv heads of 16).
@@ -240,8 +267,9 @@ void check_hf_run(const run_config& run, const precision_layout& layout) {
 
 void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts) {
-  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, f = m.ffn, a = m.heads, d = m.head_dim,
-                      V = m.vocab;
+  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim, V = m.vocab;
+  // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
+  const std::uint64_t f = m.dense_mlp_width(), f_expert = m.ffn;
   const bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache,
              drop = run.dropout > 0, checkpointed = run.recompute == recompute_mode::full;
   // A LoRA base is loaded in bf16 (peft's usual setup), so its residual stream is bf16 too.
@@ -256,10 +284,19 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (m.norms_per_layer == 4) holds |= post_norms;
   if (m.attn_logit_softcap > 0) holds |= attn_softcap;
   if (m.shared_expert_ffn > 0) holds |= shared_expert;
+  if (m.shared_expert_ffn > 0 && m.shared_expert_gate) holds |= shared_gate;
+  if (m.is_mla()) holds |= mla | (m.q_lora_rank > 0 ? mla_q_lora : 0u);
+  else holds |= gqa_values;
   const std::uint64_t T = b * s, R = routed_rows(m, run), E = m.experts, k = m.experts_per_token;
   // The MLP's input is cast once per linear that reads it under autocast: gate and up (dense); the router,
   // and the shared expert's gate, up and sigmoid gate (experts; each expert casts its gathered rows).
-  const std::uint64_t mlp_input_casts = !autocast ? 1u : !m.is_moe() ? (is_gpt ? 1u : 2u) : m.shared_expert_ffn > 0 ? 4u : 1u;
+  const std::uint64_t dense_mlp_casts = !autocast ? 1u : is_gpt ? 1u : 2u;
+  const std::uint64_t moe_mlp_casts = !autocast ? 1u : 1u + (m.shared_expert_ffn > 0 ? 2u : 0u) + (holds & shared_gate ? 1u : 0u);
+  // Set per kind of layer below: DeepSeek's dense first layers and its MoE layers differ.
+  std::uint64_t mlp_input_casts = m.is_moe() ? moe_mlp_casts : dense_mlp_casts;
+  std::uint64_t layer_matmul = counts.matmul_per_layer;
+  // The norm output is cast for each projection that reads it: q, k and v; q_a (or q) and kv_a with MLA.
+  const std::uint64_t qkv_casts = is_gpt || !autocast ? 1u : m.is_mla() ? 2u : 3u;
   if (!copies) holds |= sdpa_saves_qkv;
   if (copies) holds |= attn_copies | attn_probs;
   if (copies && (probs_type != compute || drop)) holds |= probs_copy;
@@ -280,20 +317,24 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::bs_qkv: return {b, s, m.qkv_width()};
       case shape_rule::bs_q: return {b, a, s, d};
       case shape_rule::bs_kv: return {b, m.kv_heads, s, d};
+      case shape_rule::bs_v: return {b, a, s, m.v_dim()};
+      case shape_rule::bs_qr: return {b, s, m.q_lora_rank};
+      case shape_rule::bs_kvr: return {b, s, m.kv_lora_rank};
+      case shape_rule::bs_kvb: return {b, s, a * (d - m.rope_head_dim + m.v_dim())};
       case shape_rule::bs_1: return {b, s, 1};
       case shape_rule::two_bs: return {2, b, s, 1};
       case shape_rule::bas: return {b, a, s};
       case shape_rule::bas32: return {b, a, (s + 31) / 32 * 32};
       case shape_rule::bass: return {b, a, s, s};
-      case shape_rule::qkv_casts: return {is_gpt || !autocast ? 1u : 3u, b, s, h};
+      case shape_rule::qkv_casts: return {qkv_casts, b, s, h};
       case shape_rule::fc_casts: return {mlp_input_casts, b, s, h};
-      case shape_rule::matmul: return {counts.matmul_per_layer};
+      case shape_rule::matmul: return {layer_matmul};
       case shape_rule::te: return {T, E};
       case shape_rule::tk: return {T, k};
       case shape_rule::r_1: return {R};
       case shape_rule::r_h: return {R, h};
-      case shape_rule::r_f: return {R, f};
-      case shape_rule::r_2f: return {R, 2 * f};
+      case shape_rule::r_f: return {R, f_expert};
+      case shape_rule::r_2f: return {R, 2 * f_expert};
       case shape_rule::ekt: return {E, k, T};
       case shape_rule::bs_fs: return {b, s, m.shared_expert_ffn};
     }
@@ -341,9 +382,31 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       }
     }
   };
-  for (const hf_row& row : layer_rows) emit(row);
-  if (m.is_moe())
+  if (m.dense_layers == 0) {
+    for (const hf_row& row : layer_rows) emit(row);
+    if (m.is_moe())
+      for (const hf_row& row : moe_rows) emit(row);
+  } else {
+    // DeepSeek-V3: the rows every layer has, then the dense first layers' MLP rows, then the MoE layers'.
+    // The MLP's input casts and the autocast weight copies differ between the two kinds of layer.
+    auto kind_specific = [](const hf_row& row) {
+      return (row.when & dense_mlp) != 0 || row.shape == shape_rule::fc_casts || row.shape == shape_rule::matmul;
+    };
+    for (const hf_row& row : layer_rows)
+      if (!kind_specific(row)) emit(row);
+    inv.set_layer_range(0, m.dense_layers);
+    mlp_input_casts = dense_mlp_casts, layer_matmul = counts.matmul_per_dense_layer;
+    holds = (holds & ~moe) | dense_mlp;
+    for (const hf_row& row : layer_rows)
+      if (kind_specific(row)) emit(row);
+    inv.set_layer_range(m.dense_layers, m.layers);
+    mlp_input_casts = moe_mlp_casts, layer_matmul = counts.matmul_per_layer;
+    holds = (holds & ~dense_mlp) | moe;
+    for (const hf_row& row : layer_rows)
+      if (kind_specific(row)) emit(row);
     for (const hf_row& row : moe_rows) emit(row);
+    inv.all_layers();
+  }
 
   // ---- around the layers --------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
@@ -354,7 +417,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (is_gpt && drop)
     inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
   if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
-    inv.span("rope.cos_sin", {2, s, d}, param, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+    inv.span("rope.cos_sin", {2, s, m.is_mla() ? m.rope_head_dim : d}, param, tensor_category::activations, ek::fwd_embed,
+             ek::bwd_embed);
   inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations, ek::fwd_layer,
            ek::bwd_head, last_layer);
   if (is_gpt) {

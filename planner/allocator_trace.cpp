@@ -11,7 +11,9 @@ namespace {
 
 // The parameter tensors a model-state buffer stands for (its scope), when its bytes are exactly theirs in its
 // dtype; otherwise (sharded, adapters, quantized) it stays one allocation.
-std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts, std::uint64_t layers) {
+// A per-layer buffer stands for the tensors of the layers it covers (DeepSeek-V3's dense first layers hold
+// other MLP tensors than its MoE layers).
+std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts) {
   const std::uint64_t width = dtype_bytes(t.type);
   std::vector<std::uint64_t> sizes;
   auto take = [&](auto keep, std::uint64_t copies) {
@@ -19,14 +21,15 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
       if (keep(p))
         for (std::uint64_t c = 0; c < copies; ++c) sizes.push_back(p.count * width);
   };
+  auto in_range = [&](const param_tensor& p) { return facts.layers.holds(p, t.layer_begin, t.layer_end); };
   switch (t.scope) {
     case param_scope::none: break;
     case param_scope::all:
       for (const param_tensor& p : facts.tensors)
-        for (std::uint64_t c = 0; c < (p.per_layer ? layers : 1); ++c) sizes.push_back(p.count * width);
+        for (std::uint64_t c = 0; c < facts.layers.instances(p); ++c) sizes.push_back(p.count * width);
       break;
-    case param_scope::layer: take([](const param_tensor& p) { return p.per_layer; }, 1); break;
-    case param_scope::layer_matmul: take([](const param_tensor& p) { return p.per_layer && p.matmul; }, 1); break;
+    case param_scope::layer: take([&](const param_tensor& p) { return p.per_layer && in_range(p); }, 1); break;
+    case param_scope::layer_matmul: take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p); }, 1); break;
     case param_scope::head: {
       const bool tied = std::none_of(facts.tensors.begin(), facts.tensors.end(),
                                      [](const param_tensor& p) { return p.name.starts_with("lm_head."); });
@@ -66,7 +69,8 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
   std::vector<instance> instances;
   for (std::uint32_t ti = 0; ti < inv.tensors.size(); ++ti) {
     const tensor_spec& t = inv.tensors[ti];
-    const std::uint64_t copies = t.per_layer ? inv.layers : 1;
+    // Per-layer buffers: one instance for each layer i that holds them.
+    const std::uint64_t first_copy = t.per_layer ? t.layer_begin : 0, end_copy = t.per_layer ? t.layer_end : 1;
     for (int step = 0; step < steps; ++step) {
       switch (t.lifetime) {
         case state_lifetime::whole_run:
@@ -82,7 +86,7 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
           instances.push_back({time_of(step, 0, first_backward), optimizer_time(step), ti, 0, 0});
           break;
         case state_lifetime::gradient_from_backward:
-          for (std::uint64_t i = 0; i < copies; ++i) {
+          for (std::uint64_t i = first_copy; i < end_copy; ++i) {
             const std::int64_t e = t.intervals[0].first_base + t.intervals[0].first_step * static_cast<std::int64_t>(i);
             instances.push_back({time_of(step, 0, static_cast<std::uint64_t>(e)), optimizer_time(step), ti, 0, i});
           }
@@ -90,7 +94,7 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
         case state_lifetime::micro_batch:
           for (std::uint64_t mb = 0; mb < mbs; ++mb)
             for (std::uint32_t k = 0; k < static_cast<std::uint32_t>(t.interval_count); ++k)
-              for (std::uint64_t i = 0; i < copies; ++i) {
+              for (std::uint64_t i = first_copy; i < end_copy; ++i) {
                 const event_interval& iv = t.intervals[k];
                 const std::int64_t si = static_cast<std::int64_t>(i);
                 const std::int64_t first = iv.first_base + iv.first_step * si, last = iv.last_base + iv.last_step * si;
@@ -126,7 +130,7 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
     const instance& in = instances[o.index];
     if (o.kind == 0) {
       std::vector<std::uint64_t>& sizes = split_cache[in.tensor];
-      if (sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts, inv.layers);
+      if (sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts);
       for (std::uint64_t bytes : sizes) {
         if (bytes == 0) continue;
         const std::uint64_t before = alloc.reserved_bytes();

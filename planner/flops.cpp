@@ -11,8 +11,9 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.tokens_per_step = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch) *
                       static_cast<double>(run.grad_accum);
   f.gemm_forward_per_token = 2.0 * static_cast<double>(params.active_matmul);  // top-k experts with MoE
-  const double qw = static_cast<double>(m.q_width());
-  f.attention_forward_per_token = 4.0 * attended_keys(m, run.seq) * qw;
+  // QK^T over heads x head_dim, the probabilities times V over heads x v_head_dim: 2 FLOPs per product term.
+  const double score_and_value_width = static_cast<double>(m.q_width() + m.out_width());
+  f.attention_forward_per_token = 2.0 * attended_keys(m, run.seq) * score_and_value_width;
   const double forward = (f.gemm_forward_per_token + f.attention_forward_per_token) * f.tokens_per_step;
   // Backward = input gradients (one forward's work) + weight gradients (another); frozen weights (LoRA,
   // QLoRA) need no weight gradients, so their backward is one forward's work (adapters are negligible).
@@ -20,11 +21,12 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.model_per_step = passes * forward;
 
   // What the attention kernel computes: the window, or the whole square with the rest masked.
-  const double computed_attention_per_token = kernel_skips_window(run) ? f.attention_forward_per_token : 4.0 * L * s * qw;
+  const double computed_attention_per_token = kernel_skips_window(run) ? f.attention_forward_per_token
+                                                                           : 2.0 * L * s * score_and_value_width;
   f.masked_attention_per_step = passes * (computed_attention_per_token - f.attention_forward_per_token) * f.tokens_per_step;
   const double attention_core = computed_attention_per_token * f.tokens_per_step;
   if (run.recompute == recompute_mode::full) {
-    const double layer_gemm = 2.0 * static_cast<double>(params.active_matmul_per_layer) * L * f.tokens_per_step;
+    const double layer_gemm = 2.0 * static_cast<double>(params.active_matmul_layers_total) * f.tokens_per_step;
     f.recompute_per_step = layer_gemm + attention_core;
     if (run.attention == attention_kind::flash) f.recompute_per_step += attention_core;  // and again in its bwd
   } else if (run.recompute == recompute_mode::selective || run.attention == attention_kind::flash) {

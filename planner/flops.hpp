@@ -25,7 +25,9 @@ struct step_flops {
 //   forward FLOPs per token = 2 * N_gemm + 4 * L * s * (heads * head_dim)
 // with N_gemm the weights used in matrix multiplies (the output projection included, even when tied; with
 // experts, the router and the top-k experts a token goes to: param_counts::active_matmul) and
-// the attention term counting the full s x s score matrix (no causal discount), as both papers do.
+// the attention term counting the full s x s score matrix (no causal discount), as both papers do. With
+// multi-head latent attention the scores take heads x head_dim (RoPE part included) and the values
+// heads x v_head_dim: 2 * L * s * (heads * head_dim + heads * v_head_dim), the same when the two are equal.
 // Backward is twice the forward: model FLOPs = 3 * forward * tokens (2 * forward with frozen LoRA bases).
 // These are one data-parallel replica's FLOPs (its micro-batches); tensor parallelism shares them.
 // Recomputation adds forward work: full reruns every layer's forward (not the head); selective reruns
@@ -35,7 +37,7 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
 // The keys each query attends to, summed over the layers: s on a full-attention layer, min(s, window) on a
 // sliding-window one (Beltagy et al. 2020, Longformer, Sec. 3.1; Jiang et al. 2023, Mistral 7B, Sec. 2;
 // Gemma 2 on every other layer), still without the causal discount. Attention model FLOPs per token are
-// 4 x (heads x head_dim) x this.
+// 2 x (heads x head_dim + heads x v_head_dim) x this.
 double attended_keys(const model_spec& m, std::uint64_t seq);
 
 // Whether the run's attention kernel skips the keys outside a sliding window: flash attention given the

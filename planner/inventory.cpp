@@ -57,23 +57,30 @@ namespace {
 inventory finish_inventory(inventory out, const model_spec& m) {
   out.layers = m.layers;
   out.events_per_micro_batch = 2 * static_cast<std::int64_t>(m.layers) + 5;
+  // One layer's: the last layer's (an MoE layer, when DeepSeek's dense first layers differ from it).
+  const std::uint32_t last_layer = static_cast<std::uint32_t>(m.layers - 1);
   for (const tensor_spec& t : out.tensors)
-    if (t.per_layer && t.kept_to_backward && t.category == tensor_category::activations)
-      out.activations_per_layer_bytes = checked_add(out.activations_per_layer_bytes, t.bytes, "activation bytes");
+    if (t.per_layer && t.kept_to_backward && t.category == tensor_category::activations) {
+      if (t.layer_begin <= last_layer && last_layer < t.layer_end)
+        out.activations_per_layer_bytes = checked_add(out.activations_per_layer_bytes, t.bytes, "activation bytes");
+      out.activations_all_layers_bytes =
+          checked_add(out.activations_all_layers_bytes, checked_mul(t.bytes, t.instances(), "activation bytes"), "activation bytes");
+    }
   return out;
 }
 
 }  // namespace
 
-std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, std::uint64_t layers) {
+std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, const layer_counts& layers) {
   std::uint64_t n = 0;
-  for (const param_tensor& t : tensors) n += t.per_layer ? layers : 1;
+  for (const param_tensor& t : tensors) n += layers.instances(t);
   return n;
 }
 
 model_facts describe_model(const model_spec& m) {
   model_facts f{param_tensors(m), count_params(m)};
-  f.tensor_instances = count_tensor_instances(f.tensors, m.layers);
+  f.layers = layer_counts(m);
+  f.tensor_instances = count_tensor_instances(f.tensors, f.layers);
   return f;
 }
 
@@ -81,7 +88,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
                           const model_facts* facts, const pipeline_stage& stage) {
   if (run.framework == framework_kind::llmc) return build_llmc_inventory(m, run, layout);
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, f = m.ffn, V = m.vocab;
-  const std::uint64_t qkv = m.qkv_width(), hq = m.q_width();
+  const std::uint64_t qkv = m.qkv_width(), hq = m.out_width();  // hq: the attention output's width
   const dtype act = layout.activations;
   const dtype gemm_in = layout.gemm_input_saved.value_or(act);  // fp8 saves GEMM inputs in fp8
   const bool dropout = run.dropout > 0.0;
@@ -129,18 +136,22 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   };
   // Weights this GPU computes with, out of `elements` that hold `experts` routed-expert weights (split by tp).
   auto local_weights = [&](std::uint64_t elements, std::uint64_t experts) { return elements - experts + experts / run.ep; };
-  const std::uint64_t layer_experts = share(pc.routed_experts / m.layers, tp);
+  const std::uint64_t layer_experts = share(pc.routed_experts_per_layer, tp);
+  // The GEMM weights of the largest layer this GPU computes with: an MoE layer's local experts, or one of
+  // DeepSeek's dense first layers (larger once --ep spreads the experts).
+  const std::uint64_t largest_layer_matmul =
+      std::max(local_weights(share(pc.matmul_per_layer, tp), layer_experts), share(pc.matmul_per_dense_layer, tp));
   // What the optimizer updates: every weight, or the LoRA adapters (split by tp like their layers).
   const std::uint64_t trainable = adapters ? share(lora_params(m, run.lora_rank, run.lora_targets), tp) : P;
   if (run.finetune == finetune_kind::qlora) {
     // QLoRA quantizes the layers' linear weights to NF4; embeddings, norms and the head stay bf16.
-    const std::uint64_t linear = share(checked_mul(pc.matmul_per_layer, m.layers, "QLoRA weights"), tp);
+    const std::uint64_t linear = share(pc.matmul_layers_total, tp);
     state(offload_params, "weights.nf4", share(nf4_bytes(linear), w_div), dtype::u8, tensor_category::weights,
           state_lifetime::whole_run, tensor_role::frozen_weights, param_scope::none);
     state(offload_params, "weights.bf16", share(P - linear, w_div), dtype::bf16, tensor_category::weights,
           state_lifetime::whole_run, tensor_role::frozen_weights, param_scope::none);
     // One layer's weights dequantized to bf16 for its GEMMs at a time.
-    inv.model_state("qlora.dequant", local_weights(share(pc.matmul_per_layer, tp), layer_experts), dtype::bf16, tensor_category::weights,
+    inv.model_state("qlora.dequant", largest_layer_matmul, dtype::bf16, tensor_category::weights,
                     state_lifetime::whole_run, tensor_role::frozen_weights);
   } else {
     state(offload_params, state_buffer_name("weights", adapters ? dtype::bf16 : layout.weights), shard(P, w_div),
@@ -158,7 +169,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     // Only GEMM weights are cast: the layers' matmul weights, and the head unless it is tied (TE keeps
     // the embedding table in bf16; a tied head is cast on the fly).
     const std::uint64_t gemm = local_weights(
-        share(checked_add(checked_mul(pc.matmul_per_layer, m.layers, "fp8 cache"), pc.lm_head, "fp8 cache"), tp), expert_params);
+        share(checked_add(pc.matmul_layers_total, pc.lm_head, "fp8 cache"), tp), expert_params);
     inv.model_state("weights.fp8", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run,
                     tensor_role::frozen_weights);
     inv.model_state("weights.fp8_t", gemm, dtype::fp8, tensor_category::weights, state_lifetime::whole_run,
@@ -173,12 +184,18 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
                     std::int64_t first_step) {
       tensor_spec& t = inv.model_state(name, elements, layout.grads, tensor_category::gradients,
                                        state_lifetime::gradient_from_backward, tensor_role::gradients, scope);
-      t.per_layer = scope == param_scope::layer;
+      if (scope == param_scope::layer) inv.per_layer(t);
       t.intervals[0] = {first_base, first_step, 0, 0};
     };
     const std::int64_t L = static_cast<std::int64_t>(m.layers);
     const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, L);
+    if (m.dense_layers > 0) {  // DeepSeek's dense first layers have gradients of their own size
+      inv.set_layer_range(0, m.dense_layers);
+      grad("layer{}.grads", pc.per_dense_layer, param_scope::layer, bwd0, -1);
+      inv.set_layer_range(m.dense_layers, m.layers);
+    }
     grad("layer{}.grads", pc.per_layer, param_scope::layer, bwd0, -1);
+    inv.all_layers();
     // Tied embeddings: the head's backward creates the embedding's gradient.
     grad("grads.head", pc.final_norm + pc.lm_head + (m.tied_embeddings ? pc.embedding : 0), param_scope::head,
          event_index(event_kind::bwd_layer, L - 1, L), 0);
@@ -197,7 +214,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   std::vector<param_tensor> adapter_tensors;
   if (adapters) adapter_tensors.push_back({"lora", {trainable}, trainable, false, true});
   const std::vector<param_tensor>& trained = adapters ? adapter_tensors : facts->tensors;
-  const std::uint64_t layers_of_trained = adapters ? 1 : m.layers;
+  const layer_counts layers_of_trained = adapters ? layer_counts(1) : facts->layers;
   // The routed experts' part of each state buffer, for expert parallelism without ZeRO-1 (see shard).
   std::vector<param_tensor> expert_tensors;
   if (run.ep > 1 && o_div == 1 && !adapters)
@@ -236,7 +253,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // Communication buffers. Data parallelism without ZeRO-3 all-reduces (or reduce-scatters) gradients in
   // buckets (PyTorch DDP's bucket_cap_mb = 25). ZeRO-3/FSDP all-gathers each layer's weights before use and
   // prefetches the next one, and reduce-scatters its gradients through a bucket of one layer.
-  const std::uint64_t layer_params = local_weights(share(pc.per_layer, tp), layer_experts);
+  const std::uint64_t layer_params =
+      std::max(local_weights(share(pc.per_layer, tp), layer_experts), share(pc.per_dense_layer, tp));  // the largest layer
   if (dp > 1 && run.zero < 3)
     inv.model_state("ddp.grad_bucket", (25ull << 20) / dtype_bytes(layout.grads), layout.grads, tensor_category::gradients,
                     state_lifetime::backward_to_optimizer, tensor_role::communication);
@@ -272,6 +290,17 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // Residual stream entering the layer = input of the first norm; written by the previous layer.
   inv.layer("layer{}.ln1.in", {b, s_rep, h}, act, true, /*is_layer_input=*/true);  // 2sbh
   inv.layer("layer{}.attn.qkv_in", {b, s_rep, h}, gemm_in, keep_layer);           // 2sbh: norm output, QKV GEMM input
+  if (m.is_mla()) {
+    // Multi-head latent attention (Megatron-Core MLASelfAttention): the down projections' outputs, which
+    // their RMSNorms save (the kv one with the RoPE key beside the latent), and the normed latents the up
+    // projections read. The latents are not split by tp (each rank computes them whole).
+    if (m.q_lora_rank > 0) {
+      inv.layer("layer{}.attn.q_a", {b, s, m.q_lora_rank}, act, keep_layer);
+      inv.layer("layer{}.attn.q_b_in", {b, s, m.q_lora_rank}, gemm_in, keep_layer);
+    }
+    inv.layer("layer{}.attn.kv_a", {b, s, m.kv_lora_rank + m.rope_head_dim}, act, keep_layer);
+    inv.layer("layer{}.attn.kv_b_in", {b, s, m.kv_lora_rank}, gemm_in, keep_layer);
+  }
   inv.layer("layer{}.attn.qkv", {b, s, qkv_tp}, act, keep_layer);                // 6sbh for MHA: Q, K (QK^T) and V
   if (eager) {
     inv.layer("layer{}.attn.softmax", {b, a_tp, s, s}, act, keep_layer && keep_core);  // 2as^2b
@@ -291,11 +320,16 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (m.family == model_family::gpt) {
     inv.layer("layer{}.mlp.gelu_in", {b, s, f_tp}, act, keep_layer);      // 8sbh at f = 4h
     inv.layer("layer{}.mlp.proj_in", {b, s, f_tp}, gemm_in, keep_layer);  // 8sbh: GELU output
-  } else if (!m.is_moe()) {
-    inv.layer("layer{}.mlp.gate", {b, s, f_tp}, act, keep_layer);         // SwiGLU backward needs gate and up
-    inv.layer("layer{}.mlp.up", {b, s, f_tp}, act, keep_layer);
-    inv.layer("layer{}.mlp.down_in", {b, s, f_tp}, gemm_in, keep_layer);  // silu(gate) * up
-  } else {
+  } else if (!m.is_moe() || m.dense_layers > 0) {
+    // DeepSeek-V3's dense first layers hold a dense MLP of their own width; the MoE layers after them, below.
+    if (m.is_moe()) inv.set_layer_range(0, m.dense_layers);
+    const std::uint64_t fd_tp = share(m.dense_mlp_width(), tp);
+    inv.layer("layer{}.mlp.gate", {b, s, fd_tp}, act, keep_layer);         // SwiGLU backward needs gate and up
+    inv.layer("layer{}.mlp.up", {b, s, fd_tp}, act, keep_layer);
+    inv.layer("layer{}.mlp.down_in", {b, s, fd_tp}, gemm_in, keep_layer);  // silu(gate) * up
+  }
+  if (m.is_moe()) {
+    inv.set_layer_range(m.dense_layers, m.layers);
     // Mixture of Experts (Megatron-Core MoELayer with the all-to-all dispatcher): the router's fp32
     // probabilities (softmax's backward needs them) and the top-k choice and weights; the tokens permuted
     // to their experts (the experts' GEMM input); each expert's SwiGLU intermediates for the rows it gets;
@@ -318,18 +352,26 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
       inv.layer_intervals("layer{}.moe.all_to_all", {2, R, h}, act, tensor_category::activations,
                           {{fwd0, 1, fwd0, 1}, {bwd0, -1, bwd0, -1}});
     }
-    if (m.shared_expert_ffn > 0) {  // Qwen2-MoE's shared expert: a dense SwiGLU over every token
+    if (m.shared_expert_ffn > 0) {  // Qwen2-MoE's and DeepSeek's shared experts: a dense SwiGLU over every token
       const std::uint64_t fs_tp = share(m.shared_expert_ffn, tp);
       inv.layer("layer{}.moe.shared.gate", {b, s, fs_tp}, act, keep_layer);
       inv.layer("layer{}.moe.shared.up", {b, s, fs_tp}, act, keep_layer);
       inv.layer("layer{}.moe.shared.down_in", {b, s, fs_tp}, gemm_in, keep_layer);
     }
+    if (layout.autocast_weight_cache)  // the MoE layers' own GEMM weights (the dense layers' below)
+      inv.layer("layer{}.autocast.weights", {local_weights(share(pc.matmul_per_layer, tp), layer_experts)}, dtype::bf16,
+                keep_layer, false, tensor_category::weights)
+          .role = tensor_role::frozen_weights;
+    inv.all_layers();
   }
   if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s_rep, h}, dtype::u8, keep_layer);  // sbh
-  if (layout.autocast_weight_cache)
-    inv.layer("layer{}.autocast.weights", {local_weights(share(pc.matmul_per_layer, tp), layer_experts)}, dtype::bf16,
-              keep_layer, false, tensor_category::weights)
+  if (layout.autocast_weight_cache && (!m.is_moe() || m.dense_layers > 0)) {  // a dense layer's GEMM weights
+    inv.set_layer_range(0, m.is_moe() ? m.dense_layers : m.layers);
+    inv.layer("layer{}.autocast.weights", {share(m.is_moe() ? pc.matmul_per_dense_layer : pc.matmul_per_layer, tp)},
+              dtype::bf16, keep_layer, false, tensor_category::weights)
         .role = tensor_role::frozen_weights;
+    inv.all_layers();
+  }
 
   // ---- head and loss -------------------------------------------------------------------------------
   const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
@@ -359,6 +401,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   bwd_buffer("bwd.d_residual", {b, s, h});  // gradient flowing down the residual stream
   bwd_buffer("bwd.d_hidden", {b, s, h});    // gradient of a sub-block's input or output
   bwd_buffer("bwd.d_qkv", {b, s, qkv_tp});
+  if (m.is_mla())  // the latents' gradients, on their way back through the up and down projections
+    bwd_buffer("bwd.d_latent", {b, s, m.q_lora_rank + m.kv_lora_rank + m.rope_head_dim});
   // d_ffn holds the MLP's inner gradients (gate and up for SwiGLU), and, once the MLP is done, the
   // gradient of the attention output: it is as wide as the larger of the two.
   const std::uint64_t ffn_grad_width = m.family == model_family::llama ? checked_mul(2, f, "d_ffn") : f;
@@ -366,7 +410,10 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     bwd_buffer("bwd.d_ffn", {b, s, std::max(share(ffn_grad_width, tp), hq_tp)});
   } else {  // the experts' rows instead of the tokens (and the shared expert's, when wider)
     const std::uint64_t experts_grad = checked_mul(routed_rows(m, run), share(ffn_grad_width, tp), "d_ffn");
-    const std::uint64_t tokens_grad = checked_product({b, s, std::max(share(2 * m.shared_expert_ffn, tp), hq_tp)}, "d_ffn");
+    // Over the tokens: the shared expert's, a dense first layer's (DeepSeek) or the attention output's.
+    const std::uint64_t token_width = std::max({share(2 * m.shared_expert_ffn, tp), hq_tp,
+                                                m.dense_layers > 0 ? share(2 * m.dense_mlp_width(), tp) : 0});
+    const std::uint64_t tokens_grad = checked_product({b, s, token_width}, "d_ffn");
     bwd_buffer("bwd.d_ffn", {std::max(experts_grad, tokens_grad)});
     // The experts' rows' gradient, (R, h): of the expert outputs (the combine's backward) until the down
     // GEMMs' backward reads it, then of the permuted inputs (the gate/up GEMMs' backward, while d_ffn

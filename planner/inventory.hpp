@@ -110,7 +110,8 @@ struct tensor_spec {
   state_lifetime lifetime = state_lifetime::micro_batch;
   tensor_role role = tensor_role::data;
   param_scope scope = param_scope::none;
-  bool per_layer = false;             // one instance per layer
+  bool per_layer = false;             // one instance per layer in [layer_begin, layer_end)
+  std::uint32_t layer_begin = 0, layer_end = 0;  // every layer, or (DeepSeek-V3) the dense or the MoE ones
   bool kept_to_backward = false;      // per-layer buffer kept from its forward to its backward
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
   std::array<event_interval, 2> intervals{};
@@ -126,6 +127,8 @@ struct tensor_spec {
   }
 
   std::string instance_name(std::uint64_t layer) const;  // "layer7.attn.softmax"
+  // Copies in one micro-batch's inventory: one per layer that holds it, or one.
+  std::uint64_t instances() const { return per_layer ? layer_end - layer_begin : 1; }
 };
 
 struct inventory {
@@ -134,7 +137,8 @@ struct inventory {
   std::vector<tensor_spec> tensors;       // on the GPU
   std::vector<tensor_spec> host_tensors;  // offloaded to CPU memory (ZeRO-Offload / ZeRO-Infinity)
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
-  std::uint64_t activations_per_layer_bytes = 0;
+  std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)
+  std::uint64_t activations_all_layers_bytes = 0;  // every layer's
 };
 
 // What depends on the model alone, computed once per model (a sweep evaluates many runs of one model).
@@ -143,9 +147,10 @@ struct model_facts {
   param_counts counts;
   // Parameter tensors PyTorch holds (a per-layer tensor once per layer): what a foreach optimizer walks.
   std::uint64_t tensor_instances = 0;
+  layer_counts layers;  // the layers the facts describe, and how many are dense first layers
 };
 model_facts describe_model(const model_spec& m);
-std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, std::uint64_t layers);
+std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, const layer_counts& layers);
 
 // One pipeline stage (pipeline parallelism, 1F1B schedule): `m` then holds the stage's layers. The first
 // stage owns the embedding and keeps `inflight` micro-batches of activations (Korthikanti et al. 2022,

@@ -12,7 +12,23 @@ namespace trainplan {
 // Collects buffers; shapes are multiplied with overflow checks.
 class inventory_builder {
  public:
-  inventory_builder(std::int64_t layers, std::vector<tensor_spec>& out) : L_(layers), out_(out) {}
+  inventory_builder(std::int64_t layers, std::vector<tensor_spec>& out)
+      : L_(layers), range_end_(static_cast<std::uint32_t>(layers)), out_(out) {}
+
+  // The layers that hold the per-layer buffers added from now on: [begin, end); every layer by default.
+  // DeepSeek-V3's dense first layers and its MoE layers hold different MLP buffers.
+  void set_layer_range(std::uint64_t begin, std::uint64_t end) {
+    range_begin_ = static_cast<std::uint32_t>(begin);
+    range_end_ = static_cast<std::uint32_t>(end);
+  }
+  void all_layers() { set_layer_range(0, static_cast<std::uint64_t>(L_)); }
+  // Marks `t` as one buffer per layer of the current range.
+  tensor_spec& per_layer(tensor_spec& t) const {
+    t.per_layer = true;
+    t.layer_begin = range_begin_;
+    t.layer_end = range_end_;
+    return t;
+  }
 
   tensor_spec& add(std::string_view name, const tensor_shape& shape, dtype type, tensor_category cat) {
     std::uint64_t bytes = dtype_bytes(type);
@@ -51,7 +67,7 @@ class inventory_builder {
     // only then: a sweep adds millions of buffers.
     tensor_spec& t = kept && cat == tensor_category::activations && inflight_ > 1 ? add(name, in_flight(shape), type, cat)
                                                                                    : add(name, shape, type, cat);
-    t.per_layer = true;
+    per_layer(t);
     t.kept_to_backward = kept;
     const std::int64_t fwd0 = event_index(event_kind::fwd_layer, 0, L_);
     const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, L_);  // bwd of layer i: bwd0 - i
@@ -73,8 +89,7 @@ class inventory_builder {
   // end of the forward pass under checkpointing.
   tensor_spec& layer_intervals(std::string_view name, const tensor_shape& shape, dtype type, tensor_category cat,
                                std::initializer_list<event_interval> intervals) {
-    tensor_spec& t = add(name, shape, type, cat);
-    t.per_layer = true;
+    tensor_spec& t = per_layer(add(name, shape, type, cat));
     for (const event_interval& iv : intervals) t.intervals[t.interval_count++] = iv;
     return t;
   }
@@ -90,6 +105,7 @@ class inventory_builder {
   }
 
   std::int64_t L_;
+  std::uint32_t range_begin_ = 0, range_end_ = 0;
   std::uint64_t inflight_ = 1;
   std::vector<tensor_spec>& out_;
 };

@@ -8,10 +8,20 @@ namespace trainplan {
 std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets) {
   const std::uint64_t h = m.hidden, hq = m.q_width(), kv = m.kv_width(), f = m.ffn;
   std::uint64_t per_layer = 0;  // sum of (in + out) over targeted layers
-  if (targets & lora_q) per_layer += h + hq;
-  if (targets & lora_k) per_layer += h + kv;
-  if (targets & lora_v) per_layer += h + kv;
-  if (targets & lora_o) per_layer += hq + h;
+  if (m.is_mla()) {
+    // Multi-head latent attention (peft target names of DeepseekV3Attention): q means q_a_proj and q_b_proj
+    // (or q_proj), k kv_a_proj_with_mqa and v kv_b_proj, o o_proj.
+    const std::uint64_t kv_up = m.heads * (m.head_dim - m.rope_head_dim + m.v_dim());
+    if (targets & lora_q) per_layer += m.q_lora_rank > 0 ? (h + m.q_lora_rank) + (m.q_lora_rank + hq) : h + hq;
+    if (targets & lora_k) per_layer += h + m.kv_lora_rank + m.rope_head_dim;
+    if (targets & lora_v) per_layer += m.kv_lora_rank + kv_up;
+    if (targets & lora_o) per_layer += m.out_width() + h;
+  } else {
+    if (targets & lora_q) per_layer += h + hq;
+    if (targets & lora_k) per_layer += h + kv;
+    if (targets & lora_v) per_layer += h + kv;
+    if (targets & lora_o) per_layer += hq + h;
+  }
   if (targets & lora_mlp) per_layer += m.family == model_family::gpt ? 2 * (h + f) : 3 * (h + f);  // fc, proj | gate, up, down
   return checked_product({per_layer, rank, m.layers}, "LoRA parameter count");
 }
@@ -20,6 +30,7 @@ unsigned lora_linears(const model_spec& m, unsigned targets) {
   unsigned n = 0;
   for (unsigned t : {lora_q, lora_k, lora_v, lora_o})
     if (targets & t) ++n;
+  if (m.is_mla() && m.q_lora_rank > 0 && (targets & lora_q)) ++n;  // q_a_proj and q_b_proj
   if (targets & lora_mlp) n += m.family == model_family::gpt ? 2 : 3;
   return n;
 }

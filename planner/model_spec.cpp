@@ -70,6 +70,35 @@ void validate_moe(const model_spec& m) {
   if (m.experts_per_token == 0 || m.experts_per_token > m.experts)
     throw input_error(fmt::format("model {}: experts_per_token must be 1 to experts ({}), not {}", m.name, m.experts,
                                   m.experts_per_token));
+  if (m.dense_layers >= m.layers)
+    throw input_error(fmt::format("model {}: dense_layers ({}) must leave at least one of the {} layers with experts",
+                                  m.name, m.dense_layers, m.layers));
+}
+
+// DeepSeek's dense first layers and ungated shared experts need experts; multi-head latent attention is a
+// llama-family attention whose every head has its own keys and values (after decompression).
+void validate_deepseek_features(const model_spec& m) {
+  if (!m.is_moe() && (m.dense_layers != 0 || m.dense_ffn != 0))
+    throw input_error(fmt::format("model {}: dense_layers and dense_ffn describe the dense layers before the experts; "
+                                  "the model has no experts", m.name));
+  if (m.dense_ffn != 0 && m.dense_layers == 0)
+    throw input_error(fmt::format("model {}: dense_ffn needs dense_layers", m.name));
+  if (!m.shared_expert_gate && m.shared_expert_ffn == 0)
+    throw input_error(fmt::format("model {}: shared_expert_gate describes a shared expert (shared_expert_ffn)", m.name));
+  if (!m.is_mla()) {
+    if (m.q_lora_rank != 0 || m.rope_head_dim != 0)
+      throw input_error(fmt::format("model {}: q_lora_rank and rope_head_dim belong to multi-head latent attention "
+                                    "(kv_lora_rank)", m.name));
+    return;
+  }
+  if (m.family != model_family::llama)
+    throw input_error(fmt::format("model {}: multi-head latent attention exists for the llama family only", m.name));
+  if (m.kv_heads != m.heads)
+    throw input_error(fmt::format("model {}: multi-head latent attention gives every head its keys and values "
+                                  "(kv_heads {} != heads {})", m.name, m.kv_heads, m.heads));
+  if (m.rope_head_dim == 0 || m.rope_head_dim >= m.head_dim)
+    throw input_error(fmt::format("model {}: rope_head_dim must be at least 1 and below head_dim ({}), not {}", m.name,
+                                  m.head_dim, m.rope_head_dim));
 }
 
 }  // namespace
@@ -100,7 +129,9 @@ void validate_model(const model_spec& m) {
   for (auto [v, field] : {std::pair{m.layers, "layers"}, {m.hidden, "hidden"}, {m.heads, "heads"},
                           {m.head_dim, "head_dim"}, {m.ffn, "ffn"}, {m.vocab, "vocab"},
                           {m.sliding_window_tokens, "sliding_window_tokens"}, {m.experts, "experts"},
-                          {m.shared_expert_ffn, "shared_expert_ffn"}}) {
+                          {m.shared_expert_ffn, "shared_expert_ffn"}, {m.dense_ffn, "dense_ffn"},
+                          {m.kv_lora_rank, "kv_lora_rank"}, {m.q_lora_rank, "q_lora_rank"},
+                          {m.v_head_dim, "v_head_dim"}}) {
     if (v > max_dim)
       throw input_error(fmt::format("model {}: {} = {} is beyond any real model (limit {})", m.name, field, v, max_dim));
   }
@@ -108,6 +139,7 @@ void validate_model(const model_spec& m) {
     throw input_error(fmt::format("model {}: dropout must be at least 0 and below 1", m.name));
   validate_gemma_features(m);
   validate_moe(m);
+  validate_deepseek_features(m);
 }
 
 }  // namespace trainplan

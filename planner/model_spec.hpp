@@ -60,13 +60,41 @@ struct model_spec {
   std::uint64_t shared_expert_ffn = 0;  // Qwen2-MoE: one always-on gated MLP of this width beside the routed
                                         // ones, scaled by a sigmoid gate (h -> 1); 0: none
   bool qk_norm = false;                 // RMSNorm over each head's q and k, (head_dim) each (Qwen3)
+  bool shared_expert_gate = true;       // the shared expert is scaled by sigmoid(h -> 1) (Qwen2-MoE); DeepSeek's is not
+  // DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437, Sec. 4.2; HF DeepseekV3DecoderLayer): with experts, the
+  // first dense_layers layers keep one dense gated MLP of width dense_ffn (HF first_k_dense_replace and
+  // intermediate_size); the layers after them are MoE layers.
+  std::uint64_t dense_layers = 0;
+  std::uint64_t dense_ffn = 0;
+  // DeepSeek-V3's auxiliary-loss-free balancing (Sec. 2.1.2): a bias per expert added to the routing scores,
+  // an fp32 buffer the balancing rule updates, not a parameter (HF e_score_correction_bias, register_buffer).
+  bool router_score_bias = false;
+
+  // Multi-head latent attention (DeepSeek-AI 2024, DeepSeek-V2, arXiv:2405.04434, Sec. 2.1; HF
+  // DeepseekV3Attention). Keys and values come from a compressed latent c_kv = kv_a(x) of kv_lora_rank
+  // (RMSNorm-ed, then kv_b: kv_lora_rank -> heads x (head_dim - rope_head_dim + v_head_dim)); kv_a also
+  // writes a rope_head_dim-wide key that carries RoPE and is shared by every head. Queries go through a
+  // latent of q_lora_rank the same way (q_a, RMSNorm, q_b), or through one projection when it is 0. A q/k
+  // head is head_dim = qk_nope_head_dim + rope_head_dim wide, a value head v_head_dim; kv_heads = heads.
+  std::uint64_t kv_lora_rank = 0;  // 0: standard attention (every field below unused)
+  std::uint64_t q_lora_rank = 0;
+  std::uint64_t rope_head_dim = 0;
+  std::uint64_t v_head_dim = 0;    // 0: head_dim (every model but MLA)
   std::string source;
 
   bool is_moe() const { return experts > 0; }
+  bool is_mla() const { return kv_lora_rank > 0; }
+  // Layers with experts: all of them, less DeepSeek's dense first layers; 0 for a dense model.
+  std::uint64_t moe_layers() const { return is_moe() ? layers - dense_layers : 0; }
+  // The MLP width of a dense layer: ffn, or DeepSeek's dense_ffn before its MoE layers.
+  std::uint64_t dense_mlp_width() const { return dense_ffn > 0 ? dense_ffn : ffn; }
 
+  std::uint64_t v_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
   std::uint64_t q_width() const { return heads * head_dim; }        // (h) for standard attention
-  std::uint64_t kv_width() const { return kv_heads * head_dim; }    // (kv_heads * head_dim)
-  std::uint64_t qkv_width() const { return q_width() + 2 * kv_width(); }
+  std::uint64_t kv_width() const { return kv_heads * head_dim; }    // the keys: (kv_heads * head_dim)
+  std::uint64_t v_width() const { return kv_heads * v_dim(); }      // the values
+  std::uint64_t qkv_width() const { return q_width() + kv_width() + v_width(); }
+  std::uint64_t out_width() const { return heads * v_dim(); }       // the attention output, o_proj's input
 
   // Whether 0-based layer `layer` attends through the sliding window (HF Gemma2: layers 0, 2, 4, ... slide).
   bool layer_slides(std::uint64_t layer) const {

@@ -21,8 +21,6 @@ constexpr optimizer_entry optimizer_names[] = {
 constexpr std::uint64_t bnb_block_elements = 2048;   // bitsandbytes blockwise 8-bit optimizer block
 constexpr std::uint64_t bnb_min_8bit_elements = 4096; // smaller tensors keep fp32 state
 
-std::uint64_t instances(const param_tensor& p, std::uint64_t layers) { return p.per_layer ? layers : 1; }
-
 }  // namespace
 
 std::string_view optimizer_name(optimizer_kind o) {
@@ -39,11 +37,11 @@ optimizer_kind parse_optimizer(std::string_view text) {
 }
 
 optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
-                                        std::uint64_t layers, dtype state_dtype) {
+                                        const layer_counts& layers, dtype state_dtype) {
   const char* what = "optimizer state bytes";
   std::uint64_t trainable = 0;
   for (const param_tensor& p : params)
-    trainable = checked_add(trainable, checked_mul(p.count, instances(p, layers), what), what);
+    trainable = checked_add(trainable, checked_mul(p.count, layers.instances(p), what), what);
   const std::uint64_t full = checked_mul(trainable, dtype_bytes(state_dtype), what);
 
   switch (o) {
@@ -64,7 +62,7 @@ optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<para
         // [E, r, c] keeps E*r + E*c; one matrix [r, c] keeps r + c.
         if (p.shape.size() >= 2)
           per = checked_add(p.count / p.shape.back(), p.count / p.shape[p.shape.size() - 2], what);
-        elements = checked_add(elements, checked_mul(per, instances(p, layers), what), what);
+        elements = checked_add(elements, checked_mul(per, layers.instances(p), what), what);
       }
       return {{"adafactor.v", state_dtype, checked_mul(elements, dtype_bytes(state_dtype), what)}};
     }
@@ -74,7 +72,7 @@ optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<para
         std::uint64_t per = p.count < bnb_min_8bit_elements
                                 ? checked_mul(p.count, dtype_bytes(dtype::fp32), what)
                                 : checked_add(p.count, ((p.count + bnb_block_elements - 1) / bnb_block_elements) * 4, what);
-        bytes = checked_add(bytes, checked_mul(per, instances(p, layers), what), what);
+        bytes = checked_add(bytes, checked_mul(per, layers.instances(p), what), what);
       }
       return {{"adam8bit.m", dtype::u8, bytes}, {"adam8bit.v", dtype::u8, bytes}};
     }

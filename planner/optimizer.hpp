@@ -47,7 +47,7 @@ struct optimizer_state_buffers {
 };
 
 optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,
-                                        std::uint64_t layers, dtype state_dtype);
+                                        const layer_counts& layers, dtype state_dtype);
 
 // Bytes the optimizer step reads and writes per trainable parameter, beyond reading the gradient and
 // writing the updated weights: each state buffer is read and written once.

@@ -29,9 +29,9 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
   if (m.layers % run.pp != 0)
     throw input_error(fmt::format("--pp {} must divide the {} layers of {}", run.pp, m.layers, m.name));
-  if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0)
-    throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}) of {}", run.tp, m.heads,
-                                  m.kv_heads, m.ffn, m.name));
+  if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0 || m.dense_mlp_width() % run.tp != 0)
+    throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}{}) of {}", run.tp, m.heads,
+                                  m.kv_heads, m.ffn, m.dense_ffn > 0 ? fmt::format(", dense {}", m.dense_ffn) : "", m.name));
   if (run.zero < 0 || run.zero > 3) throw input_error("--zero must be 0, 1, 2 or 3");
   if ((run.offload == offload_mode::params || run.offload == offload_mode::both) && run.zero != 3)
     throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
@@ -76,7 +76,7 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
                          t.role == tensor_role::master_weights || t.role == tensor_role::gradients;
       if (!state) continue;  // communication buffers are not part of the update
       // hf's gradients are one buffer per layer (they appear layer by layer).
-      const std::uint64_t all = t.per_layer ? checked_mul(t.bytes, inv.layers, what) : t.bytes;
+      const std::uint64_t all = checked_mul(t.bytes, t.instances(), what);
       if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(all, 2, what), what);
       if (t.category == tensor_category::master_weights) master = all;
       if (t.category == tensor_category::gradients && t.type == layout.optimizer_grad_dtype())
@@ -87,31 +87,38 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
   return checked_add(bytes, checked_mul(weights, 2, what), what);
 }
 
-// What one pipeline stage holds of the model: its layers, plus the embedding on the first stage and the
-// final norm and head on the last (with tied embeddings, the last stage keeps its own copy of the table,
-// as Megatron-LM does).
-model_facts stage_facts(const model_facts& full, const model_spec& m, std::uint64_t stage_layers, bool first, bool last) {
+// What one pipeline stage holds of the model: `stage_model`'s layers (their count, and how many of them
+// are DeepSeek's dense first layers), plus the embedding on the first stage and the final norm and head on
+// the last (with tied embeddings, the last stage keeps its own copy of the table, as Megatron-LM does).
+model_facts stage_facts(const model_spec& stage_model, bool first, bool last) {
   model_facts f;
-  const param_counts& c = full.counts;
-  for (const param_tensor& t : full.tensors) {
+  const model_facts whole = describe_model(stage_model);
+  const param_counts& c = whole.counts;
+  for (const param_tensor& t : whole.tensors) {
     const bool embed = t.name.starts_with("embed."), head = t.name.starts_with("final_norm.") || t.name.starts_with("lm_head.");
     if (t.per_layer || (embed && first) || (head && last)) f.tensors.push_back(t);
   }
-  f.counts.per_layer = c.per_layer;
-  f.counts.matmul_per_layer = c.matmul_per_layer;
-  f.counts.active_matmul_per_layer = c.active_matmul_per_layer;
-  f.counts.routed_experts = checked_mul(c.routed_experts / m.layers, stage_layers, "stage parameters");  // --ep
-  f.counts.layers_total = checked_mul(c.per_layer, stage_layers, "stage parameters");
+  f.counts = c;  // the layers' counts are the stage's; the embedding and the head follow
+  const model_spec& m = stage_model;
   f.counts.embedding = first ? c.embedding : 0;
   f.counts.final_norm = last ? c.final_norm : 0;
   f.counts.lm_head = last ? (m.tied_embeddings && !first ? checked_mul(m.vocab, m.hidden, "head copy") : c.lm_head) : 0;
   if (last && m.tied_embeddings && !first) f.tensors.push_back({"lm_head.weight", {m.vocab, m.hidden}, m.vocab * m.hidden, false, true});
   f.counts.total = f.counts.layers_total + f.counts.embedding + f.counts.final_norm + f.counts.lm_head;
-  f.counts.matmul = checked_mul(c.matmul_per_layer, stage_layers, "stage parameters") + (last ? m.vocab * m.hidden : 0);
-  f.tensor_instances = count_tensor_instances(f.tensors, stage_layers);
+  f.counts.matmul = c.matmul_layers_total + (last ? m.vocab * m.hidden : 0);
+  f.tensor_instances = count_tensor_instances(f.tensors, layer_counts(m));
   return f;
 }
 
+// Pipeline stage `index` of `stages` (1F1B): its share of the layers, and how many of them are dense
+// first layers.
+model_spec stage_model_of(const model_spec& model, std::uint64_t index, std::uint64_t stages) {
+  model_spec stage = model;
+  stage.layers = model.layers / stages;
+  const std::uint64_t begin = index * stage.layers;
+  stage.dense_layers = model.dense_layers > begin ? std::min(model.dense_layers - begin, stage.layers) : 0;
+  return stage;
+}
 }  // namespace
 
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
@@ -143,21 +150,36 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     r.inv = build_inventory(model, run, r.layout, facts);
   } else {
     // The first stage keeps the most activations (min(pp, accumulation) micro-batches in flight); the
-    // last holds the head and the logits. Whichever peaks higher is what the GPUs must hold.
-    model_spec stage_model = model;
-    stage_model.layers = model.layers / run.pp;
-    const model_facts first = stage_facts(*facts, model, stage_model.layers, true, false);
-    const model_facts last = stage_facts(*facts, model, stage_model.layers, false, true);
-    const std::uint64_t inflight = std::min(run.pp, run.grad_accum);
-    inventory inv_first = build_inventory(stage_model, run, r.layout, &first, {true, false, inflight});
-    inventory inv_last = build_inventory(stage_model, run, r.layout, &last, {false, true, 1});
-    const std::uint64_t peak_first = walk_timeline(inv_first, run.grad_accum, timeline_detail::peak).peak.live_bytes;
-    const std::uint64_t peak_last = walk_timeline(inv_last, run.grad_accum, timeline_detail::peak).peak.live_bytes;
-    const bool first_wins = peak_first >= peak_last;
-    r.inv = std::move(first_wins ? inv_first : inv_last);
-    r.pipeline_stage = first_wins ? fmt::format("first of {} pipeline stages: embedding and {} layers, {} micro-batch{} in flight",
-                                                run.pp, stage_model.layers, inflight, inflight == 1 ? "" : "es")
-                                  : fmt::format("last of {} pipeline stages: {} layers and the head", run.pp, stage_model.layers);
+    // last holds the head and the logits. Whichever peaks higher is what the GPUs must hold. With dense
+    // first layers (DeepSeek-V3) the first stage may hold lighter layers than the next: the first stage
+    // of MoE layers alone is a candidate too (stage j keeps min(pp - j, accumulation) in flight).
+    std::vector<std::uint64_t> candidates{0, run.pp - 1};
+    if (model.dense_layers > 0) {
+      const std::uint64_t stage_layers = model.layers / run.pp, first_moe = (model.dense_layers + stage_layers - 1) / stage_layers;
+      if (first_moe > 0 && first_moe < run.pp - 1) candidates.push_back(first_moe);
+    }
+    std::uint64_t best_peak = 0;
+    bool have = false;
+    for (const std::uint64_t j : candidates) {
+      const model_spec stage_model = stage_model_of(model, j, run.pp);
+      const bool first = j == 0, last = j == run.pp - 1;
+      const model_facts stage = stage_facts(stage_model, first, last);
+      const std::uint64_t inflight = std::min(run.pp - j, run.grad_accum);
+      inventory inv = build_inventory(stage_model, run, r.layout, &stage, {first, last, inflight});
+      const std::uint64_t peak_bytes = walk_timeline(inv, run.grad_accum, timeline_detail::peak).peak.live_bytes;
+      if (have && peak_bytes <= best_peak) continue;
+      have = true;
+      best_peak = peak_bytes;
+      r.inv = std::move(inv);
+      if (first)
+        r.pipeline_stage = fmt::format("first of {} pipeline stages: embedding and {} layers, {} micro-batch{} in flight",
+                                       run.pp, stage_model.layers, inflight, inflight == 1 ? "" : "es");
+      else if (last)
+        r.pipeline_stage = fmt::format("last of {} pipeline stages: {} layers and the head", run.pp, stage_model.layers);
+      else
+        r.pipeline_stage = fmt::format("stage {} of {}, the first without dense layers: {} layers, {} micro-batch{} in flight",
+                                       j + 1, run.pp, stage_model.layers, inflight, inflight == 1 ? "" : "es");
+    }
   }
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
   r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
@@ -219,7 +241,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   if (run.offload == offload_mode::optimizer || run.offload == offload_mode::both) {
     for (const tensor_spec& t : r.inv.tensors)
       if (t.role == tensor_role::gradients)  // down as gradients, up as weights of the same size
-        pcie_bytes += 2.0 * static_cast<double>(t.bytes) * static_cast<double>(t.per_layer ? r.inv.layers : 1);
+        pcie_bytes += 2.0 * static_cast<double>(t.bytes) * static_cast<double>(t.instances());
   }
   // What the optimizer updates on this GPU: ZeRO shards it over data parallelism, tp and pp split it.
   double trained_tensors = 0;

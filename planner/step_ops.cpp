@@ -50,53 +50,85 @@ void add_fused_moe(ops::row_group& layer, const model_spec& m, const run_config&
     layer.gemm("moe.shared.gate_up", T, 2 * fs, h, c, c);
     layer.add("moe.shared.swiglu", op_class::elementwise, 3 * T * fs * c, 1, 5 * T * fs * c, 1);
     layer.gemm("moe.shared.down", T, h, fs, c, c);
-    layer.gemm("moe.shared.gate", T, 1, h, c, c);
-    layer.add("moe.shared.scale", op_class::elementwise, 3 * T * h * c, 2, 5 * T * h * c, 2);
+    if (m.shared_expert_gate) {
+      layer.gemm("moe.shared.gate", T, 1, h, c, c);
+      layer.add("moe.shared.scale", op_class::elementwise, 3 * T * h * c, 2, 5 * T * h * c, 2);
+    } else {
+      layer.add("moe.shared.add", op_class::elementwise, 3 * T * h * c, 1, 0, 0);
+    }
   }
+}
+
+// Multi-head latent attention's projections (Megatron-Core MLASelfAttention): the query and key-value down
+// projections, their RMSNorms, and the up projections to the heads' queries, keys and values.
+void add_fused_mla_projections(ops::row_group& layer, const model_spec& m, double T, double c) {
+  const double h = static_cast<double>(m.hidden), qw = static_cast<double>(m.q_width());
+  const double qr = static_cast<double>(m.q_lora_rank), kvr = static_cast<double>(m.kv_lora_rank);
+  const double rope = static_cast<double>(m.rope_head_dim);
+  const double kv_up = static_cast<double>(m.heads) * static_cast<double>(m.head_dim - m.rope_head_dim + m.v_dim());
+  if (m.q_lora_rank > 0) {
+    layer.gemm("attention.q_down", T, qr, h, c, c);
+    layer.add("norm.q_latent", op_class::elementwise, 2 * T * qr * c, 1, 4 * T * qr * c, 2);
+    layer.gemm("attention.q_up", T, qw, qr, c, c);
+  } else {
+    layer.gemm("attention.q", T, qw, h, c, c);
+  }
+  layer.gemm("attention.kv_down", T, kvr + rope, h, c, c);
+  layer.add("norm.kv_latent", op_class::elementwise, 2 * T * kvr * c, 1, 4 * T * kvr * c, 2);
+  layer.gemm("attention.kv_up", T, kv_up, kvr, c, c);
+  // RoPE on the queries' and the shared key's rotary parts, and the keys assembled for every head.
+  const double rotary = T * static_cast<double>(m.heads) * rope + T * rope, keys = T * static_cast<double>(m.kv_width());
+  layer.add("attention.rotary", op_class::elementwise, 2 * rotary * c + 2 * keys * c, 2, 2 * rotary * c, 1);
 }
 
 // llm.c, Megatron-LM with Transformer Engine, and this project's harness: one kernel per norm, activation,
 // residual and loss, flash attention as one fused kernel (the scores recomputed in its backward), GEMMs
-// through cuBLAS. c: bytes of an activation element.
-void add_fused_layer(ops::row_group& layer, ops::row_group& norms, const model_spec& m, const run_config& run,
-                     double c) {
+// through cuBLAS. c: bytes of an activation element. The MLP's rows go to `dense_mlp` (a dense layer's) and
+// `moe_mlp` (an MoE layer's): the same group as `layer` unless DeepSeek's dense first layers differ.
+void add_fused_layer(ops::row_group& layer, ops::row_group& norms, ops::row_group& dense_mlp, ops::row_group& moe_mlp,
+                     const model_spec& m, const run_config& run, double c) {
   const double T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
-  const double s = static_cast<double>(run.seq), h = static_cast<double>(m.hidden), f = static_cast<double>(m.ffn);
+  const double s = static_cast<double>(run.seq), h = static_cast<double>(m.hidden);
   const double qw = static_cast<double>(m.q_width()), kvw = static_cast<double>(m.kv_width());
+  const double vw = static_cast<double>(m.v_width()), ow = static_cast<double>(m.out_width());
   const double qkvw = static_cast<double>(m.qkv_width()), E = T * h;
   const bool gpt = m.family == model_family::gpt;
   const bool llmc_gelu_recompute = run.framework == framework_kind::llmc && run.recompute != recompute_mode::none;
 
   norms.add("norm.attention", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
-  layer.gemm("attention.qkv", T, qkvw, h, c, c);
+  if (m.is_mla()) add_fused_mla_projections(layer, m, T, c);
+  else layer.gemm("attention.qkv", T, qkvw, h, c, c);
   // A sliding window: flash attention skips the keys outside it (the layers' average), eager computes them.
   const double keys = kernel_skips_window(run) ? attended_keys(m, run.seq) / static_cast<double>(m.layers) : s;
-  const double attention_flops = 4 * T * keys * qw;
+  const double attention_flops = 2 * T * keys * (qw + ow);  // planner/flops.hpp
   if (run.attention == attention_kind::flash) {
-    const double io = (2 * T * qw + 2 * T * kvw) * c;
+    const double io = T * (qw + kvw + vw + ow) * c;
     layer.add("attention.flash", op_class::attention, io, 1, 2.5 * io, 2, attention_flops, 3 * attention_flops, true);
   } else {
     const double heads = static_cast<double>(m.heads), d = static_cast<double>(m.head_dim);
     const double batches = heads * static_cast<double>(run.micro_batch), N = batches * s * s;
     layer.gemm("attention.scores", s, s, d, c, c, true, op_class::attention, batches, true);
     layer.add("attention.softmax", op_class::attention, 2 * N * c, 1, 3 * N * c, 1, 0, 0, true);
-    layer.gemm("attention.values", s, d, s, c, c, true, op_class::attention, batches, true);
+    layer.gemm("attention.values", s, static_cast<double>(m.v_dim()), s, c, c, true, op_class::attention, batches, true);
   }
-  layer.gemm("attention.out", T, h, qw, c, c);
+  layer.gemm("attention.out", T, h, ow, c, c);
   norms.add("residual.attention", op_class::elementwise, 3 * E * c, 1, 0, 0);
   norms.add("norm.mlp", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
-  const double F = T * f;
   if (gpt) {
+    const double f = static_cast<double>(m.ffn), F = T * f;
     layer.gemm("mlp.fc", T, f, h, c, c);
     layer.add("mlp.gelu", op_class::elementwise, 2 * F * c, 1, (llmc_gelu_recompute ? 5 : 3) * F * c,
               llmc_gelu_recompute ? 2 : 1);
-  } else if (m.is_moe()) {
-    add_fused_moe(layer, m, run, c);
+    layer.gemm("mlp.down", T, h, f, c, c);
   } else {
-    layer.gemm("mlp.gate_up", T, 2 * f, h, c, c);
-    layer.add("mlp.swiglu", op_class::elementwise, 3 * F * c, 1, 5 * F * c, 1);
+    if (!m.is_moe() || m.dense_layers > 0) {
+      const double f = static_cast<double>(m.dense_mlp_width()), F = T * f;
+      dense_mlp.gemm("mlp.gate_up", T, 2 * f, h, c, c);
+      dense_mlp.add("mlp.swiglu", op_class::elementwise, 3 * F * c, 1, 5 * F * c, 1);
+      dense_mlp.gemm("mlp.down", T, h, f, c, c);
+    }
+    if (m.is_moe()) add_fused_moe(moe_mlp, m, run, c);
   }
-  if (!m.is_moe()) layer.gemm("mlp.down", T, h, f, c, c);
   norms.add("residual.mlp", op_class::elementwise, 3 * E * c, 1, 0, 0);
   if (run.dropout > 0) norms.add("dropout", op_class::elementwise, 2 * (2 * E * c + E), 2, 2 * (2 * E * c + E), 2);
 }
@@ -135,17 +167,25 @@ step_ops list_step_ops(const model_spec& m, const run_config& run, const precisi
                          run.framework != framework_kind::llmc;  // llm.c's "selective" recomputes GELU only
   const double tp = static_cast<double>(run.tp);
 
-  ops::row_group layer{result.ops, mb * layers * (full ? 2 : 1), mb * layers,
-                       mb * layers * (1 + (full ? 1 : 0) + (selective ? 1 : 0)), 1 / tp};
+  auto layer_group = [&](double n) {
+    return ops::row_group{result.ops, mb * n * (full ? 2 : 1), mb * n, mb * n * (1 + (full ? 1 : 0) + (selective ? 1 : 0)),
+                          1 / tp};
+  };
+  ops::row_group layer = layer_group(layers);
   ops::row_group norms = layer;
   norms.share = run.sequence_parallel ? 1 / tp : 1;  // norms, residuals, dropout: replicated across tp ranks
   ops::row_group head{result.ops, mb, mb, mb, 1};
+  // DeepSeek's dense first layers run another MLP than its MoE layers. With pipeline stages, the step
+  // waits for the slowest stage: one of MoE layers only, when there are enough of them to fill one.
+  const double moe_layers = std::min(layers, static_cast<double>(m.moe_layers()));
+  ops::row_group dense_mlp = m.dense_layers > 0 ? layer_group(layers - moe_layers) : layer;
+  ops::row_group moe_mlp = m.dense_layers > 0 ? layer_group(moe_layers) : layer;
 
   if (run.framework == framework_kind::hf) {
-    add_hf_step_ops(layer, head, m, run, layout);
+    add_hf_step_ops(layer, dense_mlp, moe_mlp, head, m, run, layout);
   } else {
     const double c = bytes_of(layout.activations), w = bytes_of(layout.weights);
-    add_fused_layer(layer, norms, m, run, c);
+    add_fused_layer(layer, norms, dense_mlp, moe_mlp, m, run, c);
     add_fused_head(head, m, run, c, w);
   }
 

@@ -16,6 +16,7 @@ double size_of(dtype t) { return static_cast<double>(dtype_bytes(t)); }
 
 struct hf_shape {
   double T, s, h, f, qw, kvw, E, F, heads, d, batches;
+  double vw, ow, dv;  // value width, attention output width, value head size (kvw, qw, d but with MLA)
   double c;   // GEMM output / autocast dtype bytes
   double r;   // residual stream and norm dtype (fp32 under autocast: the model's weights are fp32)
   double w;   // weight dtype bytes
@@ -63,13 +64,13 @@ void dropout(ops::row_group& g, std::string_view name, double elements, double b
   if (on) g.add(name, op_class::elementwise, elements * (2 * bytes + 1), 1, elements * (2 * bytes + 1), 1);
 }
 
-// The attention core by SDPA backend. flops: 4 T s (heads x head_dim) forward, as planner/flops.hpp
-// counts it; flash-style kernels recompute the scores in backward.
+// The attention core by SDPA backend. flops: 2 T s (heads x head_dim + heads x v_head_dim) forward, as
+// planner/flops.hpp counts it; flash-style kernels recompute the scores in backward.
 void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool gpt, bool drop) {
-  const double flops = 4 * x.T * x.s * x.qw;
+  const double flops = 2 * x.T * x.s * (x.qw + x.ow);
   if (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) {
     // One kernel forward; backward a preprocessing kernel (dO . O), the main kernel and the dq conversion.
-    const double io = (2 * x.T * x.qw + 2 * x.T * x.kvw) * x.c;
+    const double io = x.T * (x.qw + x.kvw + x.vw + x.ow) * x.c;
     g.add("attention.sdpa", op_class::attention, io, 1, 2.5 * io + x.T * x.qw * 8, 3, flops, 3 * flops, true);
     // transformers' sdpa_attention_forward returns attn_output.transpose(1, 2).contiguous(): one copy.
     g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
@@ -89,7 +90,7 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
   if (probs != x.c) fwd += N * (probs + x.c), bwd += N * (probs + x.c), ++fk, ++bk;
   if (drop) fwd += N * (2 * x.c + 1), bwd += N * (2 * x.c + 1), ++fk, ++bk;
   g.add("attention.softmax", op_class::attention, fwd, fk, bwd, bk, 0, 0, true);
-  g.gemm("attention.values", x.s, x.d, x.s, x.c, x.c, true, op_class::attention, x.batches, true);
+  g.gemm("attention.values", x.s, x.dv, x.s, x.c, x.c, true, op_class::attention, x.batches, true);
   g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
 }
 
@@ -157,47 +158,90 @@ void add_llama_moe(ops::row_group& g, const hf_shape& x, const model_spec& m) {
   }
   if (m.shared_expert_ffn > 0) {
     add_swiglu(g, x, true, static_cast<double>(m.shared_expert_ffn));
-    linear(g, "moe.shared_gate", "autocast.weight", 1, x.h, x, false);
-    g.add("moe.shared_scale", op_class::elementwise, x.T * 8 + 3 * x.E * x.c, 2, x.T * 8 + 5 * x.E * x.c, 3);
+    if (m.shared_expert_gate) {
+      linear(g, "moe.shared_gate", "autocast.weight", 1, x.h, x, false);
+      g.add("moe.shared_scale", op_class::elementwise, x.T * 8 + 3 * x.E * x.c, 2, x.T * 8 + 5 * x.E * x.c, 3);
+    } else {  // DeepSeek: the shared experts' output added to the routed experts'
+      g.add("moe.shared_add", op_class::elementwise, 3 * x.E * x.c, 1, 0, 0);
+    }
   }
 }
 
-void add_llama_layer(ops::row_group& g, const hf_shape& x, const model_spec& m, sdpa_backend backend) {
+// transformers' DeepseekV3Attention: q_a_proj, q_a_layernorm and q_b_proj (or q_proj); kv_a_proj_with_mqa,
+// kv_a_layernorm over the latent, kv_b_proj; RoPE on the queries' rotary part and on the one shared key,
+// which is expanded to every head; the queries and keys concatenated from their two parts.
+void add_mla_projections(ops::row_group& g, const hf_shape& x, const model_spec& m) {
+  const double qr = static_cast<double>(m.q_lora_rank), kvr = static_cast<double>(m.kv_lora_rank);
+  const double rope = static_cast<double>(m.rope_head_dim);
+  const double kv_up = x.heads * static_cast<double>(m.head_dim - m.rope_head_dim + m.v_dim());
+  input_cast(g, "autocast.input", x.E, x, 2);  // q_a (or q) and kv_a each cast the fp32 norm output
+  g.add("attention.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);  // two consumers' gradients
+  hf_shape latent = x;  // the latents' RMSNorms: over 16-bit inputs, whatever the stream's dtype
+  latent.r = x.c;
+  if (m.q_lora_rank > 0) {
+    linear(g, "attention.q_a_proj", "autocast.weight", qr, x.h, x, false);
+    latent.E = x.T * qr;
+    rms_norm(g, "norm.q_a_layernorm", latent);
+    input_cast(g, "autocast.input", x.T * qr, x);
+    linear(g, "attention.q_b_proj", "autocast.weight", x.qw, qr, x, false);
+  } else {
+    linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, false);
+  }
+  linear(g, "attention.kv_a_proj_with_mqa", "autocast.weight", kvr + rope, x.h, x, false);
+  latent.E = x.T * kvr;
+  rms_norm(g, "norm.kv_a_layernorm", latent);
+  input_cast(g, "autocast.input", x.T * kvr, x);
+  linear(g, "attention.kv_b_proj", "autocast.weight", kv_up, kvr, x, false);
+  // Rotary on q's and the shared key's rotary parts (five kernels each, fp32 under autocast), then the
+  // queries and keys concatenated for every head (two cat kernels; backward two slicing copies each).
+  const double o = x.amp ? 4 : x.c, rot = x.T * (x.heads + 1) * rope, qk = x.T * (x.qw + x.kvw);
+  g.add("attention.rotary", op_class::elementwise, rot * (5 * x.c + 5 * o), 10, rot * 8 * o, 12);
+  g.add("attention.cat_heads", op_class::elementwise, 2 * qk * o, 2, 2 * qk * o, 4);
+  if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
+}
+
+// The attention half of a Llama-family decoder layer (and its norms and residuals).
+void add_llama_attention(ops::row_group& g, const hf_shape& x, const model_spec& m, sdpa_backend backend) {
   const bool qkv_bias = m.qkv_bias;
   rms_norm(g, "norm.input_layernorm", x);
-  input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
-  g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
-  linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, qkv_bias);
-  linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
-  linear(g, "attention.v_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
-  // apply_rotary_pos_emb on q and k: q*cos, rotate_half (neg, cat), *sin, add: five kernels each; under
-  // autocast cos and sin are fp32, so the rotated q and k are fp32 and SDPA casts them back.
-  const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
-  g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
-  if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
+  if (m.is_mla()) {
+    add_mla_projections(g, x, m);
+  } else {
+    input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
+    g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
+    linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, qkv_bias);
+    linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
+    linear(g, "attention.v_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
+    // apply_rotary_pos_emb on q and k: q*cos, rotate_half (neg, cat), *sin, add: five kernels each; under
+    // autocast cos and sin are fp32, so the rotated q and k are fp32 and SDPA casts them back.
+    const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
+    g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
+    if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
+  }
   attention_core(g, x, backend, false, false);
-  linear(g, "attention.o_proj", "autocast.weight", x.h, x.qw, x, false);
+  linear(g, "attention.o_proj", "autocast.weight", x.h, x.ow, x, false);
   if (m.norms_per_layer == 4) rms_norm(g, "norm.post_attention", x);  // Gemma 2's sandwich norms
   residual(g, "residual.attention", x);
   rms_norm(g, "norm.post_attention_layernorm", x);
-  if (m.is_moe()) add_llama_moe(g, x, m);
-  else add_swiglu(g, x, false, x.f);
   if (m.norms_per_layer == 4) rms_norm(g, "norm.post_feedforward", x);
   residual(g, "residual.mlp", x);
 }
 
 }  // namespace
 
-void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_spec& m, const run_config& run,
-                     const precision_layout& layout) {
+void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
+                     const model_spec& m, const run_config& run, const precision_layout& layout) {
   const bool full = run.finetune == finetune_kind::full;
   hf_shape x;
   x.T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
   x.s = static_cast<double>(run.seq);
   x.h = static_cast<double>(m.hidden);
-  x.f = static_cast<double>(m.ffn);
+  x.f = static_cast<double>(m.ffn);  // GPT-2's MLP, or an expert's (a dense Llama MLP: below)
   x.qw = static_cast<double>(m.q_width());
   x.kvw = static_cast<double>(m.kv_width());
+  x.vw = static_cast<double>(m.v_width());
+  x.ow = static_cast<double>(m.out_width());
+  x.dv = static_cast<double>(m.v_dim());
   x.E = x.T * x.h;
   x.F = x.T * x.f;
   x.heads = static_cast<double>(m.heads);
@@ -210,10 +254,13 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_sp
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;
 
-  if (gpt)
+  if (gpt) {
     add_gpt2_layer(layer, x, backend, drop);
-  else
-    add_llama_layer(layer, x, m, backend);
+  } else {
+    add_llama_attention(layer, x, m, backend);
+    if (!m.is_moe() || m.dense_layers > 0) add_swiglu(dense_mlp, x, false, static_cast<double>(m.dense_mlp_width()));
+    if (m.is_moe()) add_llama_moe(moe_mlp, x, m);
+  }
 
   // Embedding: the gather (and GPT-2's position gather, add and dropout) forward; backward
   // embedding_dense_backward's sort-and-accumulate kernels, writing the whole [V, h] gradient.

@@ -8,7 +8,9 @@
 
 namespace trainplan {
 
-void add_hf_step_ops(ops::row_group& layer, ops::row_group& head, const model_spec& m, const run_config& run,
-                     const precision_layout& layout);
+// `layer`: every layer's rows; the MLP's go to `dense_mlp` or `moe_mlp` (the same group as `layer` unless
+// DeepSeek's dense first layers differ from its MoE layers).
+void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
+                     const model_spec& m, const run_config& run, const precision_layout& layout);
 
 }  // namespace trainplan

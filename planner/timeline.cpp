@@ -16,9 +16,11 @@ namespace {
 
 __extension__ typedef unsigned __int128 u128;  // sums of 64-bit sizes, checked once
 
-// Number of integers i in [0, layers) with first_base + first_step*i <= e <= last_base + last_step*i.
-std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, std::int64_t layers, bool per_layer) {
-  std::int64_t lo = 0, hi = per_layer ? layers - 1 : 0;
+// Number of integers i in the layers that hold `t` ([layer_begin, layer_end), or just 0 for a buffer that is
+// not per layer) with first_base + first_step*i <= e <= last_base + last_step*i.
+std::uint64_t count_in_interval(const event_interval& iv, std::int64_t e, const tensor_spec& t) {
+  std::int64_t lo = 0, hi = 0;
+  if (t.per_layer) lo = t.layer_begin, hi = static_cast<std::int64_t>(t.layer_end) - 1;
   // first_base + first_step*i <= e
   if (iv.first_step == 0) { if (iv.first_base > e) return 0; }
   else if (iv.first_step > 0) hi = std::min(hi, e - iv.first_base);
@@ -51,7 +53,8 @@ bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
     return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
            x.last_step == y.last_step;
   };
-  return a.lifetime == b.lifetime && a.per_layer == b.per_layer && a.interval_count == b.interval_count &&
+  return a.lifetime == b.lifetime && a.per_layer == b.per_layer && a.layer_begin == b.layer_begin &&
+         a.layer_end == b.layer_end && a.interval_count == b.interval_count &&
          same(a.intervals[0], b.intervals[0]) && same(a.intervals[1], b.intervals[1]);
 }
 
@@ -64,6 +67,7 @@ std::uint64_t lifetime_hash(const tensor_spec& t) {
   const event_interval& b = t.intervals[1];
   return (static_cast<std::uint64_t>(t.lifetime) << 8 | static_cast<std::uint64_t>(t.per_layer) << 4 |
           static_cast<std::uint64_t>(t.interval_count)) * 0x9e3779b97f4a7c15ull +
+         (static_cast<std::uint64_t>(t.layer_begin) << 32 | t.layer_end) * 0x2545f4914f6cdd1dull +
          u(a.first_base) * 0xc2b2ae3d27d4eb4full + u(a.first_step) * 0x165667b19e3779f9ull +
          u(a.last_base) * 0xd6e8feb86659fd93ull + u(a.last_step) * 0xff51afd7ed558ccdull +
          u(b.first_base) * 0xc4ceb9fe1a85ec53ull + u(b.first_step) * 0x94d049bb133111ebull +
@@ -91,14 +95,14 @@ inline std::uint64_t instances_of(const tensor_spec& k, const live_context& at) 
     case state_lifetime::micro_batch: {
       if (at.optimizer) return 0;
       std::uint64_t n = 0;
-      for (int i = 0; i < k.interval_count; ++i) n += count_in_interval(k.intervals[i], at.e, at.L, k.per_layer);
+      for (int i = 0; i < k.interval_count; ++i) n += count_in_interval(k.intervals[i], at.e, k);
       return n;
     }
     case state_lifetime::gradient_from_backward: {
-      if (at.optimizer || at.later_micro_batch) return k.per_layer ? static_cast<std::uint64_t>(at.L) : 1;
+      if (at.optimizer || at.later_micro_batch) return k.instances();
       const event_interval from_then_on{k.intervals[0].first_base, k.intervals[0].first_step,
                                         std::numeric_limits<std::int64_t>::max() / 4, 0};
-      return count_in_interval(from_then_on, at.e, at.L, k.per_layer);
+      return count_in_interval(from_then_on, at.e, k);
     }
   }
   return 0;
@@ -131,9 +135,9 @@ event_id event_at(std::int64_t e, std::int64_t L) {
 
 }  // namespace
 
-std::uint64_t instances_live(const tensor_spec& t, std::int64_t event, std::int64_t layers) {
+std::uint64_t instances_live(const tensor_spec& t, std::int64_t event) {
   std::uint64_t n = 0;
-  for (int k = 0; k < t.interval_count; ++k) n += count_in_interval(t.intervals[k], event, layers, t.per_layer);
+  for (int k = 0; k < t.interval_count; ++k) n += count_in_interval(t.intervals[k], event, t);
   return n;
 }
 
@@ -208,6 +212,18 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     }
     members[i] = slot[at] - 1;
   }
+  // Buffers that some layers hold and others do not (DeepSeek-V3's dense first layers) make the live bytes
+  // piecewise linear in the layers: the peak search visits the ends of each piece too.
+  std::array<std::int64_t, 4> boundaries{};
+  std::size_t boundary_count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const tensor_spec& t = inv.tensors[i];
+    if (!t.per_layer) continue;
+    for (const std::int64_t b : {static_cast<std::int64_t>(t.layer_begin), static_cast<std::int64_t>(t.layer_end)})
+      if (b > 0 && b < L && boundary_count < boundaries.size() &&
+          std::find(boundaries.begin(), boundaries.begin() + boundary_count, b) == boundaries.begin() + boundary_count)
+        boundaries[boundary_count++] = b;
+  }
   // Activations (micro_batch lifetime) are live by their event intervals alone, and none is live during the
   // optimizer step: their bytes at an event are summed once, however many steps and micro-batches visit it.
   // The other groups (model state) depend on the step and micro-batch too.
@@ -223,7 +239,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     std::int64_t e;
     u128 bytes;
   };
-  std::array<event_bytes, 8> activation_cache;  // the peak search visits at most 8 distinct events
+  std::array<event_bytes, 8> activation_cache;  // the peak search visits 8 distinct events (more with boundaries)
   std::size_t cached = 0;
   auto activation_bytes_at = [&](std::int64_t e) {
     for (std::size_t i = 0; i < cached; ++i)
@@ -232,7 +248,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     for (std::size_t a = 0; a < activation_count; ++a) {
       const tensor_spec& t = *activation_groups[a].like;
       std::uint64_t instances = 0;
-      for (int k = 0; k < t.interval_count; ++k) instances += count_in_interval(t.intervals[k], e, L, t.per_layer);
+      for (int k = 0; k < t.interval_count; ++k) instances += count_in_interval(t.intervals[k], e, t);
       sum += static_cast<u128>(instances) * activation_groups[a].bytes;
     }
     if (cached < activation_cache.size()) activation_cache[cached++] = {e, sum};
@@ -284,6 +300,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     // 2's optimizer step holds what step 1's does. None of them can be the first peak.
     if (optimizer_state) visit_event(1, last_mb, event_kind::optimizer, 0);
     auto forward = [&] {
+      for (std::size_t i = 0; i < boundary_count; ++i) visit_event(step, last_mb, event_kind::fwd_layer, boundaries[i] - 1);
       visit_event(step, last_mb, event_kind::fwd_layer, L - 1);
       visit_event(step, last_mb, event_kind::fwd_head, 0);
       visit_event(step, last_mb, event_kind::loss, 0);
@@ -291,6 +308,10 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     auto backward = [&](std::uint64_t mb) {
       visit_event(step, mb, event_kind::bwd_head, 0);
       visit_event(step, mb, event_kind::bwd_layer, L - 1);
+      for (std::size_t i = 0; i < boundary_count; ++i) {
+        visit_event(step, mb, event_kind::bwd_layer, boundaries[i]);
+        visit_event(step, mb, event_kind::bwd_layer, boundaries[i] - 1);
+      }
       if (grads_per_layer) {
         // Gradients that appear layer by layer make the backward's live bytes linear in the layers done
         // (each layer frees what it saved and adds its gradients), so the largest is at either end.

@@ -58,6 +58,6 @@ enum class timeline_detail {
 timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, timeline_detail detail);
 
 // Instances of `t` live at micro-batch event `event` (0 when not live). Exposed for tests.
-std::uint64_t instances_live(const tensor_spec& t, std::int64_t event, std::int64_t layers);
+std::uint64_t instances_live(const tensor_spec& t, std::int64_t event);
 
 }  // namespace trainplan

@@ -128,7 +128,7 @@ TEST_CASE("hf profile: what autograd saved, dtype by dtype, in the 8 measured in
     for (const tensor_spec& t : p.inv.tensors) {
       if (t.lifetime != state_lifetime::micro_batch || t.name == "logits" || t.name == "batch.labels") continue;
       // Saved: live at the end of the forward (the loss) and still live when the backward starts.
-      const std::uint64_t n = std::min(instances_live(t, loss, L), instances_live(t, bwd_head, L));
+      const std::uint64_t n = std::min(instances_live(t, loss), instances_live(t, bwd_head));
       predicted[std::string(dtype_name(t.type))] += static_cast<double>(n * t.bytes);
     }
     for (const auto& [d, bytes] : measured) {

@@ -75,10 +75,10 @@ TEST_CASE("full recomputation rebuilds one layer's working set during its backwa
     working_set += t.bytes;
     for (std::int64_t layer = 0; layer < L; ++layer) {
       INFO(t.name << " layer " << layer);
-      CHECK(instances_live(t, event_index(event_kind::fwd_layer, layer, L), L) == 1);
-      CHECK(instances_live(t, event_index(event_kind::bwd_layer, layer, L), L) == 1);
+      CHECK(instances_live(t, event_index(event_kind::fwd_layer, layer, L)) == 1);
+      CHECK(instances_live(t, event_index(event_kind::bwd_layer, layer, L)) == 1);
     }
-    CHECK(instances_live(t, event_index(event_kind::loss, 0, L), L) == 0);
+    CHECK(instances_live(t, event_index(event_kind::loss, 0, L)) == 0);
   }
   // The working set is everything the layer would have kept without recomputation, minus its input.
   CHECK(working_set == per_layer_bytes(m, none) - 2 * 512 * 2 * 256);

@@ -191,7 +191,7 @@ TEST_CASE("MoE options are checked: top-k, --ep, --capacity-factor, frameworks",
 TEST_CASE("Adafactor factors a stack of expert matrices over its last two dims", "[moe][optimizer]") {
   // [E, r, c] keeps E*r row and E*c column statistics (HF Adafactor), not E*r + c.
   const std::vector<param_tensor> experts{{"layer{}.moe.experts.up.weight", {8, 14336, 4096}, 8ull * 14336 * 4096, true, true, 0, true}};
-  const optimizer_state_buffers st = optimizer_state(optimizer_kind::adafactor, experts, 1, dtype::fp32);
+  const optimizer_state_buffers st = optimizer_state(optimizer_kind::adafactor, experts, layer_counts(1), dtype::fp32);
   REQUIRE(st.size() == 1);
   CHECK(st.begin()->bytes == 4 * (8ull * 14336 + 8ull * 4096));
 }

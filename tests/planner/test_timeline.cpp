@@ -133,11 +133,11 @@ TEST_CASE("instances_live counts layers whose lifetime covers an event", "[timel
     const bool is_input = t.name == "layer{}.ln1.in";
     for (std::int64_t j = 0; j < L; ++j) {
       // During forward of layer j, layers 0..j hold it (and layer j+1's input already exists).
-      CHECK(instances_live(t, event_index(event_kind::fwd_layer, j, L), L) == std::uint64_t(j + 1 + (is_input && j + 1 < L)));
-      CHECK(instances_live(t, event_index(event_kind::bwd_layer, j, L), L) == std::uint64_t(j + 1));
+      CHECK(instances_live(t, event_index(event_kind::fwd_layer, j, L)) == std::uint64_t(j + 1 + (is_input && j + 1 < L)));
+      CHECK(instances_live(t, event_index(event_kind::bwd_layer, j, L)) == std::uint64_t(j + 1));
     }
-    CHECK(instances_live(t, event_index(event_kind::loss, 0, L), L) == 5);
-    CHECK(instances_live(t, event_index(event_kind::bwd_embed, 0, L), L) == 0);
+    CHECK(instances_live(t, event_index(event_kind::loss, 0, L)) == 5);
+    CHECK(instances_live(t, event_index(event_kind::bwd_embed, 0, L)) == 0);
   }
 }
 
