@@ -147,8 +147,12 @@ std::string render_plan_text(const plan_report_input& in) {
          device > p.gpu.memory_bytes ? " (more than the GPU holds: expect an out-of-memory error)" : "");
   }
   line("");
-  line("  one layer keeps {} from its forward to its backward (x {} layers = {})", gib(p.inv.activations_per_layer_bytes),
-       m.layers, gib(p.inv.activations_per_layer_bytes * m.layers));
+  if (m.dense_layers == 0)
+    line("  one layer keeps {} from its forward to its backward (x {} layers = {})", gib(p.inv.activations_per_layer_bytes),
+         p.inv.layers, gib(p.inv.activations_all_layers_bytes));
+  else  // DeepSeek's dense first layers keep other buffers than its MoE layers
+    line("  an MoE layer keeps {} from its forward to its backward; the {} layers, dense ones included, keep {}",
+         gib(p.inv.activations_per_layer_bytes), p.inv.layers, gib(p.inv.activations_all_layers_bytes));
 
   std::vector<live_tensor> largest = p.timeline.live_at_peak;
   std::sort(largest.begin(), largest.end(), [](const live_tensor& x, const live_tensor& y) { return x.bytes > y.bytes; });

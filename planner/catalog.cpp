@@ -193,6 +193,15 @@ std::vector<model_preset> parse_models(std::string_view text) {
     if (o.has("experts_per_token")) m.experts_per_token = o.uint("experts_per_token");
     if (o.has("shared_expert_ffn")) m.shared_expert_ffn = o.uint("shared_expert_ffn");
     if (o.has("qk_norm")) m.qk_norm = o.boolean("qk_norm");
+    if (o.has("shared_expert_gate")) m.shared_expert_gate = o.boolean("shared_expert_gate");
+    // Optional DeepSeek keys: dense first layers, the routing bias, multi-head latent attention.
+    if (o.has("dense_layers")) m.dense_layers = o.uint("dense_layers");
+    if (o.has("dense_ffn")) m.dense_ffn = o.uint("dense_ffn");
+    if (o.has("router_score_bias")) m.router_score_bias = o.boolean("router_score_bias");
+    if (o.has("kv_lora_rank")) m.kv_lora_rank = o.uint("kv_lora_rank");
+    if (o.has("q_lora_rank")) m.q_lora_rank = o.uint("q_lora_rank");
+    if (o.has("rope_head_dim")) m.rope_head_dim = o.uint("rope_head_dim");
+    if (o.has("v_head_dim")) m.v_head_dim = o.uint("v_head_dim");
     m.source = o.string("source");
     o.finish();
     validate_model(m);

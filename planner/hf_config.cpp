@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "planner/checked_math.hpp"
 #include "planner/input_error.hpp"
 #include "planner/text_file.hpp"
 
@@ -219,6 +220,37 @@ void read_qwen3_moe(const reader& r, model_spec& m) {
   read_qwen_experts(r, m);
 }
 
+// DeepseekV2Config / DeepseekV3Config (HF transformers; DeepSeek-AI 2024, arXiv:2405.04434 and
+// arXiv:2412.19437): multi-head latent attention (kv_lora_rank, q_lora_rank or null, qk_nope_head_dim +
+// qk_rope_head_dim per q/k head, v_head_dim per value head), first_k_dense_replace dense layers of
+// intermediate_size, then MoE layers of n_routed_experts experts of moe_intermediate_size, num_experts_per_tok
+// per token, and n_shared_experts always-on experts (one MLP of their summed width, ungated). DeepSeek-V3's
+// noaux_tc routing adds its per-expert score bias (a buffer). The multi-token-prediction module
+// (num_nextn_predict_layers) is not part of HF's model, and not of this one.
+void read_deepseek(const reader& r, const std::string& type, model_spec& m) {
+  read_llama_shape(r, m);
+  m.kv_heads = m.heads;  // every head has its keys and values, decompressed from the latent
+  m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  if (r.boolean_or("attention_bias", false))
+    throw input_error(fmt::format("{}: attention_bias=true is not modelled", r.origin));
+  if (r.uint_or("moe_layer_freq", 1) != 1)
+    throw input_error(fmt::format("{}: moe_layer_freq other than 1 (dense layers between MoE layers) is not modelled", r.origin));
+  m.kv_lora_rank = r.uint("kv_lora_rank");
+  m.q_lora_rank = r.uint_or("q_lora_rank", 0);
+  m.rope_head_dim = r.uint("qk_rope_head_dim");
+  m.head_dim = r.uint("qk_nope_head_dim") + m.rope_head_dim;
+  m.v_head_dim = r.uint("v_head_dim");
+  m.experts = r.uint("n_routed_experts");
+  m.experts_per_token = r.uint("num_experts_per_tok");
+  m.ffn = r.uint("moe_intermediate_size");
+  m.dense_layers = r.uint_or("first_k_dense_replace", 0);
+  if (m.dense_layers > 0) m.dense_ffn = r.uint("intermediate_size");
+  m.shared_expert_ffn = checked_mul(r.uint_or("n_shared_experts", 0), m.ffn, "shared experts' width");
+  m.shared_expert_gate = false;
+  m.router_score_bias = type == "deepseek_v3" || r.string_or("topk_method", "") == "noaux_tc";
+  m.dropout = r.number_or("attention_dropout", 0.0);
+}
+
 }  // namespace
 
 model_spec model_from_hf_config_text(std::string_view text, std::string_view origin_view) {
@@ -255,6 +287,8 @@ model_spec model_from_hf_config_text(std::string_view text, std::string_view ori
     read_phi3(r, m);
   } else if (type == "gemma2") {
     read_gemma2(r, m);
+  } else if (type == "deepseek_v2" || type == "deepseek_v3") {
+    read_deepseek(r, type, m);
   } else {
     throw input_error(fmt::format("{}: model_type '{}' is not supported (supported: {})", origin, type,
                                   supported_hf_model_types));

@@ -8,7 +8,7 @@
 namespace trainplan {
 
 // The model_type values model_from_hf_config reads, for messages and --help.
-inline constexpr const char* supported_hf_model_types = "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, mixtral, qwen2_moe, qwen3_moe";
+inline constexpr const char* supported_hf_model_types = "gpt2, llama, mistral, qwen2, qwen3, phi3, gemma2, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3";
 
 model_spec model_from_hf_config(const std::filesystem::path& path);  // throws input_error
 model_spec model_from_hf_config_text(std::string_view text, std::string_view origin);

@@ -158,6 +158,11 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
           adapters ? dtype::bf16 : layout.weights, tensor_category::weights, state_lifetime::whole_run,
           adapters ? tensor_role::frozen_weights : tensor_role::trained_weights, param_scope::all);
   }
+  // DeepSeek-V3's per-expert routing bias in each MoE layer: an fp32 buffer, updated by the balancing rule
+  // rather than the optimizer (HF e_score_correction_bias).
+  if (m.router_score_bias && m.moe_layers() > 0)
+    inv.model_state("moe.router_score_bias", checked_mul(m.experts, m.moe_layers(), "routing bias"), dtype::fp32,
+                    tensor_category::weights, state_lifetime::whole_run, tensor_role::frozen_weights);
   if (adapters)
     inv.model_state("lora.weights", share(trainable, w_div), layout.weights, tensor_category::weights,
                     state_lifetime::whole_run, tensor_role::trained_weights);

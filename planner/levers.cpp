@@ -196,6 +196,9 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
         out.push_back({lever, [](run_config& r) { r.offload = offload_mode::optimizer; }});
       break;
     case lever_gpus:  // more data-parallel replicas of the same model-parallel group, each ZeRO stage
+      // Already data-parallel: a higher ZeRO stage shards the model state over the GPUs there are.
+      if (base.data_parallel() > 1)
+        for (int stage = base.zero + 1; stage <= 3; ++stage) out.push_back({lever, [stage](run_config& r) { r.zero = stage; }});
       for (std::uint64_t n = base.gpus * 2; n <= reach.max_gpus; n *= 2)
         for (int stage : {1, 2, 3}) {
           out.push_back({lever, [n, stage](run_config& r) {

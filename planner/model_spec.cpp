@@ -83,6 +83,8 @@ void validate_deepseek_features(const model_spec& m) {
                                   "the model has no experts", m.name));
   if (m.dense_ffn != 0 && m.dense_layers == 0)
     throw input_error(fmt::format("model {}: dense_ffn needs dense_layers", m.name));
+  if (m.router_score_bias && !m.is_moe())
+    throw input_error(fmt::format("model {}: router_score_bias is a bias on the experts' routing scores; the model has no experts", m.name));
   if (!m.shared_expert_gate && m.shared_expert_ffn == 0)
     throw input_error(fmt::format("model {}: shared_expert_gate describes a shared expert (shared_expert_ffn)", m.name));
   if (!m.is_mla()) {

@@ -722,3 +722,26 @@ TEST_CASE("the headline run's suggestions, run as suggested, fit", "[cli][sugges
   CHECK_THAT(kept.out, !Catch::Contains("--precision") && !Catch::Contains("--optimizer") && !Catch::Contains("--gpus 4"));
   CHECK(run_plan(base + " --keep speed").exit_code == 2);
 }
+
+TEST_CASE("DeepSeek-V3 from its preset and from its config: the same plan, latent attention named", "[cli][deepseek]") {
+  const std::string run = " --seq 4096 --gpu h100 --gpus 256 --ep 64 --zero 3 --recompute full --json";
+  plan_run preset = run_plan("--model deepseek-v3" + run);
+  REQUIRE(preset.exit_code == 0);  // fits: 1/256 of the model state per GPU, 4 of 256 experts per layer
+  const json p = json::parse(preset.out);
+  CHECK(p["model"]["params"] == 671026404352ull);
+  CHECK(p["model"]["active_params"] == 37552282624ull);
+  CHECK(p["model"]["kv_lora_rank"] == 512);
+  CHECK(p["model"]["dense_layers"] == 3);
+  CHECK(p["run"]["framework"] == "megatron");  // --ep names it
+  plan_run config = run_plan("--hf-config " + fixture("hf/deepseek-v3.json") + run);
+  REQUIRE(config.exit_code == 0);
+  CHECK(json::parse(config.out)["memory"] == p["memory"]);
+  plan_run text = run_plan("--model deepseek-v3 --seq 4096 --gpu h100 --gpus 256 --ep 64 --zero 3 --recompute full");
+  CHECK_THAT(text.out, Catch::Contains("latent attention (kv rank 512, q rank 1536, RoPE dim 64, v dim 128)") &&
+                           Catch::Contains("3 dense first layers of width 18432") &&
+                           Catch::Contains("an MoE layer keeps"));
+  // The harness cannot run latent attention: validate says so and exits 2.
+  plan_run harness = run_plan("validate --model deepseek-v3 --seq 64 --backend cpu");
+  CHECK(harness.exit_code == 2);
+  CHECK_THAT(harness.err, Catch::Contains("latent attention"));
+}

@@ -1,6 +1,7 @@
 // The levers of issue 14 (planner/levers.hpp): names, what a change costs, the flags that reproduce it,
 // which alternatives each framework can train, and the search space they span.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
@@ -170,4 +171,29 @@ TEST_CASE("the ep lever: every larger expert parallelism the experts and GPUs al
   widen_by_levers(s, lever_ep);
   CHECK(s.layouts.size() == 4);  // ep 1, 2, 4, 8
   CHECK(s.at(s.size() - 1).run.ep == 8);
+}
+
+TEST_CASE("the gpus lever raises ZeRO on the GPUs a data-parallel run already has, at no hardware cost", "[levers]") {
+  const model_spec& llama = data().model("llama-2-7b").spec;
+  const gpu_spec& h100 = data().gpu("h100");
+  run_config r;
+  r.framework = framework_kind::megatron;
+  r.precision = precision_regime::megatron_bf16;
+  r.seq = 4096, r.gpus = 8, r.zero = 1;
+  std::set<int> same_gpus;
+  for (const lever_change& c : lever_alternatives(lever_gpus, llama, r, h100)) {
+    run_config x = r;
+    c.apply(x);
+    if (x.gpus != r.gpus) continue;
+    same_gpus.insert(x.zero);
+    CHECK(change_costs(r, x) == cost_none);
+    CHECK(change_flags(r, x) == std::vector<std::string>{fmt::format("--gpus 8 --zero {}", x.zero)});
+  }
+  CHECK(same_gpus == std::set<int>{2, 3});
+  r.gpus = 1, r.zero = 0;  // one GPU: nothing to shard over without more of them
+  for (const lever_change& c : lever_alternatives(lever_gpus, llama, r, h100)) {
+    run_config x = r;
+    c.apply(x);
+    CHECK(x.gpus > 1);
+  }
 }
