@@ -26,6 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             "parameter counts that do not add up (wrapped around?)");
     require(counts.active <= counts.total && counts.routed_experts <= counts.total && counts.active_matmul > 0,
             "active or expert counts beyond the total (MoE configs)");
+    require(counts.layers_total >= counts.per_dense_layer && counts.layers_total >= counts.matmul_layers_total,
+            "dense-layer or GEMM counts beyond the layers' total (DeepSeek configs)");
   }
   return 0;
 }

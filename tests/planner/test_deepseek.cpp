@@ -19,18 +19,10 @@
 
 using namespace trainplan;
 using trainplan::test::data;
+using trainplan::test::hf_fixture;
+using trainplan::test::megatron_run;
 
 namespace {
-
-std::filesystem::path fixture(const char* name) { return std::filesystem::path(TRAINPLAN_TEST_DATA) / "hf" / name; }
-
-run_config megatron_run(std::uint64_t seq) {
-  run_config r;
-  r.framework = framework_kind::megatron;
-  r.precision = precision_regime::megatron_bf16;
-  r.seq = seq;
-  return r;
-}
 
 const tensor_spec* find(const inventory& inv, std::string_view name, std::uint32_t layer = 0) {
   for (const tensor_spec& t : inv.tensors)
@@ -88,13 +80,13 @@ TEST_CASE("DeepSeek-V3: 671,026,404,352 parameters, 37,552,282,624 active", "[de
 }
 
 TEST_CASE("deepseek_v3 and deepseek_v2 configs read as their models", "[deepseek][hf-config]") {
-  model_spec v3 = model_from_hf_config(fixture("deepseek-v3.json"));
+  model_spec v3 = model_from_hf_config(hf_fixture("deepseek-v3.json"));
   v3.name = "deepseek-v3", v3.source = data().model("deepseek-v3").spec.source;
   CHECK(v3 == data().model("deepseek-v3").spec);
   // DeepSeek-V2-Lite: L 27 (1 dense of 10944), h 2048, 16 heads; no q latent (q_proj (16 x 192, h)); kv_a
   // (576, h), kv_b (16 x 256, 512), o (h, 16 x 128); 64 experts of 1408, top-6, 2 shared (one MLP of 2816),
   // softmax routing (no score bias), V 102400, untied.
-  const model_spec lite = model_from_hf_config(fixture("deepseek-v2-lite.json"));
+  const model_spec lite = model_from_hf_config(hf_fixture("deepseek-v2-lite.json"));
   CHECK(lite.q_lora_rank == 0);
   CHECK(lite.shared_expert_ffn == 2816);
   CHECK_FALSE(lite.router_score_bias);

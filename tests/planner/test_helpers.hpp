@@ -1,5 +1,7 @@
 #pragma once
 // Small builders shared by the planner tests.
+#include <filesystem>
+
 #include "planner/catalog.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/run_config.hpp"
@@ -63,6 +65,20 @@ inline run_config run_of(std::uint64_t seq, std::uint64_t micro_batch, recompute
   r.attention = att;
   r.dropout = dropout;
   return r;
+}
+
+// Megatron-LM with its bf16 regime (bf16 weights, fp32 gradients and master copy), one sequence of `seq`.
+inline run_config megatron_run(std::uint64_t seq) {
+  run_config r;
+  r.framework = framework_kind::megatron;
+  r.precision = precision_regime::megatron_bf16;
+  r.seq = seq;
+  return r;
+}
+
+// A Hugging Face config.json kept in tests/data/hf.
+inline std::filesystem::path hf_fixture(const char* name) {
+  return std::filesystem::path(TRAINPLAN_TEST_DATA) / "hf" / name;
 }
 
 // The headline run under its default profile: Hugging Face with autocast bf16 and foreach AdamW, s 4096.

@@ -4,12 +4,12 @@
 #include "planner/hf_config.hpp"
 #include "planner/input_error.hpp"
 #include "planner/param_count.hpp"
+#include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
+using trainplan::test::hf_fixture;
 
 namespace {
-std::filesystem::path fixture(const char* name) { return std::filesystem::path(TRAINPLAN_TEST_DATA) / "hf" / name; }
-
 // The model read from a config, named and sourced as the preset, so that == compares every shape field.
 model_spec as_preset(model_spec m, const model_spec& preset) {
   m.name = preset.name;
@@ -31,23 +31,23 @@ std::string gemma2_with(const std::string& key_and_value) {
 }  // namespace
 
 TEST_CASE("Hugging Face configs give the same exact counts as the presets", "[hf-config]") {
-  const model_spec gpt2 = model_from_hf_config(fixture("gpt2.json"));
+  const model_spec gpt2 = model_from_hf_config(hf_fixture("gpt2.json"));
   CHECK(gpt2.family == model_family::gpt);
   CHECK(gpt2.ffn == 3072);  // n_inner absent: 4 * n_embd
   CHECK(gpt2.tied_embeddings);
   CHECK(gpt2.dropout == Approx(0.1));
   CHECK(count_params(gpt2).total == 124'439'808ull);
 
-  const model_spec llama = model_from_hf_config(fixture("llama-3.1-8b.json"));
+  const model_spec llama = model_from_hf_config(hf_fixture("llama-3.1-8b.json"));
   CHECK(llama.family == model_family::llama);
   CHECK(llama.kv_heads == 8);
   CHECK(count_params(llama).total == 8'030'261'248ull);
 
-  CHECK(count_params(model_from_hf_config(fixture("mistral-7b.json"))).total == 7'241'732'096ull);
+  CHECK(count_params(model_from_hf_config(hf_fixture("mistral-7b.json"))).total == 7'241'732'096ull);
 }
 
 TEST_CASE("Qwen2 configs carry q/k/v biases and tied embeddings", "[hf-config]") {
-  const model_spec q = model_from_hf_config(fixture("qwen2-0.5b.json"));
+  const model_spec q = model_from_hf_config(hf_fixture("qwen2-0.5b.json"));
   CHECK(q.qkv_bias);
   CHECK(q.tied_embeddings);
   CHECK(q.head_dim == 64);
@@ -55,10 +55,10 @@ TEST_CASE("Qwen2 configs carry q/k/v biases and tied embeddings", "[hf-config]")
 }
 
 TEST_CASE("bad Hugging Face configs are input errors naming the file", "[hf-config]") {
-  CHECK_THROWS_WITH(model_from_hf_config(fixture("broken.json")), Catch::Contains("broken.json") && Catch::Contains("JSON"));
-  CHECK_THROWS_WITH(model_from_hf_config(fixture("unsupported.json")), Catch::Contains("mamba"));
-  CHECK_THROWS_WITH(model_from_hf_config(fixture("missing_ffn.json")), Catch::Contains("intermediate_size"));
-  CHECK_THROWS_AS(model_from_hf_config(fixture("no-such-file.json")), input_error);
+  CHECK_THROWS_WITH(model_from_hf_config(hf_fixture("broken.json")), Catch::Contains("broken.json") && Catch::Contains("JSON"));
+  CHECK_THROWS_WITH(model_from_hf_config(hf_fixture("unsupported.json")), Catch::Contains("mamba"));
+  CHECK_THROWS_WITH(model_from_hf_config(hf_fixture("missing_ffn.json")), Catch::Contains("intermediate_size"));
+  CHECK_THROWS_AS(model_from_hf_config(hf_fixture("no-such-file.json")), input_error);
   CHECK_THROWS_AS(model_from_hf_config_text("[1, 2]", "array.json"), input_error);
   CHECK_THROWS_AS(model_from_hf_config_text(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 10, "n_head": 3,
       "vocab_size": 10, "n_positions": 8})", "x.json"), input_error);  // 3 heads do not divide 10
@@ -66,20 +66,20 @@ TEST_CASE("bad Hugging Face configs are input errors naming the file", "[hf-conf
 
 TEST_CASE("gemma2 and phi3 configs read as the presets, field for field", "[hf-config]") {
   // The fixtures hold the real configs' values (google/gemma-2-9b, microsoft/Phi-3-mini-4k-instruct).
-  const model_spec g = model_from_hf_config(fixture("gemma-2-9b.json"));
+  const model_spec g = model_from_hf_config(hf_fixture("gemma-2-9b.json"));
   CHECK(as_preset(g, preset("gemma-2-9b")) == preset("gemma-2-9b"));
   CHECK(g.head_dim == 256);  // its own key: hidden / heads would be 224
   CHECK(g.sliding_layers() == 21);
   CHECK(count_params(g).total == 9'241'705'984ull);
 
-  const model_spec phi = model_from_hf_config(fixture("phi-3-mini-4k.json"));
+  const model_spec phi = model_from_hf_config(hf_fixture("phi-3-mini-4k.json"));
   CHECK(as_preset(phi, preset("phi-3-mini")) == preset("phi-3-mini"));
   CHECK(phi.head_dim == 96);
   CHECK(count_params(phi).total == 3'821'079'552ull);
 
-  CHECK(as_preset(model_from_hf_config(fixture("qwen2.5-7b.json")), preset("qwen2.5-7b")) == preset("qwen2.5-7b"));
-  CHECK(as_preset(model_from_hf_config(fixture("llama-3.2-1b.json")), preset("llama-3.2-1b")) == preset("llama-3.2-1b"));
-  CHECK(as_preset(model_from_hf_config(fixture("mistral-7b.json")), preset("mistral-7b")) == preset("mistral-7b"));
+  CHECK(as_preset(model_from_hf_config(hf_fixture("qwen2.5-7b.json")), preset("qwen2.5-7b")) == preset("qwen2.5-7b"));
+  CHECK(as_preset(model_from_hf_config(hf_fixture("llama-3.2-1b.json")), preset("llama-3.2-1b")) == preset("llama-3.2-1b"));
+  CHECK(as_preset(model_from_hf_config(hf_fixture("mistral-7b.json")), preset("mistral-7b")) == preset("mistral-7b"));
 }
 
 TEST_CASE("gemma2 keys left out take Gemma2Config's defaults, and null turns a feature off", "[hf-config]") {

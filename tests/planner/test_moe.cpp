@@ -16,18 +16,10 @@
 
 using namespace trainplan;
 using trainplan::test::data;
+using trainplan::test::hf_fixture;
+using trainplan::test::megatron_run;
 
 namespace {
-
-std::filesystem::path fixture(const char* name) { return std::filesystem::path(TRAINPLAN_TEST_DATA) / "hf" / name; }
-
-run_config megatron_run(std::uint64_t seq) {
-  run_config r;
-  r.framework = framework_kind::megatron;
-  r.precision = precision_regime::megatron_bf16;
-  r.seq = seq;
-  return r;
-}
 
 std::uint64_t tensor_bytes(const inventory& inv, std::string_view name) {
   for (const tensor_spec& t : inv.tensors)
@@ -197,15 +189,15 @@ TEST_CASE("Adafactor factors a stack of expert matrices over its last two dims",
 }
 
 TEST_CASE("mixtral, qwen3_moe and qwen2_moe configs read as their models", "[moe][hf-config]") {
-  model_spec mixtral = model_from_hf_config(fixture("mixtral-8x7b.json"));
+  model_spec mixtral = model_from_hf_config(hf_fixture("mixtral-8x7b.json"));
   mixtral.name = "mixtral-8x7b", mixtral.source = data().model("mixtral-8x7b").spec.source;
   CHECK(mixtral == data().model("mixtral-8x7b").spec);
-  model_spec qwen3 = model_from_hf_config(fixture("qwen3-30b-a3b.json"));
+  model_spec qwen3 = model_from_hf_config(hf_fixture("qwen3-30b-a3b.json"));
   qwen3.name = "qwen3-30b-a3b", qwen3.source = data().model("qwen3-30b-a3b").spec.source;
   CHECK(qwen3 == data().model("qwen3-30b-a3b").spec);
   // Qwen1.5-MoE-A2.7B: L 24, h 2048, 16 heads (MHA, q/k/v biases), 60 experts of width 1408, top-4, a
   // shared expert of width 5632 with its sigmoid gate (1, h), V 151936, untied.
-  const model_spec q2 = model_from_hf_config(fixture("qwen1.5-moe-a2.7b.json"));
+  const model_spec q2 = model_from_hf_config(hf_fixture("qwen1.5-moe-a2.7b.json"));
   CHECK(q2.shared_expert_ffn == 5632);
   constexpr std::uint64_t attn = 4 * 2048ull * 2048 + 3 * 2048, shared = 3ull * 2048 * 5632 + 2048;
   constexpr std::uint64_t expert = 3ull * 2048 * 1408, rest = 60ull * 2048 + 2 * 2048;
