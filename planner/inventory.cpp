@@ -56,6 +56,7 @@ namespace {
 
 inventory finish_inventory(inventory out, const model_spec& m) {
   out.layers = m.layers;
+  out.dense_layers = m.is_moe() ? m.dense_layers : 0;
   out.events_per_micro_batch = 2 * static_cast<std::int64_t>(m.layers) + 5;
   // One layer's: the last layer's (an MoE layer, when DeepSeek's dense first layers differ from it).
   const std::uint32_t last_layer = static_cast<std::uint32_t>(m.layers - 1);

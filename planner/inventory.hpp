@@ -133,6 +133,7 @@ struct tensor_spec {
 
 struct inventory {
   std::uint64_t layers = 0;
+  std::uint64_t dense_layers = 0;  // DeepSeek's dense first layers, whose buffers differ from the MoE layers'
   std::int64_t events_per_micro_batch = 0;
   std::vector<tensor_spec> tensors;       // on the GPU
   std::vector<tensor_spec> host_tensors;  // offloaded to CPU memory (ZeRO-Offload / ZeRO-Infinity)

@@ -212,18 +212,10 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     }
     members[i] = slot[at] - 1;
   }
-  // Buffers that some layers hold and others do not (DeepSeek-V3's dense first layers) make the live bytes
-  // piecewise linear in the layers: the peak search visits the ends of each piece too.
-  std::array<std::int64_t, 4> boundaries{};
-  std::size_t boundary_count = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const tensor_spec& t = inv.tensors[i];
-    if (!t.per_layer) continue;
-    for (const std::int64_t b : {static_cast<std::int64_t>(t.layer_begin), static_cast<std::int64_t>(t.layer_end)})
-      if (b > 0 && b < L && boundary_count < boundaries.size() &&
-          std::find(boundaries.begin(), boundaries.begin() + boundary_count, b) == boundaries.begin() + boundary_count)
-        boundaries[boundary_count++] = b;
-  }
+  // DeepSeek's dense first layers hold other buffers than its MoE layers: the live bytes are piecewise linear
+  // in the layers, and the peak search visits the ends of both pieces.
+  const std::int64_t boundary = static_cast<std::int64_t>(inv.dense_layers);
+  const bool two_kinds = boundary > 0 && boundary < L;
   // Activations (micro_batch lifetime) are live by their event intervals alone, and none is live during the
   // optimizer step: their bytes at an event are summed once, however many steps and micro-batches visit it.
   // The other groups (model state) depend on the step and micro-batch too.
@@ -239,7 +231,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     std::int64_t e;
     u128 bytes;
   };
-  std::array<event_bytes, 8> activation_cache;  // the peak search visits 8 distinct events (more with boundaries)
+  std::array<event_bytes, 12> activation_cache;  // the peak search visits 8 distinct events (11 with dense first layers)
   std::size_t cached = 0;
   auto activation_bytes_at = [&](std::int64_t e) {
     for (std::size_t i = 0; i < cached; ++i)
@@ -300,7 +292,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     // 2's optimizer step holds what step 1's does. None of them can be the first peak.
     if (optimizer_state) visit_event(1, last_mb, event_kind::optimizer, 0);
     auto forward = [&] {
-      for (std::size_t i = 0; i < boundary_count; ++i) visit_event(step, last_mb, event_kind::fwd_layer, boundaries[i] - 1);
+      if (two_kinds) visit_event(step, last_mb, event_kind::fwd_layer, boundary - 1);
       visit_event(step, last_mb, event_kind::fwd_layer, L - 1);
       visit_event(step, last_mb, event_kind::fwd_head, 0);
       visit_event(step, last_mb, event_kind::loss, 0);
@@ -308,9 +300,9 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     auto backward = [&](std::uint64_t mb) {
       visit_event(step, mb, event_kind::bwd_head, 0);
       visit_event(step, mb, event_kind::bwd_layer, L - 1);
-      for (std::size_t i = 0; i < boundary_count; ++i) {
-        visit_event(step, mb, event_kind::bwd_layer, boundaries[i]);
-        visit_event(step, mb, event_kind::bwd_layer, boundaries[i] - 1);
+      if (two_kinds) {
+        visit_event(step, mb, event_kind::bwd_layer, boundary);
+        visit_event(step, mb, event_kind::bwd_layer, boundary - 1);
       }
       if (grads_per_layer) {
         // Gradients that appear layer by layer make the backward's live bytes linear in the layers done
