@@ -364,18 +364,20 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
       inv.layer("layer{}.moe.shared.up", {b, s, fs_tp}, act, keep_layer);
       inv.layer("layer{}.moe.shared.down_in", {b, s, fs_tp}, gemm_in, keep_layer);
     }
-    if (layout.autocast_weight_cache)  // the MoE layers' own GEMM weights (the dense layers' below)
-      inv.layer("layer{}.autocast.weights", {local_weights(share(pc.matmul_per_layer, tp), layer_experts)}, dtype::bf16,
-                keep_layer, false, tensor_category::weights)
-          .role = tensor_role::frozen_weights;
     inv.all_layers();
   }
   if (dropout) inv.layer("layer{}.mlp.dropout_mask", {b, s_rep, h}, dtype::u8, keep_layer);  // sbh
-  if (layout.autocast_weight_cache && (!m.is_moe() || m.dense_layers > 0)) {  // a dense layer's GEMM weights
-    inv.set_layer_range(0, m.is_moe() ? m.dense_layers : m.layers);
-    inv.layer("layer{}.autocast.weights", {share(m.is_moe() ? pc.matmul_per_dense_layer : pc.matmul_per_layer, tp)},
-              dtype::bf16, keep_layer, false, tensor_category::weights)
-        .role = tensor_role::frozen_weights;
+  if (layout.autocast_weight_cache) {
+    // Each layer's GEMM weights, cast: a dense layer's, or an MoE layer's with its local experts
+    // (DeepSeek's dense first layers and its MoE layers differ).
+    auto cache = [&](std::uint64_t first, std::uint64_t end, std::uint64_t elements) {
+      inv.set_layer_range(first, end);
+      inv.layer("layer{}.autocast.weights", {elements}, dtype::bf16, keep_layer, false, tensor_category::weights).role =
+          tensor_role::frozen_weights;
+    };
+    if (!m.is_moe()) cache(0, m.layers, share(pc.matmul_per_layer, tp));
+    if (m.dense_layers > 0) cache(0, m.dense_layers, share(pc.matmul_per_dense_layer, tp));
+    if (m.is_moe()) cache(m.dense_layers, m.layers, local_weights(share(pc.matmul_per_layer, tp), layer_experts));
     inv.all_layers();
   }
 

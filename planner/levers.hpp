@@ -23,7 +23,8 @@ enum lever_bit : unsigned {
   lever_batch = 8,       // a smaller micro-batch with more accumulation: the same global batch
   lever_attention = 16,  // flash instead of eager
   lever_adapters = 32,   // LoRA, QLoRA
-  lever_gpus = 64,       // more GPUs of the same kind, with a ZeRO stage
+  lever_gpus = 64,       // more GPUs of the same kind, with a ZeRO stage; or a higher ZeRO stage on a
+                         // data-parallel run's own GPUs
   lever_offload = 128,   // optimizer state in CPU memory
   lever_seq = 256,       // a shorter sequence: only when the user allows it (--allow-shorter-seq)
   lever_optimizer_impl = 512,  // hf: PyTorch's fused AdamW instead of foreach, the same update without the
@@ -64,8 +65,8 @@ struct lever_change {
   std::function<void(run_config&)> apply;
 };
 
-// How far the GPU lever reaches: powers of two from 2 up to max_gpus, each with ZeRO 1, 2 and 3 (and, for
-// a Mixture-of-Experts model, also with the largest expert parallelism those GPUs allow).
+// How far the GPU lever reaches: twice, four times... the run's GPUs up to max_gpus, each with ZeRO 1, 2 and 3
+// (and, for a Mixture-of-Experts model, also with the largest expert parallelism those GPUs allow).
 struct lever_reach {
   std::uint64_t max_gpus = 8;  // one node
 };
