@@ -22,10 +22,14 @@ void adamw_step(const adamw_config& cfg, int step, const view& params, const vie
   }
 }
 
-bool has_non_finite(const view& grads, std::size_t n) {
+bool has_non_finite(const view& grads, const view& flag, std::size_t n) {
+  flag.set(0, 0.0f);
   for (std::size_t i = 0; i < n; ++i)
-    if (!std::isfinite(grads.get(i))) return true;
-  return false;
+    if (!std::isfinite(grads.get(i))) {
+      flag.set(0, 1.0f);
+      break;
+    }
+  return flag.get_i32(0) != 0;
 }
 
 }  // namespace trainplan::kernels

@@ -15,7 +15,8 @@ struct adamw_config {
 void adamw_step(const adamw_config& cfg, int step, const view& params, const view& grads, float grad_scale,
                 const view& m, const view& v, const view& low_precision_copy, std::size_t n);
 
-// True when any gradient is inf or NaN (the dynamic loss scaler's overflow check).
-bool has_non_finite(const view& grads, std::size_t n);
+// True when any gradient is inf or NaN (the dynamic loss scaler's overflow check). `flag` (one i32) is
+// cleared, raised by the GPU's threads, and read back by the host.
+bool has_non_finite(const view& grads, const view& flag, std::size_t n);
 
 }  // namespace trainplan::kernels

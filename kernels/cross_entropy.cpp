@@ -5,9 +5,8 @@
 
 namespace trainplan::kernels {
 
-double cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits, std::size_t rows,
-                                      std::size_t vocab, float grad_scale) {
-  double total = 0;
+void cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits,
+                                    const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale) {
   for (std::size_t r = 0; r < rows; ++r) {
     const std::size_t base = r * vocab;
     float max_logit = -std::numeric_limits<float>::infinity();
@@ -16,13 +15,12 @@ double cross_entropy_forward_backward(const view& logits, const view& targets, c
     for (std::size_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits.get(base + v)) - max_logit);
     const double log_sum = std::log(sum) + max_logit;
     const auto target = static_cast<std::size_t>(targets.get_i32(r));
-    total += log_sum - logits.get(base + target);
+    token_losses.add(r, static_cast<float>(log_sum - logits.get(base + target)));
     for (std::size_t v = 0; v < vocab; ++v) {
       const double prob = std::exp(static_cast<double>(logits.get(base + v)) - log_sum);
       d_logits.set(base + v, static_cast<float>((prob - (v == target ? 1.0 : 0.0)) * grad_scale));
     }
   }
-  return total;
 }
 
 }  // namespace trainplan::kernels

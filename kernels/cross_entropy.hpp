@@ -6,9 +6,11 @@
 
 namespace trainplan::kernels {
 
-// Returns the summed loss over rows (fp64). d_logits = (softmax(logits) - onehot(target)) * grad_scale,
-// where the caller folds the mean over tokens, 1/accumulation and the loss scale into grad_scale.
-double cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits, std::size_t rows,
-                                      std::size_t vocab, float grad_scale);
+// Adds each row's loss to token_losses (fp32, rows): the caller sums a step's micro-batches there and
+// reads them once, so the step never waits for the device. d_logits = (softmax(logits) - onehot(target))
+// * grad_scale, where the caller folds the mean over tokens, 1/accumulation and the loss scale into
+// grad_scale.
+void cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits,
+                                    const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale);
 
 }  // namespace trainplan::kernels

@@ -1,6 +1,6 @@
 #include "kernels/embedding.hpp"
 
-#include <vector>
+#include <stdexcept>
 
 namespace trainplan::kernels {
 
@@ -17,24 +17,24 @@ void embedding_forward(const view& tokens, const view& wte, const view& wpe, con
     }
 }
 
-void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, std::size_t batch,
-                        std::size_t seq, std::size_t width, std::size_t vocab) {
-  std::vector<float> dwte(vocab * width, 0.0f), dwpe(d_wpe.data ? seq * width : 0, 0.0f);
-  std::vector<bool> touched(vocab, false);
+void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, const view& scratch,
+                        std::size_t batch, std::size_t seq, std::size_t width, std::size_t vocab) {
+  const std::size_t wte_n = vocab * width, wpe_n = d_wpe.data ? seq * width : 0;
+  if (scratch.size < wte_n + wpe_n) throw std::invalid_argument("embedding backward: the fp32 scratch is too small");
+  const view dwte = scratch.slice(0, wte_n), dwpe = scratch.slice(wte_n, wpe_n);
+  for (std::size_t i = 0; i < wte_n + wpe_n; ++i) scratch.set(i, 0.0f);
   for (std::size_t b = 0; b < batch; ++b)
     for (std::size_t t = 0; t < seq; ++t) {
       const auto token = static_cast<std::size_t>(tokens.get_i32(b * seq + t));
-      touched[token] = true;
       for (std::size_t e = 0; e < width; ++e) {
         const float g = d_out.get((b * seq + t) * width + e);
-        dwte[token * width + e] += g;
-        if (d_wpe.data) dwpe[t * width + e] += g;
+        dwte.add(token * width + e, g);
+        if (wpe_n) dwpe.add(t * width + e, g);
       }
     }
-  for (std::size_t v = 0; v < vocab; ++v)
-    if (touched[v])
-      for (std::size_t e = 0; e < width; ++e) d_wte.add(v * width + e, dwte[v * width + e]);
-  for (std::size_t i = 0; i < dwpe.size(); ++i) d_wpe.add(i, dwpe[i]);
+  // Rows of tokens not seen add zero, which leaves a stored value as it was in every dtype.
+  for (std::size_t i = 0; i < wte_n; ++i) d_wte.add(i, dwte.get(i));
+  for (std::size_t i = 0; i < wpe_n; ++i) d_wpe.add(i, dwpe.get(i));
 }
 
 }  // namespace trainplan::kernels

@@ -1,6 +1,7 @@
 #include "kernels/norm.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 namespace trainplan::kernels {
@@ -22,8 +23,12 @@ row_stats stats(const view& x, std::size_t r, std::size_t width, bool center) {
 }
 
 void norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                   const view* d_bias, std::size_t rows, std::size_t width, bool center) {
-  std::vector<float> dw(width, 0.0f), db(width, 0.0f), xhat(width), dxhat(width);
+                   const view* d_bias, const view& partials, std::size_t rows, std::size_t width, bool center) {
+  const std::size_t sums = d_bias ? 2 * width : width;  // d_weight's, then d_bias's, in partial row 0
+  if (partials.size < sums) throw std::invalid_argument("norm backward: the partial sums need at least one row");
+  for (std::size_t i = 0; i < sums; ++i) partials.set(i, 0.0f);
+  const view dw = partials.slice(0, width), db = d_bias ? partials.slice(width, width) : view{};
+  std::vector<float> xhat(width), dxhat(width);
   for (std::size_t r = 0; r < rows; ++r) {
     const row_stats s = stats(x, r, width, center);
     double mean_dxhat = 0, mean_dxhat_xhat = 0;
@@ -31,8 +36,8 @@ void norm_backward(const view& x, const view& weight, const view& dy, const view
       const float g = dy.get(r * width + i);
       xhat[i] = (x.get(r * width + i) - s.mean) * s.rstd;
       dxhat[i] = g * weight.get(i);
-      dw[i] += g * xhat[i];
-      db[i] += g;
+      dw.add(i, g * xhat[i]);
+      if (d_bias) db.add(i, g);
       mean_dxhat += dxhat[i];
       mean_dxhat_xhat += dxhat[i] * xhat[i];
     }
@@ -42,8 +47,8 @@ void norm_backward(const view& x, const view& weight, const view& dy, const view
       dx.add(r * width + i, s.rstd * static_cast<float>(dxhat[i] - mean_dxhat - xhat[i] * mean_dxhat_xhat));
   }
   for (std::size_t i = 0; i < width; ++i) {
-    d_weight.add(i, dw[i]);
-    if (d_bias) d_bias->add(i, db[i]);
+    d_weight.add(i, dw.get(i));
+    if (d_bias) d_bias->add(i, db.get(i));
   }
 }
 
@@ -59,8 +64,8 @@ void layer_norm_forward(const view& x, const view& weight, const view& bias, con
 }
 
 void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                         const view& d_bias, std::size_t rows, std::size_t width) {
-  norm_backward(x, weight, dy, dx, d_weight, &d_bias, rows, width, true);
+                         const view& d_bias, const view& partials, std::size_t rows, std::size_t width) {
+  norm_backward(x, weight, dy, dx, d_weight, &d_bias, partials, rows, width, true);
 }
 
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width) {
@@ -71,8 +76,8 @@ void rms_norm_forward(const view& x, const view& weight, const view& y, std::siz
 }
 
 void rms_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                       std::size_t rows, std::size_t width) {
-  norm_backward(x, weight, dy, dx, d_weight, nullptr, rows, width, false);
+                       const view& partials, std::size_t rows, std::size_t width) {
+  norm_backward(x, weight, dy, dx, d_weight, nullptr, partials, rows, width, false);
 }
 
 }  // namespace trainplan::kernels

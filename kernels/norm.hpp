@@ -14,13 +14,16 @@ constexpr float norm_epsilon = 1e-5f;
 void layer_norm_forward(const view& x, const view& weight, const view& bias, const view& y, std::size_t rows,
                         std::size_t width);
 // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * weight; added into dx.
+// The weight and bias gradients are summed over rows in fp32 `partials` (P, 2 * width): row p holds a
+// group of rows' sums of d_weight then d_bias (the GPU gives each thread block one; the CPU uses row 0),
+// and the rows' total is added to the stored gradients once. P = partials.size / (2 * width) >= 1.
 void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                         const view& d_bias, std::size_t rows, std::size_t width);
+                         const view& d_bias, const view& partials, std::size_t rows, std::size_t width);
 
 // y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps)
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width);
-// dx = rstd * (dxhat - xhat * mean(dxhat * xhat)); added into dx.
+// dx = rstd * (dxhat - xhat * mean(dxhat * xhat)); added into dx. partials: (P, width) fp32, as above.
 void rms_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                       std::size_t rows, std::size_t width);
+                       const view& partials, std::size_t rows, std::size_t width);
 
 }  // namespace trainplan::kernels

@@ -85,6 +85,33 @@ model_facts describe_model(const model_spec& m) {
   return f;
 }
 
+namespace {
+
+// What trainplan's own kernels need beyond the tensors of the model, allocated by name like every other
+// buffer so that the harness's memory identity stays exact (issue 11: no device memory outside the
+// tracker). Sizes follow the kernels (kernels/norm.hpp, embedding.hpp, cross_entropy.hpp, adamw.hpp).
+void add_harness_scratch(inventory_builder& inv, const model_spec& m, const run_config& run, const pipeline_stage& stage) {
+  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, rows = checked_mul(b, s, "tokens");
+  // The norms' weight (and bias) gradients: each thread block sums its rows into its own fp32 row, and a
+  // second pass adds the rows into the gradients; no atomics, the same sum every run.
+  const std::uint64_t norm_params = m.family == model_family::gpt ? 2 : 1;
+  inv.span("bwd.norm_partials", {std::min(rows, harness_norm_partial_rows), norm_params * h}, dtype::fp32,
+           tensor_category::activation_grads, event_kind::bwd_head, event_kind::bwd_embed);
+  if (stage.first)  // the embedding gradients summed in fp32, then added to the stored ones once (rounded once)
+    inv.span("bwd.embed_grad_fp32", {checked_mul(m.vocab + (m.max_positions > 0 ? s : 0), h, "embedding gradient")},
+             dtype::fp32, tensor_category::activation_grads, event_kind::bwd_embed, event_kind::bwd_embed);
+  // Each token's loss, summed over the step's micro-batches on the device and read once after the last.
+  if (stage.last)
+    inv.model_state("loss.token_losses", rows, dtype::fp32, tensor_category::logits, state_lifetime::whole_run,
+                    tensor_role::data);
+  // fp16's loss scaling: the flag the non-finite check raises, read before the optimizer step.
+  if (run.precision == precision_regime::fp16_mixed)
+    inv.model_state("optimizer.non_finite_flag", 1, dtype::i32, tensor_category::optimizer, state_lifetime::optimizer_only,
+                    tensor_role::data);
+}
+
+}  // namespace
+
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
                           const model_facts* facts, const pipeline_stage& stage) {
   if (run.framework == framework_kind::llmc) return build_llmc_inventory(m, run, layout);
@@ -432,6 +459,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (eager) bwd_buffer("bwd.d_scores", {b, a_tp, s, s});
   else inv.span("bwd.flash_delta", {b, a_tp, s}, dtype::fp32, tensor_category::activation_grads, event_kind::bwd_head,
                 event_kind::bwd_embed);  // rowsum(dO * O), FlashAttention-2 backward
+
+  if (run.framework == framework_kind::trainplan) add_harness_scratch(inv, m, run, stage);
 
   return finish_inventory(std::move(out), m);
 }

@@ -161,6 +161,10 @@ struct pipeline_stage {
   std::uint64_t inflight = 1;
 };
 
+// The harness's norm backward sums weight gradients in at most this many fp32 partial rows, one per thread
+// block (bwd.norm_partials): enough blocks to fill an H100's 132 SMs several times over.
+constexpr std::uint64_t harness_norm_partial_rows = 1024;
+
 // Builds the inventory of one training step: model state, then activations in the order they appear.
 // `facts` must describe what this GPU holds of `m` (describe_model, or a stage's share); without it they
 // are computed here.

@@ -195,10 +195,17 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   std::uint32_t* slot = slot_store.get(slots);
   std::fill_n(slot, slots, 0u);
   bool optimizer_state = false, grads_per_layer = false;  // which events the peak search must visit
+  // A buffer that appears only in the embedding's backward (the harness's fp32 embedding gradient) makes
+  // that event more than a subset of the last backward layer's: then it is visited too.
+  bool embed_backward_scratch = false;
+  const std::int64_t bwd_embed = event_index(event_kind::bwd_embed, 0, L);
   for (std::size_t i = 0; i < n; ++i) {
     const tensor_spec& t = inv.tensors[i];
     optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
     grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
+    if (t.lifetime == state_lifetime::micro_batch && !t.per_layer)
+      for (int k = 0; k < t.interval_count; ++k)
+        embed_backward_scratch = embed_backward_scratch || (t.intervals[k].first_base == bwd_embed && t.bytes > 0);
     const std::uint64_t hash = lifetime_hash(t);
     std::size_t at = static_cast<std::size_t>(hash >> (64 - std::countr_zero(slots)));  // the best-mixed bits
     while (slot[at] != 0 && !(hashes[slot[at] - 1] == hash && same_lifetime(*groups[slot[at] - 1].like, t)))
@@ -288,8 +295,9 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     const int step = optimizer_state ? 2 : 1;
     const std::uint64_t last_mb = micro_batches - 1;
     // The embedding's forward holds a strict subset of what the last layer's forward holds (its buffers
-    // live on through the layers), and its backward a strict subset of the last layer's backward; step
-    // 2's optimizer step holds what step 1's does. None of them can be the first peak.
+    // live on through the layers), and its backward a strict subset of the last layer's backward unless a
+    // buffer starts there; step 2's optimizer step holds what step 1's does. None of them can be the
+    // first peak.
     if (optimizer_state) visit_event(1, last_mb, event_kind::optimizer, 0);
     auto forward = [&] {
       if (two_kinds) visit_event(step, last_mb, event_kind::fwd_layer, boundary - 1);
@@ -308,8 +316,8 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
         // Gradients that appear layer by layer make the backward's live bytes linear in the layers done
         // (each layer frees what it saved and adds its gradients), so the largest is at either end.
         visit_event(step, mb, event_kind::bwd_layer, 0);
-        visit_event(step, mb, event_kind::bwd_embed, 0);
       }
+      if (grads_per_layer || embed_backward_scratch) visit_event(step, mb, event_kind::bwd_embed, 0);
     };
     if (micro_batches == 1) {
       forward(), backward(0);

@@ -53,7 +53,8 @@ enum class timeline_detail {
 // step that first holds the most. Where gradients appear layer by layer (hf: PyTorch creates each .grad
 // when its backward runs), a backward layer event holds what the layers not yet done saved plus the
 // gradients of the layers done, which is linear in the number done: its largest value is at the first or
-// the last backward layer, so those and the embedding's backward are visited too.
+// the last backward layer, so those and the embedding's backward are visited too. The embedding's backward
+// is also visited when a buffer begins there (the trainplan profile's fp32 embedding gradient).
 // tests/planner/test_timeline.cpp checks this equals the full walk across a grid of configurations.
 timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, timeline_detail detail);
 

@@ -57,18 +57,19 @@ step_record training_run::step() {
   rec.step = static_cast<int>(records.size()) + 1;
   rec.loss_scale = loss_scale_;
   const int step_index = rec.step - 1;
-  double loss_sum = 0;
   for (std::uint64_t mb = 0; mb < config.grad_accum; ++mb) {
-    loss_sum += net.run_micro_batch(step_index, mb, loss_scale_);
+    net.run_micro_batch(step_index, mb, loss_scale_);
     if (state.grads_accum)  // --grad-dtype fp32: fold this micro-batch's 16-bit gradients into fp32
       alloc.ops().accumulate_and_clear(state.grads_accum.view(), state.grads.view(), static_cast<std::size_t>(state.params()));
   }
-  rec.loss = loss_sum / static_cast<double>(config.grad_accum);
+  rec.loss = net.take_mean_loss();  // the step's one read from the device (fp16 also reads its overflow flag)
 
   alloc.mark_phase({fmt::format("step {}, optimizer step", rec.step), rec.step, config.grad_accum - 1, "optimizer", 0, 0});
   const tensor& grads = state.grads_accum ? state.grads_accum : state.grads;
   const std::size_t n = static_cast<std::size_t>(state.params());
-  if (layout.loss_scaling && alloc.ops().has_non_finite(grads.view(), n)) {
+  tensor non_finite_flag;  // fp16: raised by the overflow check, read before the update
+  if (layout.loss_scaling) non_finite_flag = net.act("optimizer.non_finite_flag");
+  if (layout.loss_scaling && alloc.ops().has_non_finite(grads.view(), non_finite_flag.view(), n)) {
     rec.skipped = true;  // GradScaler: skip the update, halve the scale (backoff_factor 0.5)
     loss_scale_ *= 0.5f;
     good_steps_ = 0;

@@ -38,6 +38,7 @@ transformer::transformer(const model_spec& m, const run_config& run, const preci
     // Capacity: the planner's rows per expert, ceil(c * k * b * s / E) (planner/moe.hpp), so both count the same rows.
     dispatch_ = {rows_, m.experts, m.experts_per_token, run.capacity_factor > 0 ? routed_rows(m, run) / m.experts : 0};
   }
+  token_losses_ = act("loss.token_losses");
 }
 
 void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label) {
@@ -59,7 +60,7 @@ std::uint64_t transformer::site(int step, std::uint64_t mb, std::uint64_t layer,
   return ((static_cast<std::uint64_t>(step) * 1000003ull + mb) * 4099ull + layer) * 8ull + static_cast<std::uint64_t>(kind);
 }
 
-double transformer::run_micro_batch(int step, std::uint64_t mb, float loss_scale) {
+void transformer::run_micro_batch(int step, std::uint64_t mb, float loss_scale) {
   mark(step, mb, "fwd_embed", 0, "forward embedding");
   embed_forward(step, mb);
   for (std::uint64_t i = 0; i < m_.layers; ++i) {
@@ -69,7 +70,7 @@ double transformer::run_micro_batch(int step, std::uint64_t mb, float loss_scale
     layer_forward(i, step, mb, &output);
     drop_unkept(layers_[i]);
   }
-  const double loss = head_forward_and_loss(step, mb, loss_scale);
+  head_forward_and_loss(step, mb, loss_scale);
   mark(step, mb, "bwd_head", 0, "backward head");
   head_backward();
   for (std::uint64_t k = 0; k < m_.layers; ++k) {
@@ -79,7 +80,19 @@ double transformer::run_micro_batch(int step, std::uint64_t mb, float loss_scale
   }
   mark(step, mb, "bwd_embed", 0, "backward embedding");
   embed_backward();
-  return loss;
+  ++micro_batches_in_losses_;
+}
+
+double transformer::take_mean_loss() {
+  if (micro_batches_in_losses_ == 0) throw std::logic_error("take_mean_loss: no micro-batch has run since the last read");
+  std::vector<float> losses(rows_);
+  ops_.download(losses.data(), token_losses_.view().data, rows_ * sizeof(float));  // the step's one wait
+  double sum = 0;
+  for (float l : losses) sum += l;
+  token_losses_.fill(0.0f);
+  const double mean = sum / static_cast<double>(rows_ * micro_batches_in_losses_);
+  micro_batches_in_losses_ = 0;
+  return mean;
 }
 
 void transformer::embed_forward(int step, std::uint64_t mb) {
@@ -307,7 +320,7 @@ void transformer::drop_unkept(layer_buffers& l) {
   }
 }
 
-double transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss_scale) {
+void transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss_scale) {
   const std::uint64_t h = m_.hidden, V = m_.vocab;
   const bool gpt = m_.family == model_family::gpt;
   mark(step, mb, "fwd_head", 0, "forward head");
@@ -331,11 +344,11 @@ double transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss
   }
   logits_grad_ = act("logits.grad");
   const float grad_scale = loss_scale / static_cast<float>(rows_ * run_.grad_accum);
-  const double total = ops_.cross_entropy_forward_backward(loss_input, targets_.view(), logits_grad_.view(), rows_, V, grad_scale);
+  ops_.cross_entropy_forward_backward(loss_input, targets_.view(), logits_grad_.view(), token_losses_.view(), rows_, V,
+                                      grad_scale);
   logits_.reset();
   logits_fp32_.reset();
   targets_.reset();
-  return total / static_cast<double>(rows_);
 }
 
 void transformer::head_backward() {
@@ -349,6 +362,7 @@ void transformer::head_backward() {
   if (m_.is_moe()) bwd_.d_expert_rows = act("bwd.d_expert_rows");
   if (run_.attention == attention_kind::eager) bwd_.d_scores = act("bwd.d_scores");
   else bwd_.flash_delta = act("bwd.flash_delta");
+  bwd_.norm_partials = act("bwd.norm_partials");
 
   const char* head_name = m_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
   ops_.linear_backward_weight(logits_grad_.view(), lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);
@@ -356,11 +370,11 @@ void transformer::head_backward() {
   bwd_.d_residual.fill(0.0f);
   if (gpt)
     ops_.layer_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
-                                 bwd_.d_residual.view(), state_.grad("final_norm.weight"), state_.grad("final_norm.bias"),
-                                 rows_, h);
+                             bwd_.d_residual.view(), state_.grad("final_norm.weight"), state_.grad("final_norm.bias"),
+                             bwd_.norm_partials.view(), rows_, h);
   else
     ops_.rms_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
-                               bwd_.d_residual.view(), state_.grad("final_norm.weight"), rows_, h);
+                           bwd_.d_residual.view(), state_.grad("final_norm.weight"), bwd_.norm_partials.view(), rows_, h);
   logits_grad_.reset();
   lm_head_in_.reset();
   final_norm_in_.reset();
@@ -375,13 +389,14 @@ void transformer::layer_backward(std::uint64_t i, int step, std::uint64_t mb) {
   auto w = [&](const char* suffix) { return state_.weight(pname(i, suffix)); };
   auto g = [&](const char* suffix) { return state_.grad(pname(i, suffix)); };
   const view d_res = bwd_.d_residual.view(), d_hid = bwd_.d_hidden.view(), d_ffn = bwd_.d_ffn.view();
+  const view partials = bwd_.norm_partials.view();
 
   // MLP: out = ln2.in + dropout(down(act(fc(norm(ln2.in)))))
   const view mlp_mask = l.mlp_mask.view();
   ops_.dropout_apply(d_res, dropout ? &mlp_mask : nullptr, keep_scale, d_hid, rows_ * h);
   if (m_.is_moe()) {
     moe_backward(i);  // d_hid: d(MLP output) in, d(mlp.fc_in) out
-    ops_.rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), rows_, h);
+    ops_.rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), partials, rows_, h);
   } else if (gpt) {
     const view d_inner = d_ffn.slice(0, rows_ * f), d_proj_bias = g("mlp.proj.bias"), d_fc_bias = g("mlp.fc.bias");
     ops_.linear_backward_weight(d_hid, l.mlp_b.view(), g("mlp.proj.weight"), &d_proj_bias, rows_, h, f);
@@ -389,7 +404,8 @@ void transformer::layer_backward(std::uint64_t i, int step, std::uint64_t mb) {
     ops_.gelu_backward(l.mlp_a.view(), d_inner, d_inner, rows_ * f);
     ops_.linear_backward_weight(d_inner, l.fc_in.view(), g("mlp.fc.weight"), &d_fc_bias, rows_, f, h);
     ops_.linear_backward_input(d_inner, w("mlp.fc.weight"), d_hid, rows_, f, h, false);
-    ops_.layer_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), g("ln2.bias"), rows_, h);
+    ops_.layer_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), g("ln2.bias"), partials,
+                             rows_, h);
   } else {
     const view d_gate = d_ffn.slice(0, rows_ * f), d_up = d_ffn.slice(rows_ * f, rows_ * f);
     ops_.linear_backward_weight(d_hid, l.mlp_c.view(), g("mlp.down.weight"), nullptr, rows_, h, f);
@@ -399,7 +415,7 @@ void transformer::layer_backward(std::uint64_t i, int step, std::uint64_t mb) {
     ops_.linear_backward_weight(d_up, l.fc_in.view(), g("mlp.up.weight"), nullptr, rows_, f, h);
     ops_.linear_backward_input(d_gate, w("mlp.gate.weight"), d_hid, rows_, f, h, false);
     ops_.linear_backward_input(d_up, w("mlp.up.weight"), d_hid, rows_, f, h, true);
-    ops_.rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), rows_, h);
+    ops_.rms_norm_backward(l.ln2_in.view(), w("ln2.weight"), d_hid, d_res, g("ln2.weight"), partials, rows_, h);
   }
 
   // Attention: ln2.in = ln1.in + dropout(out(attention(qkv(norm(ln1.in)))))
@@ -423,8 +439,10 @@ void transformer::layer_backward(std::uint64_t i, int step, std::uint64_t mb) {
   ops_.linear_backward_weight(bwd_.d_qkv.view(), l.qkv_in.view(), g("attn.qkv.weight"), qkv_bias ? &d_qkv_bias : nullptr,
                                   rows_, qkv_w, h);
   ops_.linear_backward_input(bwd_.d_qkv.view(), w("attn.qkv.weight"), d_hid, rows_, qkv_w, h, false);
-  if (gpt) ops_.layer_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), g("ln1.bias"), rows_, h);
-  else ops_.rms_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), rows_, h);
+  if (gpt)
+    ops_.layer_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), g("ln1.bias"), partials,
+                             rows_, h);
+  else ops_.rms_norm_backward(l.ln1_in.view(), w("ln1.weight"), d_hid, d_res, g("ln1.weight"), partials, rows_, h);
   l = layer_buffers{};  // the layer's activations end with its backward
 }
 
@@ -434,7 +452,9 @@ void transformer::embed_backward() {
   const float keep_scale = 1.0f / (1.0f - static_cast<float>(run_.dropout));
   ops_.dropout_apply(bwd_.d_residual.view(), run_.dropout > 0 ? &mask : nullptr, keep_scale, bwd_.d_hidden.view(), rows_ * h);
   const view d_wpe = state_.has("embed.positions") ? state_.grad("embed.positions") : view{};
-  ops_.embedding_backward(tokens_.view(), bwd_.d_hidden.view(), state_.grad("embed.tokens"), d_wpe, b, s, h, m_.vocab);
+  const tensor scratch = act("bwd.embed_grad_fp32");
+  ops_.embedding_backward(tokens_.view(), bwd_.d_hidden.view(), state_.grad("embed.tokens"), d_wpe, scratch.view(), b, s, h,
+                          m_.vocab);
   tokens_.reset();
   embed_mask_.reset();
   bwd_ = backward_buffers{};

@@ -26,8 +26,13 @@ class transformer {
 
   // Forward, loss and backward of micro-batch `micro_batch` of step `step` (both 0-based); gradients are
   // added to the model state's. The loss gradient is multiplied by loss_scale / (tokens * grad_accum).
-  // Returns the mean cross-entropy of the micro-batch.
-  double run_micro_batch(int step, std::uint64_t micro_batch, float loss_scale);
+  // Each token's loss is added on the device (loss.token_losses); nothing is read back.
+  void run_micro_batch(int step, std::uint64_t micro_batch, float loss_scale);
+  // The mean cross-entropy over the micro-batches run since the last call, read from the device once.
+  double take_mean_loss();
+  // Allocates the inventory's buffer `name` ("layer3.attn.qkv": the layer filled in) with its shape and
+  // dtype; the training step allocates its own (the fp16 overflow flag) here too.
+  tensor act(const std::string& name);
 
   // Tokens and targets for (step, micro-batch): generated from the seed unless set here ([b, s] each).
   std::optional<std::vector<std::int32_t>> fixed_tokens, fixed_targets;
@@ -41,11 +46,11 @@ class transformer {
   };
   struct backward_buffers {
     tensor d_residual, d_hidden, d_qkv, d_ffn, d_scores, flash_delta;
+    tensor norm_partials;  // the norms' weight-gradient sums per thread block (kernels/norm.hpp)
     tensor d_expert_rows;  // Mixture of Experts
   };
 
   void mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label);
-  tensor act(const std::string& name);  // "layer3.attn.qkv": shape and dtype from the inventory
   std::string pname(std::uint64_t layer, const char* suffix) const;
   std::uint64_t site(int step, std::uint64_t mb, std::uint64_t layer, int kind) const;
 
@@ -59,7 +64,7 @@ class transformer {
   void moe_backward(std::uint64_t i);
   kernels::moe_row_map moe_rows(const layer_buffers& l) const;  // from the layer's top-k indices
   void drop_unkept(layer_buffers& l);
-  double head_forward_and_loss(int step, std::uint64_t mb, float loss_scale);
+  void head_forward_and_loss(int step, std::uint64_t mb, float loss_scale);
   void head_backward();
   void layer_backward(std::uint64_t i, int step, std::uint64_t mb);
   void embed_backward();
@@ -77,6 +82,8 @@ class transformer {
   std::uint64_t rows_;  // b * s
   kernels::moe_dispatch dispatch_;  // tokens, experts, top-k, capacity (MoE only)
 
+  tensor token_losses_;  // (b * s) fp32, summed over the micro-batches until take_mean_loss
+  std::uint64_t micro_batches_in_losses_ = 0;
   tensor tokens_, targets_, embed_mask_, final_norm_in_, lm_head_in_, logits_, logits_fp32_, logits_grad_;
   std::vector<layer_buffers> layers_;
   backward_buffers bwd_;

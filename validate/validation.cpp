@@ -97,7 +97,9 @@ validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& 
   std::optional<device_measurements> measured;
   if (device) {
     measured = *device;
-    measured->context_bytes = ops.device_used_bytes();  // before any buffer exists
+    // Before any buffer exists: the context and cuBLAS's handle, less its workspace (reported on its own).
+    const std::uint64_t used = ops.device_used_bytes();
+    measured->context_bytes = used > measured->workspace_bytes ? used - measured->workspace_bytes : 0;
   }
   training_run harness(m, run, options, ops);
   const auto start = std::chrono::steady_clock::now();

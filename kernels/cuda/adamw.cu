@@ -1,6 +1,7 @@
 // Fused AdamW: one pass reads the gradient, updates m, v and the fp32 master copy, and writes the rounded
 // low-precision weights. The loss-scale check is a reduction that flags any inf or NaN gradient.
 #include <cmath>
+#include <stdexcept>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
@@ -39,14 +40,15 @@ void adamw_step(const adamw_config& cfg, int step, const view& params, const vie
   TRAINPLAN_CUDA_LAUNCH_CHECK();
 }
 
-bool has_non_finite(const view& grads, std::size_t n) {
-  int* flag = static_cast<int*>(device_alloc(sizeof(int)));
-  TRAINPLAN_CUDA_CHECK(cudaMemset(flag, 0, sizeof(int)));
-  non_finite_kernel<<<blocks_for(n, 256), 256>>>(device(grads), n, flag);
+// The one read-back of an fp16 step, before its optimizer update (GradScaler reads found_inf there too).
+bool has_non_finite(const view& grads, const view& flag, std::size_t n) {
+  if (flag.type != dtype::i32 || flag.size < 1) throw std::invalid_argument("has_non_finite: the flag is one i32");
+  int* device_flag = static_cast<int*>(flag.data);
+  TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(device_flag, 0, sizeof(int), 0));
+  non_finite_kernel<<<blocks_for(n, 256), 256>>>(device(grads), n, device_flag);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
   int host = 0;
-  copy_to_host(&host, flag, sizeof(int));
-  device_free(flag);
+  copy_to_host(&host, device_flag, sizeof(int));
   return host != 0;
 }
 

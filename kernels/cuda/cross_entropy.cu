@@ -1,5 +1,6 @@
-// Softmax cross-entropy fused with its gradient, one thread block per row (llm.c's fused classifier).
-#include <vector>
+// Softmax cross-entropy fused with its gradient, one thread block per row (llm.c's fused classifier). The
+// row losses are added into the caller's buffer on the device: nothing is read back inside the step.
+#include <stdexcept>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
@@ -7,7 +8,7 @@
 namespace trainplan::kernels::cuda {
 namespace {
 
-__global__ void cross_entropy_kernel(dview logits, dview targets, dview d_logits, float* row_loss, std::size_t vocab,
+__global__ void cross_entropy_kernel(dview logits, dview targets, dview d_logits, float* token_losses, std::size_t vocab,
                                      float grad_scale) {
   const std::size_t row = blockIdx.x, base = row * vocab;
   float m = -INFINITY;
@@ -21,23 +22,18 @@ __global__ void cross_entropy_kernel(dview logits, dview targets, dview d_logits
     const float prob = expf(logits.get(base + v) - log_sum);
     d_logits.set(base + v, (prob - (v == target ? 1.0f : 0.0f)) * grad_scale);
   }
-  if (threadIdx.x == 0) row_loss[row] = log_sum - logits.get(base + target);
+  if (threadIdx.x == 0) token_losses[row] += log_sum - logits.get(base + target);  // one thread per row: no race
 }
 
 }  // namespace
 
-double cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits, std::size_t rows,
-                                      std::size_t vocab, float grad_scale) {
-  float* row_loss = static_cast<float*>(device_alloc(rows * sizeof(float)));
-  cross_entropy_kernel<<<static_cast<unsigned>(rows), 256>>>(device(logits), device(targets), device(d_logits), row_loss,
-                                                             vocab, grad_scale);
+void cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits,
+                                    const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale) {
+  if (token_losses.type != dtype::fp32 || token_losses.size < rows)
+    throw std::invalid_argument("cross entropy: token_losses must be fp32 with one element per row");
+  cross_entropy_kernel<<<static_cast<unsigned>(rows), 256>>>(device(logits), device(targets), device(d_logits),
+                                                             static_cast<float*>(token_losses.data), vocab, grad_scale);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
-  std::vector<float> host(rows);
-  copy_to_host(host.data(), row_loss, rows * sizeof(float));
-  device_free(row_loss);
-  double total = 0;
-  for (float l : host) total += l;
-  return total;
 }
 
 }  // namespace trainplan::kernels::cuda

@@ -1,5 +1,8 @@
-// Token and position embeddings. The backward scatters into fp32 scratch (only the rows of tokens seen
-// get contributions) and adds it to the stored gradients once.
+// Token and position embeddings. The backward scatters into the caller's fp32 scratch (a tracked buffer,
+// bwd.embed_grad_fp32; only the rows of tokens seen get contributions) and adds it to the stored
+// gradients once.
+#include <stdexcept>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
 
@@ -41,11 +44,13 @@ void embedding_forward(const view& tokens, const view& wte, const view& wpe, con
   TRAINPLAN_CUDA_LAUNCH_CHECK();
 }
 
-void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, std::size_t batch,
-                        std::size_t seq, std::size_t width, std::size_t vocab) {
+void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, const view& fp32_scratch,
+                        std::size_t batch, std::size_t seq, std::size_t width, std::size_t vocab) {
   const std::size_t n = batch * seq * width, wte_n = vocab * width, wpe_n = d_wpe.data ? seq * width : 0;
-  float* scratch = static_cast<float*>(device_alloc((wte_n + wpe_n) * sizeof(float)));
-  TRAINPLAN_CUDA_CHECK(cudaMemset(scratch, 0, (wte_n + wpe_n) * sizeof(float)));
+  if (fp32_scratch.type != dtype::fp32 || fp32_scratch.size < wte_n + wpe_n)
+    throw std::invalid_argument("embedding backward: the fp32 scratch is too small");
+  float* scratch = static_cast<float*>(fp32_scratch.data);
+  TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(scratch, 0, (wte_n + wpe_n) * sizeof(float), 0));
   embedding_backward_kernel<<<blocks_for(n, 256), 256>>>(device(tokens), device(d_out), scratch,
                                                          wpe_n ? scratch + wte_n : nullptr, seq, width, n);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
@@ -55,7 +60,6 @@ void embedding_backward(const view& tokens, const view& d_out, const view& d_wte
     add_kernel<<<blocks_for(wpe_n, 256), 256>>>(device(d_wpe), scratch + wte_n, wpe_n);
     TRAINPLAN_CUDA_LAUNCH_CHECK();
   }
-  device_free(scratch);
 }
 
 }  // namespace trainplan::kernels::cuda

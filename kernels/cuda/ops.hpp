@@ -21,8 +21,12 @@ std::string unavailable_reason();
 // The harness's kernel table on the GPU: device memory (zero-filled), copies, these kernels.
 const kernel_ops& cuda_kernel_ops();
 std::string device_name();          // "NVIDIA H100 80GB HBM3"
-std::uint64_t device_used_bytes();  // total - free, as cudaMemGetInfo reports: context, workspace, tensors, slack
+// What the harness holds on the device: the memory in use before its arena was reserved (context, cuBLAS
+// handle and workspace, as cudaMemGetInfo reported then) plus the arena's extent (its live buffers and the
+// gaps between them). Known on the host: no driver call, no synchronization.
+std::uint64_t device_used_bytes();
 
+// Plain cudaMalloc (zero-filled) and cudaFree, for the tests. The kernel table allocates from the arena.
 void* device_alloc(std::size_t bytes);
 void device_free(void* ptr);
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
@@ -41,10 +45,10 @@ void linear_backward_weight(const view& d_out, const view& in, const view& d_wei
 void layer_norm_forward(const view& x, const view& weight, const view& bias, const view& y, std::size_t rows,
                         std::size_t width);
 void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                         const view& d_bias, std::size_t rows, std::size_t width);
+                         const view& d_bias, const view& partials, std::size_t rows, std::size_t width);
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width);
 void rms_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
-                       std::size_t rows, std::size_t width);
+                       const view& partials, std::size_t rows, std::size_t width);
 
 void gelu_forward(const view& x, const view& y, std::size_t n);
 void gelu_backward(const view& x, const view& dy, const view& dx, std::size_t n);
@@ -54,17 +58,17 @@ void swiglu_backward(const view& gate, const view& up, const view& dy, const vie
 
 void dropout_mask(std::uint64_t seed, std::uint64_t site, float p, const view& mask, std::size_t n);
 
-double cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits, std::size_t rows,
-                                      std::size_t vocab, float grad_scale);
+void cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits,
+                                    const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale);
 
 void adamw_step(const adamw_config& cfg, int step, const view& params, const view& grads, float grad_scale,
                 const view& m, const view& v, const view& low_precision_copy, std::size_t n);
-bool has_non_finite(const view& grads, std::size_t n);
+bool has_non_finite(const view& grads, const view& flag, std::size_t n);
 
 void embedding_forward(const view& tokens, const view& wte, const view& wpe, const view& out, std::size_t batch,
                        std::size_t seq, std::size_t width);
-void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, std::size_t batch,
-                        std::size_t seq, std::size_t width, std::size_t vocab);
+void embedding_backward(const view& tokens, const view& d_out, const view& d_wte, const view& d_wpe, const view& scratch,
+                        std::size_t batch, std::size_t seq, std::size_t width, std::size_t vocab);
 
 void eager_attention_forward(const attention_shape& sh, const view& qkv, const view& softmax, const view& mask,
                              const view& dropped, const attention_dropout& drop, const view& out);

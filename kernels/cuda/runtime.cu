@@ -1,8 +1,11 @@
-// Device discovery, memory, copies and the process's cuBLAS handle.
+// Device discovery, the harness's device memory (one arena), copies and the process's cuBLAS handle.
+#include <cstddef>
 #include <mutex>
+#include <optional>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
+#include "kernels/device_arena.hpp"
 
 namespace trainplan::kernels::cuda {
 
@@ -25,7 +28,10 @@ void* device_alloc(std::size_t bytes) {
 }
 void device_free(void* ptr) { TRAINPLAN_CUDA_CHECK(cudaFree(ptr)); }
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  TRAINPLAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // From pageable host memory the runtime stages the data before returning, so `src` may go away at
+  // once, and the copy waits for no earlier kernel on the host's side (CUDA Runtime API, "API
+  // synchronization behavior": asynchronous pageable host-to-device copies).
+  TRAINPLAN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0));
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   TRAINPLAN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
@@ -38,23 +44,66 @@ std::string device_name() {
   return prop.name;
 }
 
-std::uint64_t device_used_bytes() {
-  std::size_t free = 0, total = 0;
-  TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return total - free;
+namespace {
+
+// The harness's buffers live in one block reserved when the kernel table is first used (issue 11): a
+// step then allocates and frees without calling the driver and without synchronizing, and the device
+// memory it needs is known on the host at every allocation (the arena's extent) instead of being read
+// with cudaMemGetInfo. The block is all free memory less this headroom, left to the driver for what it
+// allocates on its own: kernels' local memory (sized at launch for every resident thread), the
+// runtime's and cuBLAS's internal buffers.
+constexpr std::uint64_t driver_headroom_bytes = 1ull << 30;
+
+struct harness_memory {
+  std::uint64_t before_arena_bytes = 0;  // context, loaded modules, the cuBLAS handle and its workspace
+  std::byte* base = nullptr;
+  device_arena arena{0};
+};
+
+harness_memory& memory() {
+  static harness_memory* m = [] {
+    auto* h = new harness_memory;  // never freed: the arena lives as long as the process
+    cublas_handle();  // its workspace is allocated now, outside the arena
+    std::size_t free = 0, total = 0;
+    TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    h->before_arena_bytes = total - free;
+    const std::uint64_t capacity = free > driver_headroom_bytes ? free - driver_headroom_bytes : 0;
+    if (capacity > 0) TRAINPLAN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&h->base), capacity));
+    h->arena = device_arena(capacity);
+    return h;
+  }();
+  return *m;
 }
 
-namespace {
-void release(void* p) { device_free(p); }
+void* arena_alloc(std::size_t bytes) {
+  harness_memory& m = memory();
+  const std::optional<std::uint64_t> offset = m.arena.allocate(bytes);
+  if (!offset)
+    throw std::runtime_error("out of memory: " + std::to_string(bytes) + " bytes do not fit in the device arena (" +
+                             std::to_string(m.arena.live_bytes()) + " of " + std::to_string(m.arena.capacity_bytes()) +
+                             " bytes in use, largest free range " + std::to_string(m.arena.largest_free_bytes()) + ")");
+  std::byte* p = m.base + *offset;
+  TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(p, 0, device_arena::rounded(bytes), 0));  // zero-filled, in stream order
+  return p;
+}
+
+// Stream order makes this safe without waiting: a kernel still queued on the freed block runs before
+// anything queued later on the block's next owner.
+void release(void* p) { memory().arena.release(static_cast<std::uint64_t>(static_cast<std::byte*>(p) - memory().base)); }
 void upload(void* dst, const void* src, std::size_t bytes) { copy_to_device(dst, src, bytes); }
 void download(void* dst, const void* src, std::size_t bytes) { copy_to_host(dst, src, bytes); }
 }  // namespace
+
+std::uint64_t device_used_bytes() {
+  const harness_memory& m = memory();
+  return m.before_arena_bytes + m.arena.extent_bytes();
+}
 
 const kernel_ops& cuda_kernel_ops() {
   static const kernel_ops ops = [] {
     kernel_ops o;
     o.backend = "cuda";
-    o.alloc = device_alloc;
+    o.alloc = arena_alloc;
     o.release = release;
     o.upload = upload;
     o.download = download;

@@ -42,7 +42,9 @@ TEST_CASE("layer norm and RMS norm backward match finite differences", "[kernels
     return dot(y, up);
   };
   std::vector<float> dx(rows * width, 0.0f), dw(width, 0.0f), db(width, 0.0f);
-  layer_norm_backward(fp32_view(x), fp32_view(w), fp32_view(up), fp32_view(dx), fp32_view(dw), fp32_view(db), rows, width);
+  std::vector<float> partials(3 * 2 * width, 99.0f);  // three partial rows; whatever they held is overwritten
+  layer_norm_backward(fp32_view(x), fp32_view(w), fp32_view(up), fp32_view(dx), fp32_view(dw), fp32_view(db),
+                      fp32_view(partials), rows, width);
   check_gradient("layer norm dx", x, dx, [&](const std::vector<float>& v) { return ln_loss(v, w, b); });
   check_gradient("layer norm dw", w, dw, [&](const std::vector<float>& v) { return ln_loss(x, v, b); });
   check_gradient("layer norm db", b, db, [&](const std::vector<float>& v) { return ln_loss(x, w, v); });
@@ -52,10 +54,14 @@ TEST_CASE("layer norm and RMS norm backward match finite differences", "[kernels
     rms_norm_forward(fp32_view(xc), fp32_view(wc), fp32_view(y), rows, width);
     return dot(y, up);
   };
-  std::vector<float> rdx(rows * width, 0.0f), rdw(width, 0.0f);
-  rms_norm_backward(fp32_view(x), fp32_view(w), fp32_view(up), fp32_view(rdx), fp32_view(rdw), rows, width);
+  std::vector<float> rdx(rows * width, 0.0f), rdw(width, 0.0f), rms_partials(width, 99.0f);
+  rms_norm_backward(fp32_view(x), fp32_view(w), fp32_view(up), fp32_view(rdx), fp32_view(rdw), fp32_view(rms_partials),
+                    rows, width);
   check_gradient("rms norm dx", x, rdx, [&](const std::vector<float>& v) { return rms_loss(v, w); });
   check_gradient("rms norm dw", w, rdw, [&](const std::vector<float>& v) { return rms_loss(x, v); });
+  std::vector<float> too_small(width);  // layer norm needs 2 * width sums per partial row
+  CHECK_THROWS(layer_norm_backward(fp32_view(x), fp32_view(w), fp32_view(up), fp32_view(dx), fp32_view(dw), fp32_view(db),
+                                   fp32_view(too_small), rows, width));
 }
 
 TEST_CASE("GELU and SwiGLU backward match finite differences", "[kernels][activation]") {

@@ -19,17 +19,23 @@ TEST_CASE("cross-entropy gradient matches finite differences, and the loss of un
   std::vector<std::int32_t> targets = {0, 3, 10, 5, 5, 1};
   const view t{targets.data(), dtype::i32, rows};
   auto loss = [&](const std::vector<float>& x) {
-    std::vector<float> xc = x, scratch(rows * vocab);
-    return cross_entropy_forward_backward(fp32_view(xc), t, fp32_view(scratch), rows, vocab, 1.0f);
+    std::vector<float> xc = x, scratch(rows * vocab), token_losses(rows, 0.0f);
+    cross_entropy_forward_backward(fp32_view(xc), t, fp32_view(scratch), fp32_view(token_losses), rows, vocab, 1.0f);
+    double total = 0;
+    for (float l : token_losses) total += l;
+    return total;
   };
-  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), rows, vocab, 1.0f);
+  std::vector<float> token_losses(rows, 0.0f);
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(token_losses), rows, vocab, 1.0f);
   check_gradient("cross-entropy", logits, d, loss);
   std::vector<float> zeros(rows * vocab, 0.0f);
   CHECK(loss(zeros) == Approx(rows * std::log(11.0)));
   // grad_scale scales the gradient only
-  std::vector<float> d2(rows * vocab);
-  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d2), rows, vocab, 0.5f);
+  std::vector<float> d2(rows * vocab), once = token_losses;
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d2), fp32_view(token_losses), rows, vocab, 0.5f);
   for (std::size_t i = 0; i < d.size(); ++i) CHECK(d2[i] == Approx(0.5f * d[i]));
+  // Each call adds its row losses: a step's micro-batches sum on the device, read once.
+  for (std::size_t r = 0; r < rows; ++r) CHECK(token_losses[r] == Approx(2.0f * once[r]));
 }
 
 TEST_CASE("embedding backward matches finite differences", "[kernels][embedding]") {
@@ -42,11 +48,26 @@ TEST_CASE("embedding backward matches finite differences", "[kernels][embedding]
     embedding_forward(t, fp32_view(a), fp32_view(p), fp32_view(out), b, s, h);
     return dot(out, up);
   };
-  std::vector<float> dte(vocab * h, 0.0f), dpe(s * h, 0.0f);
-  embedding_backward(t, fp32_view(up), fp32_view(dte), fp32_view(dpe), b, s, h, vocab);
+  std::vector<float> dte(vocab * h, 0.0f), dpe(s * h, 0.0f), scratch((vocab + s) * h, 7.0f);  // stale contents
+  embedding_backward(t, fp32_view(up), fp32_view(dte), fp32_view(dpe), fp32_view(scratch), b, s, h, vocab);
   check_gradient("d_wte", wte, dte, [&](const std::vector<float>& x) { return loss(x, wpe); });
   check_gradient("d_wpe", wpe, dpe, [&](const std::vector<float>& x) { return loss(wte, x); });
   for (std::size_t e = 0; e < h; ++e) CHECK(dte[4 * h + e] == 0.0f);  // token 4 never appears
+  std::vector<float> short_scratch(vocab * h);  // no room for the positions' sums
+  CHECK_THROWS(embedding_backward(t, fp32_view(up), fp32_view(dte), fp32_view(dpe), fp32_view(short_scratch), b, s, h, vocab));
+}
+
+TEST_CASE("a 16-bit embedding gradient is rounded once, after the fp32 sum", "[kernels][embedding]") {
+  // 256 tokens all 0, each adding 2^-9 to a bf16 gradient that starts at 1: added one by one in bf16 the
+  // gradient would never move (1 + 2^-9 rounds back to 1), summed in fp32 first it becomes 1.5.
+  const std::size_t b = 1, s = 256, h = 1, vocab = 2;
+  std::vector<std::int32_t> tokens(s, 0);
+  std::vector<float> up(s, 0x1p-9f), scratch(vocab * h, 0.0f);
+  std::vector<std::uint16_t> grad = {float_to_bf16(1.0f), float_to_bf16(0.0f)};
+  const view d_wte{grad.data(), dtype::bf16, 2};
+  embedding_backward({tokens.data(), dtype::i32, s}, fp32_view(up), d_wte, view{}, fp32_view(scratch), b, s, h, vocab);
+  CHECK(d_wte.get(0) == 1.5f);
+  CHECK(d_wte.get(1) == 0.0f);
 }
 
 TEST_CASE("AdamW's first step moves each weight by lr against its gradient's sign, after decay", "[kernels][adamw]") {
@@ -60,8 +81,12 @@ TEST_CASE("AdamW's first step moves each weight by lr against its gradient's sig
   CHECK(m[1] == Approx(0.1f * -4.0f));
   CHECK(v[1] == Approx(0.001 * 16.0).epsilon(1e-4));  // 1 - 0.999f is 0.001 only to ~1.3e-5 in fp32
   std::vector<float> inf = {1.0f, std::numeric_limits<float>::infinity()};
-  CHECK(has_non_finite(fp32_view(inf), 2));
-  CHECK_FALSE(has_non_finite(fp32_view(p), 3));
+  std::int32_t flag = 0;
+  const view flag_view{&flag, dtype::i32, 1};
+  CHECK(has_non_finite(fp32_view(inf), flag_view, 2));
+  CHECK(flag == 1);
+  CHECK_FALSE(has_non_finite(fp32_view(p), flag_view, 3));  // the flag is cleared first
+  CHECK(flag == 0);
 }
 
 TEST_CASE("dropout masks keep 1 - p of elements and are reproducible", "[kernels][dropout]") {

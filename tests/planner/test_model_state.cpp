@@ -21,7 +21,7 @@ std::uint64_t state_bytes(const model_spec& m, precision_regime p, grad_dtype_ch
   const inventory inv = build_inventory(m, r, make_precision_layout(p, g));
   std::uint64_t bytes = 0;
   for (const tensor_spec& t : inv.tensors)
-    if (t.lifetime != state_lifetime::micro_batch) bytes += t.bytes;
+    if (t.lifetime != state_lifetime::micro_batch && t.role != tensor_role::data) bytes += t.bytes;  // not the loss's
   return bytes;
 }
 

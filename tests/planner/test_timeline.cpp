@@ -58,12 +58,16 @@ TEST_CASE("optimizer state appears at the first optimizer step, gradients live f
   CHECK(step2_fwd - step1_fwd == adam);
   const std::uint64_t loss = point(w.tl, 2, 0, event_kind::loss).live_bytes;
   const std::uint64_t bwd_head = point(w.tl, 2, 0, event_kind::bwd_head).live_bytes;
-  // From the loss to the head's backward: gradients and backward buffers appear; the logits, their fp32
-  // copy and the targets are gone (logits.grad lives across both).
-  CHECK(bwd_head - grads - bytes_named(w.inv, "bwd.") + bytes_exact(w.inv, "logits") +
-            bytes_exact(w.inv, "logits.fp32") + bytes_exact(w.inv, "batch.targets") == loss);
+  // From the loss to the head's backward: gradients and backward buffers appear (all but the embedding's
+  // fp32 gradient, which lives in the embedding's backward only); the logits, their fp32 copy and the
+  // targets are gone (logits.grad lives across both).
+  const std::uint64_t bwd_buffers = bytes_named(w.inv, "bwd.") - bytes_exact(w.inv, "bwd.embed_grad_fp32");
+  CHECK(bwd_head - grads - bwd_buffers + bytes_exact(w.inv, "logits") + bytes_exact(w.inv, "logits.fp32") +
+            bytes_exact(w.inv, "batch.targets") == loss);
+  // The optimizer step: model state, and the harness's per-token losses (summed over the step, read after).
   const std::uint64_t opt1 = point(w.tl, 1, 0, event_kind::optimizer).live_bytes;
-  CHECK(opt1 == bytes_named(w.inv, "weights.") + bytes_named(w.inv, "master.") + grads + adam);
+  CHECK(opt1 == bytes_named(w.inv, "weights.") + bytes_named(w.inv, "master.") + grads + adam +
+                    bytes_exact(w.inv, "loss.token_losses"));
 }
 
 TEST_CASE("accumulation: activations do not persist across micro-batches, gradients do", "[timeline]") {
@@ -149,7 +153,8 @@ TEST_CASE("the peak-only walk finds the same first peak as the full walk", "[tim
         for (attention_kind att : {attention_kind::eager, attention_kind::flash})
           for (std::uint64_t accum : {1, 3})
             for (optimizer_kind opt : {optimizer_kind::adamw, optimizer_kind::sgd, optimizer_kind::adafactor})
-              for (precision_regime p : {precision_regime::bf16_mixed, precision_regime::fp32, precision_regime::amp_bf16})
+              for (precision_regime p : {precision_regime::bf16_mixed, precision_regime::fp32, precision_regime::amp_bf16,
+                                            precision_regime::fp16_mixed})
                 for (std::uint64_t seq : {16, 2048}) {
                   model_spec m = gpt_shape(layers, 256, 4, seq == 16 ? 50000 : 100);  // big vocab: logits dominate
                   if (family == model_family::llama) m.family = family, m.kv_heads = 2, m.tied_embeddings = false;
@@ -168,7 +173,7 @@ TEST_CASE("the peak-only walk finds the same first peak as the full walk", "[tim
                     CHECK(fast.category_bytes_at_peak[c] == full.category_bytes_at_peak[c]);
                   ++cases;
                 }
-  CHECK(cases == 3 * 2 * 3 * 2 * 2 * 3 * 3 * 2);
+  CHECK(cases == 3 * 2 * 3 * 2 * 2 * 3 * 4 * 2);
 }
 
 TEST_CASE("the peak-only walk also holds for pipeline stages, adapters, offload and ZeRO", "[timeline]") {

@@ -1,0 +1,72 @@
+#include "kernels/device_arena.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+
+namespace trainplan::kernels {
+
+device_arena::device_arena(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes / alignment_bytes * alignment_bytes) {
+  if (capacity_bytes_ > 0) free_.emplace(0, capacity_bytes_);
+}
+
+std::uint64_t device_arena::rounded(std::uint64_t bytes) {
+  if (bytes == 0) return alignment_bytes;
+  if (bytes > UINT64_MAX - (alignment_bytes - 1)) return 0;  // cannot be placed; allocate() refuses it
+  return (bytes + alignment_bytes - 1) / alignment_bytes * alignment_bytes;
+}
+
+std::optional<std::uint64_t> device_arena::allocate(std::uint64_t bytes) {
+  const std::uint64_t need = rounded(bytes);
+  if (need == 0) return std::nullopt;
+  // Best fit (the smallest free range that holds the block), lowest offset among equals: keeps large
+  // ranges whole for large buffers, which is what keeps a training step's extent near its live bytes.
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if (it->second >= need && (best == free_.end() || it->second < best->second)) best = it;
+  if (best == free_.end()) return std::nullopt;
+  const std::uint64_t offset = best->first, left = best->second - need;
+  free_.erase(best);
+  if (left > 0) free_.emplace(offset + need, left);
+  live_.emplace(offset, need);
+  live_bytes_ += need;
+  if (offset + need > peak_extent_bytes_) peak_extent_bytes_ = offset + need;
+  return offset;
+}
+
+void device_arena::release(std::uint64_t offset) {
+  auto it = live_.find(offset);
+  if (it == live_.end()) throw std::logic_error("device_arena: release of an offset that is not a live block");
+  std::uint64_t start = offset, bytes = it->second;
+  live_bytes_ -= bytes;
+  live_.erase(it);
+  // Merge with the free range after, then with the one before.
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && next->first == start + bytes) {
+    bytes += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      bytes += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_.emplace(start, bytes);
+}
+
+std::uint64_t device_arena::extent_bytes() const {
+  if (live_.empty()) return 0;
+  const auto last = std::prev(live_.end());
+  return last->first + last->second;
+}
+
+std::uint64_t device_arena::largest_free_bytes() const {
+  std::uint64_t largest = 0;
+  for (const auto& [offset, bytes] : free_) largest = std::max(largest, bytes);
+  return largest;
+}
+
+}  // namespace trainplan::kernels

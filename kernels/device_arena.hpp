@@ -1,0 +1,47 @@
+#pragma once
+// Where buffers go inside one block of device memory reserved up front (issue 11: a training step that
+// never calls the driver to allocate or free). Only the bookkeeping lives here, in plain C++ so it is
+// tested without a GPU: offsets into the block, best fit over the free ranges, neighbours merged on
+// release. The CUDA backend (kernels/cuda/runtime.cu) turns an offset into a pointer.
+//
+// Offsets are aligned to 256 bytes, as cudaMalloc aligns its pointers (CUDA C++ Programming Guide,
+// "Device Memory Accesses": 256-byte alignment of allocations), so vectorised kernels see the same
+// alignment either way.
+#include <cstdint>
+#include <map>
+#include <optional>
+
+namespace trainplan::kernels {
+
+class device_arena {
+ public:
+  static constexpr std::uint64_t alignment_bytes = 256;
+
+  explicit device_arena(std::uint64_t capacity_bytes);
+
+  // The offset of a new block of `bytes` (rounded up to the alignment; 0 bytes take one unit), or nothing
+  // when no free range is large enough: the caller reports running out of memory.
+  std::optional<std::uint64_t> allocate(std::uint64_t bytes);
+  // Returns the block at `offset` (from allocate) to the free ranges. Throws std::logic_error for an
+  // offset that is not a live block.
+  void release(std::uint64_t offset);
+
+  std::uint64_t capacity_bytes() const { return capacity_bytes_; }
+  std::uint64_t live_bytes() const { return live_bytes_; }  // rounded sizes of the live blocks
+  // The end of the highest live block: the device memory the live blocks need from the start of the
+  // arena, fragmentation included.
+  std::uint64_t extent_bytes() const;
+  std::uint64_t peak_extent_bytes() const { return peak_extent_bytes_; }
+  std::uint64_t largest_free_bytes() const;
+  std::size_t live_blocks() const { return live_.size(); }
+
+  static std::uint64_t rounded(std::uint64_t bytes);
+
+ private:
+  std::uint64_t capacity_bytes_;
+  std::uint64_t live_bytes_ = 0, peak_extent_bytes_ = 0;
+  std::map<std::uint64_t, std::uint64_t> free_;  // offset -> bytes, never two adjacent
+  std::map<std::uint64_t, std::uint64_t> live_;  // offset -> bytes
+};
+
+}  // namespace trainplan::kernels
