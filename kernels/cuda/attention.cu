@@ -1,7 +1,6 @@
-// Causal GQA attention on the GPU: eager (materialized probabilities) and flash-style (online softmax,
-// only the fp32 log-sum-exp kept), and RoPE. These are correctness-first kernels (one thread per output
-// element or per row, no tensor cores), to be checked against kernels/attention_*.cpp before the tiled,
-// tensor-core versions the benchmark needs replace them; layouts and dropout indices match the CPU's.
+// Causal GQA attention on the GPU: eager (materialized probabilities) and RoPE; the flash kernels are in
+// attention_flash.cu. These are correctness-first kernels (one thread per output element or per row, no
+// tensor cores), checked against kernels/attention_eager.cpp; layouts and dropout indices match the CPU's.
 #include <stdexcept>
 
 #include "kernels/cuda/common.cuh"
@@ -10,7 +9,7 @@
 namespace trainplan::kernels::cuda {
 namespace {
 
-constexpr std::size_t max_head_dim = 256;  // per-thread accumulators of the flash kernels
+constexpr std::size_t max_head_dim = 256;
 
 struct layout {
   std::size_t batch, seq, heads, kv_heads, d;
@@ -30,7 +29,6 @@ struct layout {
   __device__ std::size_t p(std::size_t b, std::size_t h, std::size_t i, std::size_t j) const {
     return ((b * heads + h) * seq + i) * seq + j;
   }
-  __device__ std::size_t row(std::size_t b, std::size_t h, std::size_t i) const { return (b * heads + h) * seq + i; }
   __device__ std::size_t group() const { return heads / kv_heads; }
 };
 
@@ -130,88 +128,6 @@ __global__ void eager_dkv_kernel(layout L, dview qkv, dview probs, dview d_out, 
   d_qkv.set(L.v(b, j, kvh, e), dv);
 }
 
-// ---- flash -------------------------------------------------------------------------------------------
-
-__global__ void flash_forward_kernel(layout L, dview qkv, attention_dropout drop, dview out, dview lse, float scale,
-                                     std::size_t rows) {
-  const std::size_t r = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const std::size_t i = r % L.seq, h = (r / L.seq) % L.heads, b = r / (L.seq * L.heads);
-  float acc[max_head_dim];
-  for (std::size_t e = 0; e < L.d; ++e) acc[e] = 0;
-  float m = -INFINITY, s = 0;
-  const float keep_scale = 1.0f / (1.0f - drop.p);
-  for (std::size_t j = 0; j <= i; ++j) {
-    const float x = score(L, qkv, b, h, i, j, scale);
-    const float m_new = fmaxf(m, x), correction = expf(m - m_new), p = expf(x - m_new);
-    s = s * correction + p;
-    const float pd = dropout_keep(drop.seed, drop.site, L.p(b, h, i, j), drop.p) ? (drop.p > 0 ? p * keep_scale : p) : 0.0f;
-    for (std::size_t e = 0; e < L.d; ++e) acc[e] = acc[e] * correction + pd * qkv.get(L.v(b, j, h / L.group(), e));
-    m = m_new;
-  }
-  for (std::size_t e = 0; e < L.d; ++e) out.set(L.o(b, i, h, e), acc[e] / s);
-  lse.set(L.row(b, h, i), m + logf(s));
-}
-
-__global__ void flash_delta_kernel(layout L, dview out, dview d_out, dview delta, std::size_t rows) {
-  const std::size_t r = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const std::size_t i = r % L.seq, h = (r / L.seq) % L.heads, b = r / (L.seq * L.heads);
-  float dot = 0;
-  for (std::size_t e = 0; e < L.d; ++e) dot += d_out.get(L.o(b, i, h, e)) * out.get(L.o(b, i, h, e));
-  delta.set(r, dot);
-}
-
-// dS_ij recomputed from lse and delta (FlashAttention-2, Alg. 2); also returns the dropped probability.
-__device__ float flash_ds(const layout& L, dview qkv, dview lse, dview delta, dview d_out, const attention_dropout& drop,
-                          std::size_t b, std::size_t h, std::size_t i, std::size_t j, float scale, float& pd) {
-  const float p = expf(score(L, qkv, b, h, i, j, scale) - lse.get(L.row(b, h, i)));
-  float dpd = 0;
-  for (std::size_t e = 0; e < L.d; ++e) dpd += d_out.get(L.o(b, i, h, e)) * qkv.get(L.v(b, j, h / L.group(), e));
-  const bool keep = dropout_keep(drop.seed, drop.site, L.p(b, h, i, j), drop.p);
-  const float keep_scale = drop.p > 0 ? 1.0f / (1.0f - drop.p) : 1.0f;
-  pd = keep ? p * keep_scale : 0.0f;
-  const float dp = keep ? dpd * keep_scale : 0.0f;
-  return p * (dp - delta.get(L.row(b, h, i))) * scale;
-}
-
-__global__ void flash_dq_kernel(layout L, dview qkv, dview lse, dview delta, dview d_out, attention_dropout drop,
-                                dview d_qkv, float scale, std::size_t rows) {
-  const std::size_t r = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const std::size_t i = r % L.seq, h = (r / L.seq) % L.heads, b = r / (L.seq * L.heads);
-  float dq[max_head_dim];
-  for (std::size_t e = 0; e < L.d; ++e) dq[e] = 0;
-  for (std::size_t j = 0; j <= i; ++j) {
-    float pd;
-    const float ds = flash_ds(L, qkv, lse, delta, d_out, drop, b, h, i, j, scale, pd);
-    for (std::size_t e = 0; e < L.d; ++e) dq[e] += ds * qkv.get(L.k(b, j, h / L.group(), e));
-  }
-  for (std::size_t e = 0; e < L.d; ++e) d_qkv.set(L.q(b, i, h, e), dq[e]);
-}
-
-__global__ void flash_dkv_kernel(layout L, dview qkv, dview lse, dview delta, dview d_out, attention_dropout drop,
-                                 dview d_qkv, float scale, std::size_t n) {
-  const std::size_t x = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (x >= n) return;
-  const std::size_t kvh = x % L.kv_heads, j = (x / L.kv_heads) % L.seq, b = x / (L.kv_heads * L.seq);
-  float dk[max_head_dim], dv[max_head_dim];
-  for (std::size_t e = 0; e < L.d; ++e) dk[e] = dv[e] = 0;
-  for (std::size_t h = kvh * L.group(); h < (kvh + 1) * L.group(); ++h)
-    for (std::size_t i = j; i < L.seq; ++i) {
-      float pd;
-      const float ds = flash_ds(L, qkv, lse, delta, d_out, drop, b, h, i, j, scale, pd);
-      for (std::size_t e = 0; e < L.d; ++e) {
-        dk[e] += ds * qkv.get(L.q(b, i, h, e));
-        dv[e] += pd * d_out.get(L.o(b, i, h, e));
-      }
-    }
-  for (std::size_t e = 0; e < L.d; ++e) {
-    d_qkv.set(L.k(b, j, kvh, e), dk[e]);
-    d_qkv.set(L.v(b, j, kvh, e), dv[e]);
-  }
-}
-
 // ---- rope --------------------------------------------------------------------------------------------
 
 __global__ void rope_kernel(layout L, dview qkv, bool inverse, std::size_t n) {
@@ -259,30 +175,6 @@ void eager_attention_backward(const attention_shape& sh, const view& qkv, const 
   TRAINPLAN_CUDA_LAUNCH_CHECK();
   eager_dkv_kernel<<<blocks_for(nkv, 128), 128>>>(L, device(qkv), device(drop.p > 0 ? dropped : softmax), device(d_out),
                                                   device(d_scores), device(d_qkv), scale, nkv);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-}
-
-void flash_attention_forward(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out,
-                             const view& lse) {
-  const layout L = make_layout(sh);
-  const std::size_t rows = sh.batch * sh.heads * sh.seq;
-  flash_forward_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), drop, device(out), device(lse), scale_of(sh), rows);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-}
-
-void flash_attention_backward(const attention_shape& sh, const view& qkv, const view& out, const view& lse,
-                              const attention_dropout& drop, const view& d_out, const view& delta, const view& d_qkv) {
-  const layout L = make_layout(sh);
-  const float scale = scale_of(sh);
-  const std::size_t rows = sh.batch * sh.heads * sh.seq;
-  flash_delta_kernel<<<blocks_for(rows, 128), 128>>>(L, device(out), device(d_out), device(delta), rows);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-  flash_dq_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), device(lse), device(delta), device(d_out), drop,
-                                                device(d_qkv), scale, rows);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-  const std::size_t nkv = sh.batch * sh.seq * sh.kv_heads;
-  flash_dkv_kernel<<<blocks_for(nkv, 64), 64>>>(L, device(qkv), device(lse), device(delta), device(d_out), drop,
-                                                device(d_qkv), scale, nkv);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
 }
 
