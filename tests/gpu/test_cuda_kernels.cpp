@@ -86,6 +86,35 @@ void check_close(const char* what, twin& t, dtype type) {
   CHECK(worst <= tolerance);
 }
 
+// For the tiled tensor-core kernels, per element: |got - ref| <= eps * max|ref| + 2 eps |ref|, with eps the
+// largest relative error of one round-to-nearest store into the 16-bit type: half an ulp, and an ulp is at
+// most 2^-7 of the value for bf16 (2^-10 for fp16), so eps = 2^-8 (2^-11).
+//  - 2 eps |ref|: both sides round the result to the 16-bit type, from fp32 values that differ only in
+//    summation order and a few fp32 ulps of expf, so the two stores can land one ulp apart.
+//  - eps * max|ref|: the tensor-core path rounds P (and dS in the backward) to the 16-bit type before the
+//    products P V, P~^T dO, dS^T Q and dS K, which the CPU reference keeps in fp32, so each term of those
+//    sums is off by at most eps of itself. A row with one term (the first query attends only to itself)
+//    carries that error whole, at most eps * |ref| <= eps * max|ref|; over many terms the independent
+//    rounding errors have both signs and partly cancel (they grow like the square root of the count,
+//    while the terms of a row of P sum to at most 1 / (1 - p)), staying within the same budget.
+void check_tensor_core(const char* what, twin& t, dtype type) {
+  INFO(what);
+  const double eps = std::ldexp(1.0, type == dtype::fp16 ? -11 : -8);
+  const std::vector<float> reference = t.host_values(), got = t.fetch();
+  double largest = 1e-6;
+  for (float r : reference) largest = std::max(largest, static_cast<double>(std::abs(r)));
+  std::size_t outside = 0;
+  double worst = 0;  // error / tolerance
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double error = std::abs(static_cast<double>(got[i]) - reference[i]);
+    const double tolerance = eps * largest + 2 * eps * std::abs(reference[i]);
+    if (!(error <= tolerance)) ++outside;  // NaN counts as outside
+    worst = std::max(worst, error / tolerance);
+  }
+  INFO("elements outside the tolerance: " << outside << " of " << got.size() << ", worst error / tolerance " << worst);
+  CHECK(outside == 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -240,4 +269,62 @@ TEST_CASE("eager and flash attention and RoPE match the CPU reference", "[gpu][a
     gpu::rope_apply(sh, qkv.dev(), false);
     check_close("rope", qkv, dtype::fp32);
   }
+}
+
+TEST_CASE("tiled tensor-core flash attention matches the CPU reference", "[gpu][attention][flash]") {
+  struct flash_run {
+    cpu::attention_shape sh;
+    float p;
+    dtype type;
+  };
+  // s is never a multiple of the 64-row tile, so every run has a ragged last query and key tile.
+  const flash_run runs[] = {
+      {{2, 200, 4, 2, 64}, 0.0f, dtype::bf16},   // GPT-2's head_dim, GQA groups of 2, 3 tiles + 8 rows
+      {{2, 200, 4, 2, 64}, 0.1f, dtype::bf16},   // the same with dropout on the probabilities
+      {{1, 130, 4, 1, 128}, 0.1f, dtype::bf16},  // Llama's head_dim, one group of 4, a last tile of 2 rows
+      {{2, 72, 2, 1, 32}, 0.0f, dtype::fp16},    // fp16, head_dim 32
+      {{2, 40, 4, 2, 16}, 0.2f, dtype::bf16},    // the fallback test's shape: a single partial tile
+  };
+  for (const flash_run& run : runs) {
+    const cpu::attention_shape& sh = run.sh;
+    INFO("b " << sh.batch << " s " << sh.seq << " a " << sh.heads << " kv " << sh.kv_heads << " d " << sh.head_dim
+              << " p " << run.p << (run.type == dtype::fp16 ? " fp16" : " bf16"));
+    const cpu::attention_dropout drop{run.p, 11, 12};
+    const std::size_t qkv_n = sh.batch * sh.seq * sh.qkv_width(), out_n = sh.batch * sh.seq * sh.out_width();
+    const std::size_t rows = sh.batch * sh.heads * sh.seq;
+    twin qkv(random(qkv_n, 27, 1.5f), run.type), out(std::vector<float>(out_n), run.type),
+        lse(std::vector<float>(rows), dtype::fp32);
+    cpu::flash_attention_forward(sh, qkv.host(), drop, out.host(), lse.host());
+    gpu::flash_attention_forward(sh, qkv.dev(), drop, out.dev(), lse.dev());
+    check_tensor_core("tiled flash forward", out, run.type);
+    check_close("tiled flash lse", lse, dtype::fp32);
+
+    // Both backwards read the CPU's out and lse, so the backward is checked on its own.
+    twin ref_out(out.host_values(), run.type), ref_lse(lse.host_values(), dtype::fp32), dout(random(out_n, 28), run.type),
+        delta(std::vector<float>(rows), dtype::fp32), dqkv(std::vector<float>(qkv_n), run.type);
+    cpu::flash_attention_backward(sh, qkv.host(), ref_out.host(), ref_lse.host(), drop, dout.host(), delta.host(), dqkv.host());
+    gpu::flash_attention_backward(sh, qkv.dev(), ref_out.dev(), ref_lse.dev(), drop, dout.dev(), delta.dev(), dqkv.dev());
+    check_close("flash delta", delta, dtype::fp32);
+    check_tensor_core("tiled flash backward", dqkv, run.type);
+  }
+}
+
+TEST_CASE("16-bit flash attention with a head_dim off the tiled path falls back and matches", "[gpu][attention][flash]") {
+  // head_dim 24 is not a multiple of 16: the one-thread-per-row kernels run, in fp32 with one rounding
+  // per store, so the bf16 tolerance of check_close applies.
+  const cpu::attention_shape sh{1, 30, 2, 2, 24};
+  const cpu::attention_dropout drop{0.1f, 11, 12};
+  const std::size_t qkv_n = sh.batch * sh.seq * sh.qkv_width(), out_n = sh.batch * sh.seq * sh.out_width();
+  const std::size_t rows = sh.batch * sh.heads * sh.seq;
+  twin qkv(random(qkv_n, 27, 1.5f), dtype::bf16), out(std::vector<float>(out_n), dtype::bf16),
+      lse(std::vector<float>(rows), dtype::fp32);
+  cpu::flash_attention_forward(sh, qkv.host(), drop, out.host(), lse.host());
+  gpu::flash_attention_forward(sh, qkv.dev(), drop, out.dev(), lse.dev());
+  check_close("fallback flash forward", out, dtype::bf16);
+  check_close("fallback flash lse", lse, dtype::fp32);
+  twin ref_out(out.host_values(), dtype::bf16), ref_lse(lse.host_values(), dtype::fp32), dout(random(out_n, 28), dtype::bf16),
+      delta(std::vector<float>(rows), dtype::fp32), dqkv(std::vector<float>(qkv_n), dtype::bf16);
+  cpu::flash_attention_backward(sh, qkv.host(), ref_out.host(), ref_lse.host(), drop, dout.host(), delta.host(), dqkv.host());
+  gpu::flash_attention_backward(sh, qkv.dev(), ref_out.dev(), ref_lse.dev(), drop, dout.dev(), delta.dev(), dqkv.dev());
+  check_close("fallback flash backward", dqkv, dtype::bf16);
 }
