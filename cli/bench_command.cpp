@@ -1,16 +1,20 @@
 // `plan bench --planner`: how fast the analytic model is. Prints configurations evaluated per second on
 // one core, and the time of a 1,000,000-configuration sweep written to CSV with every core.
+// `plan bench --backend cuda [--kernels]`: how fast the harness trains on the GPU, and each of its kernels.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
+#include "cli/bench_kernels.hpp"
 #include "cli/commands.hpp"
+#include "cli/output_file.hpp"
 #include "cli/format.hpp"
 #include "cli/sweep_output.hpp"
 #include "cli/sweep_space_options.hpp"
@@ -25,37 +29,88 @@ namespace trainplan::cli {
 namespace {
 
 struct bench_args {
-  bool planner = false;
-  std::string backend, gpu = "h100";
+  bool planner = false, kernels = false;
+  std::string backend, gpu = "h100", report_dir = "reports";
 };
 
-// Issue 4's benchmark: GPT-2 124M and GPT-2 XL (1.5B) at 1024 and 2048 tokens, bf16-mixed, flash
-// attention, no recomputation, 16k tokens per micro-batch; tokens/s, MFU and HFU of real steps on the GPU.
+// One run of the CUDA benchmark, and llm.c's tokens/s on the same GPU where issue 11 measured it (an
+// H100, bf16, no cuDNN): the speed the harness must reach.
+struct bench_case {
+  const char* model;
+  std::uint64_t seq, micro_batch;
+  double llmc_tokens_per_s;  // 0: not measured
+};
+constexpr bench_case cuda_bench_cases[] = {
+    {"gpt2", 1024, 16, 317'700}, {"gpt2", 2048, 8, 0}, {"gpt2-xl", 1024, 8, 31'355}, {"gpt2-xl", 2048, 4, 0}};
+
+// Tokens/s, MFU and HFU of real harness steps (bf16-mixed, flash attention, no recomputation), written to
+// <report-dir>/<gpu>-<date>/bench.json; progress goes to the terminal line by line as each run ends.
 int bench_cuda(const bench_args& args) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a long run shows each line as it comes, even through a pipe
   const kernels::cuda::backend_api& backend = cuda_backend("--backend cuda");
   const catalog data = catalog::load();
   const gpu_spec& gpu = data.gpu(args.gpu);
-  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {})\n", backend.device_name(), gpu.name);
-  fmt::print("  {:<10} {:>5} {:>6} {:>12} {:>12} {:>8} {:>8}\n", "model", "seq", "batch", "step s", "tokens/s", "MFU", "HFU");
-  for (const char* name : {"gpt2", "gpt2-xl"})
-    for (std::uint64_t seq : {1024ull, 2048ull}) {
-      model_spec m = data.model(name).spec;
-      m.max_positions = std::max<std::uint64_t>(m.max_positions, seq);  // GPT-2 shapes with a longer position table
-      run_config r;
-      r.seq = seq;
-      r.micro_batch = 16384 / seq;
-      r.attention = attention_kind::flash;
-      validate::training_options options;
-      options.steps = 4;  // the first warms up; the mean of the other three is the steady state
-      validate::device_measurements device;
-      const validate::validation_result v = validate::validate_on(backend.kernel_table(), m, r, options, &device);
-      const plan_result p = evaluate_plan(m, r, gpu, data.calibration_for(gpu));
-      const double step = v.device->step_seconds, peak = p.time.peak_flops_per_s;
-      fmt::print("  {:<10} {:>5} {:>6} {:>12.4f} {:>12} {:>7.1f}% {:>7.1f}%\n", name, seq, r.micro_batch, step,
-                 grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step / step)), 100 * p.flops.model_per_step / (step * peak),
-                 100 * p.flops.hardware_per_step / (step * peak));
+  const std::filesystem::path dir = std::filesystem::path(args.report_dir) / fmt::format("{}-{}", gpu.name, today());
+  nlohmann::json report = {{"device", backend.device_name()}, {"gpu", gpu.name}, {"date", today()}};
+  if (args.kernels) {
+    const model_spec m = data.model("gpt2").spec;
+    fmt::print("plan bench --backend cuda --kernels on {}: GPT-2 124M, b16 s1024, bf16 (roofline from --gpu {})\n",
+               backend.device_name(), gpu.name);
+    fmt::print("  {:<32} {:<28} {:>10} {:>12} {:>9}\n", "kernel", "shape", "ms", "roofline ms", "of peak");
+    nlohmann::json rows = nlohmann::json::array();
+    for (const kernel_timing& k : time_kernels(backend.kernel_table(), gpu, m, 16, 1024)) {
+      fmt::print("  {:<32} {:<28} {:>10.4f} {:>12.4f} {:>8.1f}%\n", k.kernel, k.shape, 1e3 * k.seconds, 1e3 * k.roofline_seconds,
+                 100 * k.roofline_seconds / k.seconds);
+      rows.push_back({{"kernel", k.kernel}, {"shape", k.shape}, {"flops", k.flops}, {"bytes", k.bytes},
+                      {"seconds", k.seconds}, {"roofline_seconds", k.roofline_seconds}});
     }
-  return 0;
+    report["kernels"] = rows;
+    write_output((dir / "kernels.json").string(), report.dump(2) + "\n");
+    fmt::print("wrote {}\n", (dir / "kernels.json").string());
+    return 0;
+  }
+  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {})\n", backend.device_name(), gpu.name);
+  fmt::print("  {:<10} {:>5} {:>6} {:>12} {:>12} {:>8} {:>8} {:>16}\n", "model", "seq", "batch", "step s", "tokens/s", "MFU",
+             "HFU", "llm.c tokens/s");
+  nlohmann::json runs = nlohmann::json::array();
+  int failed = 0;
+  for (const bench_case& c : cuda_bench_cases) {
+    model_spec m = data.model(c.model).spec;
+    m.max_positions = std::max<std::uint64_t>(m.max_positions, c.seq);  // GPT-2 shapes with a longer position table
+    run_config r;
+    r.seq = c.seq;
+    r.micro_batch = c.micro_batch;
+    r.attention = attention_kind::flash;
+    validate::training_options options;
+    options.steps = 4;  // the first warms up; the mean of the other three is the steady state
+    validate::device_measurements device;
+    const plan_result p = evaluate_plan(m, r, gpu, data.calibration_for(gpu));
+    nlohmann::json run = {{"model", c.model}, {"seq", c.seq}, {"micro_batch", c.micro_batch}};
+    const std::string target = c.llmc_tokens_per_s > 0 ? grouped(static_cast<std::uint64_t>(c.llmc_tokens_per_s)) : "-";
+    try {
+      const validate::validation_result v = validate::validate_on(backend.kernel_table(), m, r, options, &device);
+      const double step = v.device->step_seconds, peak = p.time.peak_flops_per_s;
+      const double tokens_per_s = p.flops.tokens_per_step / step;
+      run["step_seconds"] = step;
+      run["tokens_per_second"] = tokens_per_s;
+      run["mfu"] = p.flops.model_per_step / (step * peak);
+      run["hfu"] = p.flops.hardware_per_step / (step * peak);
+      run["device_peak_bytes"] = v.device->device_peak_bytes;
+      if (c.llmc_tokens_per_s > 0) run["llmc_tokens_per_second"] = c.llmc_tokens_per_s;
+      fmt::print("  {:<10} {:>5} {:>6} {:>12.4f} {:>12} {:>7.1f}% {:>7.1f}% {:>16}\n", c.model, c.seq, c.micro_batch, step,
+                 grouped(static_cast<std::uint64_t>(tokens_per_s)), 100 * run["mfu"].get<double>(),
+                 100 * run["hfu"].get<double>(), target);
+    } catch (const validate::out_of_memory& oom) {  // a result like any other: recorded, and the next run goes on
+      ++failed;
+      run["out_of_memory"] = fmt::format("{} ({} bytes) at {}", oom.buffer_name, oom.requested_bytes, oom.phase_label);
+      fmt::print("  {:<10} {:>5} {:>6} out of memory: {}\n", c.model, c.seq, c.micro_batch, run["out_of_memory"].get<std::string>());
+    }
+    runs.push_back(run);
+  }
+  report["runs"] = runs;
+  write_output((dir / "bench.json").string(), report.dump(2) + "\n");
+  fmt::print("wrote {}\n", (dir / "bench.json").string());
+  return failed == 0 ? 0 : 4;
 }
 
 // 5 models x 5 GPUs x 2 precisions x 2 optimizers x 2 attention kernels x 5 dropouts x 10 sequence
@@ -84,10 +139,14 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--planner", args->planner, "configurations per second, and a 1M-configuration sweep to CSV");
   cmd->add_option("--backend", args->backend, "cuda: tokens/s, MFU and HFU of real training steps on the GPU")->type_name("NAME");
   cmd->add_option("--gpu", args->gpu, "the GPU's entry in data/gpus.json for the dense peak (default h100)")->type_name("NAME");
+  cmd->add_flag("--kernels", args->kernels, "with --backend cuda: time each kernel against its roofline (kernels.json)");
+  cmd->add_option("--report-dir", args->report_dir, "with --backend cuda: folder for <gpu>-<date>/bench.json (default reports)")
+      ->type_name("DIR");
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
       if (args->backend == "cuda") return bench_cuda(*args);
       if (!args->backend.empty()) throw input_error(fmt::format("--backend: unknown backend '{}' (known: cuda)", args->backend));
+      if (args->kernels) throw input_error("--kernels times the GPU's kernels: plan bench --backend cuda --kernels");
       if (!args->planner) throw input_error("say what to measure: plan bench --planner");
       const sweep_space space = bench_space();
       const std::uint64_t total = space.size();

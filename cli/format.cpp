@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <ctime>
 
 namespace trainplan::cli {
 
@@ -38,5 +39,16 @@ std::string duration(double seconds) {
 }
 
 std::string scientific(double x) { return fmt::format("{:.3g}", x); }
+
+std::string utc_now(const char* strftime_format) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  if (std::strftime(buf, sizeof buf, strftime_format, &tm) == 0) return "";
+  return buf;
+}
+
+std::string today() { return utc_now("%Y-%m-%d"); }
 
 }  // namespace trainplan::cli

@@ -12,4 +12,8 @@ std::string percent(double fraction);           // "41.3%"
 std::string duration(double seconds);           // "0.412 s", "3.2 h", "41.0 days"
 std::string scientific(double x);               // "1.73e+14"
 
+// The current UTC time in strftime's `format`: report names and folders.
+std::string utc_now(const char* strftime_format);
+std::string today();                            // "2026-11-23", UTC: the date in reports/<gpu>-<date>/
+
 }  // namespace trainplan::cli

@@ -49,17 +49,7 @@ constexpr std::uint64_t cpu_bytes_limit = 8ull << 30;
 
 void write_file(const std::filesystem::path& path, const std::string& text) { write_output(path.string(), text); }
 
-// The current UTC time in strftime's `format`: report names and suite folders.
-std::string utc_now(const char* format) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
-}
 std::string timestamp() { return utc_now("%Y%m%d-%H%M%S"); }
-std::string today() { return utc_now("%Y-%m-%d"); }
 
 struct suite_case {
   std::string label;

@@ -22,13 +22,23 @@ __global__ void add_bias_kernel(dview out, dview bias, std::size_t M, std::size_
   if (i < M * N) out.set(i, out.get(i) + bias.get(i % N));
 }
 
-// d_bias[n] += sum over rows of d_out[:, n]; one thread per column (column sums are short here).
+// d_bias[n] += sum over rows of d_out[:, n]. A block of 32 x 32 threads takes 32 columns: each of its 32
+// rows of threads sums every 32nd row (a warp reads 32 adjacent columns: coalesced), then the 32 partial
+// sums of a column are added in shared memory and stored once. Deterministic; no scratch, no atomics.
+constexpr unsigned column_tile = 32;
 __global__ void column_sum_kernel(dview d_out, dview d_bias, std::size_t M, std::size_t N) {
-  const std::size_t n = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (n >= N) return;
+  __shared__ float partial[column_tile][column_tile + 1];  // +1: the column read below hits 32 banks
+  const std::size_t n = blockIdx.x * static_cast<std::size_t>(column_tile) + threadIdx.x;
   float acc = 0;
-  for (std::size_t m = 0; m < M; ++m) acc += d_out.get(m * N + n);
-  d_bias.set(n, d_bias.get(n) + acc);
+  if (n < N)
+    for (std::size_t m = threadIdx.y; m < M; m += column_tile) acc += d_out.get(m * N + n);
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && n < N) {
+    float sum = 0;
+    for (unsigned r = 0; r < column_tile; ++r) sum += partial[r][threadIdx.x];
+    d_bias.set(n, d_bias.get(n) + sum);
+  }
 }
 
 void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const view& a,
@@ -60,7 +70,7 @@ void linear_backward_weight(const view& d_out, const view& in, const view& d_wei
                             std::size_t N, std::size_t K) {
   gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, in, K, d_out, N, 1.0f, d_weight, K);
   if (d_bias) {
-    column_sum_kernel<<<blocks_for(N, 256), 256>>>(device(d_out), device(*d_bias), M, N);
+    column_sum_kernel<<<blocks_for(N, column_tile), dim3(column_tile, column_tile)>>>(device(d_out), device(*d_bias), M, N);
     TRAINPLAN_CUDA_LAUNCH_CHECK();
   }
 }
