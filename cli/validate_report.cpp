@@ -83,7 +83,7 @@ std::string render_validate_text(const validate_report_input& in) {
                                    : "FAIL: see the differences above");
   line("");
   line("This run proves the inventory: the same buffers, sizes and lifetimes as the planner, in real training steps.");
-  line("Only a GPU shows the CUDA context, cuBLAS workspace, caching-allocator rounding and fragmentation, and speed.");
+  line("Only a GPU shows the CUDA context, the cuBLAS workspace, the device arena's gaps between buffers, and speed.");
   return out;
 }
 
