@@ -239,12 +239,20 @@ TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][valida
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --precision fp8-mixed",
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --optimizer lion",
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 0",
-                           "validate --suite cpu",                                // unknown suite
-                           "bench --backend tpu"}) {
+                           "validate --suite cpu"}) {                              // unknown suite
     INFO(args);
     plan_run r = run_plan(std::string(args) + " --no-report");
     CHECK(r.exit_code == 2);
     CHECK(one_line(r.err));
+  }
+  // bench has no --no-report: each is refused for its own reason, named.
+  for (const auto& [args, reason] : {std::pair{"bench --backend tpu", "unknown backend 'tpu'"},
+                                     std::pair{"bench --kernels", "plan bench --backend cuda --kernels"}}) {
+    INFO(args);
+    plan_run r = run_plan(args);
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+    CHECK_THAT(r.err, Catch::Contains(reason));
   }
 }
 
@@ -628,7 +636,7 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
 TEST_CASE("without a usable GPU the CUDA commands say why and exit 2", "[cli][gpu]") {
   // On a machine with a GPU these would run; here (CI, developers) they must refuse clearly.
   for (const char* args : {"validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --backend cuda --no-report",
-                           "validate --suite gpu", "bench --backend cuda"}) {
+                           "validate --suite gpu", "bench --backend cuda", "bench --backend cuda --kernels"}) {
     INFO(args);
     plan_run r = run_plan(args);
     if (r.exit_code == 2) {
