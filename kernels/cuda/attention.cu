@@ -8,45 +8,14 @@
 #include <initializer_list>
 #include <stdexcept>
 
+#include "kernels/cuda/attention_layout.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
 
 namespace trainplan::kernels::cuda {
 namespace {
 
-constexpr std::size_t max_head_dim = 256;
-
-struct layout {
-  std::size_t batch, seq, heads, kv_heads, d;
-  __device__ std::size_t qkv_width() const { return (heads + 2 * kv_heads) * d; }
-  __device__ std::size_t q(std::size_t b, std::size_t t, std::size_t h, std::size_t e) const {
-    return (b * seq + t) * qkv_width() + h * d + e;
-  }
-  __device__ std::size_t k(std::size_t b, std::size_t t, std::size_t kvh, std::size_t e) const {
-    return (b * seq + t) * qkv_width() + (heads + kvh) * d + e;
-  }
-  __device__ std::size_t v(std::size_t b, std::size_t t, std::size_t kvh, std::size_t e) const {
-    return (b * seq + t) * qkv_width() + (heads + kv_heads + kvh) * d + e;
-  }
-  __device__ std::size_t o(std::size_t b, std::size_t t, std::size_t h, std::size_t e) const {
-    return (b * seq + t) * heads * d + h * d + e;
-  }
-  __device__ std::size_t p(std::size_t b, std::size_t h, std::size_t i, std::size_t j) const {
-    return ((b * heads + h) * seq + i) * seq + j;
-  }
-  __device__ std::size_t group() const { return heads / kv_heads; }
-};
-
-layout make_layout(const attention_shape& sh) {
-  if (sh.head_dim > max_head_dim) throw std::runtime_error("attention: head_dim above 256 is not supported");
-  return {sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim};
-}
-
-__device__ float score(const layout& L, dview qkv, std::size_t b, std::size_t h, std::size_t i, std::size_t j, float scale) {
-  float dot = 0;
-  for (std::size_t e = 0; e < L.d; ++e) dot += qkv.get(L.q(b, i, h, e)) * qkv.get(L.k(b, j, h / L.group(), e));
-  return dot * scale;
-}
+using namespace attention_detail;
 
 // ---- eager -------------------------------------------------------------------------------------------
 
@@ -267,7 +236,7 @@ void eager_attention_forward(const attention_shape& sh, const view& qkv, const v
       }
     return;
   }
-  const layout L = make_layout(sh);
+  const layout L = make_layout(sh, "attention");
   eager_softmax_kernel<<<static_cast<unsigned>(sh.batch * sh.heads * sh.seq), 128>>>(
       L, device(qkv), device(softmax), device(mask), device(dropped), drop, scale_of(sh));
   TRAINPLAN_CUDA_LAUNCH_CHECK();
@@ -309,7 +278,7 @@ void eager_attention_backward(const attention_shape& sh, const view& qkv, const 
       }
     return;
   }
-  const layout L = make_layout(sh);
+  const layout L = make_layout(sh, "attention");
   const float scale = scale_of(sh);
   const std::size_t probs = sh.batch * sh.heads * sh.seq * sh.seq;
   eager_dprobs_kernel<<<blocks_for(probs, 128), 128>>>(L, device(qkv), device(mask), drop, device(d_out), device(d_scores), probs);
@@ -327,7 +296,7 @@ void eager_attention_backward(const attention_shape& sh, const view& qkv, const 
 }
 
 void rope_apply(const attention_shape& sh, const view& qkv, bool inverse) {
-  const layout L = make_layout(sh);
+  const layout L = make_layout(sh, "attention");
   const std::size_t n = sh.batch * sh.seq * (sh.heads + sh.kv_heads) * (sh.head_dim / 2);
   rope_kernel<<<blocks_for(n, 256), 256>>>(L, device(qkv), inverse, n);
   TRAINPLAN_CUDA_LAUNCH_CHECK();

@@ -23,57 +23,25 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "kernels/cuda/attention_layout.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
 
 namespace trainplan::kernels::cuda {
 namespace {
 
+using namespace attention_detail;
+
 namespace wmma = nvcuda::wmma;
 
 // ---- fallback: one thread per row, any dtype, head_dim up to 256 ------------------------------------
-
-constexpr std::size_t fallback_max_head_dim = 256;  // per-thread accumulators of the fallback kernels
-
-struct layout {
-  std::size_t batch, seq, heads, kv_heads, d;
-  __device__ std::size_t qkv_width() const { return (heads + 2 * kv_heads) * d; }
-  __device__ std::size_t q(std::size_t b, std::size_t t, std::size_t h, std::size_t e) const {
-    return (b * seq + t) * qkv_width() + h * d + e;
-  }
-  __device__ std::size_t k(std::size_t b, std::size_t t, std::size_t kvh, std::size_t e) const {
-    return (b * seq + t) * qkv_width() + (heads + kvh) * d + e;
-  }
-  __device__ std::size_t v(std::size_t b, std::size_t t, std::size_t kvh, std::size_t e) const {
-    return (b * seq + t) * qkv_width() + (heads + kv_heads + kvh) * d + e;
-  }
-  __device__ std::size_t o(std::size_t b, std::size_t t, std::size_t h, std::size_t e) const {
-    return (b * seq + t) * heads * d + h * d + e;
-  }
-  __device__ std::size_t p(std::size_t b, std::size_t h, std::size_t i, std::size_t j) const {
-    return ((b * heads + h) * seq + i) * seq + j;
-  }
-  __device__ std::size_t row(std::size_t b, std::size_t h, std::size_t i) const { return (b * heads + h) * seq + i; }
-  __device__ std::size_t group() const { return heads / kv_heads; }
-};
-
-layout make_layout(const attention_shape& sh) {
-  if (sh.head_dim > fallback_max_head_dim) throw std::runtime_error("flash attention: head_dim above 256 is not supported");
-  return {sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim};
-}
-
-__device__ float score(const layout& L, dview qkv, std::size_t b, std::size_t h, std::size_t i, std::size_t j, float scale) {
-  float dot = 0;
-  for (std::size_t e = 0; e < L.d; ++e) dot += qkv.get(L.q(b, i, h, e)) * qkv.get(L.k(b, j, h / L.group(), e));
-  return dot * scale;
-}
 
 __global__ void flash_forward_fallback_kernel(layout L, dview qkv, attention_dropout drop, dview out, dview lse, float scale,
                                               std::size_t rows) {
   const std::size_t r = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   const std::size_t i = r % L.seq, h = (r / L.seq) % L.heads, b = r / (L.seq * L.heads);
-  float acc[fallback_max_head_dim];
+  float acc[simple_kernels_max_head_dim];
   for (std::size_t e = 0; e < L.d; ++e) acc[e] = 0;
   float m = -INFINITY, s = 0;
   const float keep_scale = 1.0f / (1.0f - drop.p);
@@ -107,7 +75,7 @@ __global__ void flash_dq_fallback_kernel(layout L, dview qkv, dview lse, dview d
   const std::size_t r = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   const std::size_t i = r % L.seq, h = (r / L.seq) % L.heads, b = r / (L.seq * L.heads);
-  float dq[fallback_max_head_dim];
+  float dq[simple_kernels_max_head_dim];
   for (std::size_t e = 0; e < L.d; ++e) dq[e] = 0;
   for (std::size_t j = 0; j <= i; ++j) {
     float pd;
@@ -122,7 +90,7 @@ __global__ void flash_dkv_fallback_kernel(layout L, dview qkv, dview lse, dview 
   const std::size_t x = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (x >= n) return;
   const std::size_t kvh = x % L.kv_heads, j = (x / L.kv_heads) % L.seq, b = x / (L.kv_heads * L.seq);
-  float dk[fallback_max_head_dim], dv[fallback_max_head_dim];
+  float dk[simple_kernels_max_head_dim], dv[simple_kernels_max_head_dim];
   for (std::size_t e = 0; e < L.d; ++e) dk[e] = dv[e] = 0;
   for (std::size_t h = kvh * L.group(); h < (kvh + 1) * L.group(); ++h)
     for (std::size_t i = j; i < L.seq; ++i) {
@@ -664,7 +632,7 @@ void flash_attention_forward(const attention_shape& sh, const view& qkv, const a
     });
     return;
   }
-  const layout L = make_layout(sh);
+  const layout L = make_layout(sh, "flash attention");
   const std::size_t rows = sh.batch * sh.heads * sh.seq;
   flash_forward_fallback_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), drop, device(out), device(lse), scale_of(sh),
                                                               rows);
@@ -684,7 +652,7 @@ void flash_attention_backward(const attention_shape& sh, const view& qkv, const 
     });
     return;
   }
-  const layout L = make_layout(sh);
+  const layout L = make_layout(sh, "flash attention");
   const float scale = scale_of(sh);
   flash_dq_fallback_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), device(lse), device(delta), device(d_out), drop,
                                                          device(d_qkv), scale, rows);
