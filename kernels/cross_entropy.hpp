@@ -6,7 +6,8 @@
 
 namespace trainplan::kernels {
 
-// Adds each row's loss to token_losses (fp32, rows): the caller sums a step's micro-batches there and
+// d_logits may be the logits themselves (llm.c's fused classifier writes the gradient in place): each
+// element is read before it is written. Adds each row's loss to token_losses (fp32, rows): the caller sums a step's micro-batches there and
 // reads them once, so the step never waits for the device. d_logits = (softmax(logits) - onehot(target))
 // * grad_scale, where the caller folds the mean over tokens, 1/accumulation and the loss scale into
 // grad_scale.

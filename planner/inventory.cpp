@@ -422,11 +422,17 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     inv.span("lm_head.autocast.weight", {V_tp, h}, dtype::bf16, tensor_category::weights, event_kind::fwd_head,
              event_kind::bwd_head)
         .role = tensor_role::frozen_weights;
-  inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::loss);
-  // The loss is computed on an fp32 copy of the logits (as Hugging Face causal-LM heads upcast them).
-  if (act != dtype::fp32)
-    inv.span("logits.fp32", {b, s, V_tp}, dtype::fp32, tensor_category::logits, event_kind::loss, event_kind::loss);
-  inv.span("logits.grad", {b, s, V_tp}, act, tensor_category::logits, event_kind::loss, event_kind::bwd_head);
+  if (run.framework == framework_kind::trainplan) {
+    // The harness's fused classifier (llm.c's): softmax and cross-entropy in fp32 registers, the logits'
+    // gradient written over the logits, which live on into the head's backward.
+    inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::bwd_head);
+  } else {
+    inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::loss);
+    // Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them).
+    if (act != dtype::fp32)
+      inv.span("logits.fp32", {b, s, V_tp}, dtype::fp32, tensor_category::logits, event_kind::loss, event_kind::loss);
+    inv.span("logits.grad", {b, s, V_tp}, act, tensor_category::logits, event_kind::loss, event_kind::bwd_head);
+  }
   }
 
   // ---- activation gradients (reused across layers, as llm.c does) -----------------------------------

@@ -335,19 +335,10 @@ void transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss_s
   ops_.linear_forward(lm_head_in_.view(), head, nullptr, logits_.view(), rows_, V, h);
 
   mark(step, mb, "loss", 0, "loss");
-  view loss_input = logits_.view();
-  if (act_ != dtype::fp32) {  // the loss reads an fp32 copy of the logits
-    logits_fp32_ = act("logits.fp32");
-    const view upcast = logits_fp32_.view();
-    ops_.convert(loss_input, upcast, loss_input.size);
-    loss_input = upcast;
-  }
-  logits_grad_ = act("logits.grad");
+  // The fused classifier: the softmax in fp32 registers, the gradient written over the logits.
   const float grad_scale = loss_scale / static_cast<float>(rows_ * run_.grad_accum);
-  ops_.cross_entropy_forward_backward(loss_input, targets_.view(), logits_grad_.view(), token_losses_.view(), rows_, V,
+  ops_.cross_entropy_forward_backward(logits_.view(), targets_.view(), logits_.view(), token_losses_.view(), rows_, V,
                                       grad_scale);
-  logits_.reset();
-  logits_fp32_.reset();
   targets_.reset();
 }
 
@@ -365,8 +356,9 @@ void transformer::head_backward() {
   bwd_.norm_partials = act("bwd.norm_partials");
 
   const char* head_name = m_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
-  ops_.linear_backward_weight(logits_grad_.view(), lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);
-  ops_.linear_backward_input(logits_grad_.view(), state_.weight(head_name), bwd_.d_hidden.view(), rows_, V, h, false);
+  const view d_logits = logits_.view();  // the loss wrote the logits' gradient over them
+  ops_.linear_backward_weight(d_logits, lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);
+  ops_.linear_backward_input(d_logits, state_.weight(head_name), bwd_.d_hidden.view(), rows_, V, h, false);
   bwd_.d_residual.fill(0.0f);
   if (gpt)
     ops_.layer_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
@@ -375,7 +367,7 @@ void transformer::head_backward() {
   else
     ops_.rms_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
                            bwd_.d_residual.view(), state_.grad("final_norm.weight"), bwd_.norm_partials.view(), rows_, h);
-  logits_grad_.reset();
+  logits_.reset();
   lm_head_in_.reset();
   final_norm_in_.reset();
 }

@@ -84,7 +84,8 @@ class transformer {
 
   tensor token_losses_;  // (b * s) fp32, summed over the micro-batches until take_mean_loss
   std::uint64_t micro_batches_in_losses_ = 0;
-  tensor tokens_, targets_, embed_mask_, final_norm_in_, lm_head_in_, logits_, logits_fp32_, logits_grad_;
+  tensor tokens_, targets_, embed_mask_, final_norm_in_, lm_head_in_;
+  tensor logits_;  // (b, s, V); after the loss, their gradient
   std::vector<layer_buffers> layers_;
   backward_buffers bwd_;
 };

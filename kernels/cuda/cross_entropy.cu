@@ -11,18 +11,21 @@ namespace {
 __global__ void cross_entropy_kernel(dview logits, dview targets, dview d_logits, float* token_losses, std::size_t vocab,
                                      float grad_scale) {
   const std::size_t row = blockIdx.x, base = row * vocab;
+  const auto target = static_cast<std::size_t>(targets.get_i32(row));
+  // Read before the barriers below: once past them, another thread may write the gradient over it.
+  const float target_logit = logits.get(base + target);
   float m = -INFINITY;
   for (std::size_t v = threadIdx.x; v < vocab; v += blockDim.x) m = fmaxf(m, logits.get(base + v));
   m = block_max(m);
   float s = 0;
   for (std::size_t v = threadIdx.x; v < vocab; v += blockDim.x) s += expf(logits.get(base + v) - m);
   const float log_sum = logf(block_sum(s)) + m;
-  const auto target = static_cast<std::size_t>(targets.get_i32(row));
+  // Each thread reads its element, then writes its gradient there: d_logits may be the logits.
   for (std::size_t v = threadIdx.x; v < vocab; v += blockDim.x) {
     const float prob = expf(logits.get(base + v) - log_sum);
     d_logits.set(base + v, (prob - (v == target ? 1.0f : 0.0f)) * grad_scale);
   }
-  if (threadIdx.x == 0) token_losses[row] += log_sum - logits.get(base + target);  // one thread per row: no race
+  if (threadIdx.x == 0) token_losses[row] += log_sum - target_logit;  // one thread per row: no race
 }
 
 }  // namespace

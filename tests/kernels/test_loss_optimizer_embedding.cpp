@@ -36,6 +36,11 @@ TEST_CASE("cross-entropy gradient matches finite differences, and the loss of un
   for (std::size_t i = 0; i < d.size(); ++i) CHECK(d2[i] == Approx(0.5f * d[i]));
   // Each call adds its row losses: a step's micro-batches sum on the device, read once.
   for (std::size_t r = 0; r < rows; ++r) CHECK(token_losses[r] == Approx(2.0f * once[r]));
+  // In place (the fused classifier): the gradient written over the logits, the same values and losses.
+  std::vector<float> in_place = logits, in_place_losses(rows, 0.0f);
+  cross_entropy_forward_backward(fp32_view(in_place), t, fp32_view(in_place), fp32_view(in_place_losses), rows, vocab, 0.5f);
+  CHECK(in_place == d2);
+  for (std::size_t r = 0; r < rows; ++r) CHECK(in_place_losses[r] == once[r]);
 }
 
 TEST_CASE("embedding backward matches finite differences", "[kernels][embedding]") {

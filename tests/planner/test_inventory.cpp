@@ -138,9 +138,18 @@ TEST_CASE("buffers carry DESIGN.md's names, shapes and dtypes", "[inventory]") {
   REQUIRE(find(inv, "grads.bf16"));
   REQUIRE(find(inv, "adam.m"));
   REQUIRE(find(inv, "adam.v"));
-  const tensor_spec* logits_fp32 = find(inv, "logits.fp32");
+  // The harness's fused classifier writes the gradient over the bf16 logits: no fp32 copy, no second buffer.
+  CHECK(find(inv, "logits.fp32") == nullptr);
+  CHECK(find(inv, "logits.grad") == nullptr);
+  REQUIRE(find(inv, "logits"));
+  CHECK(find(inv, "logits")->bytes == 3ull * 32 * 100 * 2);
+  run_config megatron = r;  // Megatron's loss upcasts the logits
+  megatron.framework = framework_kind::megatron;
+  const inventory minv = build_inventory(m, megatron, make_precision_layout(r.precision, r.grad_dtype));
+  const tensor_spec* logits_fp32 = find(minv, "logits.fp32");
   REQUIRE(logits_fp32);
   CHECK(logits_fp32->bytes == 3ull * 32 * 100 * 4);
+  REQUIRE(find(minv, "logits.grad"));
   CHECK(find(inv, "layer{}.attn.lse") == nullptr);
   CHECK(find(inv, "grads.fp32") == nullptr);
 }

@@ -59,11 +59,10 @@ TEST_CASE("optimizer state appears at the first optimizer step, gradients live f
   const std::uint64_t loss = point(w.tl, 2, 0, event_kind::loss).live_bytes;
   const std::uint64_t bwd_head = point(w.tl, 2, 0, event_kind::bwd_head).live_bytes;
   // From the loss to the head's backward: gradients and backward buffers appear (all but the embedding's
-  // fp32 gradient, which lives in the embedding's backward only); the logits, their fp32 copy and the
-  // targets are gone (logits.grad lives across both).
+  // fp32 gradient, which lives in the embedding's backward only); the targets are gone (the logits, which
+  // the fused classifier overwrote with their gradient, live across both).
   const std::uint64_t bwd_buffers = bytes_named(w.inv, "bwd.") - bytes_exact(w.inv, "bwd.embed_grad_fp32");
-  CHECK(bwd_head - grads - bwd_buffers + bytes_exact(w.inv, "logits") + bytes_exact(w.inv, "logits.fp32") +
-            bytes_exact(w.inv, "batch.targets") == loss);
+  CHECK(bwd_head - grads - bwd_buffers + bytes_exact(w.inv, "batch.targets") == loss);
   // The optimizer step: model state, and the harness's per-token losses (summed over the step, read after).
   const std::uint64_t opt1 = point(w.tl, 1, 0, event_kind::optimizer).live_bytes;
   CHECK(opt1 == bytes_named(w.inv, "weights.") + bytes_named(w.inv, "master.") + grads + adam +
