@@ -334,3 +334,110 @@ TEST_CASE("16-bit flash attention with a head_dim off the tiled path falls back 
   gpu::flash_attention_backward(sh, qkv.dev(), ref_out.dev(), ref_lse.dev(), drop, dout.dev(), delta.dev(), dqkv.dev());
   check_close("fallback flash backward", dqkv, dtype::bf16);
 }
+
+TEST_CASE("vectorised pointwise kernels: aligned packs, tails and misaligned pointers", "[gpu][pointwise]") {
+  // The pointwise kernels move 8 elements per thread in 128-bit accesses when every pointer is aligned for a
+  // pack (16 bytes; 8 for a u8 mask), then finish the last n % 8 one at a time; a misaligned pointer sends the
+  // whole call one element at a time. So: n a multiple of 8 with aligned buffers (the pack path alone), an odd
+  // n (packs and a tail), and the views shifted by one element (every pointer misaligned: the scalar path).
+  struct run {
+    std::size_t n, offset;
+    const char* path;
+  };
+  const run runs[] = {{4096, 0, "packs"}, {1001, 0, "packs and a tail of 1"}, {1001, 1, "misaligned: one by one"}};
+  for (dtype t : {dtype::fp32, dtype::bf16}) {
+    for (const run& r : runs) {
+      const std::size_t n = r.n, off = r.offset, total = n + off;
+      INFO((t == dtype::fp32 ? "fp32, n " : "bf16, n ") << n << ", " << r.path);
+      auto at = [&](const cpu::view& v) { return v.slice(off, n); };
+      std::vector<float> keep(total), positive = random(total, 40, 0.001f);
+      for (std::size_t i = 0; i < total; ++i) keep[i] = cpu::uniform_hash(41, 3, i) >= 0.25 ? 1.0f : 0.0f;
+      for (float& p : positive) p = std::abs(p);
+      twin mask(keep, dtype::u8);
+      const cpu::view mask_h = at(mask.host()), mask_d = at(mask.dev());
+      const float keep_scale = 1.0f / 0.75f;
+
+      twin x(random(total, 30, 3.0f), t), y(std::vector<float>(total), t);
+      cpu::gelu_forward(at(x.host()), at(y.host()), n);
+      gpu::gelu_forward(at(x.dev()), at(y.dev()), n);
+      check_close("gelu forward", y, t);
+      twin dy(random(total, 31), t);  // in place: dx is dy
+      cpu::gelu_backward(at(x.host()), at(dy.host()), at(dy.host()), n);
+      gpu::gelu_backward(at(x.dev()), at(dy.dev()), at(dy.dev()), n);
+      check_close("gelu backward in place", dy, t);
+
+      twin up(random(total, 32), t), d(random(total, 33), t), du(std::vector<float>(total), t);
+      cpu::swiglu_forward(at(x.host()), at(up.host()), at(y.host()), n);
+      gpu::swiglu_forward(at(x.dev()), at(up.dev()), at(y.dev()), n);
+      check_close("swiglu forward", y, t);
+      // As the harness calls it: d_gate written over dy.
+      cpu::swiglu_backward(at(x.host()), at(up.host()), at(d.host()), at(d.host()), at(du.host()), n);
+      gpu::swiglu_backward(at(x.dev()), at(up.dev()), at(d.dev()), at(d.dev()), at(du.dev()), n);
+      check_close("swiglu d_gate (over dy)", d, t);
+      check_close("swiglu d_up", du, t);
+
+      twin res(random(total, 34), t), ry(random(total, 35), t), ry2(random(total, 36), t);
+      cpu::residual_dropout(at(res.host()), &mask_h, keep_scale, at(ry.host()), n);
+      gpu::residual_dropout(at(res.dev()), &mask_d, keep_scale, at(ry.dev()), n);
+      check_close("residual dropout with a mask", ry, t);
+      cpu::residual_dropout(at(res.host()), nullptr, keep_scale, at(ry2.host()), n);
+      gpu::residual_dropout(at(res.dev()), nullptr, keep_scale, at(ry2.dev()), n);
+      check_close("residual dropout without a mask", ry2, t);
+
+      twin din(random(total, 37), t), dout(std::vector<float>(total), t);
+      cpu::dropout_apply(at(din.host()), &mask_h, keep_scale, at(din.host()), n);  // in place
+      gpu::dropout_apply(at(din.dev()), &mask_d, keep_scale, at(din.dev()), n);
+      check_close("dropout apply with a mask, in place", din, t);
+      cpu::dropout_apply(at(din.host()), nullptr, keep_scale, at(dout.host()), n);
+      gpu::dropout_apply(at(din.dev()), nullptr, keep_scale, at(dout.dev()), n);
+      check_close("dropout apply without a mask", dout, t);
+
+      twin wide(std::vector<float>(total), dtype::fp32), narrow(std::vector<float>(total), t);
+      cpu::convert(at(x.host()), at(wide.host()), n);  // t to fp32
+      gpu::convert(at(x.dev()), at(wide.dev()), n);
+      check_close("convert to fp32", wide, dtype::fp32);
+      twin source(random(total, 38, 2.0f), dtype::fp32);
+      cpu::convert(at(source.host()), at(narrow.host()), n);  // fp32 to t
+      gpu::convert(at(source.dev()), at(narrow.dev()), n);
+      check_close("convert from fp32", narrow, t);
+      cpu::fill(at(narrow.host()), -0.375f, n);
+      gpu::fill(at(narrow.dev()), -0.375f, n);
+      check_close("fill", narrow, t);
+
+      twin acc(random(total, 39), dtype::fp32), grad(random(total, 42), t);
+      cpu::accumulate_and_clear(at(acc.host()), at(grad.host()), n);
+      gpu::accumulate_and_clear(at(acc.dev()), at(grad.dev()), n);
+      check_close("accumulate into fp32", acc, dtype::fp32);
+      check_close("accumulate: source cleared", grad, t);
+
+      const cpu::adamw_config cfg;
+      twin master(random(total, 43), dtype::fp32), g(random(total, 44, 0.01f), t), m(random(total, 45, 0.001f), dtype::fp32),
+          v(positive, dtype::fp32), copy(std::vector<float>(total), t);
+      cpu::adamw_step(cfg, 3, at(master.host()), at(g.host()), 0.5f, at(m.host()), at(v.host()), at(copy.host()), n);
+      gpu::adamw_step(cfg, 3, at(master.dev()), at(g.dev()), 0.5f, at(m.dev()), at(v.dev()), at(copy.dev()), n);
+      check_close("adamw master (with a copy)", master, dtype::fp32);
+      check_close("adamw m", m, dtype::fp32);
+      check_close("adamw v", v, dtype::fp32);
+      check_close("adamw low-precision copy", copy, t);
+      // No master and no copy: the weights (of dtype t) are updated themselves.
+      twin weights(random(total, 46), t), m2(random(total, 45, 0.001f), dtype::fp32), v2(positive, dtype::fp32);
+      cpu::adamw_step(cfg, 3, at(weights.host()), at(g.host()), 0.5f, at(m2.host()), at(v2.host()), cpu::view{}, n);
+      gpu::adamw_step(cfg, 3, at(weights.dev()), at(g.dev()), 0.5f, at(m2.dev()), at(v2.dev()), cpu::view{}, n);
+      check_close("adamw weights (no copy)", weights, t);
+      check_close("adamw m (no copy)", m2, dtype::fp32);
+      check_close("adamw v (no copy)", v2, dtype::fp32);
+    }
+  }
+
+  // More elements than the capped grid has threads (132 x 16 blocks of 256): every thread loops, on both paths.
+  for (std::size_t off : {std::size_t{0}, std::size_t{1}}) {
+    INFO("grid-stride, offset " << off);
+    const std::size_t n = 9'000'003, total = n + off;
+    twin in(random(total, 47, 3.0f), dtype::bf16), out(std::vector<float>(total), dtype::bf16);
+    const cpu::view ih = in.host().slice(off, n), id = in.dev().slice(off, n), oh = out.host().slice(off, n),
+                    od = out.dev().slice(off, n);
+    cpu::gelu_forward(ih, oh, n);
+    gpu::gelu_forward(id, od, n);
+    check_close("gelu forward, grid-stride", out, dtype::bf16);
+  }
+}
