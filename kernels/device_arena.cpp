@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <stdexcept>
+#include <string>
 
 namespace trainplan::kernels {
 
@@ -61,6 +62,21 @@ std::uint64_t device_arena::extent_bytes() const {
   if (live_.empty()) return 0;
   const auto last = std::prev(live_.end());
   return last->first + last->second;
+}
+
+void* arena_memory::allocate(std::size_t bytes) {
+  const std::optional<std::uint64_t> offset = arena_.allocate(bytes);
+  if (!offset)
+    throw std::runtime_error("out of memory: " + std::to_string(bytes) + " bytes do not fit in the device arena (" +
+                             std::to_string(arena_.live_bytes()) + " of " + std::to_string(arena_.capacity_bytes()) +
+                             " bytes in use, largest free range " + std::to_string(arena_.largest_free_bytes()) + ")");
+  std::byte* p = base_ + *offset;
+  zero_fill_(p, static_cast<std::size_t>(device_arena::rounded(bytes)));
+  return p;
+}
+
+void arena_memory::release(void* ptr) {
+  arena_.release(static_cast<std::uint64_t>(static_cast<std::byte*>(ptr) - base_));
 }
 
 std::uint64_t device_arena::largest_free_bytes() const {

@@ -7,6 +7,7 @@
 // Offsets are aligned to 256 bytes, as cudaMalloc aligns its pointers (CUDA C++ Programming Guide,
 // "Device Memory Accesses": 256-byte alignment of allocations), so vectorised kernels see the same
 // alignment either way.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -42,6 +43,27 @@ class device_arena {
   std::uint64_t live_bytes_ = 0, peak_extent_bytes_ = 0;
   std::map<std::uint64_t, std::uint64_t> free_;  // offset -> bytes, never two adjacent
   std::map<std::uint64_t, std::uint64_t> live_;  // offset -> bytes
+};
+
+// The arena over real memory: a block at `base` of `capacity_bytes`, handing out zero-filled pointers. The
+// CUDA backend gives it device memory and cudaMemsetAsync; the tests give it host memory and memset, so
+// the harness runs on it with the CPU kernels exactly as on the GPU.
+class arena_memory {
+ public:
+  using zero_fill_fn = void (*)(void* ptr, std::size_t bytes);
+  arena_memory(void* base, std::uint64_t capacity_bytes, zero_fill_fn zero_fill)
+      : base_(static_cast<std::byte*>(base)), arena_(base ? capacity_bytes : 0), zero_fill_(zero_fill) {}
+
+  // Throws std::runtime_error("out of memory: ...") when no free range holds `bytes`: the tracking
+  // allocator reports it as the run's result.
+  void* allocate(std::size_t bytes);
+  void release(void* ptr);  // a pointer from allocate
+  const device_arena& arena() const { return arena_; }
+
+ private:
+  std::byte* base_;
+  device_arena arena_;
+  zero_fill_fn zero_fill_;
 };
 
 }  // namespace trainplan::kernels

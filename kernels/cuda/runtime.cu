@@ -1,7 +1,6 @@
 // Device discovery, the harness's device memory (one arena), copies and the process's cuBLAS handle.
 #include <cstddef>
 #include <mutex>
-#include <optional>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
@@ -54,10 +53,11 @@ namespace {
 // runtime's and cuBLAS's internal buffers.
 constexpr std::uint64_t driver_headroom_bytes = 1ull << 30;
 
+void zero_fill_async(void* p, std::size_t bytes) { TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0)); }
+
 struct harness_memory {
   std::uint64_t before_arena_bytes = 0;  // context, loaded modules, the cuBLAS handle and its workspace
-  std::byte* base = nullptr;
-  device_arena arena{0};
+  arena_memory memory{nullptr, 0, zero_fill_async};
 };
 
 harness_memory& memory() {
@@ -68,35 +68,25 @@ harness_memory& memory() {
     TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
     h->before_arena_bytes = total - free;
     const std::uint64_t capacity = free > driver_headroom_bytes ? free - driver_headroom_bytes : 0;
-    if (capacity > 0) TRAINPLAN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&h->base), capacity));
-    h->arena = device_arena(capacity);
+    void* base = nullptr;
+    if (capacity > 0) TRAINPLAN_CUDA_CHECK(cudaMalloc(&base, capacity));
+    h->memory = arena_memory(base, capacity, zero_fill_async);  // zero-filled in stream order
     return h;
   }();
   return *m;
 }
 
-void* arena_alloc(std::size_t bytes) {
-  harness_memory& m = memory();
-  const std::optional<std::uint64_t> offset = m.arena.allocate(bytes);
-  if (!offset)
-    throw std::runtime_error("out of memory: " + std::to_string(bytes) + " bytes do not fit in the device arena (" +
-                             std::to_string(m.arena.live_bytes()) + " of " + std::to_string(m.arena.capacity_bytes()) +
-                             " bytes in use, largest free range " + std::to_string(m.arena.largest_free_bytes()) + ")");
-  std::byte* p = m.base + *offset;
-  TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(p, 0, device_arena::rounded(bytes), 0));  // zero-filled, in stream order
-  return p;
-}
-
+void* arena_alloc(std::size_t bytes) { return memory().memory.allocate(bytes); }
 // Stream order makes this safe without waiting: a kernel still queued on the freed block runs before
 // anything queued later on the block's next owner.
-void release(void* p) { memory().arena.release(static_cast<std::uint64_t>(static_cast<std::byte*>(p) - memory().base)); }
+void release(void* p) { memory().memory.release(p); }
 void upload(void* dst, const void* src, std::size_t bytes) { copy_to_device(dst, src, bytes); }
 void download(void* dst, const void* src, std::size_t bytes) { copy_to_host(dst, src, bytes); }
 }  // namespace
 
 std::uint64_t device_used_bytes() {
   const harness_memory& m = memory();
-  return m.before_arena_bytes + m.arena.extent_bytes();
+  return m.before_arena_bytes + m.memory.arena().extent_bytes();
 }
 
 const kernel_ops& cuda_kernel_ops() {

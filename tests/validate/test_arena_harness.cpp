@@ -1,0 +1,91 @@
+// The harness on the device arena (kernels/device_arena.hpp), run with the CPU kernels over host memory:
+// the same code that places the CUDA backend's buffers, checked here without a GPU. Every buffer a step
+// frees is handed out again to the next (zero-filled); a fault there would change the training.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "../planner/test_helpers.hpp"
+#include "kernels/device_arena.hpp"
+#include "validate/training_run.hpp"
+
+using namespace trainplan;
+using namespace trainplan::test;
+
+namespace {
+
+kernels::arena_memory* current_arena = nullptr;  // the kernel table's functions are plain pointers
+void* arena_alloc(std::size_t bytes) { return current_arena->allocate(bytes); }
+void arena_release(void* p) { current_arena->release(p); }
+std::uint64_t arena_extent() { return current_arena->arena().extent_bytes(); }
+void host_zero_fill(void* p, std::size_t bytes) { std::memset(p, 0, bytes); }
+
+// The CPU kernels with their memory from `arena`: the CUDA backend's layout of a step, on the host.
+kernels::kernel_ops cpu_ops_on(kernels::arena_memory& arena) {
+  current_arena = &arena;
+  kernels::kernel_ops ops = kernels::cpu_kernel_ops();
+  ops.backend = "cpu-arena";
+  ops.alloc = arena_alloc;
+  ops.release = arena_release;
+  ops.device_used_bytes = arena_extent;
+  return ops;
+}
+
+std::vector<unsigned char> bytes_of(const validate::tensor& t) {
+  const auto* p = static_cast<const unsigned char*>(t.view().data);
+  return {p, p + t.bytes()};
+}
+
+}  // namespace
+
+TEST_CASE("the harness trains the same on the device arena, and its extent is the device peak", "[validate][arena]") {
+  std::vector<std::byte> block(32u << 20);
+  for (model_family family : {model_family::gpt, model_family::llama})
+    for (recompute_mode rc : {recompute_mode::none, recompute_mode::full})
+      for (precision_regime p : {precision_regime::bf16_mixed, precision_regime::fp16_mixed}) {
+        const model_spec m = tiny_model(family, 48);
+        run_config r = run_of(16, 2, rc, family == model_family::gpt ? attention_kind::eager : attention_kind::flash,
+                              family == model_family::gpt ? 0.1 : 0.0);
+        r.grad_accum = 2;
+        r.precision = p;
+        INFO(family_name(family) << " " << recompute_name(rc) << " " << precision_name(p));
+        kernels::arena_memory arena(block.data(), block.size(), host_zero_fill);  // its peak: this run's
+        const kernels::kernel_ops ops = cpu_ops_on(arena);
+        validate::training_run plain(m, r);
+        plain.run();
+        {
+          validate::training_run placed(m, r, {}, ops);
+          placed.run();
+          REQUIRE(placed.records.size() == plain.records.size());
+          for (std::size_t k = 0; k < plain.records.size(); ++k) CHECK(placed.records[k].loss == plain.records[k].loss);
+          CHECK(bytes_of(placed.state.weights) == bytes_of(plain.state.weights));  // bit for bit
+          CHECK(bytes_of(placed.state.adam_v) == bytes_of(plain.state.adam_v));
+          CHECK(placed.alloc.peak_bytes() == plain.alloc.peak_bytes());
+          // The device peak is the arena's extent at its highest: every buffer rounded to 256 bytes, and
+          // the gaps freed buffers leave. Never less than the tensors, never more than the arena.
+          CHECK(placed.alloc.device_peak_bytes() >= placed.alloc.peak_bytes());
+          CHECK(placed.alloc.device_peak_bytes() == arena.arena().peak_extent_bytes());
+        }
+        CHECK(arena.arena().live_blocks() == 0);  // the run gave back every buffer
+        CHECK(arena.arena().largest_free_bytes() == arena.arena().capacity_bytes());
+      }
+}
+
+TEST_CASE("an arena too small for the run is an out-of-memory result naming the buffer", "[validate][arena]") {
+  std::vector<std::byte> block(256u << 10);  // the tiny GPT's weights and master copy fit, its step does not
+  kernels::arena_memory arena(block.data(), block.size(), host_zero_fill);
+  const kernels::kernel_ops ops = cpu_ops_on(arena);
+  const model_spec m = tiny_model(model_family::gpt, 48);
+  const run_config r = run_of(16, 2, recompute_mode::none, attention_kind::eager, 0.1);
+  try {
+    validate::training_run run(m, r, {}, ops);
+    run.run();
+    FAIL("the run fitted in 256 KiB");
+  } catch (const validate::out_of_memory& oom) {
+    CHECK_FALSE(oom.buffer_name.empty());
+    CHECK(oom.requested_bytes > 0);
+    CHECK_THAT(oom.what(), Catch::Contains("do not fit in the device arena"));
+  }
+  CHECK(arena.arena().live_blocks() == 0);  // unwinding freed what had been placed
+}
