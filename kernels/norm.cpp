@@ -1,5 +1,7 @@
 #include "kernels/norm.hpp"
 
+#include "kernels/elementwise.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -66,6 +68,13 @@ void layer_norm_forward(const view& x, const view& weight, const view& bias, con
 void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
                          const view& d_bias, const view& partials, std::size_t rows, std::size_t width) {
   norm_backward(x, weight, dy, dx, d_weight, &d_bias, partials, rows, width, true);
+}
+
+void residual_norm_forward(const view& residual, const view* mask, float keep_scale, const view& sum, const view& weight,
+                           const view* bias, const view& out, std::size_t rows, std::size_t width) {
+  residual_dropout(residual, mask, keep_scale, sum, rows * width);
+  if (bias) layer_norm_forward(sum, weight, *bias, out, rows, width);
+  else rms_norm_forward(sum, weight, out, rows, width);
 }
 
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width) {

@@ -22,6 +22,13 @@ void layer_norm_backward(const view& x, const view& weight, const view& dy, cons
 
 // y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps)
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width);
+
+// The residual add and the next norm in one pass (llm.c's fused residual + LayerNorm): sum = residual +
+// dropout(sum) (sum holds a sub-block's output on entry; mask may be null), stored rounded, then
+// out = norm(sum) from the stored values: exactly residual_dropout then the norm, one read of `sum` fewer.
+// A null `bias` means RMSNorm, otherwise LayerNorm.
+void residual_norm_forward(const view& residual, const view* mask, float keep_scale, const view& sum, const view& weight,
+                           const view* bias, const view& out, std::size_t rows, std::size_t width);
 // dx = rstd * (dxhat - xhat * mean(dxhat * xhat)); added into dx. partials: (P, width) fp32, as above.
 void rms_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
                        const view& partials, std::size_t rows, std::size_t width);

@@ -30,6 +30,7 @@ namespace trainplan::kernels {
   X(layer_norm_backward) \
   X(rms_norm_forward) \
   X(rms_norm_backward) \
+  X(residual_norm_forward) \
   X(gelu_forward) \
   X(gelu_backward) \
   X(swiglu_forward) \

@@ -174,7 +174,14 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
     const view out_bias = bias ? w("attn.out.bias") : view{};
     const view x = l.ln1_in.view(), y = l.ln2_in.view(), mask = l.attn_mask.view();
     ops_.linear_forward(l.out_in.view(), w("attn.out.weight"), bias ? &out_bias : nullptr, y, rows_, h, hq);
-    ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
+    if (!l.fc_in) {  // the residual add and the MLP's norm in one pass
+      l.fc_in = act(pname(i, "mlp.fc_in"));
+      const view norm_bias = gpt ? w("ln2.bias") : view{};
+      ops_.residual_norm_forward(x, dropout ? &mask : nullptr, keep_scale, y, w("ln2.weight"), gpt ? &norm_bias : nullptr,
+                                 l.fc_in.view(), rows_, h);
+    } else {
+      ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
+    }
   }
   if (!l.fc_in) {
     l.fc_in = act(pname(i, "mlp.fc_in"));

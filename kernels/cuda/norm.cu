@@ -26,6 +26,27 @@ __device__ void row_stats(dview x, std::size_t row, std::size_t width, bool cent
   rstd = rsqrtf(block_sum(sq) / width + norm_epsilon);
 }
 
+// The residual add of a whole row, stored rounded, then (after the block's barrier makes the row's stores
+// visible to all its threads) the norm of the stored values: residual_dropout then the norm, in one pass.
+__global__ void residual_norm_forward_kernel(dview residual, dview mask, bool has_mask, float keep_scale, dview sum, dview w,
+                                             dview b, bool has_bias, dview y, std::size_t width) {
+  const std::size_t row = blockIdx.x;
+  for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const std::size_t at = row * width + i;
+    float v = sum.get(at);
+    if (has_mask) v = mask.get(at) != 0.0f ? v * keep_scale : 0.0f;
+    sum.set(at, residual.get(at) + v);
+  }
+  __syncthreads();
+  float mean, rstd;
+  row_stats(sum, row, width, has_bias, mean, rstd);
+  for (std::size_t i = threadIdx.x; i < width; i += blockDim.x) {
+    float v = (sum.get(row * width + i) - mean) * rstd * w.get(i);
+    if (has_bias) v += b.get(i);
+    y.set(row * width + i, v);
+  }
+}
+
 __global__ void norm_forward_kernel(dview x, dview w, dview b, bool has_bias, dview y, std::size_t width, bool center) {
   const std::size_t row = blockIdx.x;
   float mean, rstd;
@@ -108,6 +129,15 @@ void layer_norm_forward(const view& x, const view& weight, const view& bias, con
 void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
                          const view& d_bias, const view& partials, std::size_t rows, std::size_t width) {
   backward(x, weight, dy, dx, d_weight, &d_bias, partials, rows, width, true);
+}
+
+void residual_norm_forward(const view& residual, const view* mask, float keep_scale, const view& sum, const view& weight,
+                           const view* bias, const view& out, std::size_t rows, std::size_t width) {
+  const dview none{nullptr, dtype::fp32};
+  residual_norm_forward_kernel<<<static_cast<unsigned>(rows), threads>>>(
+      device(residual), mask ? device(*mask) : none, mask != nullptr, keep_scale, device(sum), device(weight),
+      bias ? device(*bias) : none, bias != nullptr, device(out), width);
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
 }
 
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width) {

@@ -47,6 +47,8 @@ void layer_norm_forward(const view& x, const view& weight, const view& bias, con
 void layer_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
                          const view& d_bias, const view& partials, std::size_t rows, std::size_t width);
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width);
+void residual_norm_forward(const view& residual, const view* mask, float keep_scale, const view& sum, const view& weight,
+                           const view* bias, const view& out, std::size_t rows, std::size_t width);
 void rms_norm_backward(const view& x, const view& weight, const view& dy, const view& dx, const view& d_weight,
                        const view& partials, std::size_t rows, std::size_t width);
 

@@ -161,6 +161,18 @@ TEST_CASE("norms, activations and dropout masks match the CPU reference", "[gpu]
     check_close("layer norm dx", dx, t);
     check_close("layer norm dw", dw, t);
     check_close("layer norm db", db, t);
+    // The fused residual + norm: residual_dropout then the norm, both sums and outputs as the CPU's.
+    std::vector<float> keep = random(rows * width, 30);
+    for (float& k : keep) k = k > 0 ? 1.0f : 0.0f;  // a dropout mask: 1 keeps, 0 drops
+    twin mask(keep, dtype::u8);
+    for (bool rms : {false, true}) {
+      twin sum(random(rows * width, 31), t), normed(std::vector<float>(rows * width), t);
+      const cpu::view bh = b.host(), bd = b.dev(), mh = mask.host(), md = mask.dev();
+      cpu::residual_norm_forward(x.host(), &mh, 1.25f, sum.host(), w.host(), rms ? nullptr : &bh, normed.host(), rows, width);
+      gpu::residual_norm_forward(x.dev(), &md, 1.25f, sum.dev(), w.dev(), rms ? nullptr : &bd, normed.dev(), rows, width);
+      check_close(rms ? "residual + rms norm: sum" : "residual + layer norm: sum", sum, t);
+      check_close(rms ? "residual + rms norm: out" : "residual + layer norm: out", normed, t);
+    }
     cpu::rms_norm_forward(x.host(), w.host(), y.host(), rows, width);
     gpu::rms_norm_forward(x.dev(), w.dev(), y.dev(), rows, width);
     check_close("rms norm forward", y, t);
