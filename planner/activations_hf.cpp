@@ -91,10 +91,13 @@ struct hf_row {
   unsigned when;
 };
 
-// One decoder layer. Sources: the saved-tensor inventories (op, saved name, dtype, shape), and the modeling
-// code they come from: transformers' GPT2Block/GPT2Attention/NewGELUActivation and LlamaDecoderLayer/
-// LlamaRMSNorm/LlamaMLP/apply_rotary_pos_emb; PyTorch's autocast op lists (fp32: layer_norm, pow, softmax,
-// log_softmax) and derivatives.yaml (which inputs each backward saves).
+// One decoder layer, its rows in program order (the order the forward creates them; a backward working
+// buffer beside what its backward reads): the allocator replay (planner/allocator_trace.cpp) allocates and
+// frees within an event in this order. Sources: the saved-tensor inventories (op, saved name, dtype,
+// shape), and the modeling code they come from: transformers' GPT2Block/GPT2Attention/NewGELUActivation and
+// LlamaDecoderLayer/LlamaRMSNorm/LlamaMLP/apply_rotary_pos_emb; PyTorch's autocast op lists (fp32: layer_norm,
+// pow, softmax, log_softmax), derivatives.yaml (which inputs each backward saves) and, for the math path,
+// _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp).
 constexpr hf_row layer_rows[] = {
     // GPT-2: ln_1 (LayerNorm saves its input and fp32 mean/rstd), then c_attn reading a bf16 cast of ln_1's output.
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, gpt},
@@ -134,7 +137,22 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values},
     // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
     {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
+    // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
+    // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
+    // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
+    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
+    // SDPA's math path: _safe_softmax computes softmax, then where(all-masked row, 0, softmax), so the
+    // softmax output and the saved result coexist, with the bool mask of -inf scores.
+    {"layer{}.fwd.safe_softmax_out", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, math_path},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
+    // The backward of the matmul that reads the probabilities writes their gradient, and softmax's backward
+    // the scores' (listed after the probabilities: the replay walks a layer's backward in reverse order).
+    {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
+    // 16-bit copies of either exist only before or after that moment).
+    {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
@@ -178,19 +196,6 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
     {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
     {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp},
-    {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
-    // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
-    // 16-bit copies of either exist only before or after that moment).
-    {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
-    // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
-    // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
-    // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
-    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
-    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
-    // SDPA's math path: _safe_softmax computes softmax, then where(all-masked row, 0, softmax), so the
-    // softmax output and the saved result coexist, with the bool mask of -inf scores.
-    {"layer{}.fwd.safe_softmax_out", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, math_path},
-    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
 };
 
 

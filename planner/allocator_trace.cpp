@@ -107,20 +107,78 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
     }
   }
 
-  // Replay in time order: at each time, allocations (in inventory order, then layer order), then frees.
+  // Replay in time order, and within an event in program order (the inventory lists each layer's buffers in
+  // the order its forward creates them: planner/activations_hf.cpp). `sub` orders the operations of one time.
+  //   - Creation and the optimizer step: allocations in inventory order, then frees.
+  //   - A forward event: allocations in inventory order; a working buffer (one that ends in the event it
+  //     starts in) is freed as soon as the next buffer of the event that outlives it is allocated: a
+  //     temporary dies when the op that consumes it returns (SDPA's math path frees the scores, softmax's
+  //     output and the -inf mask once _safe_softmax's where() has written the probabilities:
+  //     _scaled_dot_product_attention_math in aten/src/ATen/native/transformers/attention.cpp, _safe_softmax
+  //     in aten/src/ATen/native/SoftMax.cpp), so the rest of the layer can take those blocks. A layer's input
+  //     created by the previous layer's event is that event's output: allocated after the event's other
+  //     buffers. Buffers that end in a forward event are freed at its end.
+  //   - A backward event: first what a checkpointed layer recomputes (the buffers that start and end in the
+  //     event and are not gradients), in forward order: torch.utils.checkpoint's non-reentrant unpack hook
+  //     reruns the layer's forward when its backward first needs a saved tensor; then the layer's backward
+  //     walks it in reverse inventory order, allocating its gradient buffers and releasing the recomputed
+  //     ones as it reaches them (an autograd node drops its saved tensors once it has run). Buffers kept from
+  //     the forward are freed at the event's end, as the timeline counts them (every buffer whose lifetime
+  //     covers the event is live at once), so the replay never holds less than the timeline; the gradient
+  //     working buffers too.
   struct op {
-    std::uint64_t time;
-    int kind;  // 0 allocate, 1 free
+    std::uint64_t time, sub;
+    std::uint32_t kind;  // 0 allocate, 1 free
     std::uint64_t index;
   };
+  const std::uint64_t P = inv.tensors.size();
+  const std::uint64_t event_end = 4 * P + 4;
+  const std::uint64_t fwd0 = static_cast<std::uint64_t>(event_index(event_kind::fwd_layer, 0, L));
+  const std::uint64_t last_forward = static_cast<std::uint64_t>(event_index(event_kind::loss, 0, L));
+  auto forward_event = [&](std::uint64_t t, std::uint64_t& e) {  // false for the optimizer step and backward events
+    const std::uint64_t r = (t - 1) % per_step;
+    e = r % E;
+    return r != mbs * E && e <= last_forward;
+  };
+  auto backward_event = [&](std::uint64_t t) {
+    const std::uint64_t r = (t - 1) % per_step;
+    return r != mbs * E && r % E > last_forward;
+  };
+  auto reverse_position = [&](std::uint64_t rank) { return P + 2 * (P - 1 - rank); };
+  // The buffers that outlive the forward event they start in, by (time, rank): a working buffer waits for the
+  // first of them after its own rank.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> outliving;
+  for (const instance& in : instances)
+    if (in.begin != 0 && in.end != in.begin) outliving.push_back({in.begin, in.tensor});
+  std::sort(outliving.begin(), outliving.end());
+
   std::vector<op> ops;
   ops.reserve(instances.size() * 2);
   for (std::uint64_t n = 0; n < instances.size(); ++n) {
-    ops.push_back({instances[n].begin, 0, n});
-    if (instances[n].end != never) ops.push_back({instances[n].end, 1, n});
+    const instance& in = instances[n];
+    const tensor_spec& t = inv.tensors[in.tensor];
+    const std::uint64_t rank = in.tensor;
+    std::uint64_t alloc_sub = 2 * rank, free_sub = event_end, e = 0;
+    const bool working = in.end == in.begin;
+    if (in.begin != 0 && forward_event(in.begin, e)) {
+      if (t.per_layer && e + 1 >= fwd0 && e < fwd0 + in.layer) alloc_sub = 2 * P + 1;  // the next layer's input
+      if (working) {
+        const auto next = std::lower_bound(outliving.begin(), outliving.end(), std::make_pair(in.begin, rank + 1));
+        if (next != outliving.end() && next->first == in.begin) free_sub = 2 * next->second + 1;
+      }
+    } else if (in.begin != 0 && backward_event(in.begin)) {
+      const bool gradient = t.category == tensor_category::activation_grads;
+      alloc_sub = working && !gradient ? rank : reverse_position(rank);
+      if (working && !gradient) free_sub = reverse_position(rank) + 1;
+    }
+    ops.push_back({in.begin, alloc_sub, 0, n});
+    if (in.end != never) ops.push_back({in.end, free_sub, 1, n});
   }
-  std::stable_sort(ops.begin(), ops.end(), [](const op& a, const op& b) {
-    return a.time != b.time ? a.time < b.time : a.kind < b.kind;
+  std::sort(ops.begin(), ops.end(), [](const op& a, const op& b) {
+    if (a.time != b.time) return a.time < b.time;
+    if (a.sub != b.sub) return a.sub < b.sub;
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.index < b.index;
   });
 
   caching_allocator alloc;

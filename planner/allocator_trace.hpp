@@ -16,7 +16,10 @@ struct allocator_replay {
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach
 // AdamW one state tensor per parameter); activations one tensor per buffer and layer. Within an event the
-// buffers that start there are allocated (in inventory order) before the ones that end there are freed.
+// replay follows program order, the inventory's order of a layer's buffers (planner/activations_hf.cpp): a
+// forward event's working buffers die once the next buffer that outlives the event exists; a backward event
+// recomputes (checkpointing) first, then walks the layer in reverse, allocating gradients and freeing saved
+// buffers as it reaches them. Creation and the optimizer step allocate, then free.
 // Simulates the model's creation and `steps` optimizer steps (the measurements read step 3).
 struct allocator_growth {
   std::string_view tensor;     // the buffer whose allocation took a new segment

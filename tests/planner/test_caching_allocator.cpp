@@ -69,3 +69,77 @@ TEST_CASE("freed neighbours merge, and segments are never given back", "[allocat
   CHECK(a.peak_reserved_bytes() == 100 * MiB);
   CHECK(a.peak_allocated_bytes() == 100 * MiB);
 }
+
+// ---- the replay's order within an event (planner/allocator_trace.cpp) --------------------------------------
+// One-layer (or two-layer) inventories by hand: events fwd_embed 0, fwd_layer i: 1+i, fwd_head L+1, loss L+2,
+// bwd_head L+3, bwd_layer i: L+4+(L-1-i), bwd_embed 2L+4.
+
+#include "planner/allocator_trace.hpp"
+
+namespace {
+
+using namespace trainplan;
+
+tensor_spec buffer(std::string_view name, std::uint64_t bytes, std::int64_t first, std::int64_t last,
+                   tensor_category cat = tensor_category::activations, std::int64_t step = 0) {
+  tensor_spec t(name, {bytes}, dtype::u8, bytes, cat);
+  t.lifetime = state_lifetime::micro_batch;
+  t.interval_count = 1;
+  t.intervals[0] = {first, step, last, step};
+  return t;
+}
+
+inventory by_hand(std::uint64_t layers, std::vector<tensor_spec> tensors) {
+  inventory inv;
+  inv.layers = layers;
+  inv.events_per_micro_batch = static_cast<std::int64_t>(2 * layers + 5);
+  inv.tensors = std::move(tensors);
+  return inv;
+}
+
+constexpr std::uint64_t GiB = 1ull << 30;
+
+}  // namespace
+
+TEST_CASE("replay: a forward working buffer is freed once the next buffer that outlives the event exists", "[allocator]") {
+  // _scaled_dot_product_attention_math: the scores die when _safe_softmax's result exists, and the layer's
+  // later buffers (the MLP's) take their block. Allocating the whole event before freeing would reserve a
+  // third segment (2 GiB + 100 MiB); freeing the scores before the probabilities exist would let those take
+  // the scores' block (1 GiB + 100 MiB).
+  const inventory inv = by_hand(1, {buffer("scores", GiB, 1, 1), buffer("probs", GiB, 1, 5), buffer("mlp", 100 * MiB, 1, 5)});
+  const allocator_replay r = replay_allocator(inv, model_facts{}, 1);
+  CHECK(r.peak_reserved_bytes == 2 * GiB);
+  CHECK(r.peak_allocated_bytes == 2 * GiB);  // the scores and the probabilities, before the MLP
+}
+
+TEST_CASE("replay: buffers kept from the forward live until their layer's backward event ends", "[allocator]") {
+  // The timeline's rule (every buffer whose lifetime covers the event is live at once), which the replay
+  // keeps so that it never holds less than the timeline: a gradient of the event cannot take their block.
+  const inventory inv = by_hand(1, {buffer("d_in", GiB, 5, 5, tensor_category::activation_grads), buffer("saved", GiB, 1, 5)});
+  CHECK(replay_allocator(inv, model_facts{}, 1).peak_reserved_bytes == 2 * GiB);
+}
+
+TEST_CASE("replay: a checkpointed layer recomputes its saved buffers before its backward frees them in reverse", "[allocator]") {
+  // Non-reentrant checkpointing (torch/utils/checkpoint.py) reruns the layer's forward when its backward
+  // first unpacks a saved tensor; the backward then releases them node by node. The recomputed buffers are
+  // the backward event's buffers that are not gradients.
+  const inventory inv = by_hand(1, {buffer("d_in", GiB, 5, 5, tensor_category::activation_grads), buffer("recomputed", GiB, 5, 5)});
+  const allocator_replay r = replay_allocator(inv, model_facts{}, 1);
+  CHECK(r.peak_reserved_bytes == GiB);  // recomputed, freed by the walk, its block then taken by d_in
+  CHECK(r.peak_allocated_bytes == GiB);
+}
+
+TEST_CASE("replay: the next layer's input is the output of the previous layer's event", "[allocator]") {
+  // Two layers. Each forward event makes a 1 GiB working buffer and keeps a 1 GiB one; layer i's 100 MiB
+  // input is created by event i (the embedding, then layer 0). Created at the end of layer 0's event, layer
+  // 1's input takes part of the freed working block, so layer 1's working buffer needs a new segment.
+  tensor_spec input = buffer("layer{}.in", 100 * MiB, 0, 7, tensor_category::activations, 1);
+  tensor_spec work = buffer("layer{}.work", GiB, 1, 1, tensor_category::activations, 1);
+  tensor_spec kept = buffer("layer{}.kept", GiB, 1, 7, tensor_category::activations, 1);
+  for (tensor_spec* t : {&input, &work, &kept}) t->per_layer = true, t->layer_begin = 0, t->layer_end = 2;
+  input.intervals[0] = {0, 1, 7, -1};  // layer i: from event i to its backward, 7 - i
+  kept.intervals[0] = {1, 1, 7, -1};
+  const inventory inv = by_hand(2, {input, work, kept});
+  // Allocated at the event's start instead, it would take a segment of its own: 3 GiB + 200 MiB.
+  CHECK(replay_allocator(inv, model_facts{}, 1).peak_reserved_bytes == 4 * GiB + 100 * MiB);
+}
