@@ -73,8 +73,10 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
      "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
-     "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"], ["inventory": [{"op", "saved",
-     "dtype", "shape", "param", "count", "unique_bytes"}, ...]]}
+     "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
+     ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]]}
+    "segments" lists the caching allocator's segments after the measured steps ("small" or "large" pool,
+    bytes; torch.cuda.memory_snapshot()), largest first: the reserved bytes segment by segment.
     For gpt2 the model object holds fam, L, h, a, V as in the reference file (ffn only when not 4h,
     max_positions only when not 1024). "params" is the base model's parameter count (tied embeddings once;
     LoRA adapters not included: they are in "trainable_params"). "lora" is the rank (trainplan reads it so).
@@ -396,6 +398,15 @@ def count_params(model):
 # ----------------------------------------------------------------------------------------------------------
 # autograd graph walk (inventory and SDPA backend)
 
+def segment_sizes(torch):
+    """[[pool, bytes], ...]: every segment the caching allocator holds after the measured steps, largest
+    first. None is released during a run (no empty_cache, no OOM retry), so these are the segments whose sum
+    was the reserved peak: what a replay of the allocator has to reproduce, segment by segment."""
+    segments = [["small" if seg.get("segment_type") == "small" else "large", int(seg["total_size"])]
+                for seg in torch.cuda.memory_snapshot()]
+    return sorted(segments, key=lambda seg: (-seg[1], seg[0]))
+
+
 def walk_graph(torch, loss, param_keys, read_saved):
     """Breadth first from loss.grad_fn. Returns (set of node names, inventory rows or None)."""
     from collections import deque
@@ -575,6 +586,7 @@ def run_one(args, torch, transformers):
         rec["phases"] = phases
         rec["alloc_peak"] = max(phases["forward_peak"], phases["backward_peak"], phases["optimizer_peak"])
         rec["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
+        rec["segments"] = segment_sizes(torch)
         timed = sorted(times[1:])  # README: median of steps 2 and 3
         n = len(timed)
         rec["step_s"] = timed[n // 2] if n % 2 else 0.5 * (timed[n // 2 - 1] + timed[n // 2])
