@@ -18,7 +18,7 @@ namespace trainplan {
 struct calibration_observation {
   std::string label;                   // which report
   std::uint64_t tensor_peak_bytes = 0;  // tracked tensors at the peak (the inventory's bytes)
-  std::uint64_t device_peak_bytes = 0;  // device memory in use at the peak (cudaMemGetInfo)
+  std::uint64_t device_peak_bytes = 0;  // device memory in use at the peak (before the arena, plus its extent)
   std::uint64_t context_bytes = 0;      // device memory in use after context creation, before any tensor
   std::uint64_t workspace_bytes = 0;    // cuBLAS workspace
   double step_seconds = 0;              // measured steady-state step time
