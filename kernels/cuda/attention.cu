@@ -207,8 +207,6 @@ bool eager_gemm_path(const attention_shape& sh, std::initializer_list<const view
          sh.out_width() <= int_max && sh.kv_heads <= 65535;
 }
 
-float scale_of(const attention_shape& sh) { return 1.0f / std::sqrt(static_cast<float>(sh.head_dim)); }
-
 }  // namespace
 
 void eager_attention_forward(const attention_shape& sh, const view& qkv, const view& softmax, const view& mask,

@@ -41,6 +41,8 @@ inline layout make_layout(const attention_shape& sh, const char* who) {
   return {sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim};
 }
 
+inline float scale_of(const attention_shape& sh) { return 1.0f / std::sqrt(static_cast<float>(sh.head_dim)); }
+
 __device__ inline float score(const layout& L, dview qkv, std::size_t b, std::size_t h, std::size_t i, std::size_t j,
                               float scale) {
   float dot = 0;
