@@ -28,7 +28,7 @@ enum dropout_kind { dropout_embed = 0, dropout_probs = 1, dropout_attn_out = 2, 
 
 transformer::transformer(const model_spec& m, const run_config& run, const precision_layout& layout,
                          const inventory& buffers, tracking_allocator& alloc, model_state& state, std::uint64_t seed)
-    : m_(m), run_(run), layout_(layout), inv_(buffers), alloc_(alloc), ops_(alloc.ops()), state_(state), seed_(seed), act_(layout.activations) {
+    : m_(m), run_(run), layout_(layout), inv_(buffers), alloc_(alloc), ops_(alloc.ops()), state_(state), seed_(seed) {
   shape_ = {run.micro_batch, run.seq, m.heads, m.kv_heads, m.head_dim};
   rows_ = run.micro_batch * run.seq;
   layers_.resize(m.layers);
@@ -174,19 +174,12 @@ void transformer::layer_forward(std::uint64_t i, int step, std::uint64_t mb, ten
     const view out_bias = bias ? w("attn.out.bias") : view{};
     const view x = l.ln1_in.view(), y = l.ln2_in.view(), mask = l.attn_mask.view();
     ops_.linear_forward(l.out_in.view(), w("attn.out.weight"), bias ? &out_bias : nullptr, y, rows_, h, hq);
-    if (!l.fc_in) {  // the residual add and the MLP's norm in one pass
-      l.fc_in = act(pname(i, "mlp.fc_in"));
-      const view norm_bias = gpt ? w("ln2.bias") : view{};
-      ops_.residual_norm_forward(x, dropout ? &mask : nullptr, keep_scale, y, w("ln2.weight"), gpt ? &norm_bias : nullptr,
-                                 l.fc_in.view(), rows_, h);
-    } else {
-      ops_.residual_dropout(x, dropout ? &mask : nullptr, keep_scale, y, rows_ * h);
-    }
-  }
-  if (!l.fc_in) {
+    // The residual add and the MLP's norm in one pass. ln2.in and mlp.fc_in are kept or dropped together
+    // (drop_unkept), so both are missing here or neither is.
     l.fc_in = act(pname(i, "mlp.fc_in"));
-    if (gpt) ops_.layer_norm_forward(l.ln2_in.view(), w("ln2.weight"), w("ln2.bias"), l.fc_in.view(), rows_, h);
-    else ops_.rms_norm_forward(l.ln2_in.view(), w("ln2.weight"), l.fc_in.view(), rows_, h);
+    const view norm_bias = gpt ? w("ln2.bias") : view{};
+    ops_.residual_norm_forward(x, dropout ? &mask : nullptr, keep_scale, y, w("ln2.weight"), gpt ? &norm_bias : nullptr,
+                               l.fc_in.view(), rows_, h);
   }
   if (m_.is_moe()) {
     moe_forward(i, output);

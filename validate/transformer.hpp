@@ -78,7 +78,6 @@ class transformer {
   model_state& state_;
   std::uint64_t seed_;
   kernels::attention_shape shape_;
-  dtype act_;
   std::uint64_t rows_;  // b * s
   kernels::moe_dispatch dispatch_;  // tokens, experts, top-k, capacity (MoE only)
 
