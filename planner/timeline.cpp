@@ -48,7 +48,7 @@ class scratch {
 };
 
 // Buffers whose lifetime fields are equal are live at the same events.
-bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
+inline bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
   auto same = [](const event_interval& x, const event_interval& y) {
     return x.first_base == y.first_base && x.first_step == y.first_step && x.last_base == y.last_base &&
            x.last_step == y.last_step;
@@ -199,6 +199,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   // that event more than a subset of the last backward layer's: then it is visited too.
   bool embed_backward_scratch = false;
   const std::int64_t bwd_embed = event_index(event_kind::bwd_embed, 0, L);
+  u128 run_bytes = 0;  // the current run of buffers with one lifetime
   for (std::size_t i = 0; i < n; ++i) {
     const tensor_spec& t = inv.tensors[i];
     optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
@@ -206,34 +207,53 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     if (t.lifetime == state_lifetime::micro_batch && !t.per_layer)
       for (int k = 0; k < t.interval_count; ++k)
         embed_backward_scratch = embed_backward_scratch || (t.intervals[k].first_base == bwd_embed && t.bytes > 0);
+    // Builders add runs of buffers with one lifetime (a layer's saved tensors): such a buffer joins its
+    // predecessor's group without hashing, and a run's bytes are summed in a register and added to its
+    // group once, when the run ends (not through memory, buffer by buffer).
+    if (i > 0 && same_lifetime(inv.tensors[i - 1], t)) {
+      run_bytes += t.bytes;
+      members[i] = members[i - 1];
+      continue;
+    }
+    if (i > 0) groups[members[i - 1]].bytes += run_bytes;
+    run_bytes = t.bytes;
     const std::uint64_t hash = lifetime_hash(t);
     std::size_t at = static_cast<std::size_t>(hash >> (64 - std::countr_zero(slots)));  // the best-mixed bits
     while (slot[at] != 0 && !(hashes[slot[at] - 1] == hash && same_lifetime(*groups[slot[at] - 1].like, t)))
       at = (at + 1) & (slots - 1);
     if (slot[at] == 0) {
       hashes[group_count] = hash;
-      groups[group_count++] = {&t, t.bytes};
+      groups[group_count++] = {&t, 0};
       slot[at] = static_cast<std::uint32_t>(group_count);
-    } else {
-      groups[slot[at] - 1].bytes += t.bytes;
     }
     members[i] = slot[at] - 1;
   }
+  if (n > 0) groups[members[n - 1]].bytes += run_bytes;
   // DeepSeek's dense first layers hold other buffers than its MoE layers: the live bytes are piecewise linear
   // in the layers, and the peak search visits the ends of both pieces.
   const std::int64_t boundary = static_cast<std::int64_t>(inv.dense_layers);
   const bool two_kinds = boundary > 0 && boundary < L;
   // Activations (micro_batch lifetime) are live by their event intervals alone, and none is live during the
   // optimizer step: their bytes at an event are summed once, however many steps and micro-batches visit it.
-  // The other groups (model state) depend on the step and micro-batch too.
-  // (Copies of the groups, each list contiguous: a visit reads them in order.)
-  scratch<lifetime_group, 96> activation_store, state_store;
+  // Gradients that appear layer by layer depend on the event, the step and the micro-batch. Every other
+  // group is live or not as a whole by the step, micro-batch and phase alone: those are summed per lifetime
+  // once, and a visit adds at most four totals. (Copies of the groups, each list contiguous: a visit reads
+  // them in order.)
+  scratch<lifetime_group, 96> activation_store, gradient_store;
   lifetime_group* activation_groups = activation_store.get(group_count);
-  lifetime_group* state_groups = state_store.get(group_count);
-  std::size_t activation_count = 0, state_count = 0;
-  for (std::size_t g = 0; g < group_count; ++g)
-    if (groups[g].like->lifetime == state_lifetime::micro_batch) activation_groups[activation_count++] = groups[g];
-    else state_groups[state_count++] = groups[g];
+  lifetime_group* gradient_groups = gradient_store.get(group_count);
+  std::size_t activation_count = 0, gradient_count = 0;
+  u128 whole_run_bytes = 0, backward_to_optimizer_bytes = 0, from_first_optimizer_bytes = 0, optimizer_only_bytes = 0;
+  for (std::size_t g = 0; g < group_count; ++g) {
+    switch (groups[g].like->lifetime) {
+      case state_lifetime::micro_batch: activation_groups[activation_count++] = groups[g]; break;
+      case state_lifetime::gradient_from_backward: gradient_groups[gradient_count++] = groups[g]; break;
+      case state_lifetime::whole_run: whole_run_bytes += groups[g].bytes; break;
+      case state_lifetime::backward_to_optimizer: backward_to_optimizer_bytes += groups[g].bytes; break;
+      case state_lifetime::from_first_optimizer: from_first_optimizer_bytes += groups[g].bytes; break;
+      case state_lifetime::optimizer_only: optimizer_only_bytes += groups[g].bytes; break;
+    }
+  }
   struct event_bytes {
     std::int64_t e;
     u128 bytes;
@@ -260,9 +280,12 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   auto visit = [&](int step, std::uint64_t mb, event_kind kind, std::uint64_t layer, std::int64_t e) {
     const live_context at{kind == event_kind::optimizer, mb > 0, step > 1, e, first_backward, L};
     // Summed in 128 bits and checked once (sizes are each below 2^64; < 2^64 x 2^70: no overflow).
-    u128 live = at.optimizer ? 0 : activation_bytes_at(e);
-    for (std::size_t g = 0; g < state_count; ++g)
-      live += static_cast<u128>(instances_of(*state_groups[g].like, at)) * state_groups[g].bytes;
+    // The same rules as instances_of, on each lifetime's total.
+    u128 live = (at.optimizer ? optimizer_only_bytes : activation_bytes_at(e)) + whole_run_bytes;
+    if (at.optimizer || at.later_micro_batch || at.e >= at.first_backward) live += backward_to_optimizer_bytes;
+    if (at.later_step || at.optimizer) live += from_first_optimizer_bytes;
+    for (std::size_t g = 0; g < gradient_count; ++g)
+      live += static_cast<u128>(instances_of(*gradient_groups[g].like, at)) * gradient_groups[g].bytes;
     if (live > std::numeric_limits<std::uint64_t>::max()) throw input_error("live bytes are larger than 64 bits can hold");
     const std::uint64_t live_bytes = static_cast<std::uint64_t>(live);
     if (keep_points) out.points.push_back({step, mb, kind, layer, live_bytes});
@@ -337,11 +360,20 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     scratch<std::uint64_t, 96> count_store;
     std::uint64_t* counts = count_store.get(group_count);
     for (std::size_t g = 0; g < group_count; ++g) counts[g] = instances_of(*groups[g].like, at);
+    // Runs of one category are summed in a register, then added to the category (as the groups above).
     u128 category[tensor_category_count] = {};
+    u128 run = 0;
+    tensor_category run_category = n > 0 ? inv.tensors[0].category : tensor_category::weights;
     for (std::size_t i = 0; i < n; ++i) {
       const tensor_spec& t = inv.tensors[i];
-      category[static_cast<int>(t.category)] += static_cast<u128>(counts[members[i]]) * t.bytes;
+      if (t.category != run_category) {
+        category[static_cast<int>(run_category)] += run;
+        run = 0;
+        run_category = t.category;
+      }
+      run += static_cast<u128>(counts[members[i]]) * t.bytes;
     }
+    category[static_cast<int>(run_category)] += run;
     for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(category[c]);
   }
   if (detail == timeline_detail::peak) return out;
