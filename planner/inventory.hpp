@@ -46,7 +46,8 @@ constexpr std::int64_t event_index(event_kind kind, std::int64_t layer, std::int
 }
 
 // Lifetime in micro-batch event indices: instance i (a layer index for per-layer buffers, 0 otherwise)
-// lives over [first_base + first_step*i, last_base + last_step*i].
+// lives over [first_base + first_step*i, last_base + last_step*i]. Steps are -1, 0 or 1: a layer's forward
+// events rise with its index, its backward events fall (the timeline relies on it).
 struct event_interval {
   std::int64_t first_base = 0, first_step = 0;
   std::int64_t last_base = 0, last_step = 0;
@@ -121,10 +122,7 @@ struct tensor_spec {
   // millions of specs, and zeroing the whole struct first and then writing it costs more than the fields.
   tensor_spec(std::string_view name_, const tensor_shape& shape_, dtype type_, std::uint64_t bytes_,
               tensor_category category_)
-      : name(name_), type(type_), bytes(bytes_), category(category_) {
-    for (std::size_t i = 0; i < shape_.rank; ++i) shape.dims[i] = shape_.dims[i];  // past the rank: zero
-    shape.rank = shape_.rank;
-  }
+      : name(name_), shape(shape_), type(type_), bytes(bytes_), category(category_) {}  // fixed size: no memcpy call
 
   std::string instance_name(std::uint64_t layer) const;  // "layer7.attn.softmax"
   // Copies in one micro-batch's inventory: one per layer that holds it, or one.

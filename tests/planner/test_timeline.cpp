@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "planner/framework.hpp"
 #include "planner/inventory.hpp"
 #include "planner/timeline.hpp"
 #include "test_helpers.hpp"
@@ -142,6 +144,45 @@ TEST_CASE("instances_live counts layers whose lifetime covers an event", "[timel
     CHECK(instances_live(t, event_index(event_kind::loss, 0, L)) == 5);
     CHECK(instances_live(t, event_index(event_kind::bwd_embed, 0, L)) == 0);
   }
+}
+
+TEST_CASE("instances_live agrees with counting layer by layer, in every profile", "[timeline]") {
+  // The timeline counts the layers of an event interval in closed form, assuming steps of -1, 0 or 1:
+  // checked here against the definition, instance by instance, for every buffer at every event.
+  int buffers = 0;
+  for (framework_kind fw : {framework_kind::hf, framework_kind::trainplan, framework_kind::megatron, framework_kind::llmc})
+    for (model_family family : {model_family::gpt, model_family::llama})
+      for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
+        if (fw == framework_kind::llmc && family != model_family::gpt) continue;
+        if (fw == framework_kind::hf && rc == recompute_mode::selective) continue;
+        model_spec m = gpt_shape(4, 64, 4, 1000);
+        if (family == model_family::llama) m.family = family, m.kv_heads = 2, m.tied_embeddings = false;
+        const bool dropout = family == model_family::gpt && fw != framework_kind::llmc;  // llm.c has none
+        run_config r = run_of(32, 2, rc, attention_kind::eager, dropout ? 0.1 : 0.0);
+        r.framework = fw;
+        if (fw == framework_kind::hf) r.precision = precision_regime::amp_bf16;
+        const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
+        for (const tensor_spec& t : inv.tensors) {
+          if (t.lifetime != state_lifetime::micro_batch) continue;
+          INFO(framework_name(fw) << " " << family_name(family) << " " << recompute_name(rc) << " " << t.name);
+          for (int k = 0; k < t.interval_count; ++k) {
+            CHECK(std::abs(t.intervals[k].first_step) <= 1);
+            CHECK(std::abs(t.intervals[k].last_step) <= 1);
+          }
+          for (std::int64_t e = 0; e < inv.events_per_micro_batch; ++e) {
+            std::uint64_t expected = 0;
+            const std::int64_t begin = t.per_layer ? t.layer_begin : 0, end = t.per_layer ? t.layer_end : 1;
+            for (std::int64_t i = begin; i < end; ++i)
+              for (int k = 0; k < t.interval_count; ++k) {
+                const event_interval& iv = t.intervals[k];
+                expected += iv.first_base + iv.first_step * i <= e && e <= iv.last_base + iv.last_step * i;
+              }
+            CHECK(instances_live(t, e) == expected);
+          }
+          ++buffers;
+        }
+      }
+  CHECK(buffers > 100);
 }
 
 TEST_CASE("the peak-only walk finds the same first peak as the full walk", "[timeline]") {
