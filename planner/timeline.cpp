@@ -192,23 +192,13 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   std::uint32_t* members = member_store.get(n);
   std::size_t group_count = 0;
   // Open addressing on the hash, at most half full: a buffer finds its group in about one probe.
-  const std::size_t slots = std::bit_ceil(std::max<std::size_t>(2 * n, 256));
+  const std::size_t slots = std::bit_ceil(std::max<std::size_t>(2 * n, 64));
   scratch<std::uint32_t, 256> slot_store;  // group index + 1; 0: empty
   std::uint32_t* slot = slot_store.get(slots);
   std::fill_n(slot, slots, 0u);
-  bool optimizer_state = false, grads_per_layer = false;  // which events the peak search must visit
-  // A buffer that appears only in the embedding's backward (the harness's fp32 embedding gradient) makes
-  // that event more than a subset of the last backward layer's: then it is visited too.
-  bool embed_backward_scratch = false;
-  const std::int64_t bwd_embed = event_index(event_kind::bwd_embed, 0, L);
   u128 run_bytes = 0;  // the current run of buffers with one lifetime
   for (std::size_t i = 0; i < n; ++i) {
     const tensor_spec& t = inv.tensors[i];
-    optimizer_state = optimizer_state || (t.lifetime == state_lifetime::from_first_optimizer && t.bytes > 0);
-    grads_per_layer = grads_per_layer || t.lifetime == state_lifetime::gradient_from_backward;
-    if (t.lifetime == state_lifetime::micro_batch && !t.per_layer)
-      for (int k = 0; k < t.interval_count; ++k)
-        embed_backward_scratch = embed_backward_scratch || (t.intervals[k].first_base == bwd_embed && t.bytes > 0);
     // Builders add runs of buffers with one lifetime (a layer's saved tensors): such a buffer joins its
     // predecessor's group without hashing, and a run's bytes are summed in a register and added to its
     // group once, when the run ends (not through memory, buffer by buffer).
@@ -246,14 +236,31 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   lifetime_group* gradient_groups = gradient_store.get(group_count);
   std::size_t activation_count = 0, gradient_count = 0;
   u128 whole_run_bytes = 0, backward_to_optimizer_bytes = 0, from_first_optimizer_bytes = 0, optimizer_only_bytes = 0;
+  // Which events the peak search must visit, from the groups (a group's bytes are positive when any
+  // member's are). A buffer that appears only in the embedding's backward (the harness's fp32 embedding
+  // gradient) makes that event more than a subset of the last backward layer's: then it is visited too.
+  bool optimizer_state = false, grads_per_layer = false, embed_backward_scratch = false;
+  const std::int64_t bwd_embed = event_index(event_kind::bwd_embed, 0, L);
   for (std::size_t g = 0; g < group_count; ++g) {
-    switch (groups[g].like->lifetime) {
-      case state_lifetime::micro_batch: activation_groups[activation_count++] = groups[g]; break;
-      case state_lifetime::gradient_from_backward: gradient_groups[gradient_count++] = groups[g]; break;
-      case state_lifetime::whole_run: whole_run_bytes += groups[g].bytes; break;
-      case state_lifetime::backward_to_optimizer: backward_to_optimizer_bytes += groups[g].bytes; break;
-      case state_lifetime::from_first_optimizer: from_first_optimizer_bytes += groups[g].bytes; break;
-      case state_lifetime::optimizer_only: optimizer_only_bytes += groups[g].bytes; break;
+    const tensor_spec& t = *groups[g].like;
+    const u128 bytes = groups[g].bytes;
+    switch (t.lifetime) {
+      case state_lifetime::micro_batch:
+        activation_groups[activation_count++] = groups[g];
+        if (!t.per_layer && bytes > 0)
+          for (int k = 0; k < t.interval_count; ++k) embed_backward_scratch |= t.intervals[k].first_base == bwd_embed;
+        break;
+      case state_lifetime::gradient_from_backward:
+        gradient_groups[gradient_count++] = groups[g];
+        grads_per_layer = true;
+        break;
+      case state_lifetime::whole_run: whole_run_bytes += bytes; break;
+      case state_lifetime::backward_to_optimizer: backward_to_optimizer_bytes += bytes; break;
+      case state_lifetime::from_first_optimizer:
+        from_first_optimizer_bytes += bytes;
+        optimizer_state |= bytes > 0;
+        break;
+      case state_lifetime::optimizer_only: optimizer_only_bytes += bytes; break;
     }
   }
   struct event_bytes {
