@@ -32,6 +32,13 @@ and the figures of the last step (the third by default, as in the reference file
                     reset_peak_memory_stats() resets the reserved peak too; read before the inventory pass)
     step_s          median wall time of steps 2..N (N = --steps, 3 by default: steps 2 and 3), each bracketed
                     by torch.cuda.synchronize()
+    host_s          {forward, backward, optimizer}: median over steps 2..N of the time each phase's Python calls
+                    took to return (model(...); loss.backward(); optimizer.step() and zero_grad()), kernels
+                    still queued: a phase whose host_s is close to its share of step_s is bound by the host
+    profile         with --profile, one extra step (after the measured ones) under torch.profiler, CUDA
+                    activity only: {wall_s, kernels, kernel_s, busy_s, copies, copy_s}: kernels launched, their
+                    summed time and the union of their intervals (GPU busy time), memcpy/memset apart; or
+                    {error} when profiling failed (the rest of the line stands)
 
 With --grad-accum K a step has K micro-batches: forward_peak/backward_peak are the maxima over the
 micro-batches, after_forward/after_backward those of the last micro-batch (earlier micro-batches drop their
@@ -73,7 +80,7 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
      "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
-     "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
+     "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
      ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]]}
     "segments" lists the caching allocator's segments after the measured steps ("small" or "large" pool,
     bytes; torch.cuda.memory_snapshot()), largest first: the reserved bytes segment by segment.
@@ -206,6 +213,7 @@ def build_parser():
     r.add_argument("--seed", type=int, default=0)
     o = p.add_argument_group("output")
     o.add_argument("--id", help="configuration id (default: made from the flags)")
+    o.add_argument("--profile", action="store_true", help="one extra step under torch.profiler: kernels per step and GPU busy time (\"profile\")")
     o.add_argument("--inventory", action="store_true", help="add the saved-tensor inventory (non-checkpointed runs; one extra forward after the measured steps)")
     o.add_argument("-o", "--output", metavar="FILE", help="append the line(s) to FILE (env line first if FILE is new or empty); default stdout")
     o.add_argument("--env-only", action="store_true", help="only write the env line")
@@ -476,6 +484,42 @@ def is_oom(torch, e):
     return isinstance(e, RuntimeError) and ("out of memory" in msg or "CUBLAS_STATUS_ALLOC_FAILED" in msg)
 
 
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def profile_step(torch, step):
+    """Runs `step` once more under torch.profiler (CUDA activity only) and sums what the GPU ran: kernels
+    (count, summed time, and busy time as the union of their intervals) and copies/memsets apart. Whether a
+    run is bound by the host or by the GPU shows as step_s against busy_s; the count checks the planner's
+    kernels per step. A failure is recorded in the line, never fatal: the measurement stands without it."""
+    try:
+        from torch.profiler import profile, ProfilerActivity
+        cuda = torch.autograd.DeviceType.CUDA
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            wall, _ = step()
+        kernels, copies = [], []
+        for e in prof.events():
+            if e.device_type != cuda:
+                continue
+            span = (e.time_range.start, e.time_range.end)  # microseconds
+            (copies if e.name.startswith(("Memcpy", "Memset")) else kernels).append(span)
+        busy, end = 0.0, None
+        for a, b in sorted(kernels):
+            if end is None or a > end:
+                busy += b - a
+                end = b
+            elif b > end:
+                busy += b - end
+                end = b
+        return {"wall_s": wall, "kernels": len(kernels), "kernel_s": sum(b - a for a, b in kernels) / 1e6,
+                "busy_s": busy / 1e6, "copies": len(copies), "copy_s": sum(b - a for a, b in copies) / 1e6}
+    except Exception as e:  # pylint: disable=broad-except
+        return {"error": "{}: {}".format(type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
+
+
 def run_one(args, torch, transformers):
     if args.lora:
         try:
@@ -546,24 +590,31 @@ def run_one(args, torch, transformers):
             # reset_peak_memory_stats() resets the reserved peak too: keep its running maximum over the run.
             state["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
             mem.reset_peak_memory_stats()
-        for step in range(1, args.steps + 1):
+        def train_step(step, host):
+            """One optimizer step: fills `phases`, adds each phase's host seconds (the Python calls' own time,
+            kernels still running) to `host`, returns (wall seconds, the last micro-batch's loss)."""
             state["step"] = step
-            phases = {}
+            phases.clear()
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             phases["before_step"] = mem.memory_allocated()
+            out = loss = None
             for k, x in enumerate(inputs):
                 last = k == len(inputs) - 1
                 state["phase"] = "forward"
                 reset_peaks()
+                h = time.perf_counter()
                 with autocast():
                     out = model(input_ids=x, labels=x)
+                host["forward"] += time.perf_counter() - h
                 phases["forward_peak"] = max(phases.get("forward_peak", 0), mem.max_memory_allocated())
                 phases["after_forward"] = mem.memory_allocated()
                 state["phase"] = "backward"
                 reset_peaks()
+                h = time.perf_counter()
                 loss = out.loss / args.grad_accum if args.grad_accum > 1 else out.loss
                 (scaler.scale(loss) if scaler is not None else loss).backward()
+                host["backward"] += time.perf_counter() - h
                 loss = loss.detach()
                 phases["backward_peak"] = max(phases.get("backward_peak", 0), mem.max_memory_allocated())
                 phases["after_backward"] = mem.memory_allocated()  # read while `out` (logits) is still referenced
@@ -572,6 +623,7 @@ def run_one(args, torch, transformers):
             state["phase"] = "optimizer"
             reset_peaks()  # reset before the logits are freed (reference S3: optimizer_peak == after_backward)
             out = None  # `del out`: only the loss value is kept
+            h = time.perf_counter()
             if scaler is not None:
                 scaler.step(optimizer)
                 scaler.update()
@@ -579,17 +631,25 @@ def run_one(args, torch, transformers):
                 optimizer.step()
             phases["optimizer_peak"] = mem.max_memory_allocated()
             optimizer.zero_grad(set_to_none=True)
+            host["optimizer"] += time.perf_counter() - h
             torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-            loss_value = float(loss) * args.grad_accum  # the last micro-batch's loss
-            loss = None
+            seconds = time.perf_counter() - t0
+            return seconds, float(loss) * args.grad_accum
+
+        host_runs = []
+        for step in range(1, args.steps + 1):
+            host = dict(forward=0.0, backward=0.0, optimizer=0.0)
+            seconds, loss_value = train_step(step, host)
+            times.append(seconds)
+            host_runs.append(host)
         rec["phases"] = phases
         rec["alloc_peak"] = max(phases["forward_peak"], phases["backward_peak"], phases["optimizer_peak"])
         rec["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
         rec["segments"] = segment_sizes(torch)
-        timed = sorted(times[1:])  # README: median of steps 2 and 3
-        n = len(timed)
-        rec["step_s"] = timed[n // 2] if n % 2 else 0.5 * (timed[n // 2 - 1] + timed[n // 2])
+        rec["step_s"] = median(times[1:])  # README: median of steps 2 and 3
+        rec["host_s"] = {k: median([h[k] for h in host_runs[1:]]) for k in ("forward", "backward", "optimizer")}
+        if args.profile:
+            rec["profile"] = profile_step(torch, lambda: train_step(args.steps + 1, dict(forward=0.0, backward=0.0, optimizer=0.0)))
         rec["loss"] = loss_value
         if scaler is not None:
             rec["grad_scale"] = float(scaler.get_scale())
@@ -680,6 +740,8 @@ def preset_argv(entry, args):
         argv += ["--inventory"]
     if entry.get("lora"):
         argv += ["--lora", str(entry["lora"]), "--lora-targets", entry.get("lora_targets", "q,k,v,o")]
+    if args.profile:
+        argv += ["--profile"]
     if args.output:
         argv += ["-o", args.output]
     return argv

@@ -8,15 +8,15 @@
 #
 #   bash scripts/gpu_session.sh [OUT_DIR] [STAGE...]   (after a build: cmake -S . -B build && cmake --build build)
 #
-# STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (with check); all by default. A
-# machine that allows ten minutes a command takes them in two or three calls (gpu-tests bench-kernels
-# bench; suite; collect). Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S, COLLECT_S.
+# STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (with check), collect-shared (the
+# shared 14 again with --profile, then check); all by default. A machine that allows ten minutes a command
+# takes them in three or four calls (gpu-tests bench-kernels bench; suite; collect; collect-shared). Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S, COLLECT_S.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 out="${1:-reports/gpu-session}"
 shift || true
-stages="${*:-gpu-tests bench-kernels bench suite collect}"
+stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
 wants() { [[ " $stages " == *" $1 "* ]]; }
 mkdir -p "$out"
 log="$out/session.log"
@@ -47,8 +47,14 @@ if wants suite; then
   [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate "$suite_dir"
 fi
 if wants collect && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
-  stage collect "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset extra -o "$out/collected.jsonl"
+  stage collect "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset extra --profile -o "$out/collected.jsonl"
   [ -s "$out/collected.jsonl" ] && stage check 60 "$plan" check "$out/collected.jsonl"
+fi
+# The shared 14 again, profiled: GPU busy time and kernels per step against step_s, which tells a run bound
+# by the host from one bound by the GPU (issue 10's S5: gradient checkpointing costs GPT-2 35%, Llama nothing).
+if wants collect-shared && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
+  stage collect-shared "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset shared-h100 --profile -o "$out/shared-profiled.jsonl"
+  [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check "$out/shared-profiled.jsonl"
 fi
 
 tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
