@@ -590,6 +590,7 @@ def run_one(args, torch, transformers):
             # reset_peak_memory_stats() resets the reserved peak too: keep its running maximum over the run.
             state["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
             mem.reset_peak_memory_stats()
+
         def train_step(step, host):
             """One optimizer step: fills `phases`, adds each phase's host seconds (the Python calls' own time,
             kernels still running) to `host`, returns (wall seconds, the last micro-batch's loss)."""
@@ -642,7 +643,7 @@ def run_one(args, torch, transformers):
             seconds, loss_value = train_step(step, host)
             times.append(seconds)
             host_runs.append(host)
-        rec["phases"] = phases
+        rec["phases"] = dict(phases)  # a copy: a profiled step (below) refills `phases`
         rec["alloc_peak"] = max(phases["forward_peak"], phases["backward_peak"], phases["optimizer_peak"])
         rec["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
         rec["segments"] = segment_sizes(torch)
