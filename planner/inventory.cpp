@@ -79,7 +79,9 @@ std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, c
 }
 
 model_facts describe_model(const model_spec& m) {
-  model_facts f{param_tensors(m), count_params(m)};
+  model_facts f;
+  f.tensors = param_tensors(m);
+  f.counts = count_params(m);
   f.layers = layer_counts(m);
   f.tensor_instances = count_tensor_instances(f.tensors, f.layers);
   return f;
