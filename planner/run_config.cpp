@@ -71,7 +71,10 @@ unsigned parse_lora_targets(std::string_view text) {
 std::string lora_targets_text(unsigned t) {
   std::string out;
   for (auto [bit, name] : {std::pair{lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}})
-    if (t & bit) out += (out.empty() ? "" : ",") + std::string(name);
+    if (t & bit) {
+      if (!out.empty()) out += ',';
+      out += name;
+    }
   return out;
 }
 
