@@ -1,0 +1,250 @@
+"""A stand-in for the parts of torch that scripts/collect_hf.py calls, for testing the collector's own
+logic on a machine without torch or a GPU: every call it makes exists, tensors carry shapes and dtypes but
+no data, the allocator statistics are plausible integers, and the autograd graph has a few nodes with saved
+tensors. Nothing here imitates what PyTorch computes. FAKE_TORCH_OOM=forward makes every forward run out
+of memory."""
+import contextlib
+import itertools
+import os
+import types
+
+__version__ = "0.0-fake"
+
+
+class dtype:
+    def __init__(self, name, size):
+        self.name, self.size = name, size
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+float32, bfloat16, float16, int64 = dtype("float32", 4), dtype("bfloat16", 2), dtype("float16", 2), dtype("int64", 8)
+
+
+class device:
+    def __init__(self, kind, index=0):
+        self.kind, self.index = kind, index
+
+    def __str__(self):
+        return "{}:{}".format(self.kind, self.index)
+
+
+_pointers = itertools.count(1 << 20, 1 << 12)
+
+
+class _Storage:
+    def __init__(self, nbytes):
+        self._ptr, self._nbytes = next(_pointers), nbytes
+
+    def data_ptr(self):
+        return self._ptr
+
+    def nbytes(self):
+        return self._nbytes
+
+
+class Tensor:
+    def __init__(self, shape, dt=float32, grad_fn=None, dev="cuda:0"):
+        self.shape, self.dtype, self.grad_fn, self.device = tuple(shape), dt, grad_fn, dev
+        self.requires_grad = False
+        self._storage = _Storage(self.numel() * dt.size)
+
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def element_size(self):
+        return self.dtype.size
+
+    def untyped_storage(self):
+        return self._storage
+
+    def detach(self):
+        return Tensor(self.shape, self.dtype)
+
+    def __truediv__(self, other):
+        return Tensor(self.shape, self.dtype, self.grad_fn)
+
+    def __mul__(self, other):
+        return Tensor(self.shape, self.dtype, self.grad_fn)
+
+    def __float__(self):
+        return 1.0
+
+    def backward(self):
+        cuda._allocate(self.numel())
+
+
+class _Node:
+    def __init__(node, name, next_nodes=(), **saved):  # noqa: N805 ("self" is a saved-tensor name: mm's self)
+        node._name, node.next_functions = name, tuple((n, 0) for n in next_nodes)
+        for k, v in saved.items():
+            setattr(node, "_saved_" + k, v)
+
+    def name(self):
+        return self._name
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+class _Cuda(types.ModuleType):
+    OutOfMemoryError = OutOfMemoryError
+
+    def __init__(self):
+        super().__init__("torch.cuda")
+        self._allocated = self._peak = 0
+        self._reserved = self._reserved_peak = 0
+
+    def _allocate(self, n):
+        self._allocated += n
+        self._peak = max(self._peak, self._allocated)
+        self._reserved = max(self._reserved, (self._allocated + (2 << 20) - 1) // (2 << 20) * (2 << 20))
+        self._reserved_peak = max(self._reserved_peak, self._reserved)
+
+    def is_available(self):
+        return True
+
+    def device_count(self):
+        return 1
+
+    def get_device_name(self, index=0):
+        return "Fake GPU"
+
+    def init(self):
+        pass
+
+    def set_device(self, dev):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def empty_cache(self):
+        self._reserved = self._allocated
+
+    def mem_get_info(self):
+        return 80 << 30, 81 << 30
+
+    def memory_allocated(self):
+        return self._allocated
+
+    def max_memory_allocated(self):
+        return self._peak
+
+    def memory_reserved(self):
+        return self._reserved
+
+    def max_memory_reserved(self):
+        return self._reserved_peak
+
+    def reset_peak_memory_stats(self):
+        self._peak, self._reserved_peak = self._allocated, self._reserved
+
+    def memory_snapshot(self):
+        return [{"segment_type": "large", "total_size": self._reserved}, {"segment_type": "small", "total_size": 2 << 20}]
+
+
+cuda = _Cuda()
+version = types.SimpleNamespace(cuda="0.0")
+backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(is_available=lambda: True, version=lambda: 1))
+autograd = types.SimpleNamespace(DeviceType=types.SimpleNamespace(CPU="cpu", CUDA="cuda"))
+
+
+def manual_seed(seed):
+    pass
+
+
+def randint(low, high, shape, device=None):
+    return Tensor(shape, int64)
+
+
+def autocast(device_type, dtype=None):
+    return contextlib.nullcontext()
+
+
+class _Parameter(Tensor):
+    def __init__(self, shape):
+        super().__init__(shape)
+        self.requires_grad = True
+
+
+class _Optimizer:
+    def __init__(self, params, lr=1e-3, foreach=None, fused=None):
+        self.params = list(params)
+
+    def step(self):
+        cuda._allocate(sum(p.numel() for p in self.params))
+
+    def zero_grad(self, set_to_none=True):
+        pass
+
+
+class _GradScaler:
+    def __init__(self, device="cuda"):
+        pass
+
+    def scale(self, loss):
+        return loss
+
+    def step(self, optimizer):
+        optimizer.step()
+
+    def update(self):
+        pass
+
+    def get_scale(self):
+        return 65536.0
+
+
+optim = types.SimpleNamespace(AdamW=_Optimizer)
+amp = types.SimpleNamespace(GradScaler=_GradScaler)
+
+
+class _FakeModel:
+    """What the collector asks of a model: parameters, buffers, moves, checkpointing and a forward whose loss
+    has an autograd graph (a cuDNN attention node for sdpa, bmm/softmax nodes for eager)."""
+
+    def __init__(self, config):
+        self.config = config
+        h, V, L = config.hidden, config.vocab_size, config.layers
+        self._params = [_Parameter((V, h))] + [_Parameter((h, 4 * h)) for _ in range(L)]
+        self._buffers = [Tensor((1, 1))]
+
+    def parameters(self):
+        return iter(self._params)
+
+    def buffers(self):
+        return iter(self._buffers)
+
+    def to(self, what):
+        return self
+
+    def train(self):
+        return self
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+        self.gc = True
+
+    def enable_input_require_grads(self):
+        pass
+
+    def __call__(self, input_ids, labels):
+        if os.environ.get("FAKE_TORCH_OOM") == "forward":  # the collector's out-of-memory path
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (fake)")
+        b, s = input_ids.shape
+        h, heads = self.config.hidden, self.config.heads
+        q = Tensor((b, heads, s, h // heads), bfloat16)
+        if self.config._attn_implementation == "sdpa":
+            attention = _Node("ScaledDotProductCudnnAttentionBackward0", query=q, key=q, value=q, logsumexp=Tensor((b, heads, s)))
+        else:
+            attention = _Node("BmmBackward0", (_Node("SoftmaxBackward0", result=Tensor((b, heads, s, s))),), self=q)
+        logits = Tensor((b, s, self.config.vocab_size))
+        cuda._allocate(logits.numel() * 4)
+        head = _Node("MmBackward0", (attention,), self=Tensor((b * s, h)), mat2=self._params[0])
+        loss = Tensor((), float32, _Node("NllLossBackward0", (_Node("LogSoftmaxBackward0", (head,), result=logits),)))
+        return types.SimpleNamespace(loss=loss, logits=logits)

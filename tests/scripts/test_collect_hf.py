@@ -1,0 +1,75 @@
+"""Runs scripts/collect_hf.py against tests/scripts/fake_torch (no torch, no GPU needed): every preset
+configuration with --profile, then one that runs out of memory, and checks that each line has what the
+README says it has and that `plan check` reads the file (exit 1: the fake numbers are far off, but nothing
+is malformed; a malformed report exits 2). What it cannot check is the real torch API: that needs a GPU.
+
+    python3 tests/scripts/test_collect_hf.py PLAN_BINARY
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COLLECTOR = os.path.join(HERE, "..", "..", "scripts", "collect_hf.py")
+FAILURES = []
+
+
+def check(condition, what):
+    if not condition:
+        FAILURES.append(what)
+
+
+def collect(argv, env_extra=None):
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "fake_torch"), **(env_extra or {}))
+    return subprocess.run([sys.executable, COLLECTOR] + argv, env=env, capture_output=True, text=True)
+
+
+def main():
+    plan = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "all.jsonl")
+        done = collect(["--preset", "all", "--profile", "-o", report])
+        check(done.returncode == 0, "--preset all exited {}: {}".format(done.returncode, done.stderr[-500:]))
+        lines = [json.loads(line) for line in open(report)] if os.path.exists(report) else []
+        check(len(lines) == 1 + 14 + 13, "{} lines, expected the env line and 27 runs".format(len(lines)))
+        check(bool(lines) and lines[0].get("id") == "env", "the first line is not the env line")
+        for run in lines[1:]:
+            rid = run.get("id")
+            for key in ("model", "seq", "mbs", "regime", "phases", "alloc_peak", "reserved_peak", "step_s", "segments",
+                        "host_s", "profile", "params", "trainable_params"):
+                check(key in run, "{}: no {}".format(rid, key))
+            check(set(run.get("host_s", {})) == {"forward", "backward", "optimizer"}, "{}: host_s keys".format(rid))
+            # The fake profile: kernels [0,10], [5,15], [20,30] us and one memcpy: 3 kernels, 30 us, 25 us busy.
+            prof = run.get("profile", {})
+            check(prof.get("kernels") == 3 and prof.get("copies") == 1, "{}: profile counts {}".format(rid, prof))
+            check(abs(prof.get("busy_s", 0) - 25e-6) < 1e-12 and abs(prof.get("kernel_s", 0) - 30e-6) < 1e-12,
+                  "{}: profile times {}".format(rid, prof))
+            phases = run.get("phases", {})
+            check(run.get("alloc_peak") == max(phases.get(k, 0) for k in ("forward_peak", "backward_peak", "optimizer_peak")),
+                  "{}: alloc_peak is not the largest phase peak".format(rid))
+            check(("inventory" in run) != run.get("gc", False), "{}: an inventory exactly when not checkpointed".format(rid))
+            if run.get("lora"):
+                check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
+        checked = subprocess.run([plan, "check", report], capture_output=True, text=True)
+        check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
+            checked.returncode, (checked.stdout + checked.stderr)[-500:]))
+
+        oom_report = os.path.join(tmp, "oom.jsonl")
+        done = collect(["--family", "llama", "--seq", "64", "-o", oom_report], {"FAKE_TORCH_OOM": "forward"})
+        check(done.returncode == 0, "an out-of-memory run exited {} (0: recorded)".format(done.returncode))
+        lines = [json.loads(line) for line in open(oom_report)] if os.path.exists(oom_report) else []
+        check(len(lines) == 2 and lines[1].get("oom") is True and lines[1].get("oom_phase") == "forward",
+              "the out-of-memory line: {}".format(lines[1:]))
+        checked = subprocess.run([plan, "check", oom_report], capture_output=True, text=True)
+        check(checked.returncode in (0, 1) and "ran out of memory" in checked.stdout,
+              "plan check on the out-of-memory run exited {}: {}".format(checked.returncode, checked.stdout[-300:]))
+    for f in FAILURES:
+        print("FAILED: " + f)
+    print("collect_hf.py against fake torch: {} failure(s)".format(len(FAILURES)))
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
