@@ -44,10 +44,11 @@ if { build/tests/trainplan_tests --list-test-names-only || true; } | grep -q '^-
   echo "test names: a Catch2 test name starts with '-', which ctest passes as an option: rename it" >&2
   exit 1
 fi
+# (The entries that are not Catch2 cases are named gpu_* and script_*.)
 entries=$(ctest --test-dir build -N | grep -c "Test *#" || true)
-gpu_entries=$(ctest --test-dir build -N -R '^gpu_' | grep -c "Test *#" || true)
-if [ "$cases" -ne "$((entries - gpu_entries))" ]; then
-  echo "test names: $cases Catch2 test cases but $((entries - gpu_entries)) ctest entries (look for ';' or a leading '-')" >&2
+other_entries=$(ctest --test-dir build -N -R '^(gpu|script)_' | grep -c "Test *#" || true)
+if [ "$cases" -ne "$((entries - other_entries))" ]; then
+  echo "test names: $cases Catch2 test cases but $((entries - other_entries)) ctest entries (look for ';' or a leading '-')" >&2
   exit 1
 fi
 ctest --test-dir build --output-on-failure -j "$(nproc)"
