@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(tile_threads)
 
   // The softmax gives each row to a pair of lanes, each taking half of the tile's keys and half of D.
   const int r = warp * wm + lane / 2, half = lane % 2, i = q0 + r;
-  const std::size_t row_flat = (static_cast<std::size_t>(b * L.heads + h) * L.seq + i) * L.seq;  // dropout index of (i, 0)
+  const std::size_t row_flat = ((static_cast<std::size_t>(b) * L.heads + h) * L.seq + i) * L.seq;  // dropout index of (i, 0)
   const float keep_scale = drop.p > 0 ? 1.0f / (1.0f - drop.p) : 1.0f;
   float m = -INFINITY, l = 0.0f;  // running max and sum of the undropped probabilities (identical in both lanes)
 
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(tile_threads)
 
   if (half == 0) {
     inv_l[r] = 1.0f / l;
-    if (i < L.seq) lse.set(static_cast<std::size_t>(b * L.heads + h) * L.seq + i, m + logf(l));
+    if (i < L.seq) lse.set((static_cast<std::size_t>(b) * L.heads + h) * L.seq + i, m + logf(l));
   }
   __syncwarp();
   for (int rr = 0; rr < wm; ++rr) {  // the warp's rows, one at a time, lanes along D
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(tile_threads)
   for (int h = kvh * L.group; h < (kvh + 1) * L.group; ++h)
     for (int qt = kt; qt < n_tiles; ++qt) {  // B_r == B_c: earlier query tiles see none of these keys
       const int q0 = qt * tile;
-      const std::size_t row0 = static_cast<std::size_t>(b * L.heads + h) * L.seq + q0;  // lse/delta index of q0
+      const std::size_t row0 = (static_cast<std::size_t>(b) * L.heads + h) * L.seq + q0;  // lse/delta index of q0
       __syncthreads();  // every warp is done with the previous Q, dO, lse and delta
       load_tile<T, D>(sq, ld, qkv, seq0 + q0 * L.qkv_width + static_cast<std::size_t>(h) * D, L.qkv_width, L.seq - q0, true);
       load_tile<T, D>(sdo, ld, d_out, (static_cast<std::size_t>(b) * L.seq + q0) * L.out_width + static_cast<std::size_t>(h) * D,
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(tile_threads)
 
   // The elementwise step gives each query row to a pair of lanes, each taking half of the tile's keys.
   const int r = warp * wm + lane / 2, half = lane % 2, i = q0 + r;
-  const std::size_t row = static_cast<std::size_t>(b * L.heads + h) * L.seq + i;
+  const std::size_t row = (static_cast<std::size_t>(b) * L.heads + h) * L.seq + i;
   const float row_lse = i < L.seq ? lse.get(row) : 0.0f, row_delta = i < L.seq ? delta.get(row) : 0.0f;
   const float keep_scale = drop.p > 0 ? 1.0f / (1.0f - drop.p) : 1.0f;
 
