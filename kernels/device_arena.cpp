@@ -67,7 +67,7 @@ std::uint64_t device_arena::extent_bytes() const {
 void* arena_memory::allocate(std::size_t bytes) {
   const std::optional<std::uint64_t> offset = arena_.allocate(bytes);
   if (!offset)
-    throw std::runtime_error("out of memory: " + std::to_string(bytes) + " bytes do not fit in the device arena (" +
+    throw device_out_of_memory("out of memory: " + std::to_string(bytes) + " bytes do not fit in the device arena (" +
                              std::to_string(arena_.live_bytes()) + " of " + std::to_string(arena_.capacity_bytes()) +
                              " bytes in use, largest free range " + std::to_string(arena_.largest_free_bytes()) + ")");
   std::byte* p = base_ + *offset;

@@ -11,8 +11,16 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 
 namespace trainplan::kernels {
+
+// What a backend's alloc throws when the memory is not there (the host's allocation fails with
+// std::bad_alloc instead). The tracking allocator reports either as the run's out-of-memory result, and
+// lets every other error (a CUDA fault surfacing in the zero fill, say) propagate as what it is.
+struct device_out_of_memory : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 class device_arena {
  public:
@@ -54,7 +62,7 @@ class arena_memory {
   arena_memory(void* base, std::uint64_t capacity_bytes, zero_fill_fn zero_fill)
       : base_(static_cast<std::byte*>(base)), arena_(base ? capacity_bytes : 0), zero_fill_(zero_fill) {}
 
-  // Throws std::runtime_error("out of memory: ...") when no free range holds `bytes`: the tracking
+  // Throws device_out_of_memory ("out of memory: ...") when no free range holds `bytes`: the tracking
   // allocator reports it as the run's result.
   void* allocate(std::size_t bytes);
   void release(void* ptr);  // a pointer from allocate

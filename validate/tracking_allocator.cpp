@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <new>
 
+#include "kernels/device_arena.hpp"
 #include "planner/checked_math.hpp"
 
 namespace trainplan::validate {
@@ -55,9 +57,12 @@ tensor tracking_allocator::allocate(std::string name, std::vector<std::uint64_t>
   t.elements_ = elements;
   try {
     t.storage_ = ops_.alloc(static_cast<std::size_t>(bytes));  // zero-filled
-  } catch (const std::exception& e) {
+  } catch (const kernels::device_out_of_memory& e) {  // the device arena is full
     t.owner_ = nullptr;  // nothing to release
     throw out_of_memory(e.what(), t.name_, bytes, phases_.back().label);
+  } catch (const std::bad_alloc&) {  // the host backend's calloc failed
+    t.owner_ = nullptr;
+    throw out_of_memory("out of host memory", t.name_, bytes, phases_.back().label);
   }
 
   const std::string tmpl = name_template(t.name_);

@@ -3,7 +3,8 @@
 // github.com/karpathy/llm.c): each is a template on its element type, picked once on the host from the views'
 // dtypes, and moves 8 elements per thread per step in 128-bit loads and stores when every pointer is aligned
 // for it; the tail (n % 8) and misaligned calls go one element at a time (common.cuh: pointwise_kernel). The
-// formulas are the previous kernels', in the same order of float operations, with the same rounding on store.
+// formulas are the previous kernels', with the same rounding on store; the CPU reference's float operations
+// are associated differently in places (GELU's derivative, SiLU as g * (1 / (1 + e))), a few ulps apart.
 // Typed when all value operands share one dtype (fp32, bf16, fp16); other mixes run the same op over dview
 // operands (a dtype switch per element).
 #include <initializer_list>
@@ -160,6 +161,7 @@ void swiglu_backward(const view& gate, const view& up, const view& dy, const vie
                             n);
 }
 void dropout_mask(std::uint64_t seed, std::uint64_t site, float p, const view& mask, std::size_t n) {
+  if (n == 0) return;
   dropout_mask_kernel<<<blocks_for(n, 256), 256>>>(seed, site, p, device(mask), n);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
 }

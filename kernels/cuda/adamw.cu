@@ -102,6 +102,7 @@ void adamw_step(const adamw_config& cfg, int step, const view& params, const vie
 // The one read-back of an fp16 step, before its optimizer update (GradScaler reads found_inf there too).
 bool has_non_finite(const view& grads, const view& flag, std::size_t n) {
   if (flag.type != dtype::i32 || flag.size < 1) throw std::invalid_argument("has_non_finite: the flag is one i32");
+  if (n == 0) return false;
   int* device_flag = static_cast<int*>(flag.data);
   TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(device_flag, 0, sizeof(int), 0));
   non_finite_kernel<<<blocks_for(n, 256), 256>>>(device(grads), n, device_flag);

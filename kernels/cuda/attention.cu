@@ -211,6 +211,7 @@ bool eager_gemm_path(const attention_shape& sh, std::initializer_list<const view
 
 void eager_attention_forward(const attention_shape& sh, const view& qkv, const view& softmax, const view& mask,
                              const view& dropped, const attention_dropout& drop, const view& out) {
+  if (sh.batch == 0 || sh.seq == 0) return;
   if (eager_gemm_path(sh, {&qkv, &softmax, &out, drop.p > 0 ? &dropped : &qkv})) {
     // Query head h = kvh * g + gi: one GEMM per (batch, gi) batched over kvh, so every stride is constant.
     const std::size_t s = sh.seq, d = sh.head_dim, a = sh.heads, kv = sh.kv_heads, g = a / kv, w = sh.qkv_width();
@@ -246,6 +247,7 @@ void eager_attention_forward(const attention_shape& sh, const view& qkv, const v
 void eager_attention_backward(const attention_shape& sh, const view& qkv, const view& softmax, const view& mask,
                               const view& dropped, const attention_dropout& drop, const view& d_out, const view& d_scores,
                               const view& d_qkv) {
+  if (sh.batch == 0 || sh.seq == 0) return;
   if (eager_gemm_path(sh, {&qkv, &softmax, &d_out, &d_scores, &d_qkv, drop.p > 0 ? &dropped : &qkv})) {
     const std::size_t s = sh.seq, d = sh.head_dim, a = sh.heads, kv = sh.kv_heads, g = a / kv, w = sh.qkv_width();
     const float scale = scale_of(sh);
@@ -294,8 +296,10 @@ void eager_attention_backward(const attention_shape& sh, const view& qkv, const 
 }
 
 void rope_apply(const attention_shape& sh, const view& qkv, bool inverse) {
-  const layout L = make_layout(sh, "attention");
+  // Not make_layout: RoPE keeps no per-thread arrays, so any head_dim goes, as on the CPU.
+  const layout L{sh.batch, sh.seq, sh.heads, sh.kv_heads, sh.head_dim};
   const std::size_t n = sh.batch * sh.seq * (sh.heads + sh.kv_heads) * (sh.head_dim / 2);
+  if (n == 0) return;
   rope_kernel<<<blocks_for(n, 256), 256>>>(L, device(qkv), inverse, n);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
 }

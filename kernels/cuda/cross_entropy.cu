@@ -34,6 +34,7 @@ void cross_entropy_forward_backward(const view& logits, const view& targets, con
                                     const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale) {
   if (token_losses.type != dtype::fp32 || token_losses.size < rows)
     throw std::invalid_argument("cross entropy: token_losses must be fp32 with one element per row");
+  if (rows == 0) return;
   cross_entropy_kernel<<<static_cast<unsigned>(rows), 256>>>(device(logits), device(targets), device(d_logits),
                                                              static_cast<float*>(token_losses.data), vocab, grad_scale);
   TRAINPLAN_CUDA_LAUNCH_CHECK();

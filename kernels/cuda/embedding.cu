@@ -39,6 +39,7 @@ __global__ void add_kernel(dview target, const float* scratch, std::size_t n) {
 void embedding_forward(const view& tokens, const view& wte, const view& wpe, const view& out, std::size_t batch,
                        std::size_t seq, std::size_t width) {
   const std::size_t n = batch * seq * width;
+  if (n == 0) return;
   embedding_forward_kernel<<<blocks_for(n, 256), 256>>>(device(tokens), device(wte), device(wpe), wpe.data != nullptr,
                                                         device(out), seq, width, n);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
@@ -49,6 +50,7 @@ void embedding_backward(const view& tokens, const view& d_out, const view& d_wte
   const std::size_t n = batch * seq * width, wte_n = vocab * width, wpe_n = d_wpe.data ? seq * width : 0;
   if (fp32_scratch.type != dtype::fp32 || fp32_scratch.size < wte_n + wpe_n)
     throw std::invalid_argument("embedding backward: the fp32 scratch is too small");
+  if (n == 0) return;  // no token: no gradient to add
   float* scratch = static_cast<float*>(fp32_scratch.data);
   TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(scratch, 0, (wte_n + wpe_n) * sizeof(float), 0));
   embedding_backward_kernel<<<blocks_for(n, 256), 256>>>(device(tokens), device(d_out), scratch,

@@ -105,6 +105,7 @@ void backward(const view& x, const view& w, const view& dy, const view& dx, cons
   const std::size_t sums = d_bias ? 2 * width : width;
   if (partials.type != dtype::fp32 || partials.size < sums)
     throw std::invalid_argument("norm backward: partials must be fp32 with at least one row of the gradients' width");
+  if (rows == 0 || width == 0) return;  // nothing to normalise (and no chunk size to divide by)
   const std::size_t capacity = partials.size / sums;
   const std::size_t chunk = (rows + std::min(capacity, rows) - 1) / std::min(capacity, rows);
   const std::size_t blocks = (rows + chunk - 1) / chunk;  // <= capacity: every used row is zeroed first
@@ -121,6 +122,7 @@ void backward(const view& x, const view& w, const view& dy, const view& dx, cons
 
 void layer_norm_forward(const view& x, const view& weight, const view& bias, const view& y, std::size_t rows,
                         std::size_t width) {
+  if (rows == 0) return;
   norm_forward_kernel<<<static_cast<unsigned>(rows), threads>>>(device(x), device(weight), device(bias), true, device(y),
                                                                 width, true);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
@@ -133,6 +135,7 @@ void layer_norm_backward(const view& x, const view& weight, const view& dy, cons
 
 void residual_norm_forward(const view& residual, const view* mask, float keep_scale, const view& sum, const view& weight,
                            const view* bias, const view& out, std::size_t rows, std::size_t width) {
+  if (rows == 0) return;
   const dview none{nullptr, dtype::fp32};
   residual_norm_forward_kernel<<<static_cast<unsigned>(rows), threads>>>(
       device(residual), mask ? device(*mask) : none, mask != nullptr, keep_scale, device(sum), device(weight),
@@ -141,6 +144,7 @@ void residual_norm_forward(const view& residual, const view* mask, float keep_sc
 }
 
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width) {
+  if (rows == 0) return;
   norm_forward_kernel<<<static_cast<unsigned>(rows), threads>>>(device(x), device(weight), dview{nullptr, dtype::fp32},
                                                                 false, device(y), width, false);
   TRAINPLAN_CUDA_LAUNCH_CHECK();

@@ -1,5 +1,6 @@
 // Device discovery, the harness's device memory (one arena), copies and the process's cuBLAS handle.
 #include <cstddef>
+#include <memory>
 #include <mutex>
 
 #include "kernels/cuda/common.cuh"
@@ -62,7 +63,9 @@ struct harness_memory {
 
 harness_memory& memory() {
   static harness_memory* m = [] {
-    auto* h = new harness_memory;  // never freed: the arena lives as long as the process
+    // Released to the static only once set up: a failure below throws, and the next use tries afresh
+    // without leaking this one. Never freed after that: the arena lives as long as the process.
+    auto h = std::make_unique<harness_memory>();
     cublas_handle();  // its workspace is allocated now, outside the arena
     std::size_t free = 0, total = 0;
     TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -71,7 +74,7 @@ harness_memory& memory() {
     void* base = nullptr;
     if (capacity > 0) TRAINPLAN_CUDA_CHECK(cudaMalloc(&base, capacity));
     h->memory = arena_memory(base, capacity, zero_fill_async);  // zero-filled in stream order
-    return h;
+    return h.release();
   }();
   return *m;
 }
@@ -116,6 +119,9 @@ cublasHandle_t cublas_handle() {
   static std::once_flag once;
   std::call_once(once, [] {
     TRAINPLAN_CUBLAS_CHECK(cublasCreate(&handle));
+    // fp32 accumulation throughout (kernels/cuda/ops.hpp): no split-K partial sums reduced in bf16/fp16.
+    TRAINPLAN_CUBLAS_CHECK(cublasSetMathMode(
+        handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     TRAINPLAN_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
     TRAINPLAN_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, workspace_bytes));
   });

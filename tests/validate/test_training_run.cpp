@@ -1,8 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "../planner/test_helpers.hpp"
+#include "kernels/device_arena.hpp"
 #include "planner/input_error.hpp"
 #include "validate/training_run.hpp"
 #include "validate/validation.hpp"
@@ -163,7 +165,7 @@ namespace {
 // A CPU backend with a memory budget: what a full GPU does, without a GPU.
 std::size_t budget_left = 0;
 void* budgeted_alloc(std::size_t bytes) {
-  if (bytes > budget_left) throw std::runtime_error("out of memory (test budget)");
+  if (bytes > budget_left) throw kernels::device_out_of_memory("out of memory (test budget)");
   budget_left -= bytes;
   return kernels::cpu_kernel_ops().alloc(bytes);
 }
@@ -184,6 +186,27 @@ TEST_CASE("running out of memory is a result naming the phase and the buffer, an
     CHECK_FALSE(oom.buffer_name.empty());
     CHECK(oom.requested_bytes > 0);
     CHECK_THAT(oom.phase_label, Catch::Contains("step"));
+  }
+}
+
+namespace {
+// A backend whose allocation fails for another reason than memory (on the GPU: an earlier kernel's fault
+// surfacing in the zero fill).
+void* faulting_alloc(std::size_t) { throw std::logic_error("an earlier kernel faulted (test)"); }
+}  // namespace
+
+TEST_CASE("an allocation that fails for another reason than memory is not reported as out of memory", "[validate]") {
+  kernels::kernel_ops faulty = kernels::cpu_kernel_ops();
+  faulty.alloc = faulting_alloc;
+  CHECK_THROWS_WITH(validate::validate_on(faulty, tiny(model_family::gpt), run_of(16, 2, recompute_mode::none,
+                                                                                   attention_kind::eager, 0.1), {}),
+                    Catch::Contains("an earlier kernel faulted"));
+  try {
+    validate::validate_on(faulty, tiny(model_family::gpt), run_of(16, 2, recompute_mode::none, attention_kind::eager, 0.1), {});
+  } catch (const validate::out_of_memory&) {
+    FAIL("reported as out of memory");
+  } catch (const std::logic_error&) {
+    SUCCEED("propagated as itself");
   }
 }
 
