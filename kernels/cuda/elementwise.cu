@@ -103,54 +103,41 @@ struct accumulate_and_clear_op {
   }
 };
 
+// The ops of the form out = f(in, dropout mask), members {in, mask, keep_scale, out}: typed and vectorised
+// when both value operands share one dtype and the mask is u8 or absent, over dview operands otherwise.
+template <template <class, class, class> class Op>
+void launch_masked(const view& in, const view* mask, float keep_scale, const view& out, std::size_t n) {
+  if (n == 0) return;
+  const bool typed = with_float_type(out.type, [&](auto out_tag) {
+    using T = typename std::decay_t<decltype(out_tag)>::type;
+    return with_float_type(in.type, [&](auto in_tag) {
+      if constexpr (!std::is_same_v<typename std::decay_t<decltype(in_tag)>::type, T>) {
+        return false;
+      } else {
+        return with_mask_type(mask, [&](auto m_tag) {
+          using M = typename std::decay_t<decltype(m_tag)>::type;
+          const T* x = static_cast<const T*>(in.data);
+          const input_operand_t<M> m = input_operand<M>(mask ? mask->data : nullptr);
+          T* y = static_cast<T*>(out.data);
+          launch_pointwise(Op<const T*, input_operand_t<M>, T*>{x, m, keep_scale, y}, n, all_pack_aligned(x, m, y));
+          return true;
+        });
+      }
+    });
+  });
+  if (typed) return;
+  if (mask) launch_pointwise_scalar(Op<dview, dview, dview>{device(in), device(*mask), keep_scale, device(out)}, n);
+  else launch_pointwise_scalar(Op<dview, no_operand, dview>{device(in), {}, keep_scale, device(out)}, n);
+}
+
 }  // namespace
 
 void residual_dropout(const view& residual, const view* mask, float keep_scale, const view& y, std::size_t n) {
-  if (n == 0) return;
-  const bool typed = with_float_type(y.type, [&](auto y_tag) {
-    using T = typename decltype(y_tag)::type;
-    return with_float_type(residual.type, [&](auto r_tag) {
-      if constexpr (!std::is_same_v<typename decltype(r_tag)::type, T>) {
-        return false;
-      } else {
-        return with_mask_type(mask, [&](auto m_tag) {
-          using M = typename decltype(m_tag)::type;
-          const residual_dropout_op<const T*, input_operand_t<M>, T*> op{
-              static_cast<const T*>(residual.data), input_operand<M>(mask ? mask->data : nullptr), keep_scale,
-              static_cast<T*>(y.data)};
-          launch_pointwise(op, n, all_pack_aligned(op.residual, op.mask, op.y));
-          return true;
-        });
-      }
-    });
-  });
-  if (typed) return;
-  if (mask) launch_pointwise_scalar(residual_dropout_op<dview, dview, dview>{device(residual), device(*mask), keep_scale, device(y)}, n);
-  else launch_pointwise_scalar(residual_dropout_op<dview, no_operand, dview>{device(residual), {}, keep_scale, device(y)}, n);
+  launch_masked<residual_dropout_op>(residual, mask, keep_scale, y, n);
 }
 
 void dropout_apply(const view& in, const view* mask, float keep_scale, const view& out, std::size_t n) {
-  if (n == 0) return;
-  const bool typed = with_float_type(out.type, [&](auto out_tag) {
-    using T = typename decltype(out_tag)::type;
-    return with_float_type(in.type, [&](auto in_tag) {
-      if constexpr (!std::is_same_v<typename decltype(in_tag)::type, T>) {
-        return false;
-      } else {
-        return with_mask_type(mask, [&](auto m_tag) {
-          using M = typename decltype(m_tag)::type;
-          const dropout_apply_op<const T*, input_operand_t<M>, T*> op{
-              static_cast<const T*>(in.data), input_operand<M>(mask ? mask->data : nullptr), keep_scale,
-              static_cast<T*>(out.data)};
-          launch_pointwise(op, n, all_pack_aligned(op.in, op.mask, op.out));
-          return true;
-        });
-      }
-    });
-  });
-  if (typed) return;
-  if (mask) launch_pointwise_scalar(dropout_apply_op<dview, dview, dview>{device(in), device(*mask), keep_scale, device(out)}, n);
-  else launch_pointwise_scalar(dropout_apply_op<dview, no_operand, dview>{device(in), {}, keep_scale, device(out)}, n);
+  launch_masked<dropout_apply_op>(in, mask, keep_scale, out, n);
 }
 
 void convert(const view& in, const view& out, std::size_t n) {
