@@ -44,7 +44,10 @@ void eager_attention_forward(const attention_shape& sh, const view& qkv, const v
         for (std::size_t j = 0; j <= i; ++j) {
           float dot = 0;
           for (std::size_t e = 0; e < d; ++e) dot += qkv.get(at.q(b, i, h, e)) * qkv.get(at.k(b, j, kvh, e));
-          scores[j] = dot * scale;
+          // The scores are stored in the probabilities' dtype before the softmax reads them back in fp32, as
+          // PyTorch's eager attention does (transformers' eager_attention_forward: the matmul returns the
+          // compute dtype, softmax(dtype=float32) upcasts it), and as the cuBLAS path writes them.
+          scores[j] = round_to(softmax.type, dot * scale);
           max_score = std::max(max_score, scores[j]);
         }
         double sum = 0;

@@ -22,16 +22,18 @@ using namespace attention_detail;
 __global__ void eager_softmax_kernel(layout L, dview qkv, dview softmax, dview mask, dview dropped, attention_dropout drop,
                                      float scale) {
   const std::size_t i = blockIdx.x % L.seq, h = (blockIdx.x / L.seq) % L.heads, b = blockIdx.x / (L.seq * L.heads);
+  // The scores rounded to the probabilities' dtype, as the CPU reference and the cuBLAS path store them.
+  auto stored_score = [&](std::size_t j) { return rounded_as(softmax.type, score(L, qkv, b, h, i, j, scale)); };
   float m = -INFINITY;
-  for (std::size_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, score(L, qkv, b, h, i, j, scale));
+  for (std::size_t j = threadIdx.x; j <= i; j += blockDim.x) m = fmaxf(m, stored_score(j));
   m = block_max(m);
   float s = 0;
-  for (std::size_t j = threadIdx.x; j <= i; j += blockDim.x) s += expf(score(L, qkv, b, h, i, j, scale) - m);
+  for (std::size_t j = threadIdx.x; j <= i; j += blockDim.x) s += expf(stored_score(j) - m);
   s = block_sum(s);
   const float keep_scale = 1.0f / (1.0f - drop.p);
   for (std::size_t j = threadIdx.x; j < L.seq; j += blockDim.x) {
     const std::size_t at = L.p(b, h, i, j);
-    softmax.set(at, j <= i ? expf(score(L, qkv, b, h, i, j, scale) - m) / s : 0.0f);
+    softmax.set(at, j <= i ? expf(stored_score(j) - m) / s : 0.0f);
     if (drop.p > 0) {
       const bool keep = dropout_keep(drop.seed, drop.site, at, drop.p);
       mask.set(at, keep ? 1.0f : 0.0f);

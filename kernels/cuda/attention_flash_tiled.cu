@@ -12,6 +12,7 @@
 // are recomputed twice: the cost of determinism without scratch or atomics).
 #include <mma.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -417,20 +418,38 @@ __global__ void __launch_bounds__(tile_threads)
 
 bool aligned16(const view& v) { return reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0; }
 
-int max_dynamic_smem_bytes() {
-  static const int bytes = [] {
-    int device = 0, optin = 0;
-    TRAINPLAN_CUDA_CHECK(cudaGetDevice(&device));
-    TRAINPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    return optin;
-  }();
-  return bytes;
+int current_device() {
+  int device = 0;
+  TRAINPLAN_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
 }
 
-// Raises a kernel's dynamic shared memory limit above the 48 KB default, once per kernel.
-template <class Kernel>
-void allow_smem(Kernel kernel, std::size_t bytes) {
-  TRAINPLAN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+// Per-device settings are remembered for the first max_cached_devices devices; a device beyond them asks the
+// driver each time (correct, only slower).
+constexpr int max_cached_devices = 64;
+
+// The opt-in dynamic shared memory limit of the current device (227 KB on an H100), read once per device.
+int max_dynamic_smem_bytes() {
+  static std::atomic<int> cached[max_cached_devices] = {};  // 0: not read yet
+  const int device = current_device();
+  if (device < max_cached_devices && cached[device].load(std::memory_order_relaxed) > 0)
+    return cached[device].load(std::memory_order_relaxed);
+  int optin = 0;
+  TRAINPLAN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (device < max_cached_devices) cached[device].store(optin, std::memory_order_relaxed);
+  return optin;
+}
+
+// Raises a kernel's dynamic shared memory limit above the 48 KB default. The attribute belongs to the current
+// device (cudaFuncSetAttribute), so it is set once per kernel and device: one bit per device, per kernel.
+template <auto Kernel>
+void allow_smem(std::size_t bytes) {
+  static std::atomic<std::uint64_t> configured_devices{0};
+  const int device = current_device();
+  const std::uint64_t bit = device < max_cached_devices ? std::uint64_t{1} << device : 0;
+  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0) return;
+  TRAINPLAN_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  configured_devices.fetch_or(bit, std::memory_order_release);
 }
 
 fast_layout make_fast_layout(const attention_shape& sh) {
@@ -441,8 +460,7 @@ fast_layout make_fast_layout(const attention_shape& sh) {
 template <class T, int D>
 void forward_tiled(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out, const view& lse) {
   constexpr std::size_t bytes = forward_smem<D>::bytes;
-  static const bool configured = (allow_smem(flash_forward_tiled_kernel<T, D>, bytes), true);
-  (void)configured;
+  allow_smem<flash_forward_tiled_kernel<T, D>>(bytes);
   const dim3 grid(static_cast<unsigned>((sh.seq + tile - 1) / tile), static_cast<unsigned>(sh.heads),
                   static_cast<unsigned>(sh.batch));
   flash_forward_tiled_kernel<T, D><<<grid, tile_threads, bytes>>>(make_fast_layout(sh), device(qkv), drop, device(out),
@@ -454,9 +472,8 @@ template <class T, int D>
 void backward_tiled(const attention_shape& sh, const view& qkv, const view& lse, const attention_dropout& drop,
                     const view& d_out, const view& delta, const view& d_qkv) {
   constexpr std::size_t dkv_bytes = dkv_smem<D>::bytes, dq_bytes = dq_smem<D>::bytes;
-  static const bool configured =
-      (allow_smem(flash_dkv_tiled_kernel<T, D>, dkv_bytes), allow_smem(flash_dq_tiled_kernel<T, D>, dq_bytes), true);
-  (void)configured;
+  allow_smem<flash_dkv_tiled_kernel<T, D>>(dkv_bytes);
+  allow_smem<flash_dq_tiled_kernel<T, D>>(dq_bytes);
   const fast_layout L = make_fast_layout(sh);
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool d_out_vector = d_out.type == dtype_of<T>() && aligned16(d_out);

@@ -68,6 +68,16 @@ struct dview {
 
 inline dview device(const view& v) { return {v.data, v.type}; }
 
+// What a store of v into a buffer of type t keeps (kernels/view.hpp's round_to, on the device): 16-bit types
+// round to nearest even, the others keep v.
+__device__ inline float rounded_as(dtype t, float v) {
+  switch (t) {
+    case dtype::bf16: return __bfloat162float(__float2bfloat16_rn(v));
+    case dtype::fp16: return __half2float(__float2half_rn(v));
+    default: return v;
+  }
+}
+
 inline unsigned blocks_for(std::size_t n, unsigned threads) {
   return static_cast<unsigned>((n + threads - 1) / threads);
 }

@@ -289,6 +289,33 @@ TEST_CASE("eager and flash attention and RoPE match the CPU reference", "[gpu][a
   }
 }
 
+TEST_CASE("eager attention in 16-bit types matches the CPU reference", "[gpu][attention]") {
+  // Both sides store the scores in the probabilities' dtype before the softmax (PyTorch's eager attention
+  // does the same under autocast), so they differ only in summation order: check_close's 16-bit tolerance.
+  // With every operand in one dtype the cuBLAS path runs; an fp32 output and input gradient (mixed dtypes)
+  // send the same shapes down the scalar kernels.
+  for (const dtype type : {dtype::bf16, dtype::fp16})
+    for (float p : {0.0f, 0.2f})
+      for (const bool cublas_path : {true, false}) {
+        INFO("type " << dtype_name(type) << " p " << p << (cublas_path ? " cuBLAS" : " scalar kernels"));
+        const cpu::attention_shape sh{2, 40, 4, 2, 16};
+        const cpu::attention_dropout drop{p, 11, 12};
+        const std::size_t qkv_n = sh.batch * sh.seq * sh.qkv_width(), out_n = sh.batch * sh.seq * sh.out_width();
+        const std::size_t probs = sh.batch * sh.heads * sh.seq * sh.seq;
+        const dtype out_type = cublas_path ? type : dtype::fp32;
+        twin qkv(random(qkv_n, 31, 1.5f), type), sm(std::vector<float>(probs), type), mask(std::vector<float>(probs), dtype::u8),
+            dropped(std::vector<float>(probs), type), out(std::vector<float>(out_n), out_type);
+        cpu::eager_attention_forward(sh, qkv.host(), sm.host(), mask.host(), dropped.host(), drop, out.host());
+        gpu::eager_attention_forward(sh, qkv.dev(), sm.dev(), mask.dev(), dropped.dev(), drop, out.dev());
+        check_close("eager forward", out, type);  // the 16-bit probabilities bound the error either way
+        check_close("eager softmax", sm, type);
+        twin dout(random(out_n, 32), out_type), scores(std::vector<float>(probs), type), dqkv(std::vector<float>(qkv_n), out_type);
+        cpu::eager_attention_backward(sh, qkv.host(), sm.host(), mask.host(), dropped.host(), drop, dout.host(), scores.host(), dqkv.host());
+        gpu::eager_attention_backward(sh, qkv.dev(), sm.dev(), mask.dev(), dropped.dev(), drop, dout.dev(), scores.dev(), dqkv.dev());
+        check_close("eager backward", dqkv, type);
+      }
+}
+
 TEST_CASE("tiled tensor-core flash attention matches the CPU reference", "[gpu][attention][flash]") {
   struct flash_run {
     cpu::attention_shape sh;

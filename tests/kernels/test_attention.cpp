@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include "fd_check.hpp"
 #include "kernels/attention.hpp"
@@ -80,4 +81,26 @@ TEST_CASE("RoPE's inverse is its transpose and keeps norms", "[kernels][attentio
   CHECK(dot(rx, rx) == Approx(dot(x, x)).epsilon(1e-5));
   rope_apply(sh, fp32_view(rx), true);
   for (std::size_t i = 0; i < x.size(); ++i) CHECK(rx[i] == Approx(x[i]).margin(1e-5));
+}
+
+TEST_CASE("eager attention stores its scores in the probabilities' dtype before the softmax", "[kernels][attention]") {
+  // PyTorch's eager attention under autocast: q k^T comes out of the matmul in bf16, softmax upcasts it.
+  // One query attends to two keys, head_dim 1 (scale 1): scores 0 and 4 x 2.51 = 10.04, which bf16 stores
+  // as 10.0625 (its spacing is 1/16 between 8 and 16). The first key's probability 1 / (1 + e^score) then
+  // differs by about 2%, five bf16 ulps: the stored probability tells which score the softmax read.
+  const attention_shape sh{1, 2, 1, 1, 1};
+  std::vector<float> qkv = {0.0f, 0.0f, 1.0f,    // token 0: q, k, v
+                            4.0f, 2.51f, 0.0f};  // token 1
+  std::vector<std::uint16_t> sm(4), dropped(4), out(2);
+  std::vector<std::uint8_t> mask(4);
+  eager_attention_forward(sh, fp32_view(qkv), {sm.data(), dtype::bf16, 4}, {mask.data(), dtype::u8, 4},
+                          {dropped.data(), dtype::bf16, 4}, {}, {out.data(), dtype::bf16, 2});
+  const view probs{sm.data(), dtype::bf16, 4};
+  const float score = 4.0f * 2.51f, stored = round_to(dtype::bf16, score);
+  REQUIRE(stored == 10.0625f);
+  const float read_stored = round_to(dtype::bf16, 1.0f / (1.0f + std::exp(stored)));
+  const float read_unrounded = round_to(dtype::bf16, 1.0f / (1.0f + std::exp(score)));
+  REQUIRE(read_stored != read_unrounded);  // the case tells the two apart
+  CHECK(probs.get(2) == read_stored);      // row 1, key 0
+  CHECK(probs.get(3) == round_to(dtype::bf16, 1.0f / (1.0f + std::exp(-stored))));
 }
