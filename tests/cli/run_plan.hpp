@@ -3,11 +3,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace trainplan::test {
 
@@ -43,6 +45,40 @@ inline plan_run run_plan(const std::string& args) {
       std::ofstream(std::filesystem::path(logs) / ("plan-stderr." + std::to_string(::getpid()) + "." + std::to_string(counter)))
           << "plan " << args << "\n" << r.err;
   return r;
+}
+
+// A file of tests/data.
+inline std::string fixture(const std::string& name) { return std::string(TRAINPLAN_TEST_DATA) + "/" + name; }
+
+// Exactly one non-empty line, as every error message must be.
+inline bool one_line(const std::string& s) { return !s.empty() && std::count(s.begin(), s.end(), '\n') == 1; }
+
+// Splits one CSV line into fields (RFC 4180 quotes).
+inline std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else out.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string line; std::getline(ss, line);) out.push_back(line);
+  return out;
 }
 
 }  // namespace trainplan::test

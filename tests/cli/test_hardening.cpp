@@ -13,11 +13,11 @@
 #include "tests/cli/run_plan.hpp"
 
 using trainplan::test::plan_run;
+using trainplan::test::one_line;
 using trainplan::test::run_plan;
 
 namespace {
 
-bool one_line(const std::string& s) { return !s.empty() && std::count(s.begin(), s.end(), '\n') == 1; }
 
 bool has_nan_or_inf(const std::string& s) {
   for (const char* bad : {"nan", "NaN", "inf", "Inf"})

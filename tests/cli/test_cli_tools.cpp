@@ -1,0 +1,263 @@
+// plan calibrate, check, --emit, the multi-GPU suggestions and the CUDA commands without a GPU, run as a user runs them.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "run_plan.hpp"
+
+using namespace trainplan::test;
+using json = nlohmann::json;
+
+TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the planner reads it back", "[cli][calibrate]") {
+  // Stand-ins for CUDA reports: each run "measures" exactly what the planner predicts for the h100 with
+  // the built-in calibration, so the fit must give that calibration back with no error, and a report
+  // whose device used 10% more memory must move the context estimate.
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-calibrate-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "reports");
+  int k = 0;
+  for (const char* config : {"--seq 512 --micro-batch 1", "--seq 1024 --micro-batch 4", "--seq 1024 --micro-batch 16"}) {
+    json p = json::parse(run_plan(std::string("--model gpt2 --gpu h100 --framework trainplan --json ") + config).out);
+    json report = {{"backend", "cuda"},
+                   {"gpu", {{"name", "h100"}}},
+                   {"model", p["model"]},
+                   {"run", p["run"]},
+                   {"measured", {{"peak_bytes", p["memory"]["tensor_peak_bytes"]}}},
+                   {"device", {{"context_bytes", p["memory"]["overhead"]["cuda_context_bytes"]},
+                               {"workspace_bytes", p["memory"]["overhead"]["cublas_workspace_bytes"]},
+                               {"device_peak_bytes", p["memory"]["peak_bytes"]},
+                               {"step_seconds", p["time"]["step_seconds"]}}}};
+    report["model"]["qkv_bias"] = false;
+    std::ofstream(dir / "reports" / ("run" + std::to_string(k++) + ".json")) << report.dump();
+  }
+  const auto out = dir / "data" / "calibration.json";
+  std::filesystem::create_directories(out.parent_path());
+  plan_run r = run_plan("calibrate " + (dir / "reports").string() + " -o " + out.string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("met") && Catch::Contains("Wrote the h100 entry"));
+  json written = json::parse(slurp(out));
+  CHECK(written["gpus"]["h100"]["cuda_context_bytes"] == 1073741824ull);
+  CHECK(written["gpus"]["h100"]["allocator_slack_fraction"].get<double>() == Approx(0.02).margin(1e-4));
+  CHECK(written["gpus"]["h100"]["timing"]["trainplan"]["gemm_efficiency"].is_number());
+  CHECK(written["gpus"].contains("a100-40gb"));  // the other entries are kept
+  // The planner loads the new file through --data-dir.
+  CHECK(run_plan("--model gpt2 --seq 512 --data-dir " + out.parent_path().string()).exit_code == 0);
+
+  json bad = json::parse(run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --json --no-report").out);
+  std::ofstream(dir / "cpu.json") << bad.dump();
+  plan_run cpu = run_plan("calibrate " + (dir / "cpu.json").string());
+  CHECK(cpu.exit_code == 2);
+  CHECK(one_line(cpu.err));
+  CHECK(run_plan("calibrate /nonexistent/folder").exit_code == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA ways to fit, JSON per GPU", "[cli][parallel]") {
+  plan_run r = run_plan("--params 7B --seq 4096 --gpu h100");
+  CHECK_THAT(r.out, Catch::Contains("--zero 3") && Catch::Contains("--offload optimizer") &&
+                        Catch::Contains("--finetune lora"));
+  json j = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 8 --zero 3 --offload optimizer --json").out);
+  CHECK(j["fits"] == true);
+  CHECK(j["run"]["gpus"] == 8);
+  CHECK(j["run"]["zero"] == 3);
+  CHECK(j["host"]["memory_bytes"].get<std::uint64_t>() == 12ull * ((6738415616ull + 7) / 8));
+  CHECK(j["model"]["trainable_params"] == 6738415616ull);
+  CHECK(j["run"]["tokens_per_step"] == 8 * 4096);
+  json lora = json::parse(run_plan("--params 7B --seq 1024 --gpu a10g --finetune lora --lora-rank 16 --lora-targets q,k,v,o "
+                                   "--recompute full --micro-batch 4 --grad-accum 8 --json").out);
+  CHECK(lora["fits"] == true);
+  CHECK(lora["model"]["trainable_params"] == 16777216ull);
+  CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --fsdp full --gpus 4").exit_code == 0);
+  // The global batch spans the data-parallel GPUs: 64 sequences = micro-batch 2 x 4 GPUs x 8 steps.
+  json global = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 4 --zero 3 --micro-batch 2 --global-batch 64 --json").out);
+  CHECK(global["run"]["grad_accum"] == 8);
+  CHECK(global["run"]["global_batch"] == 64);
+  CHECK(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 2 --zero 3 --offload both --host-memory 1G").exit_code == 1);
+  for (const char* bad : {"--model gpt2 --gpus 3 --tp 2", "--model gpt2 --zero 4", "--model gpt2 --fsdp half",
+                          "--model gpt2 --fsdp full --zero 1", "--model gpt2 --offload params", "--model gpt2 --offload disk",
+                          "--model gpt2 --pp 5 --gpus 5", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
+                          "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0"}) {
+    INFO(bad);
+    plan_run e = run_plan(bad);
+    CHECK(e.exit_code == 2);
+    CHECK(one_line(e.err));
+  }
+}
+
+TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF Trainer and torchtitan", "[cli][emit]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-emit-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plan7b = "--params 7B --seq 4096 --gpu h100 --micro-batch 2 --grad-accum 4 --framework trainplan ";
+
+  REQUIRE(run_plan(plan7b + "--gpus 8 --zero 3 --offload optimizer --emit deepspeed -o " + (dir / "ds.json").string())
+              .exit_code == 0);
+  json ds = json::parse(slurp(dir / "ds.json"));
+  CHECK(ds["train_micro_batch_size_per_gpu"] == 2);
+  CHECK(ds["gradient_accumulation_steps"] == 4);
+  CHECK(ds["train_batch_size"] == 2 * 4 * 8);
+  CHECK(ds["zero_optimization"]["stage"] == 3);
+  CHECK(ds["zero_optimization"]["offload_optimizer"]["device"] == "cpu");
+  CHECK_FALSE(ds["zero_optimization"].contains("offload_param"));
+  CHECK(ds["bf16"]["enabled"] == true);
+  run_plan(plan7b + "--gpus 4 --zero 2 --grad-dtype fp32 --emit deepspeed -o " + (dir / "ds2.json").string());
+  CHECK(json::parse(slurp(dir / "ds2.json"))["data_types"]["grad_accum_dtype"] == "fp32");
+
+  REQUIRE(run_plan(plan7b + "--gpus 4 --fsdp full --recompute full --emit fsdp -o " + (dir / "fsdp.yaml").string()).exit_code == 0);
+  const std::string fsdp = slurp(dir / "fsdp.yaml");
+  CHECK_THAT(fsdp, Catch::Contains("distributed_type: FSDP") && Catch::Contains("fsdp_sharding_strategy: FULL_SHARD") &&
+                       Catch::Contains("num_processes: 4") && Catch::Contains("fsdp_activation_checkpointing: true") &&
+                       Catch::Contains("mixed_precision: bf16"));
+
+  REQUIRE(run_plan("--params 7B --seq 1024 --gpu a10g --finetune lora --lora-targets q,v,mlp --recompute full "
+                   "--micro-batch 4 --grad-accum 8 --emit hf-trainer -o " + (dir / "args.json").string()).exit_code == 0);
+  json args = json::parse(slurp(dir / "args.json"));
+  CHECK(args["per_device_train_batch_size"] == 4);
+  CHECK(args["gradient_accumulation_steps"] == 8);
+  CHECK(args["gradient_checkpointing"] == true);
+  CHECK(args["bf16"] == true);
+  json lora = json::parse(slurp(dir / "args.lora.json"));
+  CHECK(lora["lora_config"]["r"] == 16);
+  CHECK(lora["lora_config"]["target_modules"] == json({"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}));
+
+  REQUIRE(run_plan("--model llama-3.1-8b --seq 8k --gpu h100 --gpus 16 --tp 2 --zero 3 --recompute selective --framework trainplan --emit torchtitan -o " +
+                   (dir / "tt.toml").string()).exit_code == 0);
+  const std::string tt = slurp(dir / "tt.toml");
+  CHECK_THAT(tt, Catch::Contains("seq_len = 8192") && Catch::Contains("data_parallel_shard_degree = 8") &&
+                     Catch::Contains("pipeline_parallel_degree = 1") &&
+                     Catch::Contains("tensor_parallel_degree = 2") && Catch::Contains("mode = \"selective\"") &&
+                     Catch::Contains("global_batch_size = 8"));
+
+  for (const char* bad : {"--model gpt2 --emit megatron -o /tmp/x", "--model gpt2 --emit deepspeed",
+                          "--model gpt2 --gpus 2 --zero 1 --emit fsdp -o /tmp/x.yaml",
+                          "--model gpt2 --finetune lora --emit torchtitan -o /tmp/x.toml", "--model gpt2 -o /tmp/x.json"}) {
+    INFO(bad);
+    plan_run e = run_plan(bad);
+    CHECK(e.exit_code == 2);
+    CHECK(one_line(e.err));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("without a usable GPU the CUDA commands say why and exit 2", "[cli][gpu]") {
+  // On a machine with a GPU these would run; here (CI, developers) they must refuse clearly.
+  for (const char* args : {"validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --backend cuda --no-report",
+                           "validate --suite gpu", "bench --backend cuda", "bench --backend cuda --kernels"}) {
+    INFO(args);
+    plan_run r = run_plan(args);
+    if (r.exit_code == 2) {
+      CHECK(one_line(r.err));
+      CHECK_THAT(r.err, Catch::Contains("cuda") || Catch::Contains("CUDA") || Catch::Contains("GPU"));
+    } else {
+      WARN("a GPU is present here: " << args << " ran with exit code " << r.exit_code);
+    }
+  }
+}
+
+TEST_CASE("plan check predicts a collector report's runs beside the measurements", "[cli][check]") {
+  const std::string shared = fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl");
+  plan_run r = run_plan("check " + shared);
+  // Three runs' reserved bytes are known gaps of the allocator replay (issue 9), so not all are within 5%.
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out, Catch::Contains("S1") && Catch::Contains("S14") && Catch::Contains("torch 2.11.0"));
+  // Each tolerance decides the exit code on its own: with the memory ones met and time not checked (the
+  // step-time accuracy, S5's known gap included, is tested in tests/planner/test_step_time.cpp), exit 0;
+  // at the default 20% on time, S5 makes it 1.
+  CHECK(run_plan("check " + shared + " --device-tolerance 20 --time-tolerance 1000").exit_code == 0);
+  CHECK(run_plan("check " + shared + " --device-tolerance 20").exit_code == 1);
+  // Bad reports: one line, exit 2.
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-check-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::pair<const char*, const char*> bad[] = {
+      {"empty.jsonl", ""},
+      {"noenv.jsonl", "{\"id\": \"S1\"}\n"},
+      {"broken.jsonl", "{\"id\": \"env\", \"gpu\": \"x\", \"torch\": \"t\", \"transformers\": \"t\", \"context_bytes\": 1, \"gpu_total_bytes\": 2}\n{not json\n"},
+      {"field.jsonl", "{\"id\": \"env\", \"gpu\": \"x\", \"torch\": \"t\", \"transformers\": \"t\", \"context_bytes\": 1, \"gpu_total_bytes\": 2}\n"
+                      "{\"id\": \"S1\", \"model\": {\"fam\": \"gpt2\", \"L\": 2, \"h\": 64, \"a\": 4, \"V\": 100}, \"seq\": -5}\n"}};
+  for (const auto& [name, content] : bad) {
+    INFO(name);
+    std::ofstream(dir / name) << content;
+    plan_run e = run_plan("check " + (dir / name).string());
+    CHECK(e.exit_code == 2);
+    CHECK(one_line(e.err));
+  }
+  CHECK(run_plan("check " + dir.string()).exit_code == 2);  // a folder
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from collector reports", "[cli][calibrate][hf]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-calibrate-hf-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "data");
+  // The shared report with its measured context changed to 1 GiB: the planner must read it back.
+  std::ifstream in(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  std::ofstream out(dir / "report.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line);
+    if (j["id"] == "env") j["context_bytes"] = 1073741824ull;
+    out << j.dump() << "\n";
+  }
+  out.close();
+  const auto cal = dir / "data" / "calibration.json";
+  plan_run r = run_plan("calibrate --framework hf " + (dir / "report.jsonl").string() + " -o " + cal.string());
+  CHECK(r.exit_code == 1);  // the three known allocator gaps (see plan check)
+  CHECK_THAT(r.out, Catch::Contains("1.00 GiB") && Catch::Contains("S14"));
+  json p = json::parse(run_plan("--model gpt2 --seq 512 --json --data-dir " + (dir / "data").string()).out);
+  CHECK(p["memory"]["overhead"]["cuda_context_bytes"] == 1073741824ull);
+  CHECK(run_plan("calibrate --framework megatron " + (dir / "report.jsonl").string()).exit_code == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the headline run's suggestions, run as suggested, fit", "[cli][suggest]") {
+  const std::string base = "--params 7B --seq 4096 --gpu h100";
+  plan_run r = run_plan(base + " --json");
+  REQUIRE(r.exit_code == 1);
+  const json j = json::parse(r.out);
+  REQUIRE(j["suggestions"].size() >= 5);
+  for (const json& s : j["suggestions"]) {
+    std::string flags;
+    for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    CHECK(run_plan(base + flags).exit_code == 0);
+    CHECK(s["cost"].is_string());
+  }
+  CHECK(j["suggestions"][0]["cost"] == "slower");  // offload keeps the numerics and the GPU
+  // Each roomiest form (the suggestion plus same-numerics levers), run as printed, fits too.
+  for (const json& s : j["suggestions"]) {
+    if (s["roomiest"].is_null()) continue;
+    std::string flags;
+    for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
+    for (const json& c : s["roomiest"]["added"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    json again = json::parse(run_plan(base + flags + " --json").out);
+    CHECK(again["memory"]["peak_bytes"] == s["roomiest"]["peak_bytes"]);
+    CHECK(again["fits"] == true);
+  }
+  plan_run kept = run_plan(base + " --keep precision,optimizer,gpus,adapters");
+  CHECK_THAT(kept.out, !Catch::Contains("--precision") && !Catch::Contains("--optimizer") && !Catch::Contains("--gpus 4"));
+  CHECK(run_plan(base + " --keep speed").exit_code == 2);
+}
+
+TEST_CASE("DeepSeek-V3 from its preset and from its config: the same plan, latent attention named", "[cli][deepseek]") {
+  const std::string run = " --seq 4096 --gpu h100 --gpus 256 --ep 64 --zero 3 --recompute full --json";
+  plan_run preset = run_plan("--model deepseek-v3" + run);
+  REQUIRE(preset.exit_code == 0);  // fits: 1/256 of the model state per GPU, 4 of 256 experts per layer
+  const json p = json::parse(preset.out);
+  CHECK(p["model"]["params"] == 671026404352ull);
+  CHECK(p["model"]["active_params"] == 37552282624ull);
+  CHECK(p["model"]["kv_lora_rank"] == 512);
+  CHECK(p["model"]["dense_layers"] == 3);
+  CHECK(p["run"]["framework"] == "megatron");  // --ep names it
+  plan_run config = run_plan("--hf-config " + fixture("hf/deepseek-v3.json") + run);
+  REQUIRE(config.exit_code == 0);
+  CHECK(json::parse(config.out)["memory"] == p["memory"]);
+  plan_run text = run_plan("--model deepseek-v3 --seq 4096 --gpu h100 --gpus 256 --ep 64 --zero 3 --recompute full");
+  CHECK_THAT(text.out, Catch::Contains("latent attention (kv rank 512, q rank 1536, RoPE dim 64, v dim 128)") &&
+                           Catch::Contains("3 dense first layers of width 18432") &&
+                           Catch::Contains("an MoE layer keeps"));
+  // The harness cannot run latent attention: validate says so and exits 2.
+  plan_run harness = run_plan("validate --model deepseek-v3 --seq 64 --backend cpu");
+  CHECK(harness.exit_code == 2);
+  CHECK_THAT(harness.err, Catch::Contains("latent attention"));
+}
