@@ -81,7 +81,8 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
      "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
-     ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]]}
+     ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]],
+     ["memory_history": the path of the allocator's recorded history, with --memory-history]}
     "segments" lists the caching allocator's segments after the measured steps ("small" or "large" pool,
     bytes; torch.cuda.memory_snapshot()), largest first: the reserved bytes segment by segment.
     For gpt2 the model object holds fam, L, h, a, V as in the reference file (ffn only when not 4h,
@@ -214,6 +215,9 @@ def build_parser():
     o = p.add_argument_group("output")
     o.add_argument("--id", help="configuration id (default: made from the flags)")
     o.add_argument("--profile", action="store_true", help="one extra step under torch.profiler: kernels per step and GPU busy time (\"profile\")")
+    o.add_argument("--memory-history", metavar="DIR",
+                   help="record the caching allocator's every allocation and free, from model creation to the end of the measured steps, "
+                        "into DIR/ID.pickle (torch.cuda.memory._dump_snapshot; view it at https://pytorch.org/memory_viz)")
     o.add_argument("--inventory", action="store_true", help="add the saved-tensor inventory (non-checkpointed runs; one extra forward after the measured steps)")
     o.add_argument("-o", "--output", metavar="FILE", help="append the line(s) to FILE (env line first if FILE is new or empty); default stdout")
     o.add_argument("--env-only", action="store_true", help="only write the env line")
@@ -415,6 +419,26 @@ def segment_sizes(torch):
     return sorted(segments, key=lambda seg: (-seg[1], seg[0]))
 
 
+def start_memory_history(torch):
+    """Records every allocator event from here (no stack traces: addresses, sizes and order are what a replay
+    of the allocator is checked against). False when this torch cannot."""
+    record = getattr(torch.cuda.memory, "_record_memory_history", None)
+    if record is None:
+        print("collect_hf: note: this torch cannot record the allocator's history; --memory-history ignored", file=sys.stderr)
+        return False
+    record(enabled="all", context=None, stacks="python", max_entries=1000000)
+    return True
+
+
+def dump_memory_history(torch, directory, run_id):
+    """Writes DIR/ID.pickle and stops recording."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id) + ".pickle")
+    torch.cuda.memory._dump_snapshot(path)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return path
+
+
 def walk_graph(torch, loss, param_keys, read_saved):
     """Breadth first from loss.grad_fn. Returns (set of node names, inventory rows or None)."""
     from collections import deque
@@ -545,6 +569,7 @@ def run_one(args, torch, transformers):
     phases = {}
     model = optimizer = scaler = out = loss = None
     inputs = []
+    recording = bool(args.memory_history) and start_memory_history(torch)
     try:
         torch.manual_seed(args.seed)
         model = build_model(args, torch, transformers)  # on the CPU, fp32
@@ -647,6 +672,9 @@ def run_one(args, torch, transformers):
         rec["alloc_peak"] = max(phases["forward_peak"], phases["backward_peak"], phases["optimizer_peak"])
         rec["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
         rec["segments"] = segment_sizes(torch)
+        if recording:
+            rec["memory_history"] = dump_memory_history(torch, args.memory_history, args.id)
+            recording = False
         rec["step_s"] = median(times[1:])  # README: median of steps 2 and 3
         rec["host_s"] = {k: median([h[k] for h in host_runs[1:]]) for k in ("forward", "backward", "optimizer")}
         if args.profile:
@@ -704,6 +732,11 @@ def run_one(args, torch, transformers):
             args.id, state["step"], state["phase"]), file=sys.stderr)
         return 0
     finally:
+        if recording:  # an OOM or an error before the dump: what was recorded up to it
+            try:
+                dump_memory_history(torch, args.memory_history, args.id)
+            except Exception:
+                pass
         # Thorough cleanup, for callers that run several configurations in one process.
         out = loss = None
         del model, optimizer, scaler, inputs
@@ -743,6 +776,8 @@ def preset_argv(entry, args):
         argv += ["--lora", str(entry["lora"]), "--lora-targets", entry.get("lora_targets", "q,k,v,o")]
     if args.profile:
         argv += ["--profile"]
+    if args.memory_history:
+        argv += ["--memory-history", args.memory_history]
     if args.output:
         argv += ["-o", args.output]
     return argv

@@ -4,7 +4,8 @@
 # calibration, then the Hugging Face collector (issue 9's further runs) checked with `plan check`.
 # Each stage has its own time limit, so one that hangs does not take the others' time; a failed stage
 # is reported and the next one runs. Everything measured lands in OUT_DIR (default reports/gpu-session),
-# and OUT_DIR.tar.gz holds it all, for machines that return one file.
+# and OUT_DIR.tar.gz holds it all, for machines that return one file (collect-shared's allocator histories:
+# OUT_DIR-history.tar.gz).
 #
 #   bash scripts/gpu_session.sh [OUT_DIR] [STAGE...]   (after a build: cmake -S . -B build && cmake --build build)
 #
@@ -53,7 +54,10 @@ fi
 # The shared 14 again, profiled: GPU busy time and kernels per step against step_s, which tells a run bound
 # by the host from one bound by the GPU (issue 10's S5: gradient checkpointing costs GPT-2 35%, Llama nothing).
 if wants collect-shared && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
-  stage collect-shared "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset shared-h100 --profile -o "$out/shared-profiled.jsonl"
+  # The allocator's history of every run (issue 9's S5 and S10 reserved bytes), in its own archive: it is larger.
+  stage collect-shared "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset shared-h100 --profile \
+    --memory-history "$out-history" -o "$out/shared-profiled.jsonl"
+  [ -d "$out-history" ] && tar -czf "$out-history.tar.gz" -C "$(dirname "$out")" "$(basename "$out")-history"
   [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check "$out/shared-profiled.jsonl"
 fi
 

@@ -56,8 +56,22 @@ def main():
         check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
             checked.returncode, (checked.stdout + checked.stderr)[-500:]))
 
+        # --memory-history: the allocator's recorded events land in DIR/ID.pickle and the line names the file.
+        history, hist_report = os.path.join(tmp, "history"), os.path.join(tmp, "history.jsonl")
+        done = collect(["--seq", "64", "--id", "h1", "--memory-history", history, "-o", hist_report])
+        lines = [json.loads(line) for line in open(hist_report)] if os.path.exists(hist_report) else []
+        path = lines[-1].get("memory_history", "") if lines else ""
+        check(done.returncode == 0 and path == os.path.join(history, "h1.pickle") and os.path.isfile(path),
+              "--memory-history: exit {}, memory_history {!r}: {}".format(done.returncode, path, done.stderr[-300:]))
+        if os.path.isfile(path):
+            import pickle
+            with open(path, "rb") as f:
+                check(pickle.load(f)["device_traces"] != [[]], "--memory-history dumped before recording started")
+
         oom_report = os.path.join(tmp, "oom.jsonl")
-        done = collect(["--family", "llama", "--seq", "64", "-o", oom_report], {"FAKE_TORCH_OOM": "forward"})
+        done = collect(["--family", "llama", "--seq", "64", "--id", "o1", "--memory-history", history, "-o", oom_report],
+                       {"FAKE_TORCH_OOM": "forward"})
+        check(os.path.isfile(os.path.join(history, "o1.pickle")), "an out-of-memory run does not keep its recorded history")
         check(done.returncode == 0, "an out-of-memory run exited {} (0: recorded)".format(done.returncode))
         lines = [json.loads(line) for line in open(oom_report)] if os.path.exists(oom_report) else []
         check(len(lines) == 2 and lines[1].get("oom") is True and lines[1].get("oom_phase") == "forward",

@@ -149,7 +149,23 @@ class _Cuda(types.ModuleType):
         return [{"segment_type": "large", "total_size": self._reserved}, {"segment_type": "small", "total_size": 2 << 20}]
 
 
+class _CudaMemory:
+    """torch.cuda.memory's private history API: what the collector calls, with the real signatures' names."""
+
+    def __init__(self):
+        self.recording = False
+
+    def _record_memory_history(self, enabled="all", context="all", stacks="all", max_entries=0):
+        self.recording = enabled is not None
+
+    def _dump_snapshot(self, filename):
+        import pickle
+        with open(filename, "wb") as f:
+            pickle.dump({"segments": [], "device_traces": [[{"action": "alloc", "size": 512}]] if self.recording else [[]]}, f)
+
+
 cuda = _Cuda()
+cuda.memory = _CudaMemory()
 version = types.SimpleNamespace(cuda="0.0")
 backends = types.SimpleNamespace(cudnn=types.SimpleNamespace(is_available=lambda: True, version=lambda: 1))
 autograd = types.SimpleNamespace(DeviceType=types.SimpleNamespace(CPU="cpu", CUDA="cuda"))
