@@ -29,19 +29,49 @@ void reject_empty_values(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands()) reject_empty_values(*sub);
 }
 
+// The message as one printable line: control characters a user typed (a newline in a model name or a path)
+// are escaped, and a message echoing a huge input is cut, at a UTF-8 character boundary.
+std::string one_printable_line(std::string_view message) {
+  constexpr std::size_t max_bytes = 1000;
+  std::string line;
+  for (const char c : message) {
+    if (line.size() >= max_bytes) {
+      while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+      if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();  // a lead byte cut off
+      line += "...";
+      break;
+    }
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '\n') line += "\\n";
+    else if (c == '\t') line += "\\t";
+    else if (u < 0x20 || u == 0x7F) line += fmt::format("\\x{:02x}", u);
+    else line += c;
+  }
+  return line;
+}
+
+// Prints "plan: <kind>: <message>" on stderr and never throws: a closed or full stderr must not turn an
+// error into an abort (std::terminate from a throwing print in a catch block).
+void report(std::string_view kind, std::string_view message) noexcept {
+  try {
+    const std::string text = fmt::format("plan: {}: {}\n", kind, one_printable_line(message));
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+  } catch (...) {
+  }
+}
+
 // Whatever a command printed must reach its destination: a full disk or a closed pipe is an error (exit
 // 2), not a silent success.
 int flushed(int code) {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    fmt::print(stderr, "plan: error: writing standard output failed: {}\n", std::strerror(errno));
+    report("error", fmt::format("writing standard output failed: {}", std::strerror(errno)));
     return exit_bad_input;
   }
   return code;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{
       "trainplan: predicts whether a transformer training run fits on a GPU, where every byte goes, the FLOPs and time "
       "of a step, and what to change when it does not fit.\n"
@@ -73,26 +103,37 @@ int main(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
       return app.exit(e);
     } catch (const CLI::ParseError& e) {
-      fmt::print(stderr, "plan: error: {} (see plan --help)\n", e.what());
+      report("error", fmt::format("{} (see plan --help)", e.what()));
       return exit_bad_input;
     }
     reject_empty_values(app);
     return flushed(chosen ? chosen() : fit_check());
   } catch (const trainplan::input_error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "plan: error: {}\n", e.what());
+    report("error", e.what());
     return exit_bad_input;
   } catch (const std::filesystem::filesystem_error& e) {
     // A folder that cannot be read or made, a TMPDIR that cannot be written: the user's to fix.
     std::fflush(stdout);
-    fmt::print(stderr, "plan: error: {}\n", e.what());
+    report("error", e.what());
     return exit_bad_input;
   } catch (const std::system_error& e) {
     // fmt reports a failed write (a full disk, a closed pipe) this way.
-    fmt::print(stderr, "plan: error: writing failed: {}\n", e.what());
+    report("error", fmt::format("writing failed: {}", e.what()));
     return exit_bad_input;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "plan: internal error: {}\n", e.what());
+    report("internal error", e.what());
+    return exit_internal;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (...) {  // whatever escaped (a print that threw while the help text was written): never an abort
+    report("internal error", "unexpected failure");
     return exit_internal;
   }
 }

@@ -50,6 +50,37 @@ extern "C" void remove_temps_and_exit(int signal_number) {
   _exit(128 + signal_number);  // 130 for SIGINT, 143 for SIGTERM, as shells report them
 }
 
+// The descriptor a path names when it is one of this process's open descriptors (/dev/stdout, /dev/stderr,
+// /dev/fd/N, /proc/self/fd/N, /proc/<own pid>/fd/N); -1 otherwise. Such a path is written through the
+// descriptor itself: reopening it would truncate what the shell opened for appending, and renaming over
+// the file it links to would replace that file.
+int named_descriptor(const std::string& path) {
+  if (path == "/dev/stdout") return STDOUT_FILENO;
+  if (path == "/dev/stderr") return STDERR_FILENO;
+  const std::string own_pid = "/proc/" + std::to_string(::getpid()) + "/fd/";
+  for (const std::string& prefix : {std::string("/dev/fd/"), std::string("/proc/self/fd/"), std::string("/proc/thread-self/fd/"), own_pid}) {
+    if (path.size() <= prefix.size() || path.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = path.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(digits);
+  }
+  return -1;
+}
+
+// Where a symbolic link finally points, resolved link by link (a relative target from its link's folder),
+// whether or not that target exists yet: a dangling link is followed to the file it names, not replaced.
+std::string link_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(p, ec); ++hops) {
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) return path;
+    p = to.is_absolute() ? to : (p.parent_path() / to).lexically_normal();
+  }
+  return fs::is_symlink(p, ec) ? path : p.string();  // a loop: left to the rename, which fails on it
+}
+
 }  // namespace
 
 void install_output_signal_handlers() {
@@ -67,19 +98,45 @@ output_file::output_file(std::string path) : path_(std::move(path)) {
     stream_ = stdout;
     return;
   }
+  if (const int fd = named_descriptor(path_); fd >= 0) {
+    if (fd == STDOUT_FILENO) {  // the same stream as everything else printed, in order
+      stream_ = stdout;
+      return;
+    }
+    const int copy = ::dup(fd);
+    if (copy < 0 || !(stream_ = ::fdopen(copy, "wb"))) {
+      const int err = errno;
+      if (copy >= 0) ::close(copy);
+      throw input_error(fmt::format("cannot write {}: {}", path_, std::strerror(err)));
+    }
+    return;
+  }
   struct stat st {};
   const bool exists = ::stat(path_.c_str(), &st) == 0;  // follows symbolic links
   if (exists && S_ISDIR(st.st_mode)) throw input_error(fmt::format("cannot write {}: it is a folder", path_));
   if (exists && !S_ISREG(st.st_mode)) {
-    // A device, FIFO, socket or terminal: write into it, never replace it.
-    stream_ = std::fopen(path_.c_str(), "wb");
-    if (!stream_) throw input_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
+    // A device, FIFO, socket or terminal: write into it, never replace it. A FIFO is opened without
+    // blocking, so that one nobody reads is an error rather than a hang (open(2): ENXIO).
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;
+      throw input_error(err == ENXIO ? fmt::format("cannot write {}: no process is reading it", path_)
+                                     : fmt::format("cannot write {}: {}", path_, std::strerror(err)));
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // then written as any file
+    stream_ = ::fdopen(fd, "wb");
+    if (!stream_) {
+      const int err = errno;
+      ::close(fd);
+      throw input_error(fmt::format("cannot write {}: {}", path_, std::strerror(err)));
+    }
     return;
   }
+  target_ = link_target(path_);
+  // A file the user may not write is not replaced behind its permissions (the rename only needs the folder).
+  if (exists && ::access(target_.c_str(), W_OK) != 0)
+    throw input_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
   std::error_code ec;
-  target_ = path_;
-  if (std::filesystem::is_symlink(path_, ec)) target_ = std::filesystem::canonical(path_, ec).string();
-  if (ec || target_.empty()) target_ = path_;
   const std::filesystem::path target(target_);
   if (!exists && target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
   // The temporary file sits beside the target (so the rename stays within one file system), with a unique
@@ -113,7 +170,7 @@ output_file::~output_file() {
 }
 
 void output_file::abandon() noexcept {
-  if (stream_ && stream_ != stdout) std::fclose(stream_);
+  if (stream_ && stream_ != stdout) std::fclose(stream_);  // a descriptor's stream holds a dup of it
   stream_ = nullptr;
   if (!temp_.empty()) {
     ::unlink(temp_.c_str());

@@ -4,9 +4,14 @@
 //   - A regular file, or a path that does not exist yet, is written atomically: to a temporary file in the
 //     same folder, flushed with fsync, then renamed over the target. A failure or an interrupt never leaves
 //     a truncated file where a good one was, and never leaves the temporary file behind.
-//   - Anything else that exists (/dev/null, /dev/stdout, a FIFO, a terminal, a device) is opened and
-//     written directly. It is never replaced: renaming over /dev/null as root destroys the device.
-//   - A symbolic link is followed: its target is what gets written.
+//   - A path naming one of the process's descriptors (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N)
+//     is written through that descriptor: `>> log` keeps its content, the file behind it is never replaced.
+//   - Anything else that exists (/dev/null, a FIFO, a terminal, a device) is opened and written directly.
+//     It is never replaced: renaming over /dev/null as root destroys the device. A FIFO nobody reads is an
+//     error, not a hang.
+//   - A symbolic link is followed, link by link, even when its target does not exist yet: the target is
+//     what gets written, the link stays.
+//   - An existing file the user may not write (access(2)) is refused, as the shell refuses `> file`.
 // Write errors (a full disk, a closed pipe) throw input_error naming the file (exit 2).
 #include <cstdio>
 #include <string>

@@ -241,3 +241,21 @@ TEST_CASE("a few hundred generated bad command lines keep the exit-code contract
   }
   CHECK(runs > 250);
 }
+
+TEST_CASE("an error is one printable line even when stderr cannot be written or the input holds a newline", "[cli][errors]") {
+  // A full or closed stderr once aborted plan (exit 134): printing the error threw inside its catch block.
+  for (const std::string redirect : {"2>/dev/full", ">/dev/full 2>&1", "2>&-"}) {
+    INFO(redirect);
+    const std::string cmd = std::string(TRAINPLAN_PLAN_BINARY) + " --model gpt2 --seq 0 " + redirect;
+    const int status = std::system(cmd.c_str());
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 2));
+  }
+  const plan_run r = run_plan("--model 'gpt2\nfoo' --gpu h100");
+  CHECK(r.exit_code == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("gpt2\\nfoo") != std::string::npos);  // the newline shown escaped
+  const plan_run long_name = run_plan("--model " + std::string(100000, 'x') + " --gpu h100");
+  CHECK(long_name.exit_code == 2);
+  CHECK(one_line(long_name.err));
+  CHECK(long_name.err.size() < 1100);
+}

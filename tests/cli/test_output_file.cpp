@@ -113,3 +113,51 @@ TEST_CASE("SIGINT or SIGTERM during a sweep: exit 130 or 143, no .partial file, 
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("output to a descriptor's path goes through the descriptor: a log appended to keeps its content", "[cli][output]") {
+  // `plan ... -o /dev/stdout >> log` once renamed the CSV over the file behind /dev/stdout: the log's earlier
+  // lines were lost. The same for /proc/self/fd/1.
+  const auto dir = fresh_dir("trainplan-output-fd");
+  for (const std::string target : {"/dev/stdout", "/proc/self/fd/1"}) {
+    INFO(target);
+    const auto log = dir / "log";
+    std::ofstream(log) << "EARLIER LINE\n";
+    const std::string cmd = std::string(TRAINPLAN_PLAN_BINARY) + " " + small_sweep + " -o " + target + " >> " + log.string() + " 2>/dev/null";
+    CHECK(std::system(cmd.c_str()) == 0);
+    const std::string text = slurp(log);
+    CHECK(text.rfind("EARLIER LINE\nmodel,", 0) == 0);  // the old line, then the CSV after it
+  }
+  const auto r = run_plan(small_sweep + " -o /dev/fd/9");  // not open in the child
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("/dev/fd/9") != std::string::npos);
+}
+
+TEST_CASE("a FIFO nobody reads is an error, not a hang, and a dangling link is followed, not replaced", "[cli][output]") {
+  const auto dir = fresh_dir("trainplan-output-fifo");
+  const auto fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto r = run_plan(small_sweep + " -o " + fifo.string());  // would block forever in open(2) without O_NONBLOCK
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("no process is reading it") != std::string::npos);
+
+  const auto link = dir / "link.csv";
+  std::filesystem::create_symlink("target.csv", link);  // relative, and target.csv does not exist yet
+  r = run_plan(small_sweep + " -o " + link.string());
+  CHECK(r.exit_code == 0);
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(slurp(dir / "target.csv").rfind("model,", 0) == 0);
+}
+
+TEST_CASE("a read-only file is not replaced", "[cli][output]") {
+  if (::geteuid() == 0) {
+    WARN("running as root, which may write any file: nothing to check");  // CI runs as root
+    return;
+  }
+  const auto dir = fresh_dir("trainplan-output-readonly");
+  const auto file = dir / "kept.csv";
+  std::ofstream(file) << "KEEP\n";
+  std::filesystem::permissions(file, std::filesystem::perms::owner_read);
+  const auto r = run_plan(small_sweep + " -o " + file.string());
+  CHECK(r.exit_code == 2);
+  CHECK(slurp(file) == "KEEP\n");
+}
