@@ -43,7 +43,16 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
       if (args->format == "csv") format = sweep_format::csv;
       else if (args->format == "jsonl") format = sweep_format::jsonl;
       else throw input_error(fmt::format("--format: unknown format '{}' (known: csv, jsonl)", args->format));
-      const sweep_space space = resolve_sweep_space(args->model_run);
+      std::vector<std::string> notes;
+      const sweep_space space = resolve_sweep_space(args->model_run, &notes);
+      if (!args->quiet)
+        for (const std::string& note : notes) fmt::print(stderr, "plan sweep: note: {}\n", note);
+      // Each axis is capped at 2^20 values, but their product is not: 10^12 rows would run for weeks. A
+      // hundred million rows take a few minutes on two cores and tens of GB of CSV.
+      constexpr std::uint64_t max_rows = 100'000'000;
+      if (space.size() > max_rows)
+        throw input_error(fmt::format("the sweep has {} configurations, more than the {} plan sweep writes: narrow an axis",
+                                      space.size(), max_rows));
 
       // One output path (cli/output_file.hpp): a regular file is replaced only once the whole sweep is
       // written; a device or FIFO (/dev/null, /dev/stdout) is written directly and never replaced.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "planner/input_error.hpp"
@@ -66,7 +67,15 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
   space.recomputes = names_axis<recompute_mode>(recompute_text(args), "--recompute", parse_recompute);
   space.attentions = names_axis<attention_kind>(args.attention, "--attention", parse_attention);
   if (!args.dropout.empty()) space.dropouts = parse_probability_axis(args.dropout, "--dropout");
-  if (!args.seq.empty()) space.seqs = parse_count_axis(args.seq, "--seq");
+  if (!args.seq.empty()) {
+    space.seqs = parse_count_axis(args.seq, "--seq");
+  } else {  // as `plan` assumes (cli/model_run_options.cpp): 4096, capped by the learned positions of every model
+    std::uint64_t seq = 4096;
+    for (const sweep_model& m : space.models)
+      if (m.spec.max_positions > 0) seq = std::min<std::uint64_t>(seq, m.spec.max_positions);
+    space.seqs = {seq};
+    if (notes) notes->push_back(fmt::format("--seq not given: assumed {}", seq));
+  }
   if (!args.micro_batch.empty()) space.micro_batches = parse_count_axis(args.micro_batch, "--micro-batch");
   if (!args.global_batch.empty()) {
     if (!args.grad_accum.empty()) throw input_error("give --grad-accum or --global-batch, not both, in a sweep");

@@ -214,17 +214,12 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
                                                      "overhead"),
                                          "overhead"),
                              "peak bytes");
+  // The headroom is signed: with the peak below 2^63 and a GPU's memory at most 2^50 (planner/catalog.cpp),
+  // it is exact. A peak beyond 8 EiB is no plan at all (it once saturated the headroom at -2^63).
+  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
   r.fits = r.peak_bytes <= gpu.memory_bytes && r.host_fits;
-  // Both sides are below 2^64; the difference of two such values can exceed int64, so saturate.
-  if (r.peak_bytes <= gpu.memory_bytes) {
-    std::uint64_t room = gpu.memory_bytes - r.peak_bytes;
-    r.headroom_bytes = room > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
-                           ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(room);
-  } else {
-    std::uint64_t short_by = r.peak_bytes - gpu.memory_bytes;
-    r.headroom_bytes = short_by > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
-                           ? std::numeric_limits<std::int64_t>::min() : -static_cast<std::int64_t>(short_by);
-  }
+  r.headroom_bytes = static_cast<std::int64_t>(gpu.memory_bytes) - static_cast<std::int64_t>(r.peak_bytes);
 
   // The replay costs about a millisecond: for a single report, not for sweeps (which ask only for the peak).
   if (run.framework == framework_kind::hf && options.detail != timeline_detail::peak && run.pp == 1)

@@ -54,7 +54,8 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
   r.precision = precisions[take(index, precisions.size())];
   p.gpu = &gpus[take(index, gpus.size())];
   p.model = &models[take(index, models.size())];
-  r.dropout = dropouts.empty() ? p.model->spec.dropout : dropouts[drop_i];
+  // The model's dropout unless swept; llm.c has none, so its profile takes 0 (as `plan` does: cli/model_run_options.cpp).
+  r.dropout = !dropouts.empty() ? dropouts[drop_i] : r.framework == framework_kind::llmc ? 0.0 : p.model->spec.dropout;
   if (global_batches.empty()) {
     r.grad_accum = grad_accums[accum_i];
   } else {

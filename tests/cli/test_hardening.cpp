@@ -259,3 +259,40 @@ TEST_CASE("an error is one printable line even when stderr cannot be written or 
   CHECK(one_line(long_name.err));
   CHECK(long_name.err.size() < 1100);
 }
+
+TEST_CASE("a peak beyond 2^63 bytes is refused, below it the shortfall is exact", "[cli][errors]") {
+  // 405B at 1M tokens x 100,000 sequences once printed "short by -8589934592.00 GiB" (the headroom saturated
+  // at -2^63); at 1,000 sequences the peak (about 1.3e17 bytes) still plans, and JSON says exactly how short.
+  const plan_run absurd = run_plan("--params 405B --seq 1M --micro-batch 100000 --gpu h100");
+  CHECK(absurd.exit_code == 2);
+  CHECK(one_line(absurd.err));
+  CHECK(absurd.err.find("beyond 2^63") != std::string::npos);
+  const plan_run large = run_plan("--params 405B --seq 1M --micro-batch 1000 --gpu h100 --json");
+  REQUIRE(large.exit_code == 1);
+  const auto j = nlohmann::json::parse(large.out);
+  const std::uint64_t peak = j["memory"]["peak_bytes"], gpu = j["gpu"]["memory_bytes"];
+  CHECK(peak > gpu);
+  CHECK(j["memory"]["headroom_bytes"].get<std::int64_t>() == -static_cast<std::int64_t>(peak - gpu));
+}
+
+TEST_CASE("sweep and search assume what plan assumes: the default sequence capped by positions, no dropout for llm.c", "[cli][sweep]") {
+  // Without --seq, plan takes 4096 capped by the model's learned positions (gpt2: 1024); sweep and search
+  // once took 4096 and refused gpt2. llm.c has no dropout: plan, max, sweep and search all take 0.
+  const plan_run sweep = run_plan("sweep --model gpt2 --gpu h100");
+  CHECK(sweep.exit_code == 0);
+  CHECK(sweep.out.find(",h100,85017493504,1024,") != std::string::npos);
+  CHECK(sweep.err.find("--seq not given: assumed 1024") != std::string::npos);
+  CHECK(run_plan("search --model gpt2 --gpu h100").exit_code == 0);
+  const plan_run llmc = run_plan("sweep --model gpt2-xl --framework llmc --gpu h100 --seq 1024");
+  CHECK(llmc.exit_code == 0);
+  CHECK(llmc.out.find(",error\n") != std::string::npos);
+  CHECK(llmc.out.find("llm.c has no dropout") == std::string::npos);
+  CHECK(run_plan("search --model gpt2-xl --framework llmc --gpu h100 --seq 1024").exit_code == 0);
+}
+
+TEST_CASE("a sweep of more than a hundred million configurations is refused at once", "[cli][sweep][errors]") {
+  const plan_run r = run_plan("sweep --model gpt2 --micro-batch 1:1000000 --seq 1:1000000 --quiet");  // 10^12 rows
+  CHECK(r.exit_code == 2);
+  CHECK(one_line(r.err));
+  CHECK(r.err.find("1000000000000 configurations") != std::string::npos);
+}
