@@ -257,6 +257,11 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
                               run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               run.pp > 1 ? static_cast<double>(run.pp - 1) / static_cast<double>(run.grad_accum) : 0.0);
+  // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time
+  // (tokens/s, MFU and training time all divide by it) should any other input still reach one.
+  if (!std::isfinite(r.time.step_seconds) || !(r.time.step_seconds > 0) || !std::isfinite(r.time.tokens_per_second))
+    throw input_error(fmt::format("the step time of {} on {} is not a finite positive number: check the timing constants "
+                                  "of calibration.json and the GPU's entry in gpus.json", model.name, gpu.name));
   return r;
 }
 

@@ -1,0 +1,113 @@
+// Input validation audit: each bad input below once gave a wrong or meaningless answer (nan, +inf%, a
+// model 870,000 times the size asked for, a value silently ignored or cut). Each must now be refused with
+// one line on stderr that names the file and field, or the option, and exit code 2.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/cli/run_plan.hpp"
+
+using trainplan::test::fixture;
+using trainplan::test::one_line;
+using trainplan::test::plan_run;
+using trainplan::test::run_plan;
+using trainplan::test::slurp;
+
+namespace {
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-validation-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Runs plan and expects the one-line refusal with exit 2, its message containing every one of `names`.
+void expect_refused(const std::string& args, std::initializer_list<std::string> names) {
+  INFO("plan " << args);
+  const plan_run r = run_plan(args);
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(one_line(r.err));
+  for (const std::string& name : names) CHECK_THAT(r.err, Catch::Contains(name));
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto pos = text.find(from);
+  REQUIRE(pos != std::string::npos);
+  return text.replace(pos, from.size(), to);
+}
+
+// The shared H100 collector report with one value replaced, written to a file of its own.
+std::string measurement_file(const std::string& name, const std::string& from, const std::string& to) {
+  const std::string text = slurp(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  const auto path = fresh_dir("measurements") / name;
+  std::ofstream(path) << replaced(text, from, to);
+  return path.string();
+}
+
+// Text of a field's first value in the shared report ("step_s" -> "0.0682..."), up to the next comma or brace.
+std::string first_value(const std::string& field) {
+  const std::string text = slurp(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  const std::string key = "\"" + field + "\": ";
+  const auto start = text.find(key);
+  REQUIRE(start != std::string::npos);
+  const auto end = text.find_first_of(",}", start);
+  return text.substr(start, end - start);
+}
+
+// A Hugging Face config from tests/data/hf with one key set to a JSON value (added when absent).
+std::string hf_config_with(const std::string& base, const std::string& key, const std::string& value) {
+  std::string text = slurp(fixture("hf/" + base));
+  const std::string quoted = "\"" + key + "\":";
+  const auto at = text.find(quoted);
+  if (at == std::string::npos) {
+    text = replaced(text, "{", "{\"" + key + "\": " + value + ", ");
+  } else {
+    const auto value_start = at + quoted.size();
+    const auto value_end = text.find_first_of(",}\n", value_start);
+    text.replace(value_start, value_end - value_start, " " + value);
+  }
+  const auto path = fresh_dir("hf") / (key + "-" + std::to_string(std::hash<std::string>{}(value)) + "-" + base);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("calibration efficiencies near zero are refused, never a nan step time", "[cli][errors][validation]") {
+  const auto dir = fresh_dir("calibration");
+  for (const std::string key : {"attention_efficiency", "bandwidth_fraction", "gemm_efficiency", "fp32_gemm_efficiency"})
+    for (const std::string value : {"1e-320", "1e-200", "0.0005"}) {
+      std::ofstream(dir / "calibration.json") << "{\"gpus\": {\"h100\": {\"timing\": {\"hf\": {\"" + key + "\": " + value + "}}}}}";
+      expect_refused("--model gpt2 --framework hf --data-dir " + dir.string(),
+                     {"calibration.json", key, "must be within [0.001, 1]"});
+    }
+  // The bound itself is a (very slow) GPU, and the report stays finite.
+  std::ofstream(dir / "calibration.json") << R"({"gpus": {"h100": {"timing": {"hf": {"attention_efficiency": 0.001,
+    "bandwidth_fraction": 0.001, "gemm_efficiency": 0.001}}}}})";
+  const plan_run r = run_plan("--model gpt2 --framework hf --data-dir " + dir.string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("nan") && !Catch::Contains("unknown") && !Catch::Contains("inf%"));
+}
+
+TEST_CASE("data-dir file errors name the file once, and a preset's family names the file", "[cli][errors][validation]") {
+  const auto dir = fresh_dir("data-dir");
+  std::filesystem::create_directories(dir / "gpus.json");  // a folder where a file should be
+  const plan_run r = run_plan("--model gpt2 --data-dir " + dir.string());
+  CHECK(r.exit_code == 2);
+  CHECK(one_line(r.err));
+  const std::string path = (dir / "gpus.json").string();
+  CHECK_THAT(r.err, Catch::Contains(path));
+  CHECK(r.err.find(path) == r.err.rfind(path));  // once
+  std::filesystem::remove_all(dir / "gpus.json");
+  std::ofstream(dir / "models.json") << R"({"models": [{"name": "b1", "family": "bert", "nominal_params": "1M", "layers": 2,
+    "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": 256, "vocab": 100, "max_positions": 64, "tied_embeddings": true,
+    "dropout": 0.0, "source": "test"}]})";
+  expect_refused("--model gpt2 --data-dir " + dir.string(), {path.substr(0, path.size() - 9) + "models.json", "models[0]", "'family'", "bert"});
+  const plan_run slash = run_plan("--model gpt2 --data-dir " + dir.string() + "/");
+  CHECK_THAT(slash.err, !Catch::Contains("//"));
+}
