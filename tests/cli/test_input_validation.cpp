@@ -94,6 +94,62 @@ TEST_CASE("calibration efficiencies near zero are refused, never a nan step time
   CHECK_THAT(r.out, !Catch::Contains("nan") && !Catch::Contains("unknown") && !Catch::Contains("inf%"));
 }
 
+TEST_CASE("collector reports with impossible measurements are refused by check and calibrate", "[cli][errors][validation]") {
+  const std::string step = first_value("step_s"), reserved = first_value("reserved_peak"),
+                    alloc = first_value("alloc_peak"), context = first_value("context_bytes"),
+                    total = first_value("gpu_total_bytes");
+  const struct {
+    std::string from, to, field;
+  } cases[] = {
+      {step, "\"step_s\": 0", "step_s"},
+      {step, "\"step_s\": -1", "step_s"},
+      {step, "\"step_s\": 18446744073709551616", "step_s"},
+      {step, "\"step_s\": 86400", "step_s"},
+      {reserved, "\"reserved_peak\": 0", "reserved_peak"},
+      {reserved, "\"reserved_peak\": 1000", "reserved_peak"},
+      {alloc, "\"alloc_peak\": 0", "alloc_peak"},
+      {context, "\"context_bytes\": 9223372036854775808", "context_bytes"},
+      {context, "\"context_bytes\": 0", "context_bytes"},
+      {total, "\"gpu_total_bytes\": 0", "gpu_total_bytes"},
+  };
+  const auto out_dir = fresh_dir("calibrate-out");
+  for (const auto& c : cases) {
+    const std::string file = measurement_file("bad.jsonl", c.from, c.to);
+    expect_refused("check " + file, {"bad.jsonl line ", "'" + c.field + "'"});
+    // calibrate reads the same file: the input's error, not the fitted constant the output file would refuse.
+    expect_refused("calibrate --framework hf " + file + " -o " + (out_dir / "calibration.json").string(),
+                   {"bad.jsonl line ", "'" + c.field + "'"});
+    CHECK_FALSE(std::filesystem::exists(out_dir / "calibration.json"));
+  }
+}
+
+TEST_CASE("a collector report's out-of-memory lines still parse without measured phases", "[cli][validation]") {
+  // The collector writes "oom": true and only the phases it reached: no step time, no peaks.
+  const std::string text = slurp(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  const auto path = fresh_dir("oom") / "oom.jsonl";
+  const std::string env = text.substr(0, text.find('\n') + 1);
+  std::ofstream(path) << env
+                      << R"({"id": "O1", "seq": 1024, "mbs": 512, "regime": "amp-bf16", "attn": "sdpa", "gc": false, "drop": 0.1,)"
+                         R"( "params": 124439808, "oom": true, "oom_phase": "forward", "phases": {"before_step": 1573277696},)"
+                         R"( "model": {"fam": "gpt2", "L": 12, "h": 768, "a": 12, "V": 50257}})"
+                      << "\n";
+  const plan_run r = run_plan("check " + path.string());
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ran out of memory; plan says it does not fit"));
+}
+
+TEST_CASE("plan check refuses nan and negative tolerances", "[cli][errors][validation]") {
+  const std::string report = fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl");
+  for (const std::string option : {"--tensor-tolerance", "--device-tolerance", "--time-tolerance"})
+    for (const std::string value : {"nan", "-nan", "-1", "inf"}) expect_refused("check " + report + " " + option + " " + value, {option});
+}
+
+TEST_CASE("plan validate refuses more steps than it runs", "[cli][errors][validation]") {
+  expect_refused("validate --model gpt2 --steps 1000000000 --no-report", {"--steps", "1000"});
+  expect_refused("validate --model gpt2 --steps 1001 --no-report", {"--steps", "1000"});
+}
+
 TEST_CASE("data-dir file errors name the file once, and a preset's family names the file", "[cli][errors][validation]") {
   const auto dir = fresh_dir("data-dir");
   std::filesystem::create_directories(dir / "gpus.json");  // a folder where a file should be
