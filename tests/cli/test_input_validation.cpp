@@ -150,6 +150,37 @@ TEST_CASE("plan validate refuses more steps than it runs", "[cli][errors][valida
   expect_refused("validate --model gpt2 --steps 1001 --no-report", {"--steps", "1000"});
 }
 
+TEST_CASE("hf configs with unmodelled activations, bad dropouts or positions are refused", "[cli][errors][validation]") {
+  for (const std::string act : {"\"relu\"", "\"gelu\"", "123"})
+    expect_refused("--hf-config " + hf_config_with("gpt2.json", "activation_function", act), {"gpt2.json", "activation_function"});
+  for (const std::string base : {"llama-3.2-1b.json", "mistral-7b.json", "qwen2.5-7b.json", "mixtral-8x7b.json",
+                                 "qwen3-30b-a3b.json", "qwen1.5-moe-a2.7b.json", "deepseek-v3.json", "phi-3-mini-4k.json"})
+    expect_refused("--hf-config " + hf_config_with(base, "hidden_act", "\"gelu\""), {base, "hidden_act"});
+  for (const std::string key : {"attn_pdrop", "embd_pdrop", "resid_pdrop"})
+    for (const std::string value : {"-3", "\"abc\"", "1099511627776", "1"})
+      expect_refused("--hf-config " + hf_config_with("gpt2.json", key, value), {"gpt2.json", key});
+  expect_refused("--hf-config " + hf_config_with("llama-3.2-1b.json", "attention_dropout", "-0.5"),
+                 {"llama-3.2-1b.json", "attention_dropout"});
+  // One dropout rate is modelled: a site without dropout beside ones with it keeps different masks.
+  expect_refused("--hf-config " + hf_config_with("gpt2.json", "attn_pdrop", "0"), {"gpt2.json", "attn_pdrop"});
+  for (const std::string value : {"{}", "-1", "\"x\"", "0"}) {
+    expect_refused("--hf-config " + hf_config_with("llama-3.2-1b.json", "max_position_embeddings", value),
+                   {"llama-3.2-1b.json", "max_position_embeddings"});
+    expect_refused("--hf-config " + hf_config_with("gpt2.json", "n_positions", value), {"gpt2.json", "n_positions"});
+    expect_refused("--hf-config " + hf_config_with("gpt2.json", "max_position_embeddings", value),
+                   {"gpt2.json", "max_position_embeddings"});
+  }
+  // What the real configs say is still read.
+  CHECK(run_plan("--hf-config " + hf_config_with("gpt2.json", "activation_function", "\"gelu_new\"")).exit_code == 0);
+  CHECK(run_plan("--hf-config " + hf_config_with("gpt2.json", "max_position_embeddings", "1024")).exit_code == 0);
+}
+
+TEST_CASE("a params count below the smallest derived shape is refused with the smallest count", "[cli][errors][validation]") {
+  for (const std::string params : {"1", "1k", "1M", "5M"}) expect_refused("--params " + params, {"--params", "8,716,928"});
+  CHECK(run_plan("--params 9M").exit_code == 0);  // within 3% of the smallest shape
+  CHECK(run_plan("--params 2B").exit_code == 0);
+}
+
 TEST_CASE("data-dir file errors name the file once, and a preset's family names the file", "[cli][errors][validation]") {
   const auto dir = fresh_dir("data-dir");
   std::filesystem::create_directories(dir / "gpus.json");  // a folder where a file should be
@@ -166,4 +197,11 @@ TEST_CASE("data-dir file errors name the file once, and a preset's family names 
   expect_refused("--model gpt2 --data-dir " + dir.string(), {path.substr(0, path.size() - 9) + "models.json", "models[0]", "'family'", "bert"});
   const plan_run slash = run_plan("--model gpt2 --data-dir " + dir.string() + "/");
   CHECK_THAT(slash.err, !Catch::Contains("//"));
+}
+
+TEST_CASE("a sequence or micro-batch too large for 64 bits is named", "[cli][errors][validation]") {
+  expect_refused("--model llama-2-7b --seq 9223372036854775808", {"--seq 9223372036854775808", "64 bits"});
+  expect_refused("--model llama-2-7b --seq 4096 --micro-batch 4611686018427387904", {"--micro-batch 4611686018427387904", "64 bits"});
+  expect_refused("--model llama-2-7b --seq 4096 --micro-batch 1099511627776", {"--micro-batch 1099511627776", "64 bits"});
+  expect_refused("--model llama-2-7b --attention eager --seq 4294967296", {"--seq 4294967296", "eager", "64 bits"});
 }
