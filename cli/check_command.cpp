@@ -28,6 +28,13 @@ struct check_args {
 
 double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
 
+// CLI::Range lets NaN through (every comparison with NaN is false): "tolerance nan%" compared false with
+// every error and failed the check with exit 1 instead of refusing the option.
+void check_tolerance(double pct, const char* option, double max_pct) {
+  if (!(pct >= 0 && pct <= max_pct))
+    throw input_error(fmt::format("{} must be a percentage between 0 and {}", option, max_pct));
+}
+
 }  // namespace
 
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
@@ -95,6 +102,9 @@ void register_check_command(CLI::App& app, command_action& chosen) {
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
+      check_tolerance(args->tensor_tolerance_pct, "--tensor-tolerance", 100);
+      check_tolerance(args->device_tolerance_pct, "--device-tolerance", 100);
+      check_tolerance(args->time_tolerance_pct, "--time-tolerance", 1000);
       const catalog data = catalog::load();
       const gpu_spec& gpu = data.gpu(args->gpu);
       return check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,

@@ -46,6 +46,7 @@ struct validate_args {
 constexpr double cpu_flops_limit = 2e11;
 constexpr int exit_out_of_memory = 4;
 constexpr std::uint64_t cpu_bytes_limit = 8ull << 30;
+constexpr std::uint64_t max_validate_steps = 1000;  // the most --steps a validate run takes
 
 void write_file(const std::filesystem::path& path, const std::string& text) { write_output(path.string(), text); }
 
@@ -190,7 +191,7 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("--backend", args->backend, "cpu (default) or cuda (needs a GPU; reports device memory and step time)")
       ->type_name("NAME");
-  cmd->add_option("--steps", args->steps, "optimizer steps to run (default 2: step 2 is the steady state)")->type_name("N");
+  cmd->add_option("--steps", args->steps, "optimizer steps to run (default 2: step 2 is the steady state; at most 1000)")->type_name("N");
   cmd->add_option("--seed", args->seed, "seed for weights, data and dropout (default 1234)")->type_name("N");
   cmd->add_option("--tolerance", args->tolerance_pct, "allowed |measured - predicted| peak, in percent (default 0.5)")
       ->type_name("PCT")
@@ -230,7 +231,11 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
       const std::uint64_t steps = parse_integer(args->steps, "--steps");
       // The prediction is for step 2, the first with optimizer state: one step cannot be compared with it.
       if (steps < 2) throw input_error("--steps must be at least 2: the prediction is for step 2, the first with optimizer state");
-      options.steps = static_cast<int>(std::min<std::uint64_t>(steps, 1000));
+      // Memory reaches its steady state at step 2: more steps only add run time. A larger count is refused,
+      // not silently cut to the limit.
+      if (steps > max_validate_steps)
+        throw input_error(fmt::format("--steps {} is more than the {} steps validate runs at most", steps, max_validate_steps));
+      options.steps = static_cast<int>(steps);
       options.seed = parse_integer(args->seed, "--seed", 0);
       validate::check_harness_supports(r.model, r.run);
 

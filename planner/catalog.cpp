@@ -159,7 +159,10 @@ std::vector<model_preset> parse_models(std::string_view text) {
     model_preset p;
     model_spec& m = p.spec;
     m.name = lower(o.string("name"));
-    m.family = parse_family(o.string("family"));
+    const std::string family = o.string("family");
+    if (family != "gpt" && family != "llama")  // parse_family's own message names the --family option
+      throw input_error(fmt::format("{}: key 'family' must be gpt or llama, not '{}'", o.where(), family));
+    m.family = parse_family(family);
     p.nominal_text = o.string("nominal_params");
     p.nominal_params = parse_decimal_count(p.nominal_text, o.where() + ": nominal_params");
     m.layers = o.uint("layers");
@@ -213,7 +216,7 @@ std::vector<model_preset> parse_models(std::string_view text) {
 }
 
 // "timing": {"hf": {...}, "llmc": {...}}: each framework's roofline constants; an entry over a base
-// overrides only the keys it names. Ranges keep the roofline finite and meaningful.
+// overrides only the keys it names. Ranges (timing_limits) keep the roofline finite and meaningful.
 void parse_timing(const json& j, const std::string& where, calibration& c, bool partial) {
   strict_object frameworks(j, where);
   for (const framework_kind f : {framework_kind::hf, framework_kind::llmc, framework_kind::megatron, framework_kind::trainplan}) {
@@ -225,20 +228,20 @@ void parse_timing(const json& j, const std::string& where, calibration& c, bool 
     const std::string at = where + "." + name;
     strict_object o(frameworks.at(name), at);
     timing_constants& t = c.timing_for(f);
-    auto pick = [&](const char* key, double& field, double lo, double hi, bool open_low) {
+    auto pick = [&](const char* key, double& field, double lo, double hi) {
       if (partial && !o.has(key)) return;
       field = o.number(key);
-      if (!(open_low ? field > lo : field >= lo) || !(field <= hi))
-        throw input_error(fmt::format("{}: {} must be within {}{}, {}]", at, key, open_low ? "(" : "[", lo, hi));
+      if (!(field >= lo && field <= hi)) throw input_error(fmt::format("{}: {} must be within [{}, {}]", at, key, lo, hi));
     };
-    pick("gemm_efficiency", t.gemm_efficiency, 0, 1, true);
-    pick("gemm_half_dim", t.gemm_half_dim, 0, 1e6, false);
-    pick("fp32_gemm_efficiency", t.fp32_gemm_efficiency, 0, 1, true);
-    pick("attention_efficiency", t.attention_efficiency, 0, 1, true);
-    pick("bandwidth_fraction", t.bandwidth_fraction, 0, 1, true);
-    pick("kernel_seconds", t.kernel_seconds, 0, 1, false);
-    pick("step_seconds", t.step_seconds, 0, 3600, false);
-    pick("foreach_tensor_seconds", t.foreach_tensor_seconds, 0, 1, false);
+    using lim = timing_limits;
+    pick("gemm_efficiency", t.gemm_efficiency, lim::min_efficiency, 1);
+    pick("gemm_half_dim", t.gemm_half_dim, 0, lim::max_gemm_half_dim);
+    pick("fp32_gemm_efficiency", t.fp32_gemm_efficiency, lim::min_efficiency, 1);
+    pick("attention_efficiency", t.attention_efficiency, lim::min_efficiency, 1);
+    pick("bandwidth_fraction", t.bandwidth_fraction, lim::min_efficiency, 1);
+    pick("kernel_seconds", t.kernel_seconds, 0, lim::max_kernel_seconds);
+    pick("step_seconds", t.step_seconds, 0, lim::max_step_seconds);
+    pick("foreach_tensor_seconds", t.foreach_tensor_seconds, 0, lim::max_foreach_tensor_seconds);
     o.finish();
   }
   frameworks.finish();
@@ -325,22 +328,27 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
   if (!data_dir) return c;
   if (!std::filesystem::is_directory(*data_dir))
     throw input_error(fmt::format("--data-dir: {} is not a folder", data_dir->string()));
-  // A user's files add entries and replace built-in entries of the same name.
+  // A user's files add entries and replace built-in entries of the same name. Reading errors name the
+  // file's full path already; they are raised here, outside the prefixing below.
   auto user_file = [&](const char* name) -> std::optional<std::string> {
     std::filesystem::path p = *data_dir / name;
     if (!std::filesystem::exists(p)) return std::nullopt;
     return read_file(p);
   };
+  const std::optional<std::string> gpus_text = user_file("gpus.json"), models_text = user_file("models.json"),
+                                   calibration_text = user_file("calibration.json");
+  // Parse errors name the file by its name alone ("gpus.json: ..."): the folder makes it the user's file.
+  std::string folder = data_dir->string();
+  if (!folder.ends_with('/')) folder += '/';
   try {
-    if (auto text = user_file("gpus.json")) {
-      merge_by_name(c.gpus_, parse_gpus(*text), [](const gpu_spec& g) { return g.name; });
+    if (gpus_text) {
+      merge_by_name(c.gpus_, parse_gpus(*gpus_text), [](const gpu_spec& g) { return g.name; });
       check_gpu_names(c.gpus_, "gpus.json");  // a new GPU named as a built-in one's alias, or the reverse
     }
-    if (auto text = user_file("models.json"))
-      merge_by_name(c.models_, parse_models(*text), [](const model_preset& m) { return m.spec.name; });
-    if (auto text = user_file("calibration.json")) c.apply_calibration(*text, false);
+    if (models_text) merge_by_name(c.models_, parse_models(*models_text), [](const model_preset& m) { return m.spec.name; });
+    if (calibration_text) c.apply_calibration(*calibration_text, false);
   } catch (const input_error& e) {
-    throw input_error(fmt::format("{}/{}", data_dir->string(), e.what()));
+    throw input_error(folder + e.what());
   }
   return c;
 }

@@ -25,6 +25,14 @@ inline std::uint64_t checked_add(std::uint64_t a, std::uint64_t b, std::string_v
   return out;
 }
 
+// Whether the product fits, for a caller that builds its message only on failure.
+inline bool product_fits_64_bits(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t out = 1;
+  for (std::uint64_t f : factors)
+    if (__builtin_mul_overflow(out, f, &out)) return false;
+  return true;
+}
+
 inline std::uint64_t checked_product(std::initializer_list<std::uint64_t> factors, std::string_view what) {
   std::uint64_t out = 1;
   for (std::uint64_t f : factors) out = checked_mul(out, f, what);

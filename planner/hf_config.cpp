@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -39,12 +40,6 @@ struct reader {
     if (!it->is_boolean()) throw input_error(fmt::format("{}: key '{}' must be true or false", origin, key));
     return it->get<bool>();
   }
-  double number_or(const char* key, double fallback) const {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) return fallback;
-    if (!it->is_number()) throw input_error(fmt::format("{}: key '{}' must be a number", origin, key));
-    return it->get<double>();
-  }
   std::string string_or(const char* key, const char* fallback) const {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return fallback;
@@ -65,7 +60,37 @@ struct reader {
     if (it == j.end()) return fallback;
     return it->is_null() ? 0 : uint(key);
   }
+  // A dropout probability: a number in [0, 1) (1 would drop everything).
+  double probability_or(const char* key, double fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number() || !(it->get<double>() >= 0.0 && it->get<double>() < 1.0))
+      throw input_error(fmt::format("{}: key '{}' must be a dropout probability, a number in [0, 1)", origin, key));
+    return it->get<double>();
+  }
 };
+
+// The activation each family's profile models (activations_hf.cpp, step_ops_hf.cpp): another one would get
+// the same prediction, silently.
+void require_activation(const reader& r, const char* key, const char* modelled, const char* type) {
+  const std::string act = r.string_or(key, modelled);
+  if (act != modelled) throw input_error(fmt::format("{}: {} '{}' is not modelled ({}: {})", r.origin, key, act, type, modelled));
+}
+
+// The planner has one dropout rate for every dropout site (run_config::dropout): the first key's. Every key
+// must be a probability, and all must agree on whether dropout runs at all: a zero rate keeps no mask, so
+// dropout on some sites and not on others changes memory in a way one rate cannot say.
+double dropout_rate(const reader& r, std::initializer_list<const char*> keys, double fallback) {
+  const char* first = *keys.begin();
+  const double rate = r.probability_or(first, fallback);
+  for (const char* key : keys) {
+    const double other = r.probability_or(key, fallback);
+    if ((other > 0) != (rate > 0))
+      throw input_error(fmt::format("{}: {} {} with {} {} (dropout on some sites only) is not modelled", r.origin, key,
+                                    other, first, rate));
+  }
+  return rate;
+}
 
 // GPT2Config: n_layer, n_embd, n_head, n_inner (None -> 4 * n_embd), n_positions, tied by default.
 void read_gpt2(const reader& r, model_spec& m) {
@@ -76,8 +101,12 @@ void read_gpt2(const reader& r, model_spec& m) {
   m.ffn = r.uint_or("n_inner", 4 * m.hidden);
   m.vocab = r.uint("vocab_size");
   m.max_positions = r.uint("n_positions");
+  // GPT2Config's attribute_map makes max_position_embeddings another name for n_positions.
+  if (r.uint_or("max_position_embeddings", m.max_positions) != m.max_positions)
+    throw input_error(fmt::format("{}: max_position_embeddings and n_positions differ", r.origin));
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
-  m.dropout = r.number_or("resid_pdrop", 0.1);
+  require_activation(r, "activation_function", "gelu_new", "gpt2");
+  m.dropout = dropout_rate(r, {"resid_pdrop", "attn_pdrop", "embd_pdrop"}, 0.1);
 }
 
 // The keys LlamaConfig, MistralConfig, Qwen2Config, Phi3Config and Gemma2Config share.
@@ -89,6 +118,7 @@ void read_llama_shape(const reader& r, model_spec& m) {
   m.kv_heads = r.uint_or("num_key_value_heads", m.heads);
   m.ffn = r.uint("intermediate_size");
   m.vocab = r.uint("vocab_size");
+  r.uint_or("max_position_embeddings", 1);  // no parameters (rotary positions), but a positive integer
 }
 
 // LlamaConfig / MistralConfig / Qwen2Config: num_key_value_heads defaults to num_attention_heads;
@@ -106,7 +136,8 @@ void read_llama_like(const reader& r, const std::string& type, model_spec& m) {
     throw input_error(fmt::format("{}: use_sliding_window=true (a window on the layers from max_window_layers on) is not modelled",
                                   r.origin));
   if (type == "mistral") m.sliding_window_tokens = r.window_or_off("sliding_window", 4096);
-  m.dropout = r.number_or("attention_dropout", 0.0);
+  require_activation(r, "hidden_act", "silu", type.c_str());
+  m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
 }
 
 // Phi3Config (HF transformers): Llama's keys; q/k/v fused into one qkv_proj and gate/up into one
@@ -116,12 +147,11 @@ void read_llama_like(const reader& r, const std::string& type, model_spec& m) {
 void read_phi3(const reader& r, model_spec& m) {
   read_llama_shape(r, m);
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
-  const std::string act = r.string_or("hidden_act", "silu");
-  if (act != "silu") throw input_error(fmt::format("{}: hidden_act '{}' is not modelled (phi3: silu)", r.origin, act));
+  require_activation(r, "hidden_act", "silu", "phi3");
   if (r.boolean_or("attention_bias", false))
     throw input_error(fmt::format("{}: attention_bias=true is not modelled (Phi-3 has no biases)", r.origin));
   m.sliding_window_tokens = r.window_or_off("sliding_window", 0);
-  m.dropout = r.number_or("resid_pdrop", 0.0);
+  m.dropout = dropout_rate(r, {"resid_pdrop", "embd_pdrop", "attention_dropout"}, 0.0);
 }
 
 // Gemma2Config (HF transformers; Gemma Team 2024, "Gemma 2", Table 1): head_dim is its own key (256 in
@@ -135,9 +165,8 @@ void read_gemma2(const reader& r, model_spec& m) {
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", true);
   m.norms_per_layer = 4;
   m.embed_scale_sqrt_hidden = true;
-  const std::string act = r.string_or("hidden_activation", "gelu_pytorch_tanh");
-  if (act != "gelu_pytorch_tanh")
-    throw input_error(fmt::format("{}: hidden_activation '{}' is not modelled (gemma2: gelu_pytorch_tanh)", r.origin, act));
+  // Gemma2MLP reads hidden_activation; the config's hidden_act is a leftover HF no longer reads.
+  require_activation(r, "hidden_activation", "gelu_pytorch_tanh", "gemma2");
   m.mlp_gate = gate_activation::gelu_tanh;
   if (r.boolean_or("attention_bias", false))
     throw input_error(fmt::format("{}: attention_bias=true is not modelled (Gemma 2 has no biases)", r.origin));
@@ -153,7 +182,7 @@ void read_gemma2(const reader& r, model_spec& m) {
     if (!alternating)
       throw input_error(fmt::format("{}: layer_types other than sliding/full alternation from layer 0 is not modelled", r.origin));
   }
-  m.dropout = r.number_or("attention_dropout", 0.0);
+  m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
 }
 
 // Qwen3Config / Qwen3MoeConfig (HF transformers): Llama's keys with head_dim its own key (128 in every
@@ -162,12 +191,13 @@ void read_qwen3_attention(const reader& r, model_spec& m) {
   read_llama_shape(r, m);
   m.head_dim = r.uint_or("head_dim", 0);  // 0: hidden / heads, below
   m.qk_norm = true;
+  require_activation(r, "hidden_act", "silu", "qwen3");
   m.qkv_bias = r.boolean_or("attention_bias", false);
   if (m.qkv_bias) throw input_error(fmt::format("{}: attention_bias=true (a bias on o_proj too) is not modelled", r.origin));
   if (r.boolean_or("use_sliding_window", false))
     throw input_error(fmt::format("{}: use_sliding_window=true is not modelled", r.origin));
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
-  m.dropout = r.number_or("attention_dropout", 0.0);
+  m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
 }
 
 // Every layer must be a sparse MoE layer: decoder_sparse_step 1 and no mlp_only_layers (Qwen2-MoE and
@@ -195,10 +225,11 @@ void read_mixtral(const reader& r, model_spec& m) {
   read_llama_shape(r, m);
   m.head_dim = r.uint_or("head_dim", 0);
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  require_activation(r, "hidden_act", "silu", "mixtral");
   m.experts = r.uint("num_local_experts");
   m.experts_per_token = r.uint("num_experts_per_tok");
   m.sliding_window_tokens = r.window_or_off("sliding_window", 0);
-  m.dropout = r.number_or("attention_dropout", 0.0);
+  m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
 }
 
 // Qwen2MoeConfig: Qwen2's attention (q/k/v biases), num_experts experts of width moe_intermediate_size,
@@ -207,11 +238,12 @@ void read_qwen2_moe(const reader& r, model_spec& m) {
   read_llama_shape(r, m);
   m.qkv_bias = true;
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
+  require_activation(r, "hidden_act", "silu", "qwen2_moe");
   if (r.boolean_or("use_sliding_window", false))
     throw input_error(fmt::format("{}: use_sliding_window=true is not modelled", r.origin));
   read_qwen_experts(r, m);
   m.shared_expert_ffn = r.uint_or("shared_expert_intermediate_size", 0);
-  m.dropout = r.number_or("attention_dropout", 0.0);
+  m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
 }
 
 // Qwen3MoeConfig: Qwen3's attention, num_experts experts of width moe_intermediate_size, no shared expert.
@@ -230,6 +262,7 @@ void read_qwen3_moe(const reader& r, model_spec& m) {
 void read_deepseek(const reader& r, const std::string& type, model_spec& m) {
   read_llama_shape(r, m);
   m.kv_heads = m.heads;  // every head has its keys and values, decompressed from the latent
+  require_activation(r, "hidden_act", "silu", type.c_str());
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   if (r.boolean_or("attention_bias", false))
     throw input_error(fmt::format("{}: attention_bias=true is not modelled", r.origin));
@@ -248,7 +281,7 @@ void read_deepseek(const reader& r, const std::string& type, model_spec& m) {
   m.shared_expert_ffn = checked_mul(r.uint_or("n_shared_experts", 0), m.ffn, "shared experts' width");
   m.shared_expert_gate = false;
   m.router_score_bias = type == "deepseek_v3" || r.string_or("topk_method", "") == "noaux_tc";
-  m.dropout = r.number_or("attention_dropout", 0.0);
+  m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
 }
 
 }  // namespace

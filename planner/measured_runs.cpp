@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -46,6 +47,33 @@ struct line_reader {
     return j.at(key).get<bool>();
   }
 };
+
+constexpr double max_step_seconds = 86400;              // a measured step of a day or more is no measurement
+constexpr std::uint64_t max_gpu_bytes = 1ull << 50;      // as gpus.json's memory_bytes
+
+// A measurement no real run gives is a broken report, not a prediction error: the errors in percent divide
+// by these (a step of 0 s printed +inf%), and calibrate fits its constants to them.
+void check_measured_step(const line_reader& r, const measured_run& run) {
+  if (!(std::isfinite(run.step_seconds) && run.step_seconds > 0 && run.step_seconds < max_step_seconds))
+    throw input_error(fmt::format("{}: field 'step_s' must be a number of seconds above 0 and below {} (1 day), not {}",
+                                  r.where, max_step_seconds, run.step_seconds));
+  if (run.alloc_peak_bytes == 0)
+    throw input_error(fmt::format("{}: field 'alloc_peak' must be at least 1: a training step allocates", r.where));
+  if (run.reserved_peak_bytes < run.alloc_peak_bytes)
+    throw input_error(fmt::format("{}: field 'reserved_peak' ({}) must be at least alloc_peak ({}): the caching "
+                                  "allocator reserves every byte it hands out", r.where, run.reserved_peak_bytes,
+                                  run.alloc_peak_bytes));
+}
+
+// The env line's device: cudaMemGetInfo's total, and the context that PyTorch's reserved bytes leave of it.
+void check_env(const line_reader& r, const measured_file& f) {
+  if (f.gpu_total_bytes == 0 || f.gpu_total_bytes > max_gpu_bytes)
+    throw input_error(fmt::format("{}: field 'gpu_total_bytes' must be between 1 and 2^50 (1 PiB), not {}", r.where,
+                                  f.gpu_total_bytes));
+  if (f.context_bytes == 0 || f.context_bytes >= f.gpu_total_bytes)
+    throw input_error(fmt::format("{}: field 'context_bytes' ({}) must be above 0 and below gpu_total_bytes ({})",
+                                  r.where, f.context_bytes, f.gpu_total_bytes));
+}
 
 measured_run read_run(const line_reader& r) {
   measured_run run;
@@ -100,10 +128,11 @@ measured_run read_run(const line_reader& r) {
   }
   run.params = r.count("params");
   run.out_of_memory = r.flag("oom", false);
-  if (!run.out_of_memory) {
+  if (!run.out_of_memory) {  // an out-of-memory run has no completed step to measure
     run.alloc_peak_bytes = r.count("alloc_peak");
     run.reserved_peak_bytes = r.count("reserved_peak");
     run.step_seconds = r.number("step_s");
+    check_measured_step(r, run);
   }
   return run;
 }
@@ -132,6 +161,7 @@ measured_file parse_measurements(std::string_view text, const std::string& file_
       out.transformers = r.text("transformers");
       out.context_bytes = r.count("context_bytes");
       out.gpu_total_bytes = r.count("gpu_total_bytes");
+      check_env(r, out);
       have_env = true;
       continue;
     }

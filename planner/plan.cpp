@@ -23,7 +23,19 @@ void validate_run(const model_spec& m, const run_config& run) {
                                   m.max_positions));
   if (run.dropout < 0.0 || run.dropout >= 1.0) throw input_error("--dropout must be at least 0 and below 1");
   // Tokens per step must be countable exactly.
-  checked_product({run.seq, run.micro_batch, run.grad_accum, run.gpus}, "tokens per step");
+  if (!product_fits_64_bits({run.seq, run.micro_batch, run.grad_accum, run.gpus}))
+    throw input_error(fmt::format("tokens per step, --seq {} x --micro-batch {} x --grad-accum {} x --gpus {}, is larger "
+                                  "than 64 bits can hold", run.seq, run.micro_batch, run.grad_accum, run.gpus));
+  // The inventory multiplies a micro-batch's tokens by a row width and up to 8 bytes an element, and eager
+  // attention's scores by heads x seq again. Checked here, the error names the options that are too large,
+  // not the first tensor whose size would wrap (checked_math.hpp stays the backstop for the rest).
+  const std::uint64_t widest_row = std::max({m.hidden, m.ffn, m.dense_mlp_width(), m.vocab});
+  if (!product_fits_64_bits({run.seq, run.micro_batch, widest_row, 8}))
+    throw input_error(fmt::format("--seq {} x --micro-batch {} tokens of the model's widest row ({} elements) are larger "
+                                  "than 64 bits of bytes can hold", run.seq, run.micro_batch, widest_row));
+  if (run.attention == attention_kind::eager && !product_fits_64_bits({run.micro_batch, m.heads, run.seq, run.seq, 8}))
+    throw input_error(fmt::format("--seq {} squared x --micro-batch {} x {} heads (eager attention's scores) is larger "
+                                  "than 64 bits of bytes can hold", run.seq, run.micro_batch, m.heads));
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
   if (run.pp > run.gpus / run.tp || run.gpus % (run.tp * run.pp) != 0)  // first test: tp*pp must not wrap to 0
     throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
@@ -252,6 +264,11 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
                               run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               run.pp > 1 ? static_cast<double>(run.pp - 1) / static_cast<double>(run.grad_accum) : 0.0);
+  // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time
+  // (tokens/s, MFU and training time all divide by it) should any other input still reach one.
+  if (!std::isfinite(r.time.step_seconds) || !(r.time.step_seconds > 0) || !std::isfinite(r.time.tokens_per_second))
+    throw input_error(fmt::format("the step time of {} on {} is not a finite positive number: check the timing constants "
+                                  "of calibration.json and the GPU's entry in gpus.json", model.name, gpu.name));
   return r;
 }
 

@@ -30,6 +30,17 @@ struct timing_constants {
   }
 };
 
+// What data/calibration.json may hold, and so what `plan calibrate` may fit. Efficiencies and fractions
+// divide FLOPs and bytes: below 0.1% no real kernel runs, and values near zero (1e-320) made op times
+// infinite and the report print nan. The host costs are bounded so that a step stays within an hour.
+struct timing_limits {
+  static constexpr double min_efficiency = 0.001;  // gemm, fp32 gemm, attention and bandwidth; at most 1
+  static constexpr double max_gemm_half_dim = 1e6;
+  static constexpr double max_kernel_seconds = 1;
+  static constexpr double max_step_seconds = 3600;
+  static constexpr double max_foreach_tensor_seconds = 1;
+};
+
 struct op_time_breakdown {
   std::array<double, op_class_count> seconds{};  // by op_class; launches and host work under overhead
   double total() const {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "planner/input_error.hpp"
 #include "planner/param_count.hpp"
 
 namespace trainplan {
@@ -13,6 +14,18 @@ std::string human_count(std::uint64_t n) {
   if (n >= 1000000000ull) return fmt::format("{:.2f}B", n / 1e9);
   if (n >= 1000000ull) return fmt::format("{:.1f}M", n / 1e6);
   return fmt::format("{}", n);
+}
+
+constexpr double derived_shape_tolerance = 0.03;  // the README's "within 3% of the request"
+
+// 8716928 -> "8,716,928"
+std::string grouped_count(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 model_spec llama_shape(std::uint64_t layers, std::uint64_t hidden) {
@@ -46,7 +59,7 @@ model_spec derive_llama_shape(std::uint64_t target_params) {
     model_spec m = llama_shape(L, h);
     const double error = std::fabs(static_cast<double>(count_params(m).total) - target) / target;
     const double aspect = std::fabs(std::log((static_cast<double>(h) / L) / 128.0));
-    const bool close = error <= 0.03;
+    const bool close = error <= derived_shape_tolerance;
     if (close && (!have_close || aspect < best_score)) {
       best = m, best_score = aspect, have_close = true, have = true;
     } else if (!have_close && (!have || error < best_error)) {
@@ -65,6 +78,22 @@ shape_choice shape_for_params(std::uint64_t target_params, const catalog& cat) {
   }
   model_spec m = derive_llama_shape(target_params);
   const std::uint64_t exact = count_params(m).total;
+  // The README promises a derived shape within 3% of the request: below the smallest shape (2 layers of
+  // h = 128, mostly the 32000-token embeddings) or in a gap between shapes, refuse rather than plan a model
+  // many times the size asked for.
+  const double error = std::fabs(static_cast<double>(exact) - static_cast<double>(target_params)) /
+                       static_cast<double>(target_params);
+  if (!(error <= derived_shape_tolerance)) {
+    const std::uint64_t smallest = count_params(llama_shape(2, 128)).total;
+    throw input_error(
+        exact == smallest
+            ? fmt::format("--params {}: smaller than the smallest derived llama shape, {} parameters (2 layers, hidden 128); "
+                          "give the shape with --layers/--hidden/--heads/--ffn/--vocab, or --model",
+                          human_count(target_params), grouped_count(smallest))
+            : fmt::format("--params {}: no derived llama shape is within 3% of it (the nearest has {} parameters); give "
+                          "the shape with --layers/--hidden/--heads/--ffn/--vocab, or --model",
+                          human_count(target_params), grouped_count(exact)));
+  }
   return {m, fmt::format("no preset is nominally {}; derived a llama shape with {} parameters ({:+.1f}% of the "
                          "request) by the rule in the README",
                          human_count(target_params), exact,

@@ -8,7 +8,9 @@
 //     heads, vocab 32000, untied embeddings, ffn = 8h/3 rounded up to a multiple of 256 (Llama's rule).
 //     For every depth L from 2 to 200 the hidden size closest to the request (a multiple of 128) is
 //     found; among shapes within 3% of the request, the one whose h/L is closest to 128 (Llama-2 7B and
-//     13B) wins; if none is within 3%, the closest count wins.
+//     13B) wins. If none is within 3% (below the smallest shape, 2 layers of h = 128, or in a gap between
+//     shapes), shape_for_params throws input_error naming the nearest and the smallest count;
+//     derive_llama_shape alone returns the closest count (plan max searches over it).
 #include <cstdint>
 #include <string>
 

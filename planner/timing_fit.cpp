@@ -55,6 +55,12 @@ bool solve_subset(const std::vector<linear_terms>& rows, unsigned mask, std::arr
   return true;
 }
 
+// The host-side unknowns (per kernel, per step, per foreach tensor) within data/calibration.json's ranges.
+bool within_limits(const std::array<double, 3>& x) {
+  return x[0] <= timing_limits::max_kernel_seconds && x[1] <= timing_limits::max_step_seconds &&
+         x[2] <= timing_limits::max_foreach_tensor_seconds;
+}
+
 double relative_error_sum(const std::vector<linear_terms>& rows, const std::array<double, 3>& x) {
   double sum = 0;
   for (const auto& r : rows) {
@@ -113,7 +119,8 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
             }
             for (unsigned mask = 0; mask < 8; ++mask) {
               std::array<double, 3> x;
-              if (!solve_subset(rows, mask, x)) continue;
+              // Only what the loader accepts: a fit `plan calibrate -o` could not write back is no fit.
+              if (!solve_subset(rows, mask, x) || !within_limits(x)) continue;
               const double error = relative_error_sum(rows, x);
               if (error < best_error - 1e-15) {
                 best_error = error;

@@ -124,3 +124,13 @@ TEST_CASE("the timing fit refuses what it cannot fit", "[calibrate]") {
   bad.measured_seconds = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_AS(fit_timing({bad}), input_error);
 }
+
+TEST_CASE("the timing fit keeps the host constants within what calibration.json accepts", "[calibrate]") {
+  // A run of an hour and a half fitted as 1.5 hours of launch cost would give kernel_seconds far above the
+  // loader's 1 s: plan calibrate -o then refused its own output. Only constants the loader takes are fits.
+  const timing_observation slow{"slow", synthetic_ops(1), 989.4e12, 3.35e12, 5400.0};
+  const timing_fit fit = fit_timing({slow});
+  CHECK(fit.constants.kernel_seconds <= timing_limits::max_kernel_seconds);
+  CHECK(fit.constants.step_seconds <= timing_limits::max_step_seconds);
+  CHECK(fit.constants.foreach_tensor_seconds <= timing_limits::max_foreach_tensor_seconds);
+}

@@ -158,3 +158,20 @@ TEST_CASE("a name or alias that names two GPUs, or a model listed twice, is refu
   CHECK(catalog::load(dir).gpu("h100").memory_bytes == 1000);  // the same name replaces the built-in entry
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("timing efficiencies must be at least 0.001 and a preset's family names the file", "[catalog]") {
+  // Audit: an attention_efficiency of 1e-320 loaded and made the step time infinite (the report printed nan).
+  for (const char* key : {"gemm_efficiency", "fp32_gemm_efficiency", "attention_efficiency", "bandwidth_fraction"}) {
+    INFO(key);
+    const std::string entry = "{\"gpus\": {\"x1\": {\"timing\": {\"hf\": {\"" + std::string(key) + "\": ";
+    catalog c = catalog::from_text(one_gpu, one_model, calib);
+    CHECK_THROWS_WITH(c.apply_calibration(entry + "1e-320}}}}}", false),
+                      Catch::Contains("calibration.json: gpus.x1.timing.hf") && Catch::Contains(key) &&
+                          Catch::Contains("must be within [0.001, 1]"));
+    CHECK_THROWS_AS(c.apply_calibration(entry + "0}}}}}", false), input_error);
+    CHECK_NOTHROW(c.apply_calibration(entry + "0.001}}}}}", false));
+  }
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(one_model, "\"gpt\"", "\"bert\""), calib),
+                    Catch::Contains("models.json: models[0]") && Catch::Contains("'family'") && Catch::Contains("bert") &&
+                        !Catch::Contains("--family"));
+}

@@ -135,3 +135,27 @@ TEST_CASE("bad gemma2 and phi3 configs are one-line input errors naming file and
   const std::string unsupported = message(R"({"model_type": "mamba"})");
   for (const char* type : {"gpt2", "llama", "mistral", "qwen2", "phi3", "gemma2"}) CHECK_THAT(unsupported, Catch::Contains(type));
 }
+
+TEST_CASE("unmodelled activations, dropout probabilities out of range and bad positions are refused by key", "[hf-config]") {
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100, "n_positions": 64)";
+  const std::string llama = R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+      "intermediate_size": 256, "vocab_size": 100)";
+  auto refused = [](const std::string& text, const char* key) {
+    CHECK_THROWS_WITH(model_from_hf_config_text(text, "cfg.json"), Catch::Contains("cfg.json") && Catch::Contains(key));
+  };
+  CHECK_NOTHROW(model_from_hf_config_text(gpt2 + R"(, "activation_function": "gelu_new"})", "cfg.json"));
+  refused(gpt2 + R"(, "activation_function": "relu"})", "activation_function");
+  refused(gpt2 + R"(, "activation_function": 123})", "activation_function");
+  refused(llama + R"(, "hidden_act": "gelu"})", "hidden_act");
+  refused(gpt2 + R"(, "attn_pdrop": -3})", "attn_pdrop");
+  refused(gpt2 + R"(, "embd_pdrop": "abc"})", "embd_pdrop");
+  refused(gpt2 + R"(, "resid_pdrop": 1099511627776})", "resid_pdrop");
+  refused(gpt2 + R"(, "resid_pdrop": 0, "attn_pdrop": 0.1, "embd_pdrop": 0})", "attn_pdrop");  // dropout on one site only
+  CHECK(model_from_hf_config_text(gpt2 + R"(, "resid_pdrop": 0.2, "attn_pdrop": 0.1})", "cfg.json").dropout == 0.2);
+  refused(llama + R"(, "attention_dropout": 1})", "attention_dropout");
+  refused(llama + R"(, "max_position_embeddings": {}})", "max_position_embeddings");
+  refused(llama + R"(, "max_position_embeddings": -1})", "max_position_embeddings");
+  refused(gpt2 + R"(, "max_position_embeddings": "x"})", "max_position_embeddings");
+  refused(gpt2 + R"(, "max_position_embeddings": 128})", "max_position_embeddings");  // n_positions says 64
+  CHECK_NOTHROW(model_from_hf_config_text(llama + R"(, "max_position_embeddings": 4096, "hidden_act": "silu"})", "cfg.json"));
+}

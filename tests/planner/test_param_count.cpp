@@ -173,3 +173,12 @@ TEST_CASE("impossible shapes are rejected", "[params]") {
   bad.hidden = 1ull << 40;
   CHECK_THROWS_AS(validate_model(bad), input_error);
 }
+
+TEST_CASE("the --params rule refuses a count no derived shape comes within 3% of", "[params]") {
+  // Audit: --params 1 planned the smallest shape, 8,716,928 parameters, "+871692700.0% of the request".
+  CHECK_THROWS_WITH(shape_for_params(1, data()), Catch::Contains("--params 1") && Catch::Contains("8,716,928"));
+  CHECK_THROWS_AS(shape_for_params(5'000'000ull, data()), input_error);
+  CHECK(shape_for_params(9'000'000ull, data()).spec.name == "derived");
+  // plan max searches over derive_llama_shape, which still returns the closest shape.
+  CHECK(count_params(derive_llama_shape(1)).total == 8'716'928ull);
+}

@@ -1,0 +1,207 @@
+// Input validation audit: each bad input below once gave a wrong or meaningless answer (nan, +inf%, a
+// model 870,000 times the size asked for, a value silently ignored or cut). Each must now be refused with
+// one line on stderr that names the file and field, or the option, and exit code 2.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/cli/run_plan.hpp"
+
+using trainplan::test::fixture;
+using trainplan::test::one_line;
+using trainplan::test::plan_run;
+using trainplan::test::run_plan;
+using trainplan::test::slurp;
+
+namespace {
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-validation-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Runs plan and expects the one-line refusal with exit 2, its message containing every one of `names`.
+void expect_refused(const std::string& args, std::initializer_list<std::string> names) {
+  INFO("plan " << args);
+  const plan_run r = run_plan(args);
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(one_line(r.err));
+  for (const std::string& name : names) CHECK_THAT(r.err, Catch::Contains(name));
+}
+
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const auto pos = text.find(from);
+  REQUIRE(pos != std::string::npos);
+  return text.replace(pos, from.size(), to);
+}
+
+// The shared H100 collector report with one value replaced, written to a file of its own.
+std::string measurement_file(const std::string& name, const std::string& from, const std::string& to) {
+  const std::string text = slurp(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  const auto path = fresh_dir("measurements") / name;
+  std::ofstream(path) << replaced(text, from, to);
+  return path.string();
+}
+
+// Text of a field's first value in the shared report ("step_s" -> "0.0682..."), up to the next comma or brace.
+std::string first_value(const std::string& field) {
+  const std::string text = slurp(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  const std::string key = "\"" + field + "\": ";
+  const auto start = text.find(key);
+  REQUIRE(start != std::string::npos);
+  const auto end = text.find_first_of(",}", start);
+  return text.substr(start, end - start);
+}
+
+// A Hugging Face config from tests/data/hf with one key set to a JSON value (added when absent).
+std::string hf_config_with(const std::string& base, const std::string& key, const std::string& value) {
+  std::string text = slurp(fixture("hf/" + base));
+  const std::string quoted = "\"" + key + "\":";
+  const auto at = text.find(quoted);
+  if (at == std::string::npos) {
+    text = replaced(text, "{", "{\"" + key + "\": " + value + ", ");
+  } else {
+    const auto value_start = at + quoted.size();
+    const auto value_end = text.find_first_of(",}\n", value_start);
+    text.replace(value_start, value_end - value_start, " " + value);
+  }
+  const auto path = fresh_dir("hf") / (key + "-" + std::to_string(std::hash<std::string>{}(value)) + "-" + base);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+TEST_CASE("calibration efficiencies near zero are refused, never a nan step time", "[cli][errors][validation]") {
+  const auto dir = fresh_dir("calibration");
+  for (const std::string key : {"attention_efficiency", "bandwidth_fraction", "gemm_efficiency", "fp32_gemm_efficiency"})
+    for (const std::string value : {"1e-320", "1e-200", "0.0005"}) {
+      std::ofstream(dir / "calibration.json") << "{\"gpus\": {\"h100\": {\"timing\": {\"hf\": {\"" + key + "\": " + value + "}}}}}";
+      expect_refused("--model gpt2 --framework hf --data-dir " + dir.string(),
+                     {"calibration.json", key, "must be within [0.001, 1]"});
+    }
+  // The bound itself is a (very slow) GPU, and the report stays finite.
+  std::ofstream(dir / "calibration.json") << R"({"gpus": {"h100": {"timing": {"hf": {"attention_efficiency": 0.001,
+    "bandwidth_fraction": 0.001, "gemm_efficiency": 0.001}}}}})";
+  const plan_run r = run_plan("--model gpt2 --framework hf --data-dir " + dir.string());
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, !Catch::Contains("nan") && !Catch::Contains("unknown") && !Catch::Contains("inf%"));
+}
+
+TEST_CASE("collector reports with impossible measurements are refused by check and calibrate", "[cli][errors][validation]") {
+  const std::string step = first_value("step_s"), reserved = first_value("reserved_peak"),
+                    alloc = first_value("alloc_peak"), context = first_value("context_bytes"),
+                    total = first_value("gpu_total_bytes");
+  const struct {
+    std::string from, to, field;
+  } cases[] = {
+      {step, "\"step_s\": 0", "step_s"},
+      {step, "\"step_s\": -1", "step_s"},
+      {step, "\"step_s\": 18446744073709551616", "step_s"},
+      {step, "\"step_s\": 86400", "step_s"},
+      {reserved, "\"reserved_peak\": 0", "reserved_peak"},
+      {reserved, "\"reserved_peak\": 1000", "reserved_peak"},
+      {alloc, "\"alloc_peak\": 0", "alloc_peak"},
+      {context, "\"context_bytes\": 9223372036854775808", "context_bytes"},
+      {context, "\"context_bytes\": 0", "context_bytes"},
+      {total, "\"gpu_total_bytes\": 0", "gpu_total_bytes"},
+  };
+  const auto out_dir = fresh_dir("calibrate-out");
+  for (const auto& c : cases) {
+    const std::string file = measurement_file("bad.jsonl", c.from, c.to);
+    expect_refused("check " + file, {"bad.jsonl line ", "'" + c.field + "'"});
+    // calibrate reads the same file: the input's error, not the fitted constant the output file would refuse.
+    expect_refused("calibrate --framework hf " + file + " -o " + (out_dir / "calibration.json").string(),
+                   {"bad.jsonl line ", "'" + c.field + "'"});
+    CHECK_FALSE(std::filesystem::exists(out_dir / "calibration.json"));
+  }
+}
+
+TEST_CASE("a collector report's out-of-memory lines still parse without measured phases", "[cli][validation]") {
+  // The collector writes "oom": true and only the phases it reached: no step time, no peaks.
+  const std::string text = slurp(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  const auto path = fresh_dir("oom") / "oom.jsonl";
+  const std::string env = text.substr(0, text.find('\n') + 1);
+  std::ofstream(path) << env
+                      << R"({"id": "O1", "seq": 1024, "mbs": 512, "regime": "amp-bf16", "attn": "sdpa", "gc": false, "drop": 0.1,)"
+                         R"( "params": 124439808, "oom": true, "oom_phase": "forward", "phases": {"before_step": 1573277696},)"
+                         R"( "model": {"fam": "gpt2", "L": 12, "h": 768, "a": 12, "V": 50257}})"
+                      << "\n";
+  const plan_run r = run_plan("check " + path.string());
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ran out of memory; plan says it does not fit"));
+}
+
+TEST_CASE("plan check refuses nan and negative tolerances", "[cli][errors][validation]") {
+  const std::string report = fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl");
+  for (const std::string option : {"--tensor-tolerance", "--device-tolerance", "--time-tolerance"})
+    for (const std::string value : {"nan", "-nan", "-1", "inf"}) expect_refused("check " + report + " " + option + " " + value, {option});
+}
+
+TEST_CASE("plan validate refuses more steps than it runs", "[cli][errors][validation]") {
+  expect_refused("validate --model gpt2 --steps 1000000000 --no-report", {"--steps", "1000"});
+  expect_refused("validate --model gpt2 --steps 1001 --no-report", {"--steps", "1000"});
+}
+
+TEST_CASE("hf configs with unmodelled activations, bad dropouts or positions are refused", "[cli][errors][validation]") {
+  for (const std::string act : {"\"relu\"", "\"gelu\"", "123"})
+    expect_refused("--hf-config " + hf_config_with("gpt2.json", "activation_function", act), {"gpt2.json", "activation_function"});
+  for (const std::string base : {"llama-3.2-1b.json", "mistral-7b.json", "qwen2.5-7b.json", "mixtral-8x7b.json",
+                                 "qwen3-30b-a3b.json", "qwen1.5-moe-a2.7b.json", "deepseek-v3.json", "phi-3-mini-4k.json"})
+    expect_refused("--hf-config " + hf_config_with(base, "hidden_act", "\"gelu\""), {base, "hidden_act"});
+  for (const std::string key : {"attn_pdrop", "embd_pdrop", "resid_pdrop"})
+    for (const std::string value : {"-3", "\"abc\"", "1099511627776", "1"})
+      expect_refused("--hf-config " + hf_config_with("gpt2.json", key, value), {"gpt2.json", key});
+  expect_refused("--hf-config " + hf_config_with("llama-3.2-1b.json", "attention_dropout", "-0.5"),
+                 {"llama-3.2-1b.json", "attention_dropout"});
+  // One dropout rate is modelled: a site without dropout beside ones with it keeps different masks.
+  expect_refused("--hf-config " + hf_config_with("gpt2.json", "attn_pdrop", "0"), {"gpt2.json", "attn_pdrop"});
+  for (const std::string value : {"{}", "-1", "\"x\"", "0"}) {
+    expect_refused("--hf-config " + hf_config_with("llama-3.2-1b.json", "max_position_embeddings", value),
+                   {"llama-3.2-1b.json", "max_position_embeddings"});
+    expect_refused("--hf-config " + hf_config_with("gpt2.json", "n_positions", value), {"gpt2.json", "n_positions"});
+    expect_refused("--hf-config " + hf_config_with("gpt2.json", "max_position_embeddings", value),
+                   {"gpt2.json", "max_position_embeddings"});
+  }
+  // What the real configs say is still read.
+  CHECK(run_plan("--hf-config " + hf_config_with("gpt2.json", "activation_function", "\"gelu_new\"")).exit_code == 0);
+  CHECK(run_plan("--hf-config " + hf_config_with("gpt2.json", "max_position_embeddings", "1024")).exit_code == 0);
+}
+
+TEST_CASE("a params count below the smallest derived shape is refused with the smallest count", "[cli][errors][validation]") {
+  for (const std::string params : {"1", "1k", "1M", "5M"}) expect_refused("--params " + params, {"--params", "8,716,928"});
+  CHECK(run_plan("--params 9M").exit_code == 0);  // within 3% of the smallest shape
+  CHECK(run_plan("--params 2B").exit_code == 0);
+}
+
+TEST_CASE("data-dir file errors name the file once, and a preset's family names the file", "[cli][errors][validation]") {
+  const auto dir = fresh_dir("data-dir");
+  std::filesystem::create_directories(dir / "gpus.json");  // a folder where a file should be
+  const plan_run r = run_plan("--model gpt2 --data-dir " + dir.string());
+  CHECK(r.exit_code == 2);
+  CHECK(one_line(r.err));
+  const std::string path = (dir / "gpus.json").string();
+  CHECK_THAT(r.err, Catch::Contains(path));
+  CHECK(r.err.find(path) == r.err.rfind(path));  // once
+  std::filesystem::remove_all(dir / "gpus.json");
+  std::ofstream(dir / "models.json") << R"({"models": [{"name": "b1", "family": "bert", "nominal_params": "1M", "layers": 2,
+    "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": 256, "vocab": 100, "max_positions": 64, "tied_embeddings": true,
+    "dropout": 0.0, "source": "test"}]})";
+  expect_refused("--model gpt2 --data-dir " + dir.string(), {path.substr(0, path.size() - 9) + "models.json", "models[0]", "'family'", "bert"});
+  const plan_run slash = run_plan("--model gpt2 --data-dir " + dir.string() + "/");
+  CHECK_THAT(slash.err, !Catch::Contains("//"));
+}
+
+TEST_CASE("a sequence or micro-batch too large for 64 bits is named", "[cli][errors][validation]") {
+  expect_refused("--model llama-2-7b --seq 9223372036854775808", {"--seq 9223372036854775808", "64 bits"});
+  expect_refused("--model llama-2-7b --seq 4096 --micro-batch 4611686018427387904", {"--micro-batch 4611686018427387904", "64 bits"});
+  expect_refused("--model llama-2-7b --seq 4096 --micro-batch 1099511627776", {"--micro-batch 1099511627776", "64 bits"});
+  expect_refused("--model llama-2-7b --attention eager --seq 4294967296", {"--seq 4294967296", "eager", "64 bits"});
+}
