@@ -5,6 +5,8 @@
 #include <cmath>
 #include <ctime>
 
+#include "planner/grouped_count.hpp"
+
 namespace trainplan::cli {
 
 std::string gib(std::uint64_t bytes) {
@@ -18,14 +20,7 @@ std::string gib_signed(std::int64_t bytes) {
   return (bytes < 0 ? "-" : "") + gib(magnitude);
 }
 
-std::string grouped(std::uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
+std::string grouped(std::uint64_t n) { return grouped_count(n); }
 
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "planner/grouped_count.hpp"
 #include "planner/input_error.hpp"
 #include "planner/param_count.hpp"
 
@@ -17,16 +18,6 @@ std::string human_count(std::uint64_t n) {
 }
 
 constexpr double derived_shape_tolerance = 0.03;  // the README's "within 3% of the request"
-
-// 8716928 -> "8,716,928"
-std::string grouped_count(std::uint64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 model_spec llama_shape(std::uint64_t layers, std::uint64_t hidden) {
   model_spec m;
