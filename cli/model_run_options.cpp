@@ -43,7 +43,8 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->type_name("IMPL")->group(run_group);
   app.add_option("--precision", a.precision,
                  "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | amp-fp16 | megatron-bf16 (default: the "
-                 "framework's: amp-bf16 for hf, bf16-mixed for llmc and trainplan, megatron-bf16 for megatron)")
+                 "framework's: amp-bf16 for hf (bf16 with --finetune lora: a base loaded in bf16), bf16-mixed for llmc and "
+                 "trainplan, megatron-bf16 for megatron)")
       ->type_name("REGIME")->group(run_group);
   app.add_option("--grad-dtype", a.grad_dtype, "auto | fp32 (adds an fp32 gradient accumulation buffer)")->type_name("DTYPE")->group(run_group);
   app.add_option("--optimizer", a.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit | lion (default adamw)")
@@ -195,7 +196,8 @@ resolved_run resolve_model_run(const model_run_args& a) {
 
 std::string precision_text(const model_run_args& a) {
   if (!a.precision.empty()) return a.precision;
-  return std::string(precision_name(default_precision(chosen_framework(a))));
+  // A malformed --finetune is reported where it is parsed; here it only picks the default.
+  return std::string(precision_name(default_precision(chosen_framework(a), a.finetune == "lora")));
 }
 
 std::string recompute_text(const model_run_args& a) {

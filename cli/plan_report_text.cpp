@@ -41,6 +41,13 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
   if (p.run.framework == framework_kind::hf)
     a.push_back(fmt::format("attention: {}; AdamW {}", sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout)),
                             optimizer_impl_name(p.run.optimizer_impl)));
+  if (p.run.framework == framework_kind::hf && p.run.finetune == finetune_kind::lora)
+    a.push_back("LoRA through peft: the base wrapped in its own dtype, adapters in fp32 (get_peft_model's "
+                "autocast_adapter_dtype=True) with fp32 gradients and AdamW state, lora_dropout 0; each adapted linear's "
+                "lora_A saves its input (a copy per module when peft casts it to fp32 or autocast to bf16); frozen norms "
+                "and linears save nothing for their weights; without checkpointing, layer 0's input needs no gradient; "
+                "under autocast the base is the fp32 model and each frozen weight is cast anew, its bf16 copy kept per "
+                "layer for backward (a base loaded in bf16: --precision bf16)");
   a.push_back(p.run.framework == framework_kind::hf
                   ? "each gradient exists from its own backward until the optimizer step ends (zero_grad(set_to_none=True)); "
                     "optimizer state is created by the first optimizer step"
@@ -120,15 +127,26 @@ std::string render_plan_text(const plan_report_input& in) {
   auto row = [&](const std::string& label, std::uint64_t bytes) {
     line("  {:<34} {:>22} {:>12} {:>9}", label, grouped(bytes), gib(bytes), percent(bytes / capacity));
   };
-  std::string weights_label = run.finetune == finetune_kind::qlora  ? std::string("weights (NF4 base + adapters)")
-                              : run.finetune == finetune_kind::lora ? std::string("weights (bf16 base + adapters)")
-                                                                    : fmt::format("weights ({})", dtype_name(p.layout.weights));
+  // The dtype the inventory holds the first buffer of a role in (a LoRA base and its adapters' gradients
+  // need not be in the regime's dtypes: peft keeps adapters in fp32).
+  auto dtype_of = [&](auto is_it, dtype otherwise) {
+    for (const tensor_spec& t : p.inv.tensors)
+      if (is_it(t)) return t.type;
+    return otherwise;
+  };
+  const dtype base_type = dtype_of([](const tensor_spec& t) { return t.role == tensor_role::frozen_weights && t.scope == param_scope::all; },
+                                   dtype::bf16);
+  std::string weights_label =
+      run.finetune == finetune_kind::qlora  ? std::string("weights (NF4 base + adapters)")
+      : run.finetune == finetune_kind::lora ? fmt::format("weights ({} base + adapters)", dtype_name(base_type))
+                                            : fmt::format("weights ({})", dtype_name(p.layout.weights));
   if (p.layout.fp8_weight_cache) weights_label += " + fp8 copies";
   if (p.layout.autocast_weight_cache) weights_label += " + bf16 autocast copies";
   row(weights_label, p.category_bytes(tensor_category::weights));
   if (p.layout.master) row(fmt::format("master weights ({})", dtype_name(*p.layout.master)),
                            p.category_bytes(tensor_category::master_weights));
-  row(fmt::format("gradients ({}{})", dtype_name(p.layout.grads), p.layout.grad_accum ? " + fp32 accumulation" : ""),
+  const dtype grads_type = dtype_of([](const tensor_spec& t) { return t.name == "lora.grads"; }, p.layout.grads);
+  row(fmt::format("gradients ({}{})", dtype_name(grads_type), p.layout.grad_accum ? " + fp32 accumulation" : ""),
       p.category_bytes(tensor_category::gradients));
   row(fmt::format("optimizer state ({})", optimizer_name(run.optimizer)), p.category_bytes(tensor_category::optimizer));
   row("activations (saved for backward)", p.category_bytes(tensor_category::activations));

@@ -36,6 +36,13 @@ enum class shape_rule {
   bs_qr,       // [b, s, q_lora_rank]
   bs_kvr,      // [b, s, kv_lora_rank]
   bs_kvb,      // [b, s, a x (d - rope + d_v)]: each head's non-RoPE key and value
+  // peft's LoRA (the adapted linears' inputs and lora_A's outputs, r the rank):
+  peft_qkv_in, // [n, b, s, h]: one copy per adapted q, k, v (GPT-2: c_attn), or the one input they share
+  peft_qkv_a,  // [n, b, s, r]: lora_A's output per adapted q, k, v module
+  bs_o,        // [b, s, hq]: the attention output o_proj reads
+  peft_fc_in,  // [n, b, s, h]: one copy per adapted gate and up (GPT-2: c_fc), or the one input they share
+  peft_fc_a,   // [n, b, s, r]
+  bs_r,        // [b, s, r]
 };
 
 // The dtype a row is kept in.
@@ -47,6 +54,7 @@ enum class dtype_role {
   norm_input, // Llama: the fp32 upcast RMSNorm saves, or the bf16 layer input a checkpoint keeps; GPT-2: param
   mask,       // bool dropout masks, 1 byte
   index,      // int64 indices (topk, index_select, one_hot)
+  adapter_in, // what a LoRA adapter's lora_A saves: the GEMM dtype under autocast, else the adapter's fp32
 };
 
 // How long a row lives within a micro-batch.
@@ -56,10 +64,11 @@ enum class keep_class {
   forward_working,   // exists while the layer's forward runs
   backward_working,  // exists while the layer's backward runs
   autocast_cache,    // autocast's weight copies: saved, or under checkpointing cached until the forward ends
+  frozen_cast,       // autocast's copies of frozen weights: not cached, saved by the GEMM's backward
 };
 
 // Conditions: a row applies when every bit it names holds.
-enum when_bits : unsigned {
+enum when_bits : std::uint64_t {
   gpt = 1u << 0, llama = 1u << 1, amp = 1u << 2, dropout = 1u << 3,
   sdpa_saves_qkv = 1u << 4,   // fused or efficient backend: q, k, v saved as they are (GPT-2: views of c_attn's output)
   attn_copies = 1u << 5,      // eager or math: contiguous q, k^T, v copies, k and v repeated to every head
@@ -81,6 +90,14 @@ enum when_bits : unsigned {
   mla = 1u << 22,            // multi-head latent attention (DeepSeek-V2/V3)
   mla_q_lora = 1u << 23,     // with the query latent (q_lora_rank > 0)
   gqa_values = 1u << 24,     // values a projection of their own writes (every attention but MLA)
+  // LoRA through peft on a dense GPT-2 or Llama-family model (QLoRA, MoE and MLA adapters keep the
+  // trains_* rows): which adapted linears' inputs lora_A saves, and whether each module saves a copy
+  // of its own (under autocast, or when peft casts the input to the adapters' fp32).
+  peft = 1u << 25, peft_qkv = 1u << 26, peft_o = 1u << 27, peft_mlp = 1u << 28, peft_copies = 1u << 29,
+  norms_train = 1u << 30,  // the norms' weights train: a norm's weight multiply saves the normalised input
+  // A marker, not a condition: the row is saved only when the layer's input requires grad. Under LoRA
+  // without checkpointing the frozen embedding's output does not, so layer 0 saves none of these.
+  input_grad = 1u << 31,
 };
 
 struct hf_row {
@@ -88,7 +105,7 @@ struct hf_row {
   shape_rule shape;
   dtype_role type;
   keep_class keep;
-  unsigned when;
+  std::uint64_t when;
 };
 
 // One decoder layer, its rows in program order (the order the forward creates them; a backward working
@@ -100,13 +117,19 @@ struct hf_row {
 // _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp).
 constexpr hf_row layer_rows[] = {
     // GPT-2: ln_1 (LayerNorm saves its input and fp32 mean/rstd), then c_attn reading a bf16 cast of ln_1's output.
-    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, gpt},
-    {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
-    // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor.
-    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama},
-    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
-    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama},
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, gpt | input_grad},
+    {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt | input_grad},
+    // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor
+    // (which weight * normed saves for the weight's gradient only).
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | input_grad},
+    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad},
+    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv},
+    // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
+    // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
+    // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
+    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
+    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
     // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
     // RMSNorms over the down projections' 16-bit outputs (the fp32 upcast, rsqrt and the normalised tensor
     // saved), and q_b_proj and kv_b_proj read their outputs (cast by autocast, or the weight product).
@@ -157,6 +180,9 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
     {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0},
+    // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
+    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies},
+    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
@@ -168,8 +194,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
-    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama},
+    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp},
+    {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
+    {"layer{}.lora.fc_a_out", shape_rule::peft_fc_a, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops: pow saves x (an fp32
     // cast under autocast), tanh its result, the last mul both factors (0.5*x in the GEMM dtype, 1 + tanh
     // promoted to fp32); c_proj reads a cast of the fp32 result.
@@ -178,18 +206,26 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
     {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt},
     {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp},
+    {"layer{}.lora.proj_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
+    {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    {"layer{}.lora.down_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
+    {"layer{}.lora.down_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
     {"layer{}.mlp.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.mlp.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.mlp.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
-    // (A LoRA base is loaded in bf16: nothing to cast.)
     {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
+    // A frozen fp32 base under autocast (LoRA): autocast caches only casts of leaves that require grad
+    // (aten/src/ATen/autocast_mode.cpp, cached_cast), so each GEMM casts its weight anew, and the GEMM's
+    // backward keeps that copy to compute its input's gradient. (Layer 0's q, k and v, whose input needs
+    // no gradient without checkpointing, are counted too: (h + 2kv) x h bytes x 2 too many.)
+    {"layer{}.autocast.frozen_weights", shape_rule::matmul, dtype_role::compute, keep_class::frozen_cast, amp | peft},
     // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
     // temporaries, and in backward the residual gradient and the MLP's inner gradients.
     {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp},
@@ -277,20 +313,24 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const std::uint64_t f = m.dense_mlp_width(), f_expert = m.ffn;
   const bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache,
              drop = run.dropout > 0, checkpointed = run.recompute == recompute_mode::full;
-  // A LoRA base is loaded in bf16 (peft's usual setup), so its residual stream is bf16 too.
+  // The residual stream is in the model's dtype: the regime's weights, a LoRA base included (an fp32
+  // model under autocast, bf16 under --precision bf16). QLoRA keeps its bf16 non-quantized weights.
   const bool full = run.finetune == finetune_kind::full;
-  const dtype compute = layout.compute, param = full ? layout.weights : dtype::bf16;
+  const dtype compute = layout.compute, param = run.finetune == finetune_kind::qlora ? dtype::bf16 : layout.weights;
+  // LoRA on a dense model, modelled after peft; QLoRA and adapters on MoE or MLA layers keep the coarser
+  // rule below (an adapted linear saves its input as a trained one does).
+  const bool peft_lora = run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla();
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool copies = backend == sdpa_backend::eager || backend == sdpa_backend::math;
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
 
-  unsigned holds = (is_gpt ? gpt : llama) | (autocast ? amp : 0u) | (drop ? dropout : 0u);
+  std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : when_bits{}) | (drop ? dropout : when_bits{}) | input_grad;
   holds |= m.is_moe() ? moe : dense_mlp;
   if (m.norms_per_layer == 4) holds |= post_norms;
   if (m.attn_logit_softcap > 0) holds |= attn_softcap;
   if (m.shared_expert_ffn > 0) holds |= shared_expert;
   if (m.shared_expert_ffn > 0 && m.shared_expert_gate) holds |= shared_gate;
-  if (m.is_mla()) holds |= mla | (m.q_lora_rank > 0 ? mla_q_lora : 0u);
+  if (m.is_mla()) holds |= mla | (m.q_lora_rank > 0 ? mla_q_lora : when_bits{});
   else holds |= gqa_values;
   const std::uint64_t T = b * s, R = routed_rows(m, run), E = m.experts, k = m.experts_per_token;
   // The MLP's input is cast once per linear that reads it under autocast: gate and up (dense); the router,
@@ -310,8 +350,29 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (backend == sdpa_backend::fused) holds |= lse_fused;
   if (backend == sdpa_backend::efficient) holds |= lse_efficient;
   // Full fine-tuning trains every weight; LoRA (peft) trains adapters on the targeted linears only.
-  if (full || (run.lora_targets & (lora_q | lora_k | lora_v))) holds |= trains_qkv;
-  if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
+  const unsigned qkv_targets = run.lora_targets & (lora_q | lora_k | lora_v);
+  if (peft_lora) {
+    holds |= peft;
+    if (qkv_targets) holds |= peft_qkv;
+    if (run.lora_targets & lora_o) holds |= peft_o;
+    if (run.lora_targets & lora_mlp) holds |= peft_mlp;
+    // peft keeps adapters in fp32 (autocast_adapter_dtype=True upcasts them from a 16-bit base) and casts
+    // each adapted module's input to them: a copy per module unless the input is fp32 already. Under
+    // autocast lora_A then casts that to bf16 again, a copy per module in every regime.
+    if (autocast || layout.weights != dtype::fp32) holds |= peft_copies;
+  } else {
+    if (full || qkv_targets) holds |= trains_qkv;
+    if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
+  }
+  if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
+  // The adapted modules reading the norms' outputs (GPT-2 fuses q, k and v into c_attn, Llama has separate
+  // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
+  // input they share when peft need not cast it (an fp32 model without autocast).
+  const std::uint64_t rank = run.lora_rank;
+  const std::uint64_t peft_qkv_modules = is_gpt ? 1u : static_cast<std::uint64_t>(__builtin_popcount(qkv_targets));
+  const std::uint64_t peft_fc_modules = is_gpt ? 1u : 2u;
+  const std::uint64_t peft_qkv_copies = holds & peft_copies ? peft_qkv_modules : 1u;
+  const std::uint64_t peft_fc_copies = holds & peft_copies ? peft_fc_modules : 1u;
   // Autocast copies of full weights; FSDP/ZeRO-3 gathers weights in their compute dtype instead.
   if (full && run.zero < 3) holds |= trains_all;
 
@@ -342,6 +403,12 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::r_2f: return {R, 2 * f_expert};
       case shape_rule::ekt: return {E, k, T};
       case shape_rule::bs_fs: return {b, s, m.shared_expert_ffn};
+      case shape_rule::peft_qkv_in: return {peft_qkv_copies, b, s, h};
+      case shape_rule::peft_qkv_a: return {peft_qkv_modules, b, s, rank};
+      case shape_rule::bs_o: return {b, s, m.out_width()};
+      case shape_rule::peft_fc_in: return {peft_fc_copies, b, s, h};
+      case shape_rule::peft_fc_a: return {peft_fc_modules, b, s, rank};
+      case shape_rule::bs_r: return {b, s, rank};
     }
     return {};
   };
@@ -354,17 +421,26 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case dtype_role::norm_input: return is_gpt || checkpointed ? param : dtype::fp32;
       case dtype_role::mask: return dtype::u8;
       case dtype_role::index: return dtype::i64;
+      case dtype_role::adapter_in: return autocast ? compute : dtype::fp32;
     }
     return compute;
   };
 
   const std::int64_t fwd0 = inv.fwd_layer0(), bwd0 = inv.bwd_layer0(), loss = inv.event(event_kind::loss);
   const event_interval forward_of_layer{fwd0, 1, fwd0, 1}, backward_of_layer{bwd0, -1, bwd0, -1};
+  // LoRA without checkpointing: nothing before layer 0's first adapter needs a gradient (the embedding is
+  // frozen, and enable_input_require_grads is what checkpointing needs, not called here).
+  const bool layer0_without_input_grad = peft_lora && !checkpointed;
+  const std::uint64_t L = m.layers;
   auto emit = [&](const hf_row& row) {
     if ((row.when & holds) != row.when) return;
+    const bool from_layer1 = layer0_without_input_grad && (row.when & input_grad);
+    if (from_layer1 && L == 1) return;
+    if (from_layer1) inv.set_layer_range(1, L);
     const tensor_shape shape = shape_of(row.shape);
     const dtype type = type_of(row.type);
-    const tensor_category cat = row.keep == keep_class::autocast_cache ? tensor_category::weights
+    const tensor_category cat = row.keep == keep_class::autocast_cache || row.keep == keep_class::frozen_cast
+                                    ? tensor_category::weights
                                 : row.keep == keep_class::backward_working ? tensor_category::activation_grads
                                                                            : tensor_category::activations;
     switch (row.keep) {
@@ -385,7 +461,17 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         t.scope = param_scope::layer_matmul;
         break;
       }
+      case keep_class::frozen_cast: {
+        // Saved like an activation: from the layer's forward to its backward, or cast again when the
+        // backward recomputes the layer.
+        tensor_spec& t = checkpointed ? inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer})
+                                      : inv.layer(row.name, shape, type, true, false, cat);
+        t.role = tensor_role::frozen_weights;
+        t.scope = param_scope::layer_matmul;
+        break;
+      }
     }
+    if (from_layer1) inv.all_layers();
   };
   if (m.dense_layers == 0) {
     for (const hf_row& row : layer_rows) emit(row);
@@ -419,7 +505,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   inv.span("batch.input_ids", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
   inv.span("batch.labels", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
   if (is_gpt) inv.span("batch.position_ids", {1, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
-  if (is_gpt && drop)
+  // (Dropout on the frozen embedding's output saves its mask only when a gradient flows back to it.)
+  if (is_gpt && drop && !layer0_without_input_grad)
     inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
   if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
     inv.span("rope.cos_sin", {2, s, m.is_mla() ? m.rope_head_dim : d}, param, tensor_category::activations, ek::fwd_embed,
@@ -430,10 +517,12 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
   } else {
     inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    if (holds & norms_train)
+      inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
   }
   if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-  if (autocast && full && run.zero < 3)
+  // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward.
+  if (autocast && (full || peft_lora) && run.zero < 3)
     inv.span("lm_head.autocast.weight", {V, h}, compute, tensor_category::weights, ek::fwd_head, ek::bwd_head).role =
         tensor_role::frozen_weights;
   // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs

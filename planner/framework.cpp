@@ -32,9 +32,9 @@ optimizer_impl_kind parse_optimizer_impl(std::string_view text) {
   throw input_error(fmt::format("--optimizer-impl: unknown implementation '{}' (known: foreach, fused)", text));
 }
 
-precision_regime default_precision(framework_kind f) {
+precision_regime default_precision(framework_kind f, bool lora) {
   switch (f) {
-    case framework_kind::hf: return precision_regime::amp_bf16;
+    case framework_kind::hf: return lora ? precision_regime::bf16 : precision_regime::amp_bf16;
     case framework_kind::megatron: return precision_regime::megatron_bf16;
     case framework_kind::llmc:
     case framework_kind::trainplan: return precision_regime::bf16_mixed;

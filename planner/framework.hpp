@@ -26,9 +26,10 @@ std::string_view optimizer_impl_name(optimizer_impl_kind o);
 optimizer_impl_kind parse_optimizer_impl(std::string_view text);  // throws input_error
 
 // The precision a user of that stack gets without asking: Hugging Face's Trainer with bf16=True runs
-// autocast over an fp32 model; llm.c and our harness keep bf16 weights with an fp32 master copy; Megatron
-// accumulates gradients in fp32 (main_grad).
-precision_regime default_precision(framework_kind f);
+// autocast over an fp32 model, but a LoRA base is loaded in bf16 (from_pretrained(torch_dtype=bfloat16),
+// peft's documented setup; lora: whether LoRA adapters train); llm.c and our harness keep bf16 weights with
+// an fp32 master copy; Megatron accumulates gradients in fp32 (main_grad).
+precision_regime default_precision(framework_kind f, bool lora = false);
 
 // One line for the report's "Assumptions": what the profile models.
 std::string_view framework_assumption(framework_kind f);

@@ -154,6 +154,19 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   };
 
   const bool adapters = run.finetune != finetune_kind::full;
+  const bool hf = run.framework == framework_kind::hf;
+  // The dtypes of what trains. peft keeps LoRA adapters in fp32 whatever the base's dtype
+  // (get_peft_model's autocast_adapter_dtype=True upcasts a 16-bit base's adapters: peft's
+  // cast_adapter_dtype), so under hf their gradients and AdamW state are fp32 too, with no master copy.
+  precision_layout trained_layout = layout;
+  if (hf && adapters) {
+    trained_layout.weights = trained_layout.grads = trained_layout.optimizer_state = dtype::fp32;
+    trained_layout.master.reset();
+    trained_layout.grad_accum.reset();
+  }
+  // The frozen base: the model's own dtype under hf (an fp32 model under autocast, bf16 under --precision
+  // bf16); the other profiles load it in bf16.
+  const dtype base_type = adapters && !hf ? dtype::bf16 : layout.weights;
   const std::uint64_t P = share(pc.total, tp);
   // Expert parallelism (run.ep): each GPU holds experts/ep of each layer's routed experts. A state ZeRO
   // shards over the dp data-parallel GPUs is 1/dp of the model either way (Megatron-Core shards the
@@ -184,8 +197,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     inv.model_state("qlora.dequant", largest_layer_matmul, dtype::bf16, tensor_category::weights,
                     state_lifetime::whole_run, tensor_role::frozen_weights);
   } else {
-    state(offload_params, state_buffer_name("weights", adapters ? dtype::bf16 : layout.weights), shard(P, w_div),
-          adapters ? dtype::bf16 : layout.weights, tensor_category::weights, state_lifetime::whole_run,
+    state(offload_params, state_buffer_name("weights", base_type), shard(P, w_div), base_type, tensor_category::weights, state_lifetime::whole_run,
           adapters ? tensor_role::frozen_weights : tensor_role::trained_weights, param_scope::all);
   }
   // DeepSeek-V3's per-expert routing bias in each MoE layer: an fp32 buffer, updated by the balancing rule
@@ -194,9 +206,9 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     inv.model_state("moe.router_score_bias", checked_mul(m.experts, m.moe_layers(), "routing bias"), dtype::fp32,
                     tensor_category::weights, state_lifetime::whole_run, tensor_role::frozen_weights);
   if (adapters)
-    inv.model_state("lora.weights", share(trainable, w_div), layout.weights, tensor_category::weights,
+    inv.model_state("lora.weights", share(trainable, w_div), trained_layout.weights, tensor_category::weights,
                     state_lifetime::whole_run, tensor_role::trained_weights);
-  if (layout.master)
+  if (trained_layout.master)
     state(offload_optimizer, adapters ? std::string_view("lora.master.fp32") : state_buffer_name("master", *layout.master),
           shard(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run,
           tensor_role::master_weights, adapters ? param_scope::none : param_scope::all);
@@ -213,7 +225,6 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // PyTorch creates each parameter's .grad when its backward runs (hf): a layer's gradients appear at its
   // backward, the head's right after the loss, the embedding's last. Sharded or adapter gradients keep the
   // one buffer of the other frameworks.
-  const bool hf = run.framework == framework_kind::hf;
   if (hf && !adapters && run.zero < 2) {
     auto grad = [&](std::string_view name, std::uint64_t elements, param_scope scope, std::int64_t first_base,
                     std::int64_t first_step) {
@@ -238,10 +249,10 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
       grad("grads.embedding", pc.embedding, param_scope::embedding, event_index(event_kind::bwd_embed, 0, L), 0);
   } else {
     state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), shard(trainable, g_div),
-          layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,
+          trained_layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,
           adapters ? param_scope::none : param_scope::all);
   }
-  if (layout.grad_accum)
+  if (trained_layout.grad_accum)
     state(offload_optimizer, adapters ? std::string_view("lora.grads.fp32") : state_buffer_name("grads", *layout.grad_accum),
           shard(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer,
           tensor_role::gradients, adapters ? param_scope::none : param_scope::all);
@@ -259,7 +270,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
       expert_tensors.empty() ? optimizer_state_buffers{}
                              : optimizer_state(run.optimizer, expert_tensors, layers_of_trained, layout.optimizer_state);
   std::size_t state_index = 0;
-  for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, trained, layers_of_trained, layout.optimizer_state)) {
+  for (const optimizer_state_buffer& st : optimizer_state(run.optimizer, trained, layers_of_trained, trained_layout.optimizer_state)) {
     std::uint64_t bytes = share(share(st.bytes, adapters ? 1 : tp), o_div);
     if (!expert_tensors.empty() && state_index < expert_states.size()) {
       const std::uint64_t experts_bytes = share(expert_states.buffers[state_index].bytes, tp);
@@ -294,7 +305,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     inv.model_state("ddp.grad_bucket", (25ull << 20) / dtype_bytes(layout.grads), layout.grads, tensor_category::gradients,
                     state_lifetime::backward_to_optimizer, tensor_role::communication);
   if (dp > 1 && run.zero >= 3) {
-    inv.model_state("zero3.gathered_weights", checked_mul(2, layer_params, "gather buffer"), adapters ? dtype::bf16 : layout.weights,
+    inv.model_state("zero3.gathered_weights", checked_mul(2, layer_params, "gather buffer"), base_type,
                     tensor_category::weights, state_lifetime::whole_run, tensor_role::communication);
     inv.model_state("zero3.reduce_bucket", adapters ? share(trainable, m.layers) : layer_params, layout.grads,
                     tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::communication);

@@ -187,7 +187,13 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
       break;
     case lever_adapters:
       if (base.finetune == finetune_kind::full) {
-        out.push_back({lever, [](run_config& r) { r.finetune = finetune_kind::lora; }});
+        // Under hf a LoRA base is loaded in bf16 rather than kept in fp32 under autocast (whose casts of
+        // frozen weights are not cached: a bf16 copy of every weight would be saved per layer).
+        out.push_back({lever, [](run_config& r) {
+                         r.finetune = finetune_kind::lora;
+                         if (r.framework == framework_kind::hf && r.precision == precision_regime::amp_bf16)
+                           r.precision = precision_regime::bf16;
+                       }});
         out.push_back({lever, [](run_config& r) { r.finetune = finetune_kind::qlora; }});
       }
       break;

@@ -21,6 +21,12 @@ std::vector<std::vector<lever_change>> change_axes(const model_spec& model, cons
   for (lever_bit lever : {lever_offload, lever_adapters})
     if (!(kept & lever))
       for (lever_change& c : lever_alternatives(lever, model, run, gpu)) beyond.push_back(std::move(c));
+  // A change that also moves a kept lever (LoRA under hf loads the base in bf16) is left out.
+  std::erase_if(beyond, [&](const lever_change& c) {
+    run_config changed = run;
+    c.apply(changed);
+    return (levers_changed(run, changed) & kept) != 0;
+  });
   axes.push_back(std::move(beyond));
   std::erase_if(axes, [](const std::vector<lever_change>& a) { return a.empty(); });
   return axes;

@@ -77,7 +77,7 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     after CUDA initialisation, less PyTorch's reserved bytes").
   * one line per configuration:
     {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"]}, "seq", "mbs",
-     "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules"], "params",
+     "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules", "lora_dtype"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
      "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
@@ -87,7 +87,8 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     bytes; torch.cuda.memory_snapshot()), largest first: the reserved bytes segment by segment.
     For gpt2 the model object holds fam, L, h, a, V as in the reference file (ffn only when not 4h,
     max_positions only when not 1024). "params" is the base model's parameter count (tied embeddings once;
-    LoRA adapters not included: they are in "trainable_params"). "lora" is the rank (trainplan reads it so).
+    LoRA adapters not included: they are in "trainable_params"). "lora" is the rank (trainplan reads it so);
+    "lora_dtype" the adapters' dtype (float32: peft upcasts them; --regime bf16 casts the base before wrapping).
   * a run that runs out of GPU memory still writes its line, with "oom": true, "oom_step", "oom_phase",
     the phases measured before the failure and "reserved_peak"; the exit status is 0 so a sweep continues.
 
@@ -576,6 +577,11 @@ def run_one(args, torch, transformers):
         rec["params"] = count_params(model)
         if args.gc:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if args.regime == "bf16":
+            # README: bf16 = model.to(bfloat16), optimizer state in bf16 as well. A LoRA base is cast before
+            # get_peft_model, as a base loaded in bf16 is: peft then keeps the adapters (and so their
+            # gradients and AdamW state) in fp32 (autocast_adapter_dtype=True), which trainplan assumes.
+            model.to(torch.bfloat16)
         if args.lora:
             if args.gc:
                 model.enable_input_require_grads()
@@ -583,8 +589,7 @@ def run_one(args, torch, transformers):
                                    target_modules=target, bias="none", task_type="CAUSAL_LM",
                                    fan_in_fan_out=args.family == "gpt2")  # GPT-2's Conv1D stores [in, out]
             model = peft.get_peft_model(model, lcfg)
-        if args.regime == "bf16":
-            model.to(torch.bfloat16)  # README: bf16 = model.to(bfloat16), optimizer state in bf16 as well
+            rec["lora_dtype"] = str(next(p for p in model.parameters() if p.requires_grad).dtype).replace("torch.", "")
         model.to(dev)
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]

@@ -52,6 +52,7 @@ def main():
             check(("inventory" in run) != run.get("gc", False), "{}: an inventory exactly when not checkpointed".format(rid))
             if run.get("lora"):
                 check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
+                check(run.get("lora_dtype") == "float32", "{}: lora_dtype {!r}".format(rid, run.get("lora_dtype")))
         checked = subprocess.run([plan, "check", report], capture_output=True, text=True)
         check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
             checked.returncode, (checked.stdout + checked.stderr)[-500:]))

@@ -10,5 +10,5 @@ class LoraConfig:
 def get_peft_model(model, config):
     for p in model._params:
         p.requires_grad = False
-    model._params.append(torch._Parameter((config.r, model.config.hidden)))
+    model._params.append(torch._Parameter((config.r, model.config.hidden)))  # fp32, as peft keeps adapters
     return model
