@@ -76,7 +76,7 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     initialisation (total - free) minus torch.cuda.memory_reserved() (README: "what the device had in use
     after CUDA initialisation, less PyTorch's reserved bytes").
   * one line per configuration:
-    {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"]}, "seq", "mbs",
+    {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"][, "sliding_window"]}, "seq", "mbs",
      "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules", "lora_dtype"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
@@ -164,6 +164,9 @@ PRESETS = {
         _cfg("E11", TINYLLAMA, 2048, 2, "bf16", lora=16, lora_targets="q,k,v,o"),
         _cfg("E12", TINYLLAMA, 2048, 2, "bf16", gc=True, lora=16, lora_targets="q,k,v,o"),
         _cfg("E13", GPT2_SMALL, 1024, 4, "amp-bf16", drop=0.1, lora=8, lora_targets="q,k,v,o,mlp"),
+        # A sliding window no longer than the sequence (transformers then builds a mask); LoRA over an fp32 base.
+        _cfg("E14", dict(MISTRAL_SMALL, sliding_window=4096), 4096, 2, "bf16"),
+        _cfg("E15", TINYLLAMA, 2048, 2, "amp-bf16", lora=16, lora_targets="q,k,v,o"),
     ],
 }
 PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
@@ -277,8 +280,11 @@ def model_field(args):
         if args.max_positions != 1024:
             m["max_positions"] = args.max_positions  # trainplan reads it for gpt2 (default 1024)
         return m
-    return dict(fam=args.family, L=args.layers, h=args.hidden, a=args.heads, kv=args.kv_heads, ffn=args.ffn,
-                V=args.vocab, tied=bool(args.tied))
+    m = dict(fam=args.family, L=args.layers, h=args.hidden, a=args.heads, kv=args.kv_heads, ffn=args.ffn,
+             V=args.vocab, tied=bool(args.tied))
+    if args.family in ("mistral", "qwen2"):
+        m["sliding_window"] = args.sliding_window  # null: none (trainplan takes MistralConfig's 4096 when absent)
+    return m
 
 
 # LoRA targets: trainplan's q,k,v,o,mlp (planner/run_config.hpp) mapped to each family's module names.
@@ -769,6 +775,8 @@ def preset_argv(entry, args):
         argv += ["--tied"]
     if "max_positions" in m:
         argv += ["--max-positions", str(m["max_positions"])]
+    if m.get("sliding_window"):
+        argv += ["--sliding-window", str(m["sliding_window"])]
     argv += ["--seq", str(entry["seq"]), "--micro-batch", str(entry["mbs"]),
              "--grad-accum", str(entry.get("grad_accum", 1)), "--regime", entry["regime"], "--attn", entry["attn"],
              "--dropout", repr(float(entry["drop"])), "--opt", entry["opt"], "--steps", str(args.steps),

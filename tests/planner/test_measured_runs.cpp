@@ -1,0 +1,44 @@
+// The collector's report format (planner/measured_runs.hpp): fields beyond the shared file's.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "planner/input_error.hpp"
+#include "planner/measured_runs.hpp"
+
+using namespace trainplan;
+using nlohmann::json;
+
+namespace {
+
+// The shared file's env line and its S11 run (TinyLlama's shape, pure bf16), the model object edited.
+measured_run s11_with_model(const json& model_changes) {
+  std::ifstream in(std::string(TRAINPLAN_TEST_DATA) + "/measurements/pytorch-hf-h100-2026-11-22.jsonl");
+  std::string env, line;
+  std::getline(in, env);
+  json run;
+  while (std::getline(in, line))
+    if (json j = json::parse(line); j["id"] == "S11") run = j;
+  REQUIRE(run.is_object());
+  run["model"].update(model_changes);
+  const measured_file f = parse_measurements(env + "\n" + run.dump() + "\n", "edited.jsonl");
+  REQUIRE(f.runs.size() == 1);
+  return f.runs[0];
+}
+
+}  // namespace
+
+TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 4096 when not named", "[measured][hf]") {
+  CHECK(s11_with_model({{"fam", "llama"}}).model.sliding_window_tokens == 0);
+  CHECK(s11_with_model({{"fam", "mistral"}}).model.sliding_window_tokens == 4096);
+  CHECK(s11_with_model({{"fam", "mistral"}, {"sliding_window", nullptr}}).model.sliding_window_tokens == 0);
+  CHECK(s11_with_model({{"fam", "mistral"}, {"sliding_window", 1024}}).model.sliding_window_tokens == 1024);
+  CHECK(s11_with_model({{"fam", "qwen2"}}).model.sliding_window_tokens == 0);
+  CHECK(s11_with_model({{"fam", "qwen2"}, {"sliding_window", 2048}}).model.sliding_window_tokens == 2048);
+  CHECK_THROWS_WITH(s11_with_model({{"fam", "llama"}, {"sliding_window", 1024}}),
+                    Catch::Contains("edited.jsonl") && Catch::Contains("'sliding_window' is for mistral or qwen2"));
+  CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", 0}}), Catch::Contains("at least 1"));
+  CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", "wide"}}), Catch::Contains("non-negative integer"));
+}
