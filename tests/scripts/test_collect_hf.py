@@ -33,7 +33,7 @@ def main():
         done = collect(["--preset", "all", "--profile", "-o", report])
         check(done.returncode == 0, "--preset all exited {}: {}".format(done.returncode, done.stderr[-500:]))
         lines = [json.loads(line) for line in open(report)] if os.path.exists(report) else []
-        check(len(lines) == 1 + 14 + 13, "{} lines, expected the env line and 27 runs".format(len(lines)))
+        check(len(lines) == 1 + 14 + 15, "{} lines, expected the env line and 29 runs".format(len(lines)))
         check(bool(lines) and lines[0].get("id") == "env", "the first line is not the env line")
         for run in lines[1:]:
             rid = run.get("id")
