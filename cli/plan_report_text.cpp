@@ -41,6 +41,11 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
   if (p.run.framework == framework_kind::hf)
     a.push_back(fmt::format("attention: {}; AdamW {}", sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout)),
                             optimizer_impl_name(p.run.optimizer_impl)));
+  if (p.run.framework == framework_kind::hf && hf_sliding_window_mask(p.model, p.run))
+    a.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to every "
+                            "head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
+                            p.model.sliding_window_tokens, p.run.seq,
+                            sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout))));
   if (p.run.framework == framework_kind::hf && p.run.finetune == finetune_kind::lora)
     a.push_back("LoRA through peft: the base wrapped in its own dtype, adapters in fp32 (get_peft_model's "
                 "autocast_adapter_dtype=True) with fp32 gradients and AdamW state, lora_dropout 0; each adapted linear's "

@@ -19,6 +19,7 @@ enum class shape_rule {
   two_bs,      // mean and rstd of a LayerNorm, [b, s, 1] each
   bas,         // [b, a, s]
   bas32,       // [b, a, roundup(s, 32)]: memory-efficient attention's log-sum-exp
+  b1ss,        // [b, 1, s, s]: an attention mask made a bias (the efficient kernel pads s to a multiple of 8)
   bass,        // [b, a, s, s]
   qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
   fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
@@ -98,6 +99,9 @@ enum when_bits : std::uint64_t {
   // A marker, not a condition: the row is saved only when the layer's input requires grad. Under LoRA
   // without checkpointing the frozen embedding's output does not, so layer 0 saves none of these.
   input_grad = 1u << 31,
+  // transformers built a sliding-window mask (hf_sliding_window_mask): k and v repeated to every head,
+  // and the mask turned into a bias SDPA saves.
+  sdpa_mask = 1ull << 32,
 };
 
 struct hf_row {
@@ -152,6 +156,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | gqa_values},
     {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused},
     {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient},
+    // SDPA turns the bool mask into a bias in q's dtype, where(mask.logical_not(), -inf, 0) (attention.cpp,
+    // convert_boolean_attn_mask; the logical_not a temporary), which the fused kernel saves for backward.
+    {"layer{}.fwd.mask_not", shape_rule::b1ss, dtype_role::mask, keep_class::forward_working, sdpa_mask},
+    {"layer{}.attn.mask_bias", shape_rule::b1ss, dtype_role::compute, keep_class::saved, sdpa_mask},
     // Eager attention (and SDPA's math path) multiplies contiguous copies: q, k^T and v, with k and v
     // repeated to every query head (repeat_kv); it keeps the probabilities, and the copy the second matmul
     // reads when that is a bf16 cast or the dropout's output.
@@ -279,6 +287,13 @@ std::string_view sdpa_backend_name(sdpa_backend b) {
   return "?";
 }
 
+bool hf_sliding_window_mask(const model_spec& m, const run_config& run) {
+  // masking_utils._ignore_causal_mask_sdpa lets SDPA's is_causal stand in for the mask only while
+  // kv_length < sliding_window; Gemma 2's alternating layers (two masks) are not modelled here.
+  return run.attention != attention_kind::eager && m.sliding_window_tokens > 0 && m.sliding_window_global_every == 0 &&
+         run.seq >= m.sliding_window_tokens;
+}
+
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (run.attention == attention_kind::eager) return sdpa_backend::eager;
   // FlashAttention takes one head size for queries, keys and values; multi-head latent attention's values
@@ -286,9 +301,12 @@ sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const p
   // (sdp_utils.cpp: check_head_dim_size_flash against the efficient kernel's checks).
   if (m.v_dim() != m.head_dim) return sdpa_backend::efficient;
   if (layout.compute == dtype::bf16 || layout.compute == dtype::fp16) return sdpa_backend::fused;
+  // A mask (FlashAttention takes none) goes to cuDNN too: it takes a [b|1, 1, s, s] bias, and torch 2.11's
+  // CUDA 13 wheels (cuDNN 9.17) rank it first on an H100 (cuda/sdp_utils.cpp, check_prefer_cudnn_attention).
   // fp32: FlashAttention and cuDNN take only 16-bit inputs; the memory-efficient kernel takes fp32 but not
-  // grouped-query heads (the S10 inventory shows the math path for fp32 Llama with 4 kv heads of 16).
-  return m.kv_heads == m.heads ? sdpa_backend::efficient : sdpa_backend::math;
+  // grouped-query heads (the S10 inventory shows the math path for fp32 Llama with 4 kv heads of 16), unless
+  // a mask made transformers repeat k and v to every head.
+  return m.kv_heads == m.heads || hf_sliding_window_mask(m, run) ? sdpa_backend::efficient : sdpa_backend::math;
 }
 
 void check_hf_run(const run_config& run, const precision_layout& layout) {
@@ -344,6 +362,9 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const std::uint64_t qkv_casts = is_gpt || !autocast ? 1u : m.is_mla() ? 2u : 3u;
   if (!copies) holds |= sdpa_saves_qkv;
   if (copies) holds |= attn_copies | attn_probs;
+  // A sequence no shorter than the sliding window: transformers builds the mask, and sdpa_attention_forward
+  // then repeats k and v to every head (use_gqa_in_sdpa needs no mask).
+  if (!copies && hf_sliding_window_mask(m, run)) holds |= sdpa_mask;
   if (copies && (probs_type != compute || drop)) holds |= probs_copy;
   holds |= copies && compute != dtype::fp32 && probs_type == dtype::fp32 ? scores_upcast : scores_same_dtype;
   if (backend == sdpa_backend::math) holds |= math_path;
@@ -382,7 +403,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::bsf: return {b, s, f};
       case shape_rule::bs_qkv: return {b, s, m.qkv_width()};
       case shape_rule::bs_q: return {b, a, s, d};
-      case shape_rule::bs_kv: return {b, m.kv_heads, s, d};
+      case shape_rule::bs_kv: return {b, holds & sdpa_mask ? a : m.kv_heads, s, d};  // repeat_kv under a mask
       case shape_rule::bs_v: return {b, a, s, m.v_dim()};
       case shape_rule::bs_qr: return {b, s, m.q_lora_rank};
       case shape_rule::bs_kvr: return {b, s, m.kv_lora_rank};
@@ -391,6 +412,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::two_bs: return {2, b, s, 1};
       case shape_rule::bas: return {b, a, s};
       case shape_rule::bas32: return {b, a, (s + 31) / 32 * 32};
+      case shape_rule::b1ss: return {b, 1, s, backend == sdpa_backend::efficient ? (s + 7) / 8 * 8 : s};
       case shape_rule::bass: return {b, a, s, s};
       case shape_rule::qkv_casts: return {qkv_casts, b, s, h};
       case shape_rule::fc_casts: return {mlp_input_casts, b, s, h};
@@ -508,6 +530,11 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // (Dropout on the frozen embedding's output saves its mask only when a gradient flows back to it.)
   if (is_gpt && drop && !layer0_without_input_grad)
     inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  // The sliding-window mask: bool, [1, 1, s, s] expanded over the batch (masking_utils.sdpa_mask), built once
+  // per forward. Checkpointing keeps it as an argument of every layer's recomputation, to the last one.
+  if (holds & sdpa_mask)
+    inv.span("mask.sliding_window", {1, 1, s, s}, dtype::u8, tensor_category::activations, ek::fwd_embed,
+             checkpointed ? ek::bwd_embed : ek::fwd_head);
   if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
     inv.span("rope.cos_sin", {2, s, m.is_mla() ? m.rope_head_dim : d}, param, tensor_category::activations, ek::fwd_embed,
              ek::bwd_embed);

@@ -18,6 +18,10 @@ enum class sdpa_backend { fused, efficient, math, eager };
 // inputs (on the H100 the inventories show cuDNN; both save q, k, v, the output and an fp32 log-sum-exp),
 // memory-efficient attention for fp32 without grouped-query heads, the math path for fp32 with them.
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
+
+// Whether transformers hands SDPA a sliding-window mask (every layer sliding, sequence >= window): then
+// k and v are repeated to every query head and the fused kernel saves the mask as a [b,1,s,s] bias.
+bool hf_sliding_window_mask(const model_spec& m, const run_config& run);
 std::string_view sdpa_backend_name(sdpa_backend b);
 
 // Throws input_error for what the profile does not model (tensor or pipeline parallelism, selective
