@@ -454,8 +454,10 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // frozen, and enable_input_require_grads is what checkpointing needs, not called here).
   const bool layer0_without_input_grad = peft_lora && !checkpointed;
   const std::uint64_t L = m.layers;
+  // Whether a row applies (checked in the loops, not in emit: most rows do not, and sweeps build millions
+  // of inventories).
+  auto applies = [&](const hf_row& row) { return (row.when & holds) == row.when; };
   auto emit = [&](const hf_row& row) {
-    if ((row.when & holds) != row.when) return;
     const bool from_layer1 = layer0_without_input_grad && (row.when & input_grad);
     if (from_layer1 && L == 1) return;
     if (from_layer1) inv.set_layer_range(1, L);
@@ -496,9 +498,11 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (from_layer1) inv.all_layers();
   };
   if (m.dense_layers == 0) {
-    for (const hf_row& row : layer_rows) emit(row);
+    for (const hf_row& row : layer_rows)
+      if (applies(row)) emit(row);
     if (m.is_moe())
-      for (const hf_row& row : moe_rows) emit(row);
+      for (const hf_row& row : moe_rows)
+        if (applies(row)) emit(row);
   } else {
     // DeepSeek-V3: the rows every layer has, then the dense first layers' MLP rows, then the MoE layers'.
     // The MLP's input casts and the autocast weight copies differ between the two kinds of layer.
@@ -506,18 +510,19 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       return (row.when & dense_mlp) != 0 || row.shape == shape_rule::fc_casts || row.shape == shape_rule::matmul;
     };
     for (const hf_row& row : layer_rows)
-      if (!kind_specific(row)) emit(row);
+      if (!kind_specific(row) && applies(row)) emit(row);
     inv.set_layer_range(0, m.dense_layers);
     mlp_input_casts = dense_mlp_casts, layer_matmul = counts.matmul_per_dense_layer;
     holds = (holds & ~moe) | dense_mlp;
     for (const hf_row& row : layer_rows)
-      if (kind_specific(row)) emit(row);
+      if (kind_specific(row) && applies(row)) emit(row);
     inv.set_layer_range(m.dense_layers, m.layers);
     mlp_input_casts = moe_mlp_casts, layer_matmul = counts.matmul_per_layer;
     holds = (holds & ~dense_mlp) | moe;
     for (const hf_row& row : layer_rows)
-      if (kind_specific(row)) emit(row);
-    for (const hf_row& row : moe_rows) emit(row);
+      if (kind_specific(row) && applies(row)) emit(row);
+    for (const hf_row& row : moe_rows)
+      if (applies(row)) emit(row);
     inv.all_layers();
   }
 

@@ -57,7 +57,7 @@ inline bool same_lifetime(const tensor_spec& a, const tensor_spec& b) {
   };
   return a.lifetime == b.lifetime && a.per_layer == b.per_layer && a.layer_begin == b.layer_begin &&
          a.layer_end == b.layer_end && a.interval_count == b.interval_count &&
-         same(a.intervals[0], b.intervals[0]) && same(a.intervals[1], b.intervals[1]);
+         same(a.intervals[0], b.intervals[0]) && (a.interval_count < 2 || same(a.intervals[1], b.intervals[1]));
 }
 
 // A hash of the lifetime fields, so that finding a buffer's group compares one number per group (equal
