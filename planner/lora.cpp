@@ -16,6 +16,10 @@ std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targ
     if (targets & lora_k) per_layer += h + m.kv_lora_rank + m.rope_head_dim;
     if (targets & lora_v) per_layer += m.kv_lora_rank + kv_up;
     if (targets & lora_o) per_layer += m.out_width() + h;
+  } else if (m.family == model_family::gpt) {
+    // GPT-2 fuses q, k and v into c_attn: naming any of them adapts that one module, out = q + k + v.
+    if (targets & (lora_q | lora_k | lora_v)) per_layer += h + m.qkv_width();
+    if (targets & lora_o) per_layer += hq + h;
   } else {
     if (targets & lora_q) per_layer += h + hq;
     if (targets & lora_k) per_layer += h + kv;
@@ -30,6 +34,8 @@ unsigned lora_linears(const model_spec& m, unsigned targets) {
   unsigned n = 0;
   for (unsigned t : {lora_q, lora_k, lora_v, lora_o})
     if (targets & t) ++n;
+  // GPT-2's c_attn is one module for q, k and v.
+  if (m.family == model_family::gpt && (targets & (lora_q | lora_k | lora_v))) n = 1 + ((targets & lora_o) ? 1 : 0);
   if (m.is_mla() && m.q_lora_rank > 0 && (targets & lora_q)) ++n;  // q_a_proj and q_b_proj
   if (targets & lora_mlp) n += m.family == model_family::gpt ? 2 : 3;
   return n;

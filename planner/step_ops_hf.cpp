@@ -21,6 +21,8 @@ struct hf_shape {
   double r;   // residual stream and norm dtype (fp32 under autocast: the model's weights are fp32)
   double w;   // weight dtype bytes
   bool amp;   // autocast: casts of GEMM inputs and weights
+  bool trains = true;  // the base's weights train (LoRA: frozen, no weight gradients)
+  bool mask = false;   // a sliding-window mask: k and v repeated to every head, the mask made a bias
 };
 
 // LayerNorm (GPT-2): one kernel forward; backward one for the input gradient and one for gamma and beta.
@@ -44,13 +46,37 @@ void input_cast(ops::row_group& g, std::string_view name, double elements, const
 }
 
 // A linear layer: the GEMM, autocast's copy of the weight (once per forward; its cache is cleared when
-// the autocast region exits, so recomputation casts again) and, in backward, the weight gradient cast back
-// to fp32, plus the bias gradient reduction when there is a bias.
+// the autocast region exits, so recomputation casts again; a frozen weight is not cached, but each is used
+// once a forward) and, in backward, the weight gradient cast back to fp32, plus the bias gradient reduction
+// when there is a bias. A frozen weight has neither gradient.
 void linear(ops::row_group& g, std::string_view name, std::string_view cast_name, double out, double in,
             const hf_shape& x, bool bias) {
-  g.gemm(name, x.T, out, in, x.c, x.c);
-  if (x.amp) g.add(cast_name, op_class::elementwise, in * out * (4 + x.c), 1, in * out * (4 + x.c), 1);
-  if (bias) g.add("linear.bias_grad", op_class::elementwise, 0, 0, x.T * out * x.c, 1);
+  g.gemm(name, x.T, out, in, x.c, x.c, x.trains);
+  const double cast = in * out * (4 + x.c);
+  if (x.amp) g.add(cast_name, op_class::elementwise, cast, 1, x.trains ? cast : 0, x.trains ? 1 : 0);
+  if (bias && x.trains) g.add("linear.bias_grad", op_class::elementwise, 0, 0, x.T * out * x.c, 1);
+}
+
+// peft's LoRA on `modules` linears of one layer, of `in_sum` input and `out_sum` output features in all:
+// per module result + lora_B(lora_A(x)) * scaling (peft/tuners/lora/layer.py, Linear.forward), adapters in
+// fp32. Input casts: to the adapters' fp32 when the input is 16-bit without autocast, to autocast's dtype
+// from the fp32 input (twice, there and back, for a 16-bit input under autocast). The two GEMMs per module
+// are batched as `modules` GEMMs of the average width; each trains, so backward has two of each. The rest:
+// the scaling, the sum with the base output, its cast back.
+void lora_adapters(ops::row_group& g, const hf_shape& x, double modules, double in_sum, double out_sum, double rank,
+                   double in_16bit_sum) {
+  if (modules == 0) return;
+  const double a = x.amp ? x.c : 4;  // the adapters' GEMM dtype
+  const double fp32_in = in_sum - in_16bit_sum;
+  const double casts = x.amp ? x.T * (fp32_in * (4 + x.c) + in_16bit_sum * 2 * (4 + x.c))
+                             : (x.c == 4 ? 0 : x.T * in_sum * (x.c + 4));
+  const double cast_kernels = x.amp ? modules + (in_16bit_sum > 0 ? 1 : 0) : (x.c == 4 ? 0 : modules);
+  g.gemm("lora.A", x.T, rank, in_sum / modules, a, a, true, op_class::gemm, modules);
+  g.gemm("lora.B", x.T, out_sum / modules, rank, a, a, true, op_class::gemm, modules);
+  // scaling (read, write), the sum (two reads, a write) and, when the sum is promoted, the cast back.
+  const double tail = x.T * out_sum * (2 * a + 3 * 4 + (x.c != 4 ? 4 + x.c : 0));
+  g.add("lora.elementwise", op_class::elementwise, casts + tail, cast_kernels + 3 * modules, casts + tail,
+        cast_kernels + 3 * modules);
 }
 
 // A residual add of a GEMM output to the stream: one kernel; in backward the stream's gradient is summed
@@ -69,9 +95,21 @@ void dropout(ops::row_group& g, std::string_view name, double elements, double b
 void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool gpt, bool drop) {
   const double flops = 2 * x.T * x.s * (x.qw + x.ow);
   if (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) {
+    // A sliding-window mask: repeat_kv copies k and v out to every head (backward sums them back), SDPA
+    // makes the bool mask a bias (logical_not, where) and the kernels read it.
+    double kvw = x.kvw, vw = x.vw, bias = 0;
+    if (x.mask) {
+      const double bss = x.batches / x.heads * x.s * x.s;
+      bias = bss * x.c;
+      if (x.kvw < x.qw)
+        g.add("attention.repeat_kv", op_class::elementwise, 2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2,
+              2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2);
+      g.add("attention.mask_bias", op_class::elementwise, bss * (2 + 1 + x.c), 2, 0, 0);
+      kvw = vw = x.qw;
+    }
     // One kernel forward; backward a preprocessing kernel (dO . O), the main kernel and the dq conversion.
-    const double io = x.T * (x.qw + x.kvw + x.vw + x.ow) * x.c;
-    g.add("attention.sdpa", op_class::attention, io, 1, 2.5 * io + x.T * x.qw * 8, 3, flops, 3 * flops, true);
+    const double io = x.T * (x.qw + kvw + vw + x.ow) * x.c;
+    g.add("attention.sdpa", op_class::attention, io + bias, 1, 2.5 * io + bias + x.T * x.qw * 8, 3, flops, 3 * flops, true);
     // transformers' sdpa_attention_forward returns attn_output.transpose(1, 2).contiguous(): one copy.
     g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
     return;
@@ -227,6 +265,42 @@ void add_llama_attention(ops::row_group& g, const hf_shape& x, const model_spec&
   residual(g, "residual.mlp", x);
 }
 
+// The adapters of one dense layer (the targets as collect_hf.py maps them to module names: GPT-2's q, k and v
+// are its one c_attn). Inputs already 16-bit under autocast: the attention output (o) and SwiGLU's product.
+void add_lora_ops(ops::row_group& attention, ops::row_group& mlp, const hf_shape& x, const model_spec& m,
+                  const run_config& run) {
+  const unsigned t = run.lora_targets;
+  const double r = static_cast<double>(run.lora_rank);
+  const bool gpt = m.family == model_family::gpt;
+  double modules = 0, in = 0, out = 0, in16 = 0;
+  auto module = [&](bool on, double in_width, double out_width, bool input_16bit) {
+    if (!on) return;
+    modules += 1, in += in_width, out += out_width;
+    if (input_16bit) in16 += in_width;
+  };
+  if (gpt) {
+    module((t & (lora_q | lora_k | lora_v)) != 0, x.h, x.qw + 2 * x.kvw, false);
+  } else {
+    module(t & lora_q, x.h, x.qw, false);
+    module(t & lora_k, x.h, x.kvw, false);
+    module(t & lora_v, x.h, x.vw, false);
+  }
+  module(t & lora_o, x.ow, x.h, x.amp);
+  lora_adapters(attention, x, modules, in, out, r, in16);
+  if (!(t & lora_mlp)) return;
+  const double f = gpt ? x.f : static_cast<double>(m.dense_mlp_width());
+  modules = in = out = in16 = 0;
+  if (gpt) {
+    module(true, x.h, f, false);  // c_fc
+    module(true, f, x.h, false);  // c_proj, on gelu_new's fp32 output
+  } else {
+    module(true, x.h, f, false);  // gate_proj
+    module(true, x.h, f, false);  // up_proj
+    module(true, f, x.h, x.amp);  // down_proj, on the bf16 product
+  }
+  lora_adapters(mlp, x, modules, in, out, r, in16);
+}
+
 }  // namespace
 
 void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
@@ -248,9 +322,12 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
   x.d = static_cast<double>(m.head_dim);
   x.batches = x.heads * static_cast<double>(run.micro_batch);
   x.c = size_of(layout.compute);
-  x.w = full ? size_of(layout.weights) : 2;  // a LoRA base is loaded in bf16
+  // The model's dtype, a LoRA base's too (QLoRA's non-quantized weights are bf16).
+  x.w = run.finetune == finetune_kind::qlora ? 2 : size_of(layout.weights);
   x.r = x.w;
-  x.amp = layout.autocast_weight_cache && full;
+  x.amp = layout.autocast_weight_cache && run.finetune != finetune_kind::qlora;
+  x.trains = full;
+  x.mask = hf_sliding_window_mask(m, run);
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;
 
@@ -261,6 +338,7 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
     if (!m.is_moe() || m.dense_layers > 0) add_swiglu(dense_mlp, x, false, static_cast<double>(m.dense_mlp_width()));
     if (m.is_moe()) add_llama_moe(moe_mlp, x, m);
   }
+  if (run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla()) add_lora_ops(layer, dense_mlp, x, m, run);
 
   // Embedding: the gather (and GPT-2's position gather, add and dropout) forward; backward
   // embedding_dense_backward's sort-and-accumulate kernels, writing the whole [V, h] gradient.

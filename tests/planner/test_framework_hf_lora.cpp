@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/plan.hpp"
+#include "planner/step_ops.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
@@ -144,4 +145,49 @@ TEST_CASE("hf LoRA on a one-layer model saves nothing of layer 0's norm and stil
   CHECK(find(inv, "layer{}.ln2.in"));
   const plan_result p = evaluate_plan(c.m, c.r, test::data().gpu("h100"), test::data().calibration_for(test::data().gpu("h100")));
   CHECK(p.tensor_peak_bytes > 0);
+}
+
+namespace {
+
+const step_op* op_named(const step_ops& ops, std::string_view name) {
+  for (const step_op& o : ops.ops)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("hf LoRA step ops: frozen linears have no weight-gradient GEMMs, the adapters' GEMMs are counted",
+          "[framework][hf][lora][time]") {
+  lora_case c(precision_regime::bf16);
+  const precision_layout layout = make_precision_layout(c.r.precision, c.r.grad_dtype);
+  const step_ops lora = list_step_ops(c.m, c.r, layout, 1e6, 176, 1e7);
+  run_config full_run = c.r;
+  full_run.finetune = finetune_kind::full;
+  const step_ops full = list_step_ops(c.m, full_run, layout, 1e9, 201, 1e10);
+  const step_op *q_lora = op_named(lora, "attention.q_proj"), *q_full = op_named(full, "attention.q_proj");
+  REQUIRE(q_lora);
+  REQUIRE(q_full);
+  // Forward + input gradient, against forward + input and weight gradients.
+  CHECK(q_lora->flops == Approx(q_full->flops * 2.0 / 3.0));
+  CHECK(q_lora->kernels == Approx(q_full->kernels * 2.0 / 3.0));
+  // lora_A over q, k, v and o: [T, in] x [in, 16] each, forward and two backward GEMMs, every layer.
+  const step_op* a = op_named(lora, "lora.A");
+  REQUIRE(a);
+  const double T = 2.0 * 2048, in = 3.0 * 2048 + 2048;
+  CHECK(a->flops == Approx(3 * 2 * T * in * 16 * 22));
+  CHECK(a->kernels == Approx(3 * 4 * 22));
+  CHECK_FALSE(op_named(full, "lora.A"));
+  // Under autocast each frozen weight is cast every forward, and no gradient is cast back.
+  lora_case amp(precision_regime::amp_bf16);
+  const precision_layout amp_layout = make_precision_layout(amp.r.precision, amp.r.grad_dtype);
+  run_config amp_full = amp.r;
+  amp_full.finetune = finetune_kind::full;
+  const step_ops amp_lora_ops = list_step_ops(amp.m, amp.r, amp_layout, 1e6, 176, 1e7);
+  const step_ops amp_full_ops = list_step_ops(amp.m, amp_full, amp_layout, 1e9, 201, 1e10);
+  const step_op *cast_lora = op_named(amp_lora_ops, "autocast.weight"), *cast_full = op_named(amp_full_ops, "autocast.weight");
+  REQUIRE(cast_lora);
+  REQUIRE(cast_full);
+  CHECK(cast_lora->bytes == Approx(cast_full->bytes / 2));
+  CHECK(cast_lora->kernels == Approx(cast_full->kernels / 2));
 }

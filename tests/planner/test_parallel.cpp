@@ -144,6 +144,12 @@ TEST_CASE("LoRA parameter counts and NF4 storage", "[parallel][lora]") {
   CHECK(lora_params(gqa, 16, lora_k) == 32ull * 16 * (4096 + 1024));
   const model_spec& gpt = data().model("gpt2").spec;
   CHECK(lora_params(gpt, 4, lora_mlp) == 12ull * 4 * 2 * (768 + 3072));
+  // GPT-2's c_attn holds q, k and v: peft adapts it as one module, A [r, 768] and B [2304, r], whichever
+  // of the three are named.
+  CHECK(lora_params(gpt, 8, lora_q) == 12ull * 8 * (768 + 2304));
+  CHECK(lora_params(gpt, 8, lora_q | lora_k | lora_v | lora_o) == 12ull * 8 * ((768 + 2304) + (768 + 768)));
+  CHECK(lora_linears(gpt, lora_q | lora_k | lora_v | lora_o) == 2);
+  CHECK(lora_linears(gpt, lora_v | lora_mlp) == 3);
   // QLoRA: 4 + 8/64 + 32/(64*256) bits per weight (Dettmers et al. 2023, Sec. 3: 0.127 bits of constants).
   CHECK(nf4_bytes(64ull * 256 * 1000) * 8.0 / (64.0 * 256 * 1000) == Approx(4.127).epsilon(1e-3));
   CHECK(nf4_bytes(1) == 1 + 1 + 4);
