@@ -12,11 +12,7 @@ using namespace trainplan;
 
 namespace {
 
-const tensor_spec* find(const inventory& inv, std::string_view name) {
-  for (const tensor_spec& t : inv.tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
+using test::tensor_named;
 
 // TinyLlama's shape (22 layers, h 2048, 32 heads, 4 kv heads) at s 2048, micro-batch 2, rank 16 on q,k,v,o.
 struct lora_case {
@@ -41,75 +37,75 @@ TEST_CASE("hf LoRA in pure bf16: fp32 adapters, and each adapted linear saves an
   const inventory inv = c.inv();
   const std::uint64_t P = describe_model(c.m).counts.total, A = 22 * 16 * ((h + h) + 2 * (h + 256) + (h + h));
   // The frozen base in the model's bf16; peft's adapters, their gradients and AdamW's moments in fp32.
-  REQUIRE(find(inv, "weights.bf16"));
-  CHECK(find(inv, "weights.bf16")->bytes == 2 * P);
-  CHECK(find(inv, "lora.weights")->bytes == 4 * A);
-  CHECK(find(inv, "lora.grads")->bytes == 4 * A);
-  CHECK(find(inv, "adam.m")->bytes == 4 * A);
-  CHECK(find(inv, "adam.v")->bytes == 4 * A);
-  CHECK_FALSE(find(inv, "lora.master.fp32"));
+  REQUIRE(tensor_named(inv, "weights.bf16"));
+  CHECK(tensor_named(inv, "weights.bf16")->bytes == 2 * P);
+  CHECK(tensor_named(inv, "lora.weights")->bytes == 4 * A);
+  CHECK(tensor_named(inv, "lora.grads")->bytes == 4 * A);
+  CHECK(tensor_named(inv, "adam.m")->bytes == 4 * A);
+  CHECK(tensor_named(inv, "adam.v")->bytes == 4 * A);
+  CHECK_FALSE(tensor_named(inv, "lora.master.fp32"));
   // q, k and v each cast the norm's output to fp32 for lora_A, which saves its copy; o the attention output.
-  REQUIRE(find(inv, "layer{}.lora.qkv_in"));
-  CHECK(find(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, h});
-  CHECK(find(inv, "layer{}.lora.qkv_in")->type == dtype::fp32);
-  CHECK(find(inv, "layer{}.lora.o_in")->shape.to_vector() == std::vector<std::uint64_t>{b, s, h});
-  CHECK(find(inv, "layer{}.lora.o_in")->type == dtype::fp32);
-  CHECK(find(inv, "layer{}.lora.qkv_a_out")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, r16});
-  CHECK(find(inv, "layer{}.lora.o_a_out")->shape.to_vector() == std::vector<std::uint64_t>{b, s, r16});
+  REQUIRE(tensor_named(inv, "layer{}.lora.qkv_in"));
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, h});
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->type == dtype::fp32);
+  CHECK(tensor_named(inv, "layer{}.lora.o_in")->shape.to_vector() == std::vector<std::uint64_t>{b, s, h});
+  CHECK(tensor_named(inv, "layer{}.lora.o_in")->type == dtype::fp32);
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_a_out")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, r16});
+  CHECK(tensor_named(inv, "layer{}.lora.o_a_out")->shape.to_vector() == std::vector<std::uint64_t>{b, s, r16});
   // The frozen linears save no input, the frozen norms no normalised tensor; nothing for an MLP adapter.
   for (const char* gone : {"layer{}.attn.qkv_in", "layer{}.mlp.fc_in", "layer{}.mlp.down_in", "layer{}.ln1.normed",
                            "layer{}.ln2.normed", "final_norm.normed", "lm_head.in", "layer{}.lora.fc_in",
                            "layer{}.lora.down_in", "layer{}.autocast.frozen_weights"}) {
     INFO(gone);
-    CHECK_FALSE(find(inv, gone));
+    CHECK_FALSE(tensor_named(inv, gone));
   }
   // Without checkpointing the frozen embedding's output needs no gradient: layer 0's norm saves nothing.
-  CHECK(find(inv, "layer{}.ln1.in")->layer_begin == 1);
-  CHECK(find(inv, "layer{}.ln1.rsqrt")->layer_begin == 1);
-  CHECK(find(inv, "layer{}.ln2.in")->layer_begin == 0);
-  CHECK(find(inv, "layer{}.lora.qkv_in")->layer_begin == 0);
+  CHECK(tensor_named(inv, "layer{}.ln1.in")->layer_begin == 1);
+  CHECK(tensor_named(inv, "layer{}.ln1.rsqrt")->layer_begin == 1);
+  CHECK(tensor_named(inv, "layer{}.ln2.in")->layer_begin == 0);
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->layer_begin == 0);
 }
 
 TEST_CASE("hf LoRA under amp-bf16: an fp32 base whose weights autocast casts anew at every GEMM", "[framework][hf][lora]") {
   const lora_case c(precision_regime::amp_bf16);
   const inventory inv = c.inv();
   const model_facts facts = describe_model(c.m);
-  REQUIRE(find(inv, "weights.fp32"));
-  CHECK(find(inv, "weights.fp32")->bytes == 4 * facts.counts.total);
+  REQUIRE(tensor_named(inv, "weights.fp32"));
+  CHECK(tensor_named(inv, "weights.fp32")->bytes == 4 * facts.counts.total);
   // Not cached (the weights need no gradient), so each layer's GEMMs keep their own bf16 copies for backward,
   // and the head its own.
-  const tensor_spec* casts = find(inv, "layer{}.autocast.frozen_weights");
+  const tensor_spec* casts = tensor_named(inv, "layer{}.autocast.frozen_weights");
   REQUIRE(casts);
   CHECK(casts->bytes == 2 * facts.counts.matmul_per_layer);
   CHECK(casts->per_layer);
   CHECK(casts->interval_count == 1);
-  CHECK_FALSE(find(inv, "layer{}.autocast.weights"));
-  REQUIRE(find(inv, "lm_head.autocast.weight"));
-  CHECK(find(inv, "lm_head.autocast.weight")->bytes == 2 * 32000 * h);
+  CHECK_FALSE(tensor_named(inv, "layer{}.autocast.weights"));
+  REQUIRE(tensor_named(inv, "lm_head.autocast.weight"));
+  CHECK(tensor_named(inv, "lm_head.autocast.weight")->bytes == 2 * 32000 * h);
   // lora_A's input is autocast's bf16 copy, one per module: o's too (peft casts the bf16 attention output
   // to fp32, autocast back to bf16).
-  CHECK(find(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, h});
-  CHECK(find(inv, "layer{}.lora.qkv_in")->type == dtype::bf16);
-  CHECK(find(inv, "layer{}.lora.o_in")->type == dtype::bf16);
-  CHECK(find(inv, "layer{}.lora.qkv_a_out")->type == dtype::bf16);
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, h});
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->type == dtype::bf16);
+  CHECK(tensor_named(inv, "layer{}.lora.o_in")->type == dtype::bf16);
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_a_out")->type == dtype::bf16);
   // The residual stream is the fp32 model's.
-  CHECK(find(inv, "layer{}.ln2.in")->type == dtype::fp32);
+  CHECK(tensor_named(inv, "layer{}.ln2.in")->type == dtype::fp32);
 }
 
 TEST_CASE("hf LoRA in fp32: the adapters read their input as it is, shared by q, k and v", "[framework][hf][lora]") {
   const lora_case c(precision_regime::fp32);
   const inventory inv = c.inv();
-  CHECK(find(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, b, s, h});
-  CHECK(find(inv, "layer{}.lora.qkv_in")->type == dtype::fp32);
-  CHECK_FALSE(find(inv, "layer{}.lora.o_in"));  // the attention output SDPA saves anyway
-  CHECK(find(inv, "layer{}.lora.o_a_out"));
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, b, s, h});
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->type == dtype::fp32);
+  CHECK_FALSE(tensor_named(inv, "layer{}.lora.o_in"));  // the attention output SDPA saves anyway
+  CHECK(tensor_named(inv, "layer{}.lora.o_a_out"));
 }
 
 TEST_CASE("hf LoRA with checkpointing: layer 0 saves its input, frozen casts are redone in backward", "[framework][hf][lora]") {
   const lora_case c(precision_regime::amp_bf16, recompute_mode::full);
   const inventory inv = c.inv();
-  CHECK(find(inv, "layer{}.ln1.in")->layer_begin == 0);  // enable_input_require_grads
-  const tensor_spec* casts = find(inv, "layer{}.autocast.frozen_weights");
+  CHECK(tensor_named(inv, "layer{}.ln1.in")->layer_begin == 0);  // enable_input_require_grads
+  const tensor_spec* casts = tensor_named(inv, "layer{}.autocast.frozen_weights");
   REQUIRE(casts);
   REQUIRE(casts->interval_count == 1);
   CHECK(casts->intervals[0].first_base == event_index(event_kind::bwd_layer, 0, 22));
@@ -124,25 +120,25 @@ TEST_CASE("hf LoRA on GPT-2 with MLP adapters: one c_attn and c_fc module, the M
   r.lora_rank = 8;
   r.lora_targets = lora_q | lora_k | lora_v | lora_o | lora_mlp;
   const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
-  CHECK(find(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, 4, 1024, 768});
-  CHECK(find(inv, "layer{}.lora.fc_in")->shape.to_vector() == std::vector<std::uint64_t>{1, 4, 1024, 768});
-  CHECK(find(inv, "layer{}.lora.proj_in")->shape.to_vector() == std::vector<std::uint64_t>{4, 1024, 3072});
-  CHECK(find(inv, "layer{}.lora.proj_in")->type == dtype::bf16);
-  CHECK_FALSE(find(inv, "layer{}.mlp.proj_in"));
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, 4, 1024, 768});
+  CHECK(tensor_named(inv, "layer{}.lora.fc_in")->shape.to_vector() == std::vector<std::uint64_t>{1, 4, 1024, 768});
+  CHECK(tensor_named(inv, "layer{}.lora.proj_in")->shape.to_vector() == std::vector<std::uint64_t>{4, 1024, 3072});
+  CHECK(tensor_named(inv, "layer{}.lora.proj_in")->type == dtype::bf16);
+  CHECK_FALSE(tensor_named(inv, "layer{}.mlp.proj_in"));
   // LayerNorm saves its input and statistics for the input's gradient whether its weights train or not.
-  CHECK(find(inv, "layer{}.ln2.stats"));
+  CHECK(tensor_named(inv, "layer{}.ln2.stats"));
   // The embedding's dropout saves no mask: nothing before layer 0's adapters needs a gradient.
-  CHECK_FALSE(find(inv, "embed.dropout_mask"));
+  CHECK_FALSE(tensor_named(inv, "embed.dropout_mask"));
   r.recompute = recompute_mode::full;
-  CHECK(find(build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype)), "embed.dropout_mask"));
+  CHECK(tensor_named(build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype)), "embed.dropout_mask"));
 }
 
 TEST_CASE("hf LoRA on a one-layer model saves nothing of layer 0's norm and still walks", "[framework][hf][lora]") {
   lora_case c(precision_regime::bf16);
   c.m.layers = 1;
   const inventory inv = c.inv();
-  CHECK_FALSE(find(inv, "layer{}.ln1.in"));
-  CHECK(find(inv, "layer{}.ln2.in"));
+  CHECK_FALSE(tensor_named(inv, "layer{}.ln1.in"));
+  CHECK(tensor_named(inv, "layer{}.ln2.in"));
   const plan_result p = evaluate_plan(c.m, c.r, test::data().gpu("h100"), test::data().calibration_for(test::data().gpu("h100")));
   CHECK(p.tensor_peak_bytes > 0);
 }

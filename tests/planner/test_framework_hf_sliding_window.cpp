@@ -12,14 +12,10 @@ using namespace trainplan;
 
 namespace {
 
-const tensor_spec* find(const inventory& inv, std::string_view name) {
-  for (const tensor_spec& t : inv.tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
+using test::tensor_named;
 
 std::vector<std::uint64_t> shape_of(const inventory& inv, std::string_view name) {
-  const tensor_spec* t = find(inv, name);
+  const tensor_spec* t = tensor_named(inv, name);
   return t ? t->shape.to_vector() : std::vector<std::uint64_t>{};
 }
 
@@ -43,8 +39,8 @@ TEST_CASE("hf sliding window: below the window SDPA keeps grouped k and v, from 
   const inventory below = inventory_of(m, mistral_run(4095));
   CHECK_FALSE(hf_sliding_window_mask(m, mistral_run(4095)));
   CHECK(shape_of(below, "layer{}.attn.k_rope") == std::vector<std::uint64_t>{1, 8, 4095, 128});
-  CHECK_FALSE(find(below, "layer{}.attn.mask_bias"));
-  CHECK_FALSE(find(below, "mask.sliding_window"));
+  CHECK_FALSE(tensor_named(below, "layer{}.attn.mask_bias"));
+  CHECK_FALSE(tensor_named(below, "mask.sliding_window"));
 
   const run_config at = mistral_run(4096);
   CHECK(hf_sliding_window_mask(m, at));
@@ -53,23 +49,23 @@ TEST_CASE("hf sliding window: below the window SDPA keeps grouped k and v, from 
   CHECK(shape_of(inv, "layer{}.attn.k_rope") == std::vector<std::uint64_t>{1, 32, 4096, 128});
   CHECK(shape_of(inv, "layer{}.attn.v") == std::vector<std::uint64_t>{1, 32, 4096, 128});
   // The bias in q's dtype, one per layer, kept to backward; the logical_not a forward temporary.
-  const tensor_spec* bias = find(inv, "layer{}.attn.mask_bias");
+  const tensor_spec* bias = tensor_named(inv, "layer{}.attn.mask_bias");
   REQUIRE(bias);
   CHECK(bias->shape.to_vector() == std::vector<std::uint64_t>{1, 1, 4096, 4096});
   CHECK(bias->type == dtype::bf16);
   CHECK(bias->per_layer);
   CHECK(bias->kept_to_backward);
-  REQUIRE(find(inv, "layer{}.fwd.mask_not"));
-  CHECK(find(inv, "layer{}.fwd.mask_not")->type == dtype::u8);
+  REQUIRE(tensor_named(inv, "layer{}.fwd.mask_not"));
+  CHECK(tensor_named(inv, "layer{}.fwd.mask_not")->type == dtype::u8);
   // The bool mask itself: s x s bytes (expanded over the batch), for the forward only.
-  const tensor_spec* mask = find(inv, "mask.sliding_window");
+  const tensor_spec* mask = tensor_named(inv, "mask.sliding_window");
   REQUIRE(mask);
   CHECK(mask->bytes == 4096ull * 4096);
   CHECK(mask->intervals[0].last_base == event_index(event_kind::fwd_head, 0, 32));
   // Checkpointing keeps it as an argument of every layer's recomputation.
   run_config gc = at;
   gc.recompute = recompute_mode::full;
-  CHECK(find(inventory_of(m, gc), "mask.sliding_window")->intervals[0].last_base == event_index(event_kind::bwd_embed, 0, 32));
+  CHECK(tensor_named(inventory_of(m, gc), "mask.sliding_window")->intervals[0].last_base == event_index(event_kind::bwd_embed, 0, 32));
   // The mask costs memory: the same run below the window at the same length is smaller.
   model_spec wider = m;
   wider.sliding_window_tokens = 8192;
@@ -86,7 +82,7 @@ TEST_CASE("hf sliding window in fp32: repeated heads let the memory-efficient ke
   CHECK(hf_sdpa_backend(m, r, make_precision_layout(r.precision, r.grad_dtype)) == sdpa_backend::efficient);
   const inventory inv = inventory_of(m, r);
   CHECK(shape_of(inv, "layer{}.attn.mask_bias") == std::vector<std::uint64_t>{1, 1, 4100, 4104});
-  CHECK(find(inv, "layer{}.attn.mask_bias")->type == dtype::fp32);
+  CHECK(tensor_named(inv, "layer{}.attn.mask_bias")->type == dtype::fp32);
   // Without the mask, fp32 with grouped heads takes the math path.
   m.sliding_window_tokens = 0;
   CHECK(hf_sdpa_backend(m, r, make_precision_layout(r.precision, r.grad_dtype)) == sdpa_backend::math);
@@ -97,7 +93,7 @@ TEST_CASE("hf sliding window: no SDPA mask for eager attention or Gemma 2's alte
   run_config eager = mistral_run(4096);
   eager.attention = attention_kind::eager;
   CHECK_FALSE(hf_sliding_window_mask(mistral, eager));
-  CHECK_FALSE(find(inventory_of(mistral, eager), "layer{}.attn.mask_bias"));
+  CHECK_FALSE(tensor_named(inventory_of(mistral, eager), "layer{}.attn.mask_bias"));
   const model_spec& gemma = test::data().model("gemma-2-9b").spec;
   REQUIRE(gemma.sliding_window_global_every == 2);
   CHECK_FALSE(hf_sliding_window_mask(gemma, mistral_run(8192)));

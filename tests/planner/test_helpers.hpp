@@ -3,10 +3,18 @@
 #include <filesystem>
 
 #include "planner/catalog.hpp"
+#include "planner/inventory.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/run_config.hpp"
 
 namespace trainplan::test {
+
+// The first buffer of an inventory with this name ("layer{}.attn.q"), or nullptr.
+inline const tensor_spec* tensor_named(const inventory& inv, std::string_view name) {
+  for (const tensor_spec& t : inv.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
 
 inline const catalog& data() {
   static const catalog c = catalog::load();
