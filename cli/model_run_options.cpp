@@ -72,6 +72,10 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->type_name("BYTES")->group(par_group);
   app.add_option("--finetune", a.finetune, "full (default) | lora | qlora")->type_name("KIND")->group(par_group);
   app.add_option("--lora-rank", a.lora_rank, "LoRA rank r (default 16)")->type_name("R")->group(par_group);
+  app.add_option("--lora-dtype", a.lora_dtype,
+                 "hf: the adapters' dtype: fp32 (default: peft upcasts a 16-bit base's) | model (the model cast "
+                 "after get_peft_model)")
+      ->type_name("DTYPE")->group(par_group);
   app.add_option("--lora-targets", a.lora_targets, "layers with adapters: q,k,v,o[,mlp] (default q,k,v,o)")
       ->type_name("LIST")->group(par_group);
   const char* gpu_group = "GPU and data";
@@ -245,6 +249,11 @@ void apply_parallel_options(const model_run_args& a, run_config& run) {
   if (!a.finetune.empty()) run.finetune = parse_finetune(a.finetune);
   if (!a.lora_rank.empty()) run.lora_rank = parse_integer(a.lora_rank, "--lora-rank");
   if (!a.lora_targets.empty()) run.lora_targets = parse_lora_targets(a.lora_targets);
+  if (!a.lora_dtype.empty()) {
+    if (a.lora_dtype != "fp32" && a.lora_dtype != "model")
+      throw input_error(fmt::format("--lora-dtype: unknown '{}' (known: fp32, model)", a.lora_dtype));
+    run.lora_fp32 = a.lora_dtype == "fp32";
+  }
 }
 
 }  // namespace trainplan::cli

@@ -55,7 +55,7 @@ enum class dtype_role {
   norm_input, // Llama: the fp32 upcast RMSNorm saves, or the bf16 layer input a checkpoint keeps; GPT-2: param
   mask,       // bool dropout masks, 1 byte
   index,      // int64 indices (topk, index_select, one_hot)
-  adapter_in, // what a LoRA adapter's lora_A saves: the GEMM dtype under autocast, else the adapter's fp32
+  adapter_in, // what a LoRA adapter's lora_A saves: the GEMM dtype under autocast, else the adapters' dtype
 };
 
 // How long a row lives within a micro-batch.
@@ -338,6 +338,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // LoRA on a dense model, modelled after peft; QLoRA and adapters on MoE or MLA layers keep the coarser
   // rule below (an adapted linear saves its input as a trained one does).
   const bool peft_lora = run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla();
+  const dtype adapter_type = run.lora_fp32 ? dtype::fp32 : layout.weights;
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool copies = backend == sdpa_backend::eager || backend == sdpa_backend::math;
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
@@ -378,9 +379,9 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (run.lora_targets & lora_o) holds |= peft_o;
     if (run.lora_targets & lora_mlp) holds |= peft_mlp;
     // peft keeps adapters in fp32 (autocast_adapter_dtype=True upcasts them from a 16-bit base) and casts
-    // each adapted module's input to them: a copy per module unless the input is fp32 already. Under
-    // autocast lora_A then casts that to bf16 again, a copy per module in every regime.
-    if (autocast || layout.weights != dtype::fp32) holds |= peft_copies;
+    // each adapted module's input to them: a copy per module unless the input is in their dtype already.
+    // Under autocast lora_A then casts that to bf16 again, a copy per module in every regime.
+    if (autocast || layout.weights != adapter_type) holds |= peft_copies;
   } else {
     if (full || qkv_targets) holds |= trains_qkv;
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
@@ -443,7 +444,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case dtype_role::norm_input: return is_gpt || checkpointed ? param : dtype::fp32;
       case dtype_role::mask: return dtype::u8;
       case dtype_role::index: return dtype::i64;
-      case dtype_role::adapter_in: return autocast ? compute : dtype::fp32;
+      case dtype_role::adapter_in: return autocast ? compute : adapter_type;
     }
     return compute;
   };

@@ -157,10 +157,12 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const bool hf = run.framework == framework_kind::hf;
   // The dtypes of what trains. peft keeps LoRA adapters in fp32 whatever the base's dtype
   // (get_peft_model's autocast_adapter_dtype=True upcasts a 16-bit base's adapters: peft's
-  // cast_adapter_dtype), so under hf their gradients and AdamW state are fp32 too, with no master copy.
+  // cast_adapter_dtype), so under hf their gradients and AdamW state are fp32 too, with no master copy;
+  // unless the model is cast after get_peft_model (run.lora_fp32 false: the model's dtype).
   precision_layout trained_layout = layout;
   if (hf && adapters) {
-    trained_layout.weights = trained_layout.grads = trained_layout.optimizer_state = dtype::fp32;
+    trained_layout.weights = trained_layout.grads = trained_layout.optimizer_state =
+        run.lora_fp32 ? dtype::fp32 : layout.weights;
     trained_layout.master.reset();
     trained_layout.grad_accum.reset();
   }

@@ -134,6 +134,13 @@ measured_run read_run(const line_reader& r) {
     c.finetune = finetune_kind::lora;
     c.lora_rank = r.count("lora");
     if (r.j.contains("lora_targets")) c.lora_targets = parse_lora_targets(r.text("lora_targets"));
+    // The adapters' dtype as torch names it (collect_hf.py); absent: peft's fp32.
+    if (r.j.contains("lora_dtype")) {
+      const std::string t = r.text("lora_dtype");
+      if (t != "float32" && t != "bfloat16" && t != "float16")
+        throw input_error(fmt::format("{}: field 'lora_dtype' must be float32, bfloat16 or float16, not '{}'", r.where, t));
+      c.lora_fp32 = t == "float32";
+    }
   }
   run.params = r.count("params");
   run.out_of_memory = r.flag("oom", false);

@@ -75,6 +75,9 @@ struct run_config {
   finetune_kind finetune = finetune_kind::full;
   std::uint64_t lora_rank = 16;
   unsigned lora_targets = lora_q | lora_k | lora_v | lora_o;
+  // --framework hf: peft keeps adapters in fp32 (get_peft_model upcasts a 16-bit base's); false: in the
+  // model's dtype, as when the model is cast after get_peft_model (--lora-dtype model).
+  bool lora_fp32 = true;
 
   // 0 when tp x pp is 0 or past 64 bits (validate_run refuses such a run; this must not divide by zero).
   std::uint64_t data_parallel() const {

@@ -23,6 +23,7 @@ struct hf_shape {
   bool amp;   // autocast: casts of GEMM inputs and weights
   bool trains = true;  // the base's weights train (LoRA: frozen, no weight gradients)
   bool mask = false;   // a sliding-window mask: k and v repeated to every head, the mask made a bias
+  double adapter = 4;  // LoRA adapters' dtype bytes (peft: fp32)
 };
 
 // LayerNorm (GPT-2): one kernel forward; backward one for the input gradient and one for gamma and beta.
@@ -66,15 +67,15 @@ void linear(ops::row_group& g, std::string_view name, std::string_view cast_name
 void lora_adapters(ops::row_group& g, const hf_shape& x, double modules, double in_sum, double out_sum, double rank,
                    double in_16bit_sum) {
   if (modules == 0) return;
-  const double a = x.amp ? x.c : 4;  // the adapters' GEMM dtype
+  const double a = x.amp ? x.c : x.adapter;  // the adapters' GEMM dtype
   const double fp32_in = in_sum - in_16bit_sum;
   const double casts = x.amp ? x.T * (fp32_in * (4 + x.c) + in_16bit_sum * 2 * (4 + x.c))
-                             : (x.c == 4 ? 0 : x.T * in_sum * (x.c + 4));
-  const double cast_kernels = x.amp ? modules + (in_16bit_sum > 0 ? 1 : 0) : (x.c == 4 ? 0 : modules);
+                             : (x.c == x.adapter ? 0 : x.T * in_sum * (x.c + x.adapter));
+  const double cast_kernels = x.amp ? modules + (in_16bit_sum > 0 ? 1 : 0) : (x.c == x.adapter ? 0 : modules);
   g.gemm("lora.A", x.T, rank, in_sum / modules, a, a, true, op_class::gemm, modules);
   g.gemm("lora.B", x.T, out_sum / modules, rank, a, a, true, op_class::gemm, modules);
   // scaling (read, write), the sum (two reads, a write) and, when the sum is promoted, the cast back.
-  const double tail = x.T * out_sum * (2 * a + 3 * 4 + (x.c != 4 ? 4 + x.c : 0));
+  const double tail = x.T * out_sum * (2 * a + 3 * a + (x.c != a ? a + x.c : 0));
   g.add("lora.elementwise", op_class::elementwise, casts + tail, cast_kernels + 3 * modules, casts + tail,
         cast_kernels + 3 * modules);
 }
@@ -327,6 +328,7 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
   x.r = x.w;
   x.amp = layout.autocast_weight_cache && run.finetune != finetune_kind::qlora;
   x.trains = full;
+  x.adapter = run.lora_fp32 ? 4 : x.w;
   x.mask = hf_sliding_window_mask(m, run);
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;

@@ -81,7 +81,8 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
   for (const char* bad : {"--model gpt2 --gpus 3 --tp 2", "--model gpt2 --zero 4", "--model gpt2 --fsdp half",
                           "--model gpt2 --fsdp full --zero 1", "--model gpt2 --offload params", "--model gpt2 --offload disk",
                           "--model gpt2 --pp 5 --gpus 5", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
-                          "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0"}) {
+                          "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0",
+                          "--model gpt2 --finetune lora --lora-dtype int8"}) {
     INFO(bad);
     plan_run e = run_plan(bad);
     CHECK(e.exit_code == 2);

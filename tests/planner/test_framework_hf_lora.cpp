@@ -187,3 +187,21 @@ TEST_CASE("hf LoRA step ops: frozen linears have no weight-gradient GEMMs, the a
   CHECK(cast_lora->bytes == Approx(cast_full->bytes / 2));
   CHECK(cast_lora->kernels == Approx(cast_full->kernels / 2));
 }
+
+TEST_CASE("hf LoRA with adapters in the model's dtype (the model cast after get_peft_model)", "[framework][hf][lora]") {
+  lora_case c(precision_regime::bf16);
+  c.r.lora_fp32 = false;
+  const inventory inv = c.inv();
+  const std::uint64_t A = 22 * 16 * ((h + h) + 2 * (h + 256) + (h + h));
+  CHECK(tensor_named(inv, "lora.weights")->bytes == 2 * A);
+  CHECK(tensor_named(inv, "lora.grads")->bytes == 2 * A);
+  CHECK(tensor_named(inv, "adam.m")->bytes == 2 * A);
+  // No cast: q, k and v's lora_A save the one bf16 norm output they share; o's input is SDPA's output.
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, b, s, h});
+  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->type == dtype::bf16);
+  CHECK_FALSE(tensor_named(inv, "layer{}.lora.o_in"));
+  const gpu_spec& h100 = test::data().gpu("h100");
+  lora_case fp32_adapters(precision_regime::bf16);
+  CHECK(evaluate_plan(c.m, c.r, h100, test::data().calibration_for(h100)).tensor_peak_bytes <
+        evaluate_plan(fp32_adapters.m, fp32_adapters.r, h100, test::data().calibration_for(h100)).tensor_peak_bytes);
+}

@@ -13,8 +13,9 @@ using nlohmann::json;
 
 namespace {
 
-// The shared file's env line and its S11 run (TinyLlama's shape, pure bf16), the model object edited.
-measured_run s11_with_model(const json& model_changes) {
+// The shared file's env line and its S11 run (TinyLlama's shape, pure bf16), the model object and then
+// the line edited.
+measured_run s11_with_model(const json& model_changes, const json& line_changes = json::object()) {
   std::ifstream in(std::string(TRAINPLAN_TEST_DATA) + "/measurements/pytorch-hf-h100-2026-11-22.jsonl");
   std::string env, line;
   std::getline(in, env);
@@ -23,6 +24,7 @@ measured_run s11_with_model(const json& model_changes) {
     if (json j = json::parse(line); j["id"] == "S11") run = j;
   REQUIRE(run.is_object());
   run["model"].update(model_changes);
+  run.update(line_changes);
   const measured_file f = parse_measurements(env + "\n" + run.dump() + "\n", "edited.jsonl");
   REQUIRE(f.runs.size() == 1);
   return f.runs[0];
@@ -41,4 +43,20 @@ TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 
                     Catch::Contains("edited.jsonl") && Catch::Contains("'sliding_window' is for mistral or qwen2"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", 0}}), Catch::Contains("at least 1"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", "wide"}}), Catch::Contains("non-negative integer"));
+}
+
+TEST_CASE("collector reports: LoRA's rank, targets and adapter dtype", "[measured][hf][lora]") {
+  const json lora = {{"lora", 16}, {"lora_targets", "q,v"}};
+  const measured_run r = s11_with_model(json::object(), lora);
+  CHECK(r.run.finetune == finetune_kind::lora);
+  CHECK(r.run.lora_rank == 16);
+  CHECK(r.run.lora_targets == (lora_q | lora_v));
+  CHECK(r.run.lora_fp32);  // peft's default when the line does not say
+  json bf16 = lora;
+  bf16["lora_dtype"] = "bfloat16";
+  CHECK_FALSE(s11_with_model(json::object(), bf16).run.lora_fp32);
+  bf16["lora_dtype"] = "float32";
+  CHECK(s11_with_model(json::object(), bf16).run.lora_fp32);
+  bf16["lora_dtype"] = "int8";
+  CHECK_THROWS_WITH(s11_with_model(json::object(), bf16), Catch::Contains("'lora_dtype' must be float32, bfloat16 or float16"));
 }
