@@ -22,7 +22,8 @@ enum class attention_kind { eager, flash };
 
 // Where ZeRO-Offload / ZeRO-Infinity put model state (Ren et al. 2021; Rajbhandari et al. 2021).
 enum class offload_mode { none, optimizer, params, both };
-// full: every weight trains. lora: frozen bf16 base, trainable low-rank adapters (Hu et al. 2021).
+// full: every weight trains. lora: a frozen base (bf16; under hf the model's dtype), trainable low-rank adapters
+// (Hu et al. 2021).
 // qlora: frozen 4-bit NF4 base with double quantization, adapters as lora (Dettmers et al. 2023).
 enum class finetune_kind { full, lora, qlora };
 
