@@ -185,6 +185,15 @@ resolved_run resolve_model_run(const model_run_args& a) {
   if (!a.framework_given && run.framework == framework_kind::megatron)
     r.notes.push_back("--ep: expert parallelism is Megatron-Core's (Hugging Face's MoE blocks have none), so this predicts "
                       "--framework megatron");
+  // Options this run ignores are said, so that a script's slip is seen rather than silently planned around.
+  if (run.finetune == finetune_kind::full)
+    for (const auto& [given, name] : {std::pair{!a.lora_rank.empty(), "--lora-rank"}, std::pair{!a.lora_targets.empty(), "--lora-targets"},
+                                      std::pair{!a.lora_dtype.empty(), "--lora-dtype"}})
+      if (given) r.notes.push_back(fmt::format("{} has no effect without --finetune lora or qlora", name));
+  if (!a.lora_dtype.empty() && run.finetune != finetune_kind::full && run.framework != framework_kind::hf)
+    r.notes.push_back(fmt::format("--lora-dtype has no effect under --framework {}: it describes peft (hf)",
+                                  framework_name(run.framework)));
+  if (run.sequence_parallel && run.tp == 1) r.notes.push_back("--sequence-parallel has no effect without --tp above 1");
   run.grad_dtype = parse_grad_dtype(a.grad_dtype);
   run.optimizer = parse_optimizer(a.optimizer);
   run.recompute = parse_recompute(recompute_text(a));

@@ -205,3 +205,16 @@ TEST_CASE("a sequence or micro-batch too large for 64 bits is named", "[cli][err
   expect_refused("--model llama-2-7b --seq 4096 --micro-batch 1099511627776", {"--micro-batch 1099511627776", "64 bits"});
   expect_refused("--model llama-2-7b --attention eager --seq 4294967296", {"--seq 4294967296", "eager", "64 bits"});
 }
+
+TEST_CASE("options the run ignores are noted, not silently dropped", "[cli][validation]") {
+  const plan_run r = run_plan("--model gpt2 --seq 1024 --gpu h100 --lora-rank 8 --lora-targets q,v --sequence-parallel");
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("note   --lora-rank has no effect without --finetune lora or qlora") &&
+                        Catch::Contains("note   --lora-targets has no effect") &&
+                        Catch::Contains("note   --sequence-parallel has no effect without --tp above 1"));
+  CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-dtype model --framework trainplan").out,
+             Catch::Contains("--lora-dtype has no effect under --framework trainplan"));
+  // Given where they act, nothing is noted.
+  CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-rank 8 --lora-dtype model").out,
+             !Catch::Contains("has no effect"));
+}
