@@ -7,6 +7,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "expect_refused.hpp"
 #include "run_plan.hpp"
 
 using namespace trainplan::test;
@@ -218,10 +219,7 @@ TEST_CASE("plan validate runs a tiny MoE given on the command line with --expert
                           "--experts 4 --experts-per-token 5",      // more than the experts
                           "--experts-per-token 2",                  // top-k of a dense model
                           "--experts -1 --experts-per-token 1"}) {
-    INFO(bad);
-    plan_run r = run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --no-report " + std::string(bad));
-    CHECK(r.exit_code == 2);
-    CHECK(one_line(r.err));
+    expect_refused("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --no-report " + std::string(bad));
   }
 }
 
@@ -233,18 +231,11 @@ TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][valida
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --optimizer lion",
                            "validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 0",
                            "validate --suite cpu"}) {                              // unknown suite
-    INFO(args);
-    plan_run r = run_plan(std::string(args) + " --no-report");
-    CHECK(r.exit_code == 2);
-    CHECK(one_line(r.err));
+    expect_refused(std::string(args) + " --no-report");
   }
   // bench has no --no-report: each is refused for its own reason, named.
   for (const auto& [args, reason] : {std::pair{"bench --backend tpu", "unknown backend 'tpu'"},
                                      std::pair{"bench --kernels", "plan bench --backend cuda --kernels"}}) {
-    INFO(args);
-    plan_run r = run_plan(args);
-    CHECK(r.exit_code == 2);
-    CHECK(one_line(r.err));
-    CHECK_THAT(r.err, Catch::Contains(reason));
+    expect_refused(args, {reason});
   }
 }

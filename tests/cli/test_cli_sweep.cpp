@@ -7,6 +7,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "expect_refused.hpp"
 #include "run_plan.hpp"
 
 using namespace trainplan::test;
@@ -84,10 +85,7 @@ TEST_CASE("plan sweep, search, max and plot reject bad input with one line and e
                            "plot breakdown --model gpt2 --seq 512 -o /tmp/x.jpg",
                            "plot breakdown --model gpt2 --seq 512 --gpu h100,a100-40gb -o /tmp/x.svg",
                            "plot parity -o /tmp/x.svg", "plot timeline --report /nonexistent.json -o /tmp/x.svg"}) {
-    INFO(args);
-    plan_run r = run_plan(args);
-    CHECK(r.exit_code == 2);
-    CHECK(one_line(r.err));
+    expect_refused(args);
   }
 }
 

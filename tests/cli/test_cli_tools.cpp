@@ -7,6 +7,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 
+#include "expect_refused.hpp"
 #include "run_plan.hpp"
 
 using namespace trainplan::test;
@@ -83,10 +84,7 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
                           "--model gpt2 --pp 5 --gpus 5", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
                           "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0",
                           "--model gpt2 --finetune lora --lora-dtype int8"}) {
-    INFO(bad);
-    plan_run e = run_plan(bad);
-    CHECK(e.exit_code == 2);
-    CHECK(one_line(e.err));
+    expect_refused(bad);
   }
 }
 
@@ -136,10 +134,7 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
   for (const char* bad : {"--model gpt2 --emit megatron -o /tmp/x", "--model gpt2 --emit deepspeed",
                           "--model gpt2 --gpus 2 --zero 1 --emit fsdp -o /tmp/x.yaml",
                           "--model gpt2 --finetune lora --emit torchtitan -o /tmp/x.toml", "--model gpt2 -o /tmp/x.json"}) {
-    INFO(bad);
-    plan_run e = run_plan(bad);
-    CHECK(e.exit_code == 2);
-    CHECK(one_line(e.err));
+    expect_refused(bad);
   }
   std::filesystem::remove_all(dir);
 }

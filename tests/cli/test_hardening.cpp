@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "tests/cli/expect_refused.hpp"
 #include "tests/cli/run_plan.hpp"
 
+using trainplan::test::expect_refused;
 using trainplan::test::plan_run;
 using trainplan::test::one_line;
 using trainplan::test::run_plan;
@@ -29,13 +31,6 @@ bool has_nan_or_inf(const std::string& s) {
       if (!word_after && !word_before) return true;
     }
   return false;
-}
-
-void expect_bad_input(const std::string& args) {
-  INFO("plan " << args);
-  const plan_run r = run_plan(args);
-  CHECK(r.exit_code == 2);
-  CHECK(one_line(r.err));
 }
 
 std::filesystem::path fresh_dir(const std::string& name) {
@@ -58,37 +53,37 @@ TEST_CASE("tp x pp past 64 bits is refused everywhere, never a division by zero"
   const std::string huge = " --tp 4294967296 --pp 4294967296";
   for (const std::string cmd : {"--model gpt2", "max seq --model gpt2", "sweep --model gpt2 --seq 128",
                                 "search --model gpt2 --seq 128", "--model gpt2 --global-batch 8"})
-    expect_bad_input(cmd + huge);
+    expect_refused(cmd + huge);
 }
 
 TEST_CASE("integers are parsed whole and floats must be finite", "[cli][errors][hardening]") {
-  expect_bad_input("--model gpt2 --zero 4294967299 --gpus 2");
-  expect_bad_input("search --model gpt2 --seq 1024 --margin nan");
-  expect_bad_input("search --model gpt2 --seq 1024 --margin -1");
-  expect_bad_input("max seq --model gpt2 --margin nan");
-  expect_bad_input("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --tolerance nan --no-report");
+  expect_refused("--model gpt2 --zero 4294967299 --gpus 2");
+  expect_refused("search --model gpt2 --seq 1024 --margin nan");
+  expect_refused("search --model gpt2 --seq 1024 --margin -1");
+  expect_refused("max seq --model gpt2 --margin nan");
+  expect_refused("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --tolerance nan --no-report");
 }
 
 TEST_CASE("an empty option value is an error, not 'not given'", "[cli][errors][hardening]") {
   for (const char* opt : {"--seq", "--micro-batch", "--grad-accum", "--global-batch", "--dropout", "--gpus", "--tp", "--pp",
                           "--zero", "--offload", "--host-memory", "--finetune", "--lora-rank", "--lora-targets", "--precision",
                           "--framework"})
-    expect_bad_input(std::string("--model gpt2 ") + opt + " \"\"");
+    expect_refused(std::string("--model gpt2 ") + opt + " \"\"");
 }
 
 TEST_CASE("files that are no files, never end, or hold numbers out of range: exit 2, never a hang", "[cli][errors][hardening]") {
   const auto dir = fresh_dir("trainplan-hard-files");
-  expect_bad_input("--hf-config /dev/zero");
+  expect_refused("--hf-config /dev/zero");
   const auto fifo = dir / "fifo.json";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  expect_bad_input("--hf-config " + fifo.string());  // would block forever on open/read
-  expect_bad_input("--hf-config " + dir.string());   // a folder
+  expect_refused("--hf-config " + fifo.string());  // would block forever on open/read
+  expect_refused("--hf-config " + dir.string());   // a folder
   std::ofstream(dir / "huge.json") << R"({"model_type": "gpt2", "n_layer": 1e400, "n_embd": 64, "n_head": 4, "vocab_size": 100})";
-  expect_bad_input("--hf-config " + (dir / "huge.json").string());
+  expect_refused("--hf-config " + (dir / "huge.json").string());
   const auto data = dir / "data";
   std::filesystem::create_directories(data);
   std::ofstream(data / "gpus.json") << gpu_entry("1e400", "10");
-  expect_bad_input("--model gpt2 --gpu odd-gpu --data-dir " + data.string());
+  expect_refused("--model gpt2 --gpu odd-gpu --data-dir " + data.string());
   std::filesystem::remove_all(dir);
 }
 
@@ -100,11 +95,11 @@ TEST_CASE("GPU constants out of their sane ranges are refused, so nothing prints
   };
   for (const auto& [memory, peak] : bad) {
     std::ofstream(dir / "gpus.json") << gpu_entry(memory, peak);
-    expect_bad_input("--model gpt2 --gpu odd-gpu --data-dir " + dir.string());
-    expect_bad_input("sweep --model gpt2 --seq 128 --gpu odd-gpu --format jsonl --data-dir " + dir.string());
+    expect_refused("--model gpt2 --gpu odd-gpu --data-dir " + dir.string());
+    expect_refused("sweep --model gpt2 --seq 128 --gpu odd-gpu --format jsonl --data-dir " + dir.string());
   }
   std::ofstream(dir / "gpus.json") << gpu_entry("1073741824", "10", "1e-320");
-  expect_bad_input("--model gpt2 --gpu odd-gpu --data-dir " + dir.string());
+  expect_refused("--model gpt2 --gpu odd-gpu --data-dir " + dir.string());
   std::filesystem::remove_all(dir);
 }
 
@@ -121,11 +116,11 @@ TEST_CASE("report readers check every field: plot timeline, plot parity, calibra
   for (const auto& [name, text] : reports) {
     std::ofstream(dir / name) << text;
     const std::string path = (dir / name).string();
-    expect_bad_input("plot timeline --report " + path + " -o " + (dir / "t.svg").string());
-    expect_bad_input("calibrate " + path);
+    expect_refused("plot timeline --report " + path + " -o " + (dir / "t.svg").string());
+    expect_refused("calibrate " + path);
     // Parity reads only the two peaks, which the first two reports have.
     if (std::string(name) != "empty-timeline.json" && std::string(name) != "no-backend.json")
-      expect_bad_input("plot parity --reports " + path + " -o " + (dir / "p.svg").string());
+      expect_refused("plot parity --reports " + path + " -o " + (dir / "p.svg").string());
   }
   // calibrate -o onto a file that holds other JSON.
   nlohmann::json p = nlohmann::json::parse(run_plan("--model gpt2 --gpu h100 --framework trainplan --json").out);
@@ -137,12 +132,12 @@ TEST_CASE("report readers check every field: plot timeline, plot parity, calibra
   std::ofstream(dir / "good.json") << report.dump();
   for (const char* other : {"[]", R"({"gpus": 3})", "\"text\""}) {
     std::ofstream(dir / "other.json") << other;
-    expect_bad_input("calibrate " + (dir / "good.json").string() + " -o " + (dir / "other.json").string());
+    expect_refused("calibrate " + (dir / "good.json").string() + " -o " + (dir / "other.json").string());
   }
   // 64-bit sums: a device peak near 2^63 is refused, not wrapped.
   report["device"]["device_peak_bytes"] = 9223372036854775807ull;
   std::ofstream(dir / "overflow.json") << report.dump();
-  expect_bad_input("calibrate " + (dir / "overflow.json").string());
+  expect_refused("calibrate " + (dir / "overflow.json").string());
   std::filesystem::remove_all(dir);
 }
 
@@ -163,13 +158,13 @@ TEST_CASE("report readers refuse counts that are no integers (1e30, -1.5) instea
       report[a][b] = bad;
       std::ofstream(dir / "calibrate.json") << report.dump();
       INFO(a << "." << b << " = " << bad);
-      expect_bad_input("calibrate " + (dir / "calibrate.json").string());
+      expect_refused("calibrate " + (dir / "calibrate.json").string());
     }
     nlohmann::json timeline = {{"predicted", {{"peak_bytes", 1}}}, {"measured", {{"peak_bytes", 1}}}, {"backend", "cpu"},
                                {"timeline", {{{"phase", "x"}, {"predicted_bytes", 1}, {"measured_bytes", 1}}}},
                                {"model", {{"name", "m"}}}, {"run", {{"seq", bad}, {"micro_batch", 1}, {"grad_accum", 1}}}};
     std::ofstream(dir / "timeline.json") << timeline.dump();
-    expect_bad_input("plot timeline --report " + (dir / "timeline.json").string() + " -o " + (dir / "t.svg").string());
+    expect_refused("plot timeline --report " + (dir / "timeline.json").string() + " -o " + (dir / "t.svg").string());
   }
   std::filesystem::remove_all(dir);
 }
@@ -180,7 +175,7 @@ TEST_CASE("calibrate -o onto a deeply nested file is exit 2, not a stack overflo
   const auto dir = fresh_dir("trainplan-hard-deep");
   const std::size_t depth = 200'000;
   std::ofstream(dir / "calibration.json") << "{\"gpus\": {}, \"_note\": " << std::string(depth, '[') << std::string(depth, ']') << "}";
-  expect_bad_input("calibrate --framework hf --gpu h100 " + std::string(TRAINPLAN_TEST_DATA) +
+  expect_refused("calibrate --framework hf --gpu h100 " + std::string(TRAINPLAN_TEST_DATA) +
                    "/measurements/pytorch-hf-h100-2026-11-22.jsonl -o " + (dir / "calibration.json").string());
   std::filesystem::remove_all(dir);
 }
@@ -193,13 +188,13 @@ TEST_CASE("max and search keep to the fit check's verdict, invalid options are e
   const std::uint64_t s = nlohmann::json::parse(mx.out)["value"];
   CHECK(run_plan(base + " --seq " + std::to_string(s)).exit_code == 0);
   CHECK(run_plan(base + " --seq " + std::to_string(s + 1)).exit_code == 1);
-  expect_bad_input("max seq --model gpt2 --pp 5 --gpus 5");  // 5 does not divide gpt2's 12 layers
-  expect_bad_input("search --model gpt2 --seq 1024 --pp 5 --gpus 5");
+  expect_refused("max seq --model gpt2 --pp 5 --gpus 5");  // 5 does not divide gpt2's 12 layers
+  expect_refused("search --model gpt2 --seq 1024 --pp 5 --gpus 5");
 }
 
 TEST_CASE("qlora on fp32, and validate with one step, are refused", "[cli][errors][hardening]") {
-  expect_bad_input("--model llama-2-7b --finetune qlora --precision fp32 --framework trainplan");
-  expect_bad_input("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 1 --no-report");
+  expect_refused("--model llama-2-7b --finetune qlora --precision fp32 --framework trainplan");
+  expect_refused("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --steps 1 --no-report");
 }
 
 TEST_CASE("write failures and unwritable places are exit 2 with one line", "[cli][errors][hardening]") {

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <string>
 
+#include "tests/cli/expect_refused.hpp"
 #include "tests/cli/run_plan.hpp"
 
+using trainplan::test::expect_refused;
 using trainplan::test::fixture;
 using trainplan::test::one_line;
 using trainplan::test::plan_run;
@@ -23,16 +25,6 @@ std::filesystem::path fresh_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
-}
-
-// Runs plan and expects the one-line refusal with exit 2, its message containing every one of `names`.
-void expect_refused(const std::string& args, std::initializer_list<std::string> names) {
-  INFO("plan " << args);
-  const plan_run r = run_plan(args);
-  INFO(r.err);
-  CHECK(r.exit_code == 2);
-  CHECK(one_line(r.err));
-  for (const std::string& name : names) CHECK_THAT(r.err, Catch::Contains(name));
 }
 
 std::string replaced(std::string text, const std::string& from, const std::string& to) {
