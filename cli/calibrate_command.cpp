@@ -38,7 +38,8 @@ json timing_json(const timing_constants& k) {
           {"fp32_gemm_efficiency", k.fp32_gemm_efficiency},
           {"attention_efficiency", k.attention_efficiency}, {"bandwidth_fraction", k.bandwidth_fraction},
           {"kernel_seconds", k.kernel_seconds},         {"step_seconds", k.step_seconds},
-          {"foreach_tensor_seconds", k.foreach_tensor_seconds}};
+          {"foreach_tensor_seconds", k.foreach_tensor_seconds},
+          {"forward_kernel_seconds", k.forward_kernel_seconds}, {"backward_kernel_seconds", k.backward_kernel_seconds}};
 }
 
 struct calibrate_args {
@@ -146,11 +147,12 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
   c.timing_for(framework_kind::hf) = fit.constants;
   const timing_constants& k = fit.constants;
   fmt::print("Step time (hf profile): GEMMs at {} (fp32: {}) x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
-             "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step, {:.1f} us per foreach tensor: over {} runs the "
-             "median error is {:.1f}%, the largest {:.1f}%\n\n",
+             "bandwidth {}, {:.2f} us between kernels; host {:.3f} ms per step, {:.2f} us per forward and {:.2f} us per "
+             "backward launch, {:.1f} us per foreach tensor: over {} runs the median error is {:.1f}%, the largest {:.1f}%\n\n",
              percent(k.gemm_efficiency), percent(k.fp32_gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim,
-             k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6, k.step_seconds * 1e3, k.foreach_tensor_seconds * 1e6,
-             timed.size(), fit.median_error_pct, fit.max_error_pct);
+             k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
+             k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6,
+             k.foreach_tensor_seconds * 1e6, timed.size(), fit.median_error_pct, fit.max_error_pct);
   const int verdict = check_measurements(args.inputs, g, c, 3.0, 5.0, 20.0);
   if (!args.output.empty()) {
     json doc;
@@ -288,10 +290,11 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                  gib(c.cublas_workspace_bytes), percent(c.allocator_slack_fraction));
       const timing_constants& k = c.timing_for(framework_kind::trainplan);
       fmt::print("  step time          GEMMs {} x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
-                 "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step\n",
+                 "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step, host {:.2f} us per forward and {:.2f} us per "
+                 "backward launch\n",
                  percent(k.gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim, k.gemm_half_dim,
                  percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
-                 k.step_seconds * 1e3);
+                 k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6);
       fmt::print("\n  {:<48} {:>14} {:>14} {:>8} {:>10} {:>10} {:>8}\n", "run", "device peak", "predicted", "error", "step s",
                  "predicted", "error");
       for (const auto& r : fit.residuals)

@@ -125,7 +125,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                {"offload_seconds", p.time.offload_seconds},
                {"tokens_per_second", p.time.tokens_per_second},
                {"mfu", p.time.mfu},
-               {"hfu", p.time.hfu}};
+               {"hfu", p.time.hfu},
+               {"host_seconds", p.time.breakdown.host_seconds},
+               {"device_seconds", p.time.breakdown.device_seconds}};
   json breakdown = json::object();
   for (std::size_t c = 0; c < op_class_count; ++c)
     breakdown[std::string(op_class_name(static_cast<op_class>(c)))] = p.time.breakdown.seconds[c];

@@ -70,16 +70,26 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                                 "calibrated; two 32 MiB workspaces, PyTorch's on sm_90, one per thread that runs GEMMs"
                               : "data/calibration.json; initial literature values until calibrated"));
   const timing_constants& k = p.calib.timing_for(p.run.framework);
-  a.push_back(fmt::format("time: each op's FLOPs at a GEMM efficiency of {} x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of the "
+  const bool host_model = k.forward_kernel_seconds > 0 || k.backward_kernel_seconds > 0;
+  const std::string shape = k.gemm_half_dim > 0 ? fmt::format(" x m/(m+{0:.0f}) x n/(n+{0:.0f}) x k/(k+{0:.0f})", k.gemm_half_dim)
+                                                 : std::string();
+  a.push_back(fmt::format("time: each op's FLOPs at a GEMM efficiency of {}{} of the "
                           "{} dense peak (attention kernels {}) or its bytes at {} of the memory bandwidth, whichever is "
-                          "longer, plus {:.1f} us per kernel, {} per step{} ({} profile, data/calibration.json); "
+                          "longer, plus {:.1f} us per kernel, {} per step{}{} ({} profile, data/calibration.json); "
                           "communication between GPUs is not modelled",
-                          percent(k.gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim, k.gemm_half_dim,
+                          percent(k.gemm_efficiency), shape,
                           dtype_name(p.layout.compute), percent(k.attention_efficiency), percent(k.bandwidth_fraction),
                           k.kernel_seconds * 1e6, duration(k.step_seconds),
                           k.foreach_tensor_seconds > 0
                               ? fmt::format(" and {:.0f} us per parameter tensor in foreach AdamW", k.foreach_tensor_seconds * 1e6)
                               : std::string(),
+                          host_model ? fmt::format("; the GPU waits where the host is slower: {:.1f} us of host work per kernel "
+                                                   "launched from Python (forward, recomputation), {:.1f} us per kernel from "
+                                                   "the autograd engine and the optimizer (host {}, GPU {} a step)",
+                                                   k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6,
+                                                   duration(p.time.breakdown.host_seconds),
+                                                   duration(p.time.breakdown.device_seconds))
+                                     : std::string(),
                           framework_name(p.run.framework)));
   return a;
 }
@@ -233,6 +243,14 @@ std::string render_plan_text(const plan_report_input& in) {
                            duration(sec), percent(total > 0 ? sec / total : 0));
     }
     line("  by op class: {}", parts);
+    // Where the host's work alone outlasts the GPU's, the step is the host's (planner/roofline.hpp): more
+    // work per kernel (a larger micro-batch) costs the GPU's idle time first.
+    const op_time_breakdown& b = p.time.breakdown;
+    const double host_work = b.host_seconds - p.calib.timing_for(run.framework).step_seconds;
+    if (host_work > b.device_seconds)
+      line("  bound by the host: {} of host work (Python dispatch, the autograd engine) against {} of GPU work a step; "
+           "a larger micro-batch fills the GPU's idle time first",
+           duration(host_work), duration(b.device_seconds));
   }
   if (in.train_tokens)
     line("  {} tokens take {} on {} ({} steps)", scientific(*in.train_tokens),

@@ -242,6 +242,11 @@ void parse_timing(const json& j, const std::string& where, calibration& c, bool 
     pick("kernel_seconds", t.kernel_seconds, 0, lim::max_kernel_seconds);
     pick("step_seconds", t.step_seconds, 0, lim::max_step_seconds);
     pick("foreach_tensor_seconds", t.foreach_tensor_seconds, 0, lim::max_foreach_tensor_seconds);
+    // The host's cost per launch (absent: 0, a host that never holds the GPU back).
+    if (o.has("forward_kernel_seconds") || partial)
+      pick("forward_kernel_seconds", t.forward_kernel_seconds, 0, lim::max_host_kernel_seconds);
+    if (o.has("backward_kernel_seconds") || partial)
+      pick("backward_kernel_seconds", t.backward_kernel_seconds, 0, lim::max_host_kernel_seconds);
     o.finish();
   }
   frameworks.finish();

@@ -57,6 +57,7 @@ void check_measured_step(const line_reader& r, const measured_run& run) {
   if (!(std::isfinite(run.step_seconds) && run.step_seconds > 0 && run.step_seconds < max_step_seconds))
     throw input_error(fmt::format("{}: field 'step_s' must be a number of seconds above 0 and below {} (1 day), not {}",
                                   r.where, max_step_seconds, run.step_seconds));
+  if (!run.memory_measured) return;
   if (run.alloc_peak_bytes == 0)
     throw input_error(fmt::format("{}: field 'alloc_peak' must be at least 1: a training step allocates", r.where));
   if (run.reserved_peak_bytes < run.alloc_peak_bytes)
@@ -145,8 +146,11 @@ measured_run read_run(const line_reader& r) {
   run.params = r.count("params");
   run.out_of_memory = r.flag("oom", false);
   if (!run.out_of_memory) {  // an out-of-memory run has no completed step to measure
-    run.alloc_peak_bytes = r.count("alloc_peak");
-    run.reserved_peak_bytes = r.count("reserved_peak");
+    run.memory_measured = r.j.contains("alloc_peak") || r.j.contains("reserved_peak");
+    if (run.memory_measured) {  // both, or the missing one is named
+      run.alloc_peak_bytes = r.count("alloc_peak");
+      run.reserved_peak_bytes = r.count("reserved_peak");
+    }
     run.step_seconds = r.number("step_s");
     check_measured_step(r, run);
   }

@@ -22,6 +22,9 @@ struct measured_run {
   std::uint64_t reserved_peak_bytes = 0;  // max_memory_reserved() over the run
   double step_seconds = 0;
   bool out_of_memory = false;
+  // false for a step time measured without the memory figures (neither alloc_peak nor reserved_peak given:
+  // a published or quoted step time), which only the step-time comparison and fit use
+  bool memory_measured = true;
 };
 
 struct measured_file {

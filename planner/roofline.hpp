@@ -1,8 +1,12 @@
 #pragma once
 // Step time from the operations (issue 10): each op takes the longer of its FLOPs at the GEMM efficiency for
-// its shape and its bytes at the achieved memory bandwidth (Williams et al. 2009, "Roofline"), plus a cost
-// per kernel launched; the step adds a fixed host cost and, for PyTorch's foreach optimizer, a cost per
-// parameter tensor. The constants are per GPU and framework (data/calibration.json, `plan calibrate`).
+// its shape and its bytes at the achieved memory bandwidth (Williams et al. 2009, "Roofline"), plus a gap
+// per kernel launched. The host issues kernels asynchronously (CUDA streams: a launch returns before the
+// kernel runs), so the GPU runs behind the host and waits for it only where the host is slower: PyTorch
+// eager's Python dispatch of a small model's forward, or a checkpointed layer's forward rerun in backward.
+// The step takes the longest of the ways the two can meet at a phase boundary (forward, backward,
+// optimizer), plus a fixed host cost before its first kernel. The constants are per GPU and framework
+// (data/calibration.json, `plan calibrate`).
 #include <array>
 
 #include "planner/step_ops.hpp"
@@ -20,9 +24,14 @@ struct timing_constants {
   double fp32_gemm_efficiency = 0.85;
   double attention_efficiency = 0.4;   // fused attention kernels' fraction of the dense peak
   double bandwidth_fraction = 0.8;     // achieved fraction of the HBM bandwidth in streaming kernels
-  double kernel_seconds = 4e-6;        // per kernel launched: launch latency, or the host's dispatch in eager
-  double step_seconds = 0;             // per step: the host's work outside kernels
-  double foreach_tensor_seconds = 0;   // per parameter tensor in PyTorch's foreach optimizer (host)
+  double kernel_seconds = 4e-6;        // device: per kernel launched, the gap between dependent kernels
+  double step_seconds = 0;             // host: per step, before its first kernel
+  double foreach_tensor_seconds = 0;   // host: per parameter tensor in PyTorch's foreach optimizer
+  // Host: per kernel launched from Python (eager forward and recomputation: module calls, autocast and the
+  // dispatcher for each op), and per kernel launched from C++ (the autograd engine, a foreach call's
+  // kernels). 0 for programs whose host always runs ahead of the GPU.
+  double forward_kernel_seconds = 0;
+  double backward_kernel_seconds = 0;
 
   double gemm_efficiency_at(double m, double n, double k, bool fp32 = false) const {
     auto g = [&](double x) { return x / (x + gemm_half_dim); };
@@ -39,10 +48,15 @@ struct timing_limits {
   static constexpr double max_kernel_seconds = 1;
   static constexpr double max_step_seconds = 3600;
   static constexpr double max_foreach_tensor_seconds = 1;
+  static constexpr double max_host_kernel_seconds = 1;  // forward and backward kernel seconds
 };
 
 struct op_time_breakdown {
-  std::array<double, op_class_count> seconds{};  // by op_class; launches and host work under overhead
+  // By op_class: the kernels' device time; overhead is the rest of the step, the gaps between kernels and
+  // the time the GPU waits for the host.
+  std::array<double, op_class_count> seconds{};
+  double host_seconds = 0;    // the host's work alone: were the GPU infinitely fast, the step would take this
+  double device_seconds = 0;  // the GPU's work alone (kernels and gaps) after the host's fixed step cost
   double total() const {
     double t = 0;
     for (double s : seconds) t += s;

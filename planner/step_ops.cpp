@@ -107,9 +107,9 @@ void add_fused_layer(ops::row_group& layer, ops::row_group& norms, ops::row_grou
   } else {
     const double heads = static_cast<double>(m.heads), d = static_cast<double>(m.head_dim);
     const double batches = heads * static_cast<double>(run.micro_batch), N = batches * s * s;
-    layer.gemm("attention.scores", s, s, d, c, c, true, op_class::attention, batches, true);
+    layer.gemm("attention.scores", s, s, d, c, c, true, op_class::attention, batches, true, true);
     layer.add("attention.softmax", op_class::attention, 2 * N * c, 1, 3 * N * c, 1, 0, 0, true);
-    layer.gemm("attention.values", s, static_cast<double>(m.v_dim()), s, c, c, true, op_class::attention, batches, true);
+    layer.gemm("attention.values", s, static_cast<double>(m.v_dim()), s, c, c, true, op_class::attention, batches, true, true);
   }
   layer.gemm("attention.out", T, h, ow, c, c);
   if (run.framework == framework_kind::trainplan) {
@@ -174,13 +174,13 @@ step_ops list_step_ops(const model_spec& m, const run_config& run, const precisi
   const double tp = static_cast<double>(run.tp);
 
   auto layer_group = [&](double n) {
-    return ops::row_group{result.ops, mb * n * (full ? 2 : 1), mb * n, mb * n * (1 + (full ? 1 : 0) + (selective ? 1 : 0)),
+    return ops::row_group{result, mb * n * (full ? 2 : 1), mb * n, mb * n * (1 + (full ? 1 : 0) + (selective ? 1 : 0)),
                           1 / tp};
   };
   ops::row_group layer = layer_group(layers);
   ops::row_group norms = layer;
   norms.share = run.sequence_parallel ? 1 / tp : 1;  // norms, residuals, dropout: replicated across tp ranks
-  ops::row_group head{result.ops, mb, mb, mb, 1};
+  ops::row_group head{result, mb, mb, mb, 1};
   // DeepSeek's dense first layers run another MLP than its MoE layers. With pipeline stages, the step
   // waits for the slowest stage: one of MoE layers only, when there are enough of them to fill one.
   const double moe_layers = std::min(layers, static_cast<double>(m.moe_layers()));
@@ -194,6 +194,8 @@ step_ops list_step_ops(const model_spec& m, const run_config& run, const precisi
     add_fused_layer(layer, norms, dense_mlp, moe_mlp, m, run, c);
     add_fused_head(head, m, run, c, w);
   }
+
+  for (ops::row_group* g : {&layer, &norms, &head, &dense_mlp, &moe_mlp}) g->flush_launches();
 
   // The optimizer: one pass over what it updates. PyTorch's foreach AdamW runs eight list operations
   // (weight decay, lerp, mul, addcmul, sqrt, div, add, addcdiv: 4 p + 14 s + 2 g bytes per parameter with
@@ -216,7 +218,10 @@ step_ops list_step_ops(const model_spec& m, const run_config& run, const precisi
     opt.bytes = optimizer_bytes;
     opt.kernels = multi_tensor_launches(trained_params, trained_tensors, 36);
   }
-  if (opt.bytes > 0) result.ops.push_back(opt);
+  if (opt.bytes > 0) {
+    result.ops.push_back(opt);
+    result.launches.optimizer = opt.kernels;
+  }
   return result;
 }
 

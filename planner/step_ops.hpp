@@ -23,14 +23,30 @@ struct step_op {
   std::string_view name;       // "mlp.gelu_new", "lm_head", "adamw.foreach"...: static strings
   op_class cls = op_class::elementwise;
   bool gemm_shaped = false;    // runs as a (batched) GEMM: its efficiency is e(m, n, k)
+  // The part of its device work done in the step's forward passes (by its FLOPs, or its bytes when it has
+  // none); the rest runs in backward, recomputation included. planner/roofline.hpp overlaps phases. A float
+  // fills the padding after the two fields above: sweeps copy millions of these.
+  float forward_share = 1;
   double flops = 0;            // per step: every micro-batch, layer, forward, backward and recomputation
   double bytes = 0;            // read + written per step
   double kernels = 0;          // launches per step
   double m = 0, n = 0, k = 0;  // GEMM: the shape of one launch
 };
 
+// Kernel launches per step by the phase and the code that issues them. In PyTorch eager the forward (and a
+// checkpointed layer's recomputation, which reruns Python's forward inside backward) is dispatched op by
+// op from Python, backward by the autograd engine in C++: their host costs differ (planner/roofline.hpp).
+struct step_launches {
+  double forward = 0;    // the first forward of each micro-batch
+  double recompute = 0;  // forward rerun in backward (activation checkpointing)
+  double backward = 0;
+  double optimizer = 0;
+  double total() const { return forward + recompute + backward + optimizer; }
+};
+
 struct step_ops {
   std::vector<step_op> ops;
+  step_launches launches;  // the ops' kernels, by phase
   // Parameter tensors PyTorch's foreach AdamW walks in Python each step (bias corrections and step sizes
   // are per-tensor Python lists); 0 for fused optimizers.
   double foreach_tensors = 0;

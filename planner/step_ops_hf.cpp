@@ -121,7 +121,7 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
   if (!gpt || backend == sdpa_backend::math)  // repeat_kv: keys and values copied out to every query head
     if (x.kvw < x.qw) g.add("attention.repeat_kv", op_class::elementwise, 2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2,
                             2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2, 0, 0, true);
-  g.gemm("attention.scores", x.s, x.s, x.d, x.c, x.c, true, op_class::attention, x.batches, true);
+  g.gemm("attention.scores", x.s, x.s, x.d, x.c, x.c, true, op_class::attention, x.batches, true, true);
   // scale, causal mask, softmax, cast back to the value dtype, dropout: each a pass over the scores.
   double fwd = 2 * N * x.c + 2 * N * x.c + N * (x.c + probs);
   double bwd = 2 * N * x.c + 3 * N * probs;
@@ -129,7 +129,7 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
   if (probs != x.c) fwd += N * (probs + x.c), bwd += N * (probs + x.c), ++fk, ++bk;
   if (drop) fwd += N * (2 * x.c + 1), bwd += N * (2 * x.c + 1), ++fk, ++bk;
   g.add("attention.softmax", op_class::attention, fwd, fk, bwd, bk, 0, 0, true);
-  g.gemm("attention.values", x.s, x.dv, x.s, x.c, x.c, true, op_class::attention, x.batches, true);
+  g.gemm("attention.values", x.s, x.dv, x.s, x.c, x.c, true, op_class::attention, x.batches, true, true);
   g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
 }
 

@@ -12,28 +12,73 @@
 namespace trainplan {
 namespace {
 
-// Per run, with the device constants fixed: measured = device + kernels * a + b + tensors * c.
-struct linear_terms {
-  double device = 0, kernels = 0, tensors = 0, measured = 0;
+// The host-side unknowns, on which each of planner/roofline.cpp's four schedules is linear: the gap per
+// kernel, the step's fixed host cost, the host's cost per forward and per backward launch, per foreach tensor.
+constexpr int unknowns = 5;
+using host_vector = std::array<double, unknowns>;
+constexpr std::array<double, unknowns> unknown_limits = {
+    timing_limits::max_kernel_seconds, timing_limits::max_step_seconds, timing_limits::max_host_kernel_seconds,
+    timing_limits::max_host_kernel_seconds, timing_limits::max_foreach_tensor_seconds};
+
+// One run at one grid point of the device constants: each schedule is constant + coefficients . x.
+struct run_terms {
+  std::array<double, 4> constant{};
+  std::array<host_vector, 4> coefficient{};
+  double measured = 0;
+
+  double schedule(int j, const host_vector& x) const {
+    double t = constant[j];
+    for (int i = 0; i < unknowns; ++i) t += coefficient[j][i] * x[i];
+    return t;
+  }
+  int longest(const host_vector& x) const {
+    int best = 0;
+    for (int j = 1; j < 4; ++j)
+      if (schedule(j, x) > schedule(best, x)) best = j;
+    return best;
+  }
 };
 
-// Solves the 3-unknown least squares over the subset of unknowns in `mask` (others 0), rows weighted by
-// 1 / measured. Returns false when the normal equations are singular or a solution is negative.
-bool solve_subset(const std::vector<linear_terms>& rows, unsigned mask, std::array<double, 3>& x) {
-  std::array<int, 3> idx{};
-  int n = 0;
-  for (int i = 0; i < 3; ++i)
-    if (mask & (1u << i)) idx[n++] = i;
-  x = {0, 0, 0};
-  if (n == 0) return true;
-  double A[3][4] = {};
+// The schedules of planner/roofline.cpp's estimate_op_times, with the device seconds by phase given.
+run_terms terms_of(const step_ops& ops, double device_f, double device_b, double device_o, double measured) {
+  const step_launches& n = ops.launches;
+  run_terms r;
+  r.measured = measured;
+  // x = {gap, step, forward kernel, backward kernel, foreach tensor}
+  r.constant = {device_f + device_b + device_o, device_b + device_o, device_o, 0};
+  r.coefficient[0] = {n.total(), 1, 0, 0, 0};
+  r.coefficient[1] = {n.recompute + n.backward + n.optimizer, 1, n.forward, 0, 0};
+  r.coefficient[2] = {n.optimizer, 1, n.forward + n.recompute, n.backward, ops.foreach_tensors};
+  r.coefficient[3] = {0, 1, n.forward + n.recompute, n.backward + n.optimizer, ops.foreach_tensors};
+  return r;
+}
+
+double relative_error_sum(const std::vector<run_terms>& rows, const host_vector& x) {
+  double sum = 0;
   for (const auto& r : rows) {
-    const double w = 1.0 / r.measured;
-    const std::array<double, 3> col = {r.kernels * w, w, r.tensors * w};
-    const double y = (r.measured - r.device) * w;
+    const double e = (r.schedule(r.longest(x), x) - r.measured) / r.measured;
+    sum += e * e;
+  }
+  return sum;
+}
+
+// Least squares over the unknowns in `mask` (others 0) with each run's schedule fixed (branch[i]), rows
+// weighted by 1 / measured. False when the normal equations are singular or a solution leaves its range.
+bool solve_subset(const std::vector<run_terms>& rows, const std::vector<int>& branch, unsigned mask, host_vector& x) {
+  std::array<int, unknowns> idx{};
+  int n = 0;
+  for (int i = 0; i < unknowns; ++i)
+    if (mask & (1u << i)) idx[n++] = i;
+  x = {};
+  if (n == 0) return true;
+  double A[unknowns][unknowns + 1] = {};
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const double w = 1.0 / rows[r].measured;
+    const host_vector& col = rows[r].coefficient[branch[r]];
+    const double y = (rows[r].measured - rows[r].constant[branch[r]]) * w;
     for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < n; ++j) A[i][j] += col[idx[i]] * col[idx[j]];
-      A[i][n] += col[idx[i]] * y;
+      for (int j = 0; j < n; ++j) A[i][j] += col[idx[i]] * w * col[idx[j]] * w;
+      A[i][n] += col[idx[i]] * w * y;
     }
   }
   for (int i = 0; i < n; ++i) {  // Gaussian elimination with partial pivoting
@@ -50,24 +95,47 @@ bool solve_subset(const std::vector<linear_terms>& rows, unsigned mask, std::arr
   }
   for (int i = 0; i < n; ++i) {
     x[idx[i]] = A[i][n] / A[i][i];
-    if (!(x[idx[i]] >= 0) || !std::isfinite(x[idx[i]])) return false;
+    // Only what the loader accepts: a fit `plan calibrate -o` could not write back is no fit.
+    if (!(x[idx[i]] >= 0) || !std::isfinite(x[idx[i]]) || x[idx[i]] > unknown_limits[idx[i]]) return false;
   }
   return true;
 }
 
-// The host-side unknowns (per kernel, per step, per foreach tensor) within data/calibration.json's ranges.
-bool within_limits(const std::array<double, 3>& x) {
-  return x[0] <= timing_limits::max_kernel_seconds && x[1] <= timing_limits::max_step_seconds &&
-         x[2] <= timing_limits::max_foreach_tensor_seconds;
+// Non-negative least squares with the schedules fixed: the unconstrained solution when it is feasible (then
+// it is the optimum), else the best feasible one over the faces of the constraint set.
+bool solve_fixed_schedules(const std::vector<run_terms>& rows, const std::vector<int>& branch, host_vector& best) {
+  constexpr unsigned all = (1u << unknowns) - 1;
+  if (solve_subset(rows, branch, all, best)) return true;
+  double best_error = std::numeric_limits<double>::infinity();
+  for (unsigned mask = 0; mask < all; ++mask) {
+    host_vector x;
+    if (!solve_subset(rows, branch, mask, x)) continue;
+    double e = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      const double d = (rows[r].schedule(branch[r], x) - rows[r].measured) / rows[r].measured;
+      e += d * d;
+    }
+    if (e < best_error) best_error = e, best = x;
+  }
+  return std::isfinite(best_error);
 }
 
-double relative_error_sum(const std::vector<linear_terms>& rows, const std::array<double, 3>& x) {
-  double sum = 0;
-  for (const auto& r : rows) {
-    const double e = (r.device + r.kernels * x[0] + x[1] + r.tensors * x[2] - r.measured) / r.measured;
-    sum += e * e;
+// The step time is the longest schedule, so it is piecewise linear in x: alternate between fixing which
+// schedule is longest for each run and solving the least squares for that choice, from `start`, until the
+// choice stops changing (a few rounds). Returns the relative error sum of the best x met.
+double fit_host(const std::vector<run_terms>& rows, host_vector start, host_vector& best) {
+  double best_error = std::numeric_limits<double>::infinity();
+  std::vector<int> branch(rows.size()), previous(rows.size(), -1);
+  host_vector x = start;
+  for (int round = 0; round < 8; ++round) {
+    for (std::size_t r = 0; r < rows.size(); ++r) branch[r] = rows[r].longest(x);
+    if (branch == previous) break;
+    previous = branch;
+    if (!solve_fixed_schedules(rows, branch, x)) break;
+    const double e = relative_error_sum(rows, x);
+    if (e < best_error - 1e-15) best_error = e, best = x;
   }
-  return sum;
+  return best_error;
 }
 
 }  // namespace
@@ -81,14 +149,7 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
 
   timing_fit best;
   double best_error = std::numeric_limits<double>::infinity();
-  std::vector<linear_terms> rows(runs.size());
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    double kernels = 0;
-    for (const step_op& op : runs[i].ops.ops) kernels += op.kernels;
-    rows[i].kernels = kernels;
-    rows[i].tensors = runs[i].ops.foreach_tensors;
-    rows[i].measured = runs[i].measured_seconds;
-  }
+  std::vector<run_terms> rows(runs.size());
   timing_constants k;
   // Ranges a GPU can physically reach: cuBLAS tops out near 80% of a tensor-core peak and 95% of the
   // CUDA-core fp32 peak, fused attention near 75%, streaming kernels near 95% of HBM bandwidth.
@@ -103,6 +164,44 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
   const std::vector<double> gemm_grid = percent_steps(30, 80), attention_grid = percent_steps(10, 75),
                             bandwidth_grid = percent_steps(50, 95);
   const std::vector<double> fp32_grid = any_fp32 ? percent_steps(50, 95) : std::vector<double>{k.fp32_gemm_efficiency};
+  // Starts for the host fit: all-device (gap and step only), and a host-bound one with PyTorch-eager-like
+  // costs (tens of microseconds per Python-launched kernel); the best x so far is a third. The grid points
+  // that fit best are then refitted from a wider set of starts (polish), since the alternation can stop at
+  // a local minimum where a run's longest schedule is misjudged.
+  const host_vector device_start = {4e-6, 0, 0, 0, 0}, host_start = {2e-6, 0.005, 30e-6, 8e-6, 50e-6};
+  host_vector best_x = device_start;
+  struct candidate {
+    double error;
+    timing_constants device;
+  };
+  std::vector<candidate> grid;
+  auto fill_rows = [&](const timing_constants& device) {
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      double forward = 0, backward = 0, optimizer = 0;
+      for (const step_op& op : runs[i].ops.ops) {
+        const double s = op_device_seconds(op, runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, device,
+                                           runs[i].ops.fp32_gemms);
+        if (op.cls == op_class::optimizer) optimizer += s;
+        else forward += s * op.forward_share, backward += s * (1 - op.forward_share);
+      }
+      rows[i] = terms_of(runs[i].ops, forward, backward, optimizer, runs[i].measured_seconds);
+    }
+  };
+  auto consider = [&](const timing_constants& device, const host_vector& start) {
+    host_vector x{};
+    const double error = fit_host(rows, start, x);
+    if (error < best_error - 1e-15) {
+      best_error = error;
+      best_x = x;
+      best.constants = device;
+      best.constants.kernel_seconds = x[0];
+      best.constants.step_seconds = x[1];
+      best.constants.forward_kernel_seconds = x[2];
+      best.constants.backward_kernel_seconds = x[3];
+      best.constants.foreach_tensor_seconds = x[4];
+    }
+    return error;
+  };
   for (double gemm : gemm_grid)
     for (double fp32 : fp32_grid)
       for (double half : {0.0, 32.0, 64.0, 128.0, 256.0})
@@ -110,27 +209,22 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
           for (double bandwidth : bandwidth_grid) {
             k.gemm_efficiency = gemm, k.gemm_half_dim = half, k.attention_efficiency = attention,
             k.bandwidth_fraction = bandwidth, k.fp32_gemm_efficiency = fp32;
-            for (std::size_t i = 0; i < runs.size(); ++i) {
-              double device = 0;
-              for (const step_op& op : runs[i].ops.ops)
-                device += op_device_seconds(op, runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, k,
-                                            runs[i].ops.fp32_gemms);
-              rows[i].device = device;
-            }
-            for (unsigned mask = 0; mask < 8; ++mask) {
-              std::array<double, 3> x;
-              // Only what the loader accepts: a fit `plan calibrate -o` could not write back is no fit.
-              if (!solve_subset(rows, mask, x) || !within_limits(x)) continue;
-              const double error = relative_error_sum(rows, x);
-              if (error < best_error - 1e-15) {
-                best_error = error;
-                best.constants = k;
-                best.constants.kernel_seconds = x[0];
-                best.constants.step_seconds = x[1];
-                best.constants.foreach_tensor_seconds = x[2];
-              }
-            }
+            fill_rows(k);
+            double point = std::numeric_limits<double>::infinity();
+            for (const host_vector& start : {device_start, host_start, best_x}) point = std::min(point, consider(k, start));
+            grid.push_back({point, k});
           }
+  constexpr std::size_t polished = 16;
+  const std::size_t keep = std::min(polished, grid.size());
+  std::partial_sort(grid.begin(), grid.begin() + static_cast<std::ptrdiff_t>(keep), grid.end(),
+                    [](const candidate& a, const candidate& b) { return a.error < b.error; });
+  for (std::size_t g = 0; g < keep; ++g) {
+    fill_rows(grid[g].device);
+    for (double forward : {5e-6, 15e-6, 30e-6, 60e-6})
+      for (double backward : {1e-6, 5e-6, 15e-6, 40e-6})
+        for (double gap : {0.0, 5e-6}) consider(grid[g].device, {gap, 0.002, forward, backward, 50e-6});
+  }
+  if (!std::isfinite(best_error)) throw input_error("calibrate: no step-time constants within their ranges fit these runs");
 
   std::vector<double> errors;
   for (const auto& r : runs) {

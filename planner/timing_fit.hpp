@@ -1,9 +1,10 @@
 #pragma once
 // Fits one framework's roofline constants (planner/roofline.hpp) on one GPU from measured step times
 // (`plan calibrate`). The device-side constants (GEMM efficiency and its half dimension, attention
-// efficiency, bandwidth fraction) are searched on a grid; for each grid point the host-side ones (per
-// kernel, per step, per foreach tensor), on which the time is linear, are solved by non-negative least
-// squares. The objective is the sum of squared relative errors, so a 30 ms run weighs as much as a 3 s one.
+// efficiency, bandwidth fraction) are searched on a grid; for each grid point the others (the gap per
+// kernel, the host's cost per step, per forward and backward launch and per foreach tensor), on which each
+// of the step's schedules is linear, are solved by non-negative least squares, alternating with the choice
+// of each run's longest schedule. The objective is the sum of squared relative errors, so a 30 ms run weighs as much as a 3 s one.
 // Every run shares the same constants: nothing is fitted per run.
 #include <string>
 #include <vector>

@@ -13,7 +13,8 @@ namespace {
 
 // A synthetic step whose parts vary independently from run to run (a fixed pseudo-random sequence), so
 // that each constant is identifiable: GEMMs of several shapes, memory-bound elementwise work, attention,
-// launches and foreach tensors.
+// launches of each phase and foreach tensors. Some runs are device-bound, some wait for the host's forward
+// or backward.
 step_ops synthetic_ops(int k) {
   std::uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(k + 1);
   auto next = [&](double lo, double hi) {
@@ -29,6 +30,7 @@ step_ops synthetic_ops(int k) {
     gemm.m = std::round(next(32, 8192)), gemm.n = std::round(next(32, 4096)), gemm.k = std::round(next(32, 4096));
     gemm.flops = 2 * gemm.m * gemm.n * gemm.k * std::round(next(50, 400));
     gemm.kernels = 100;
+    gemm.forward_share = 1.0 / 3;
     ops.ops.push_back(gemm);
   }
   step_op ew;
@@ -36,14 +38,25 @@ step_ops synthetic_ops(int k) {
   ew.cls = op_class::elementwise;
   ew.bytes = next(1e8, 1e10);
   ew.kernels = std::round(next(100, 5000));
+  ew.forward_share = 0.4;
   ops.ops.push_back(ew);
   step_op attention;
   attention.name = "attention";
   attention.cls = op_class::attention;
   attention.flops = next(1e11, 3e13);
   attention.kernels = 100;
+  attention.forward_share = 0.25;
   ops.ops.push_back(attention);
   ops.foreach_tensors = k % 3 ? std::round(next(10, 300)) : 0;
+  step_op optimizer;
+  optimizer.name = "optimizer";
+  optimizer.cls = op_class::optimizer;
+  optimizer.bytes = next(1e8, 2e10);
+  ops.ops.push_back(optimizer);
+  ops.launches.forward = std::round(next(100, 3000));
+  ops.launches.recompute = k % 4 == 1 ? ops.launches.forward : 0;
+  ops.launches.backward = std::round(k % 2 ? next(6000, 16000) : next(100, 3000));
+  ops.launches.optimizer = std::round(next(1, 60));
   return ops;
 }
 
@@ -51,6 +64,7 @@ timing_constants truth_constants() {
   timing_constants t;
   t.gemm_efficiency = 0.6, t.gemm_half_dim = 128, t.attention_efficiency = 0.35, t.bandwidth_fraction = 0.75;
   t.kernel_seconds = 6e-6, t.step_seconds = 0.004, t.foreach_tensor_seconds = 8e-5;
+  t.forward_kernel_seconds = 25e-6, t.backward_kernel_seconds = 7e-6;
   return t;
 }
 
@@ -99,6 +113,8 @@ TEST_CASE("calibration fitting recovers known constants", "[calibrate]") {
   CHECK(t.kernel_seconds == Approx(6e-6).epsilon(1e-6));
   CHECK(t.step_seconds == Approx(0.004).epsilon(1e-6));
   CHECK(t.foreach_tensor_seconds == Approx(8e-5).epsilon(1e-6));
+  CHECK(t.forward_kernel_seconds == Approx(25e-6).epsilon(1e-6));
+  CHECK(t.backward_kernel_seconds == Approx(7e-6).epsilon(1e-6));
   CHECK(fit.fitted.safety_margin_fraction == 0.05);  // not measured: kept from the base
   CHECK(fit.max_memory_error_pct < 1e-6);
   CHECK(fit.max_time_error_pct < 1e-6);
@@ -133,4 +149,19 @@ TEST_CASE("the timing fit keeps the host constants within what calibration.json 
   CHECK(fit.constants.kernel_seconds <= timing_limits::max_kernel_seconds);
   CHECK(fit.constants.step_seconds <= timing_limits::max_step_seconds);
   CHECK(fit.constants.foreach_tensor_seconds <= timing_limits::max_foreach_tensor_seconds);
+  CHECK(fit.constants.forward_kernel_seconds <= timing_limits::max_host_kernel_seconds);
+  CHECK(fit.constants.backward_kernel_seconds <= timing_limits::max_host_kernel_seconds);
+}
+
+TEST_CASE("the synthetic runs mix device-bound and host-bound steps", "[calibrate]") {
+  // Otherwise the fit above would not show that it finds which schedule binds each run.
+  calibration truth;
+  truth.timing_for(framework_kind::trainplan) = truth_constants();
+  int host_bound = 0, device_bound = 0;
+  for (int k = 0; k < 16; ++k) {
+    const op_time_breakdown t = estimate_op_times(synthetic_ops(k), 989.4e12, 3.35e12, truth_constants());
+    (t.host_seconds > t.device_seconds + truth_constants().step_seconds ? host_bound : device_bound) += 1;
+  }
+  CHECK(host_bound >= 3);
+  CHECK(device_bound >= 3);
 }

@@ -175,3 +175,19 @@ TEST_CASE("timing efficiencies must be at least 0.001 and a preset's family name
                     Catch::Contains("models.json: models[0]") && Catch::Contains("'family'") && Catch::Contains("bert") &&
                         !Catch::Contains("--family"));
 }
+
+TEST_CASE("the host's cost per launch is optional in calibration.json, and within range", "[catalog][time]") {
+  // Absent (files written before the host and the GPU overlapped in the step time): 0, a host that never
+  // holds the GPU back. Present: a number of seconds within [0, 1].
+  catalog c = catalog::from_text(one_gpu, one_model, calib);
+  CHECK(c.calibration_for(c.gpu("x1")).timing_for(framework_kind::hf).forward_kernel_seconds == 0);
+  const std::string with_host = replace(calib, "\"kernel_seconds\": 2e-5", "\"kernel_seconds\": 2e-5, \"forward_kernel_seconds\": 3e-5, \"backward_kernel_seconds\": 1e-5");
+  const calibration cal = catalog::from_text(one_gpu, one_model, with_host).calibration_for(c.gpu("x1"));
+  CHECK(cal.timing_for(framework_kind::hf).forward_kernel_seconds == 3e-5);
+  CHECK(cal.timing_for(framework_kind::hf).backward_kernel_seconds == 1e-5);
+  CHECK(cal.timing_for(framework_kind::llmc).forward_kernel_seconds == 0);
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"kernel_seconds\": 2e-5", "\"kernel_seconds\": 2e-5, \"forward_kernel_seconds\": 5")),
+                    Catch::Contains("forward_kernel_seconds must be within [0, 1]"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"kernel_seconds\": 2e-5", "\"kernel_seconds\": 2e-5, \"backward_kernel_seconds\": -1")),
+                    Catch::Contains("backward_kernel_seconds"));
+}

@@ -13,9 +13,8 @@ using nlohmann::json;
 
 namespace {
 
-// The shared file's env line and its S11 run (TinyLlama's shape, pure bf16), the model object and then
-// the line edited.
-measured_run s11_with_model(const json& model_changes, const json& line_changes = json::object()) {
+// The shared file's env line and its S11 run (TinyLlama's shape, pure bf16).
+std::pair<std::string, json> s11_line() {
   std::ifstream in(std::string(TRAINPLAN_TEST_DATA) + "/measurements/pytorch-hf-h100-2026-11-22.jsonl");
   std::string env, line;
   std::getline(in, env);
@@ -23,6 +22,12 @@ measured_run s11_with_model(const json& model_changes, const json& line_changes 
   while (std::getline(in, line))
     if (json j = json::parse(line); j["id"] == "S11") run = j;
   REQUIRE(run.is_object());
+  return {env, run};
+}
+
+// S11 with the model object and then the line edited.
+measured_run s11_with_model(const json& model_changes, const json& line_changes = json::object()) {
+  auto [env, run] = s11_line();
   run["model"].update(model_changes);
   run.update(line_changes);
   const measured_file f = parse_measurements(env + "\n" + run.dump() + "\n", "edited.jsonl");
@@ -59,4 +64,23 @@ TEST_CASE("collector reports: LoRA's rank, targets and adapter dtype", "[measure
   CHECK(s11_with_model(json::object(), bf16).run.lora_fp32);
   bf16["lora_dtype"] = "int8";
   CHECK_THROWS_WITH(s11_with_model(json::object(), bf16), Catch::Contains("'lora_dtype' must be float32, bfloat16 or float16"));
+}
+
+TEST_CASE("collector reports: a step time without memory figures is a time-only run", "[measured][hf]") {
+  // A published or quoted step time: neither alloc_peak nor reserved_peak. One without the other is a broken
+  // line, named.
+  const auto [env, run] = s11_line();
+  auto parse_without = [&](std::initializer_list<const char*> keys) {
+    json edited = run;
+    for (const char* k : keys) edited.erase(k);
+    return parse_measurements(env + "\n" + edited.dump() + "\n", "edited.jsonl");
+  };
+  const measured_file both = parse_without({});
+  CHECK(both.runs[0].memory_measured);
+  const measured_file time_only = parse_without({"alloc_peak", "reserved_peak"});
+  CHECK_FALSE(time_only.runs[0].memory_measured);
+  CHECK(time_only.runs[0].step_seconds == both.runs[0].step_seconds);
+  CHECK_THROWS_WITH(parse_without({"reserved_peak"}), Catch::Contains("edited.jsonl") && Catch::Contains("reserved_peak"));
+  CHECK_THROWS_WITH(parse_without({"alloc_peak"}), Catch::Contains("alloc_peak"));
+  CHECK_THROWS_WITH(parse_without({"alloc_peak", "reserved_peak", "step_s"}), Catch::Contains("step_s"));
 }
