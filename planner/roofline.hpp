@@ -64,10 +64,41 @@ struct op_time_breakdown {
   }
 };
 
-// The device-side time of one op (no launch cost): the roofline's max of compute and memory time.
+// The roofline's rates for one GPU, framework and step, the divisions done once (a sweep times every
+// configuration's ops): seconds per FLOP and per byte; a GEMM's 1 / g(x) = 1 + gemm_half_dim / x.
 // fp32: the step's GEMMs run in fp32 on the CUDA cores (step_ops::fp32_gemms).
-double op_device_seconds(const step_op& op, double peak_flops_per_s, double bandwidth_bytes_per_s,
-                         const timing_constants& k, bool fp32 = false);
+struct roofline_rates {
+  double per_flop, per_attention_flop, per_byte, half_dim;
+  roofline_rates(double peak_flops_per_s, double bandwidth_bytes_per_s, const timing_constants& k, bool fp32)
+      : per_flop(1 / (peak_flops_per_s * (fp32 ? k.fp32_gemm_efficiency : k.gemm_efficiency))),
+        per_attention_flop(1 / (peak_flops_per_s * k.attention_efficiency)),
+        per_byte(1 / (bandwidth_bytes_per_s * k.bandwidth_fraction)),
+        half_dim(k.gemm_half_dim) {}
+
+  // The device-side time of one op (no launch cost): the roofline's max of compute and memory time.
+  double seconds(const step_op& op) const {
+    double compute = 0;
+    if (op.flops > 0) {
+      compute = op.flops * (op.cls == op_class::attention && !op.gemm_shaped ? per_attention_flop : per_flop);
+      if (op.gemm_shaped && half_dim > 0) compute *= (1 + half_dim / op.m) * (1 + half_dim / op.n) * (1 + half_dim / op.k);
+    }
+    const double memory = op.bytes * per_byte;
+    return compute > memory ? compute : memory;
+  }
+};
+
+inline double op_device_seconds(const step_op& op, double peak_flops_per_s, double bandwidth_bytes_per_s,
+                                const timing_constants& k, bool fp32 = false) {
+  return roofline_rates(peak_flops_per_s, bandwidth_bytes_per_s, k, fp32).seconds(op);
+}
+
+// The ops' device seconds (no launch gaps) by the step's phase: the first forward, backward (recomputation
+// included) and the optimizer; by op class too when by_class is given.
+struct phase_seconds {
+  double forward = 0, backward = 0, optimizer = 0;
+};
+phase_seconds device_seconds_by_phase(const step_ops& ops, const roofline_rates& rates,
+                                      std::array<double, op_class_count>* by_class = nullptr);
 
 op_time_breakdown estimate_op_times(const step_ops& ops, double peak_flops_per_s, double bandwidth_bytes_per_s,
                                     const timing_constants& k);

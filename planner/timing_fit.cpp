@@ -177,14 +177,9 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
   std::vector<candidate> grid;
   auto fill_rows = [&](const timing_constants& device) {
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      double forward = 0, backward = 0, optimizer = 0;
-      for (const step_op& op : runs[i].ops.ops) {
-        const double s = op_device_seconds(op, runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, device,
-                                           runs[i].ops.fp32_gemms);
-        if (op.cls == op_class::optimizer) optimizer += s;
-        else forward += s * op.forward_share, backward += s * (1 - op.forward_share);
-      }
-      rows[i] = terms_of(runs[i].ops, forward, backward, optimizer, runs[i].measured_seconds);
+      const roofline_rates rates(runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, device, runs[i].ops.fp32_gemms);
+      const phase_seconds d = device_seconds_by_phase(runs[i].ops, rates);
+      rows[i] = terms_of(runs[i].ops, d.forward, d.backward, d.optimizer, runs[i].measured_seconds);
     }
   };
   auto consider = [&](const timing_constants& device, const host_vector& start) {
