@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -158,12 +159,14 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
       // the fastest is the least disturbed by whatever else the machine runs; the median is printed beside it.
       std::array<double, 3> passes{};
       std::uint64_t checksum = 0, fitting = 0;
+      double step_seconds_sum = 0;  // the times too: the reuse check below compares both
       for (double& seconds : passes) {
         const auto t0 = std::chrono::steady_clock::now();
-        checksum = 0, fitting = 0;
+        checksum = 0, fitting = 0, step_seconds_sum = 0;
+        plan_reuse reuse;  // as a sweep evaluates: consecutive accumulations share the inventory
         for (std::uint64_t k = 0; k < total; ++k) {
-          const sweep_result r = evaluate_point(space.at(k));
-          if (r.plan) checksum += r.plan->peak_bytes, fitting += r.plan->fits;
+          const sweep_result r = evaluate_point(space.at(k), &reuse);
+          if (r.plan) checksum += r.plan->peak_bytes, fitting += r.plan->fits, step_seconds_sum += r.plan->time.step_seconds;
         }
         seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
@@ -174,6 +177,21 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                  grouped(total), one_core, grouped(static_cast<std::uint64_t>(total / one_core)), one_core / total * 1e6,
                  grouped(fitting), checksum % 1000003, passes[1], grouped(static_cast<std::uint64_t>(total / passes[1])));
 
+      // The same configurations each built from nothing (as `plan search` and single plans are): what the
+      // reuse across accumulation counts (planner/plan.hpp, plan_reuse) gains, and a check that it changes
+      // no result.
+      const auto tc = std::chrono::steady_clock::now();
+      std::uint64_t cold_checksum = 0;
+      double cold_seconds_sum = 0;
+      for (std::uint64_t k = 0; k < total; ++k) {
+        const sweep_result r = evaluate_point(space.at(k));
+        if (r.plan) cold_checksum += r.plan->peak_bytes, cold_seconds_sum += r.plan->time.step_seconds;
+      }
+      const double cold = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
+      fmt::print("planner, 1 core, no reuse between configurations: {} configurations/s ({:.2f} us each; checksum {})\n",
+                 grouped(static_cast<std::uint64_t>(total / cold)), cold / total * 1e6, cold_checksum % 1000003);
+      if (cold_checksum != checksum || cold_seconds_sum != step_seconds_sum) throw std::runtime_error("the reused and the rebuilt plans differ: a bug in plan_reuse");
+
       // Every core, evaluation only (each thread takes every threads-th configuration).
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
       const auto tp = std::chrono::steady_clock::now();
@@ -181,10 +199,13 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
       std::vector<std::uint64_t> sums(cores, 0);
       for (unsigned w = 0; w < cores; ++w)
         pool.emplace_back([&, w] {
+          plan_reuse reuse;
+          std::uint64_t sum = 0;  // summed here: neighbouring sums[] share a cache line
           for (std::uint64_t k = w; k < total; k += cores) {
-            const sweep_result r = evaluate_point(space.at(k));
-            if (r.plan) sums[w] += r.plan->peak_bytes;
+            const sweep_result r = evaluate_point(space.at(k), &reuse);
+            if (r.plan) sum += r.plan->peak_bytes;
           }
+          sums[w] = sum;
         });
       for (std::thread& t : pool) t.join();
       const double all_cores = std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count();

@@ -191,8 +191,9 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
   auto fill = [&](block& bl, std::uint64_t first, std::uint64_t last) {
     bl.text.clear();
     bl.fitting = bl.invalid = 0;
+    plan_reuse reuse;
     for (std::uint64_t k = first; k < last; ++k) {
-      const sweep_result res = evaluate_point(space.at(k));
+      const sweep_result res = evaluate_point(space.at(k), &reuse);
       bl.fitting += res.plan && res.plan->fits;
       bl.invalid += !res.plan;
       append_row(bl.text, res, format);

@@ -158,7 +158,19 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     throw input_error(fmt::format("GPU {} has no {} tensor throughput in gpus.json; precision {} cannot run on it",
                                   gpu.name, dtype_name(r.layout.compute), precision_name(run.precision)));
 
-  if (run.pp == 1) {
+  // A sweep's previous configuration of this model and run, accumulation aside (plan_reuse).
+  plan_reuse* reuse = run.pp == 1 && options.detail == timeline_detail::peak ? options.reuse : nullptr;
+  if (reuse) {
+    run_config key = run;
+    key.grad_accum = 0;
+    if (reuse->model != &model || reuse->facts != facts || !(reuse->run == key)) {
+      reuse->inv = build_inventory(model, run, r.layout, facts);
+      reuse->timelines = {};
+      reuse->micro_batch_ops.reset();
+      reuse->model = &model, reuse->facts = facts, reuse->run = key;
+    }
+    r.inv = reuse->inv;
+  } else if (run.pp == 1) {
     r.inv = build_inventory(model, run, r.layout, facts);
   } else {
     // The first stage keeps the most activations (min(pp, accumulation) micro-batches in flight); the
@@ -196,7 +208,13 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
   r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
   r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets);
-  r.timeline = walk_timeline(r.inv, run.grad_accum, options.detail);
+  if (reuse) {
+    std::optional<timeline_result>& known = reuse->timelines[run.grad_accum > 1 ? 1 : 0];
+    if (!known) known = walk_timeline(r.inv, run.grad_accum, options.detail);
+    r.timeline = *known;
+  } else {
+    r.timeline = walk_timeline(r.inv, run.grad_accum, options.detail);
+  }
   r.tensor_peak_bytes = r.timeline.peak.live_bytes;
 
   r.overhead.cuda_context_bytes = calib.cuda_context_bytes;
@@ -258,9 +276,20 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     trained_tensors = 2.0 * lora_linears(model, run.lora_targets) * static_cast<double>(model.layers);  // A and B
   }
   const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
-  r.ops = list_step_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
-                                     trained_tensors / static_cast<double>(run.pp),
-                                     static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+  // The three figures depend on the model, the inventory and the run's sharding, not on the accumulation:
+  // a reused inventory's ops are reused with it.
+  if (reuse) {
+    if (!reuse->micro_batch_ops)
+      reuse->micro_batch_ops = list_micro_batch_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
+                                                    trained_tensors / static_cast<double>(run.pp),
+                                                    static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+    r.ops = *reuse->micro_batch_ops;
+    repeat_micro_batches(r.ops, run.grad_accum);
+  } else {
+    r.ops = list_step_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
+                          trained_tensors / static_cast<double>(run.pp),
+                          static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+  }
   r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
                               run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               run.pp > 1 ? static_cast<double>(run.pp - 1) / static_cast<double>(run.grad_accum) : 0.0);

@@ -1,6 +1,8 @@
 #pragma once
 // One configuration evaluated: memory (inventory, timeline, peak), FLOPs, time, and the verdict.
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,12 +58,30 @@ struct plan_result {
   }
 };
 
+// What consecutive configurations of a sweep share, kept by the caller (one per thread) between calls of
+// evaluate_plan. With one pipeline stage the inventory depends on the model and on every option of the
+// run but the accumulation count, and the peak-only timeline on that count through whether it exceeds 1
+// alone (planner/timeline.cpp visits micro-batches 1 and 2). A sweep varies the accumulation innermost
+// (planner/sweep.hpp), so nine configurations in ten take both from the one before. The model and facts
+// it was filled for must stay where they are (a sweep_space holds them): they are matched by address.
+struct plan_reuse {
+  const model_spec* model = nullptr;
+  const model_facts* facts = nullptr;
+  run_config run;  // with grad_accum 0
+  inventory inv;
+  std::array<std::optional<timeline_result>, 2> timelines;  // accumulation 1, and more than 1
+  std::optional<step_ops> micro_batch_ops;                   // list_micro_batch_ops
+};
+
 struct plan_options {
   timeline_detail detail = timeline_detail::peak_and_live;
   const model_facts* facts = nullptr;  // describe_model(model), when the caller evaluates many runs of it
   // false: the result's model, gpu and calib stay empty. Sweeps and searches keep those in their space, and
   // copying their strings (sources, descriptions, aliases) costs several allocations a configuration.
   bool copy_specs = true;
+  // Sweeps: the previous configuration's inventory and timeline, used when only the accumulation differs
+  // (with detail == peak and one pipeline stage; ignored otherwise).
+  plan_reuse* reuse = nullptr;
 };
 
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).

@@ -87,6 +87,7 @@ struct run_config {
     return gpus / model_parallel;
   }
   std::uint64_t global_batch() const { return micro_batch * grad_accum * data_parallel(); }  // sequences per step
+  bool operator==(const run_config&) const = default;
 };
 
 }  // namespace trainplan

@@ -160,12 +160,12 @@ double multi_tensor_launches(double elements, double tensors, double max_tensors
 
 }  // namespace
 
-step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
-                       double trained_params, double trained_tensors, double optimizer_bytes) {
+step_ops list_micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                              double trained_params, double trained_tensors, double optimizer_bytes) {
   step_ops result;
   result.ops.reserve(64);
   result.fp32_gemms = layout.compute == dtype::fp32;
-  const double mb = static_cast<double>(run.grad_accum);
+  const double mb = 1;  // repeat_micro_batches multiplies the rows out
   const double layers = static_cast<double>(m.layers / run.pp);
   const bool full = run.recompute == recompute_mode::full;
   // Selective recomputation reruns the attention core; flash attention already recomputes it in backward.
@@ -222,6 +222,20 @@ step_ops list_step_ops(const model_spec& m, const run_config& run, const precisi
     result.ops.push_back(opt);
     result.launches.optimizer = opt.kernels;
   }
+  return result;
+}
+
+void repeat_micro_batches(step_ops& ops, std::uint64_t grad_accum) {
+  const double mb = static_cast<double>(grad_accum);
+  for (step_op& op : ops.ops)
+    if (op.cls != op_class::optimizer) op.flops *= mb, op.bytes *= mb, op.kernels *= mb;
+  ops.launches.forward *= mb, ops.launches.recompute *= mb, ops.launches.backward *= mb;
+}
+
+step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                       double trained_params, double trained_tensors, double optimizer_bytes) {
+  step_ops result = list_micro_batch_ops(m, run, layout, trained_params, trained_tensors, optimizer_bytes);
+  repeat_micro_batches(result, run.grad_accum);
   return result;
 }
 

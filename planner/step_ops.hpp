@@ -58,4 +58,11 @@ struct step_ops {
 step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                        double trained_params, double trained_tensors, double optimizer_bytes);
 
+// list_step_ops in two parts, so that a sweep builds the ops once for every accumulation count: one
+// micro-batch's forward and backward with the optimizer step once (run.grad_accum is not read), then every
+// op but the optimizer's, and the forward, recomputation and backward launches, times the micro-batches.
+step_ops list_micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                              double trained_params, double trained_tensors, double optimizer_bytes);
+void repeat_micro_batches(step_ops& ops, std::uint64_t grad_accum);
+
 }  // namespace trainplan

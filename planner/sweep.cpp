@@ -72,7 +72,7 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
   return p;
 }
 
-sweep_result evaluate_point(const sweep_space::point& p) {
+sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse) {
   sweep_result out;
   out.point = p;
   if (!p.error.empty()) {
@@ -84,6 +84,7 @@ sweep_result evaluate_point(const sweep_space::point& p) {
     options.detail = timeline_detail::peak;
     options.facts = &p.model->facts;
     options.copy_specs = false;  // the space holds the model and the GPU
+    options.reuse = reuse;
     out.plan.emplace(evaluate_plan(p.model->spec, p.run, p.gpu->spec, p.gpu->calib, options));
   } catch (const input_error& e) {
     out.error = e.what();

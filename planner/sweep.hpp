@@ -70,6 +70,8 @@ struct sweep_result {
   std::string error;
 };
 
-sweep_result evaluate_point(const sweep_space::point& p);
+// `reuse`: one per thread, carried from point to point (plan_reuse): consecutive points that differ in the
+// accumulation alone share their inventory and timeline.
+sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse = nullptr);
 
 }  // namespace trainplan

@@ -171,3 +171,35 @@ TEST_CASE("search counts every configuration that cannot run as invalid, and ran
   CHECK(r.pareto.empty());
   CHECK_FALSE(r.first_invalid_reason.empty());
 }
+
+TEST_CASE("a sweep that reuses inventories between points gets exactly what evaluating each point alone gets",
+          "[sweep][reuse]") {
+  sweep_space s = small_space();
+  s.grad_accums = {1, 2, 8};
+  s.precisions = {precision_regime::bf16_mixed, precision_regime::fp32};
+  // The innermost order (accumulation fastest) reuses nine points in ten; the reversed order changes the
+  // key at almost every point, so the reuse is rebuilt and must not carry anything stale across.
+  plan_reuse forward_reuse, backward_reuse;
+  const std::uint64_t n = s.size();
+  std::uint64_t compared = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    for (const auto& [index, reuse] : {std::pair{k, &forward_reuse}, std::pair{n - 1 - k, &backward_reuse}}) {
+      const sweep_space::point p = s.at(index);
+      const sweep_result alone = evaluate_point(p);
+      const sweep_result shared = evaluate_point(p, reuse);
+      INFO(p.model->spec.name << " seq " << p.run.seq << " mb " << p.run.micro_batch << " accum " << p.run.grad_accum);
+      REQUIRE(alone.plan.has_value() == shared.plan.has_value());
+      if (!alone.plan) continue;
+      CHECK(shared.plan->tensor_peak_bytes == alone.plan->tensor_peak_bytes);
+      CHECK(shared.plan->peak_bytes == alone.plan->peak_bytes);
+      CHECK(shared.plan->fits == alone.plan->fits);
+      CHECK(shared.plan->inv.tensors.size() == alone.plan->inv.tensors.size());
+      CHECK(shared.plan->ops.ops.size() == alone.plan->ops.ops.size());
+      CHECK(shared.plan->time.step_seconds == alone.plan->time.step_seconds);  // the same arithmetic, bit for bit
+      CHECK(shared.plan->time.hfu == alone.plan->time.hfu);
+      ++compared;
+    }
+  }
+  CHECK(compared == 2 * n);
+  CHECK(forward_reuse.model == &s.models.back().spec);
+}
