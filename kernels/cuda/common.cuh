@@ -3,6 +3,7 @@
 // SplitMix64 hash of kernels/dropout.cpp (so CPU and GPU drop the same elements), and the typed, vectorised
 // pointwise machinery at the end (after llm.c's Packed128 and load128/store128, llmc/cuda_utils.cuh,
 // github.com/karpathy/llm.c: one 128-bit access moves 16 bytes of a tensor).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -320,5 +321,11 @@ inline void launch_pointwise_scalar(const Op& op, std::size_t n) {
 }
 
 cublasHandle_t cublas_handle();  // one per process, with its workspace (runtime.cu)
+cublasLtHandle_t cublaslt_handle();  // one per process (runtime.cu); it takes the workspace below per call
+struct cublas_workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+cublas_workspace cublas_workspace_of_handle();  // cublas_handle's, allocated with it (outside the arena)
 
 }  // namespace trainplan::kernels::cuda

@@ -1,8 +1,14 @@
-// Linear layers through cublasGemmEx with fp32 accumulation. Row-major (M, K) x (N, K)^T is computed as
-// the column-major product (N, M) = W^T-view x in-view, so no transposed copies are made.
+// Linear layers through cuBLAS with fp32 accumulation. Row-major (M, K) x (N, K)^T is computed as the
+// column-major product (N, M) = W^T-view x in-view, so no transposed copies are made. A forward with a bias
+// runs through cuBLASLt with the bias added in its epilogue (llm.c's matmul_forward_cublaslt,
+// llmc/matmul.cuh); everything else, and any shape cuBLASLt has no algorithm for, through cublasGemmEx.
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
+#include <map>
 #include <stdexcept>
+#include <cstdint>
+#include <tuple>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
@@ -45,15 +51,110 @@ __global__ void column_sum_kernel(dview d_out, dview d_bias, std::size_t M, std:
   }
 }
 
+void check_int_range(std::initializer_list<std::size_t> dims) {
+  if (std::max(dims) > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw std::runtime_error("gemm: a dimension is larger than cuBLAS's 32-bit interface takes");
+}
+
 void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t n, std::size_t k, const view& a,
           std::size_t lda, const view& b, std::size_t ldb, float beta, const view& c, std::size_t ldc) {
   const float alpha = 1.0f;
-  if (std::max({m, n, k, lda, ldb, ldc}) > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw std::runtime_error("gemm: a dimension is larger than cuBLAS's 32-bit interface takes");
+  check_int_range({m, n, k, lda, ldb, ldc});
   TRAINPLAN_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), ta, tb, static_cast<int>(m), static_cast<int>(n),
                                       static_cast<int>(k), &alpha, a.data, cuda_type(a.type), static_cast<int>(lda), b.data,
                                       cuda_type(b.type), static_cast<int>(ldb), &beta, c.data, cuda_type(c.type),
                                       static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// out (M, N) = in (M, K) . W (N, K)^T + bias in one cuBLASLt call: the bias is added to the fp32 sum in the
+// epilogue and the result rounded once, as the CPU reference rounds bias + product once, and the output is
+// written once instead of twice (the broadcast, then the GEMM's beta = 1 read and write). The descriptors
+// and the heuristic's algorithm are kept per shape and dtypes: a training step asks for the same few shapes
+// every layer, and finding an algorithm costs host time a launch-bound step cannot spare. false when
+// cuBLASLt offers no algorithm (the caller then takes the two-kernel path).
+struct lt_plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool usable = false;
+};
+
+// The largest power of two up to 256 that divides the address: what the heuristic may assume of a pointer
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, 256 unless told). Views into a flat buffer can sit at any
+// element boundary.
+std::uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
+struct lt_shape {
+  std::size_t M, N, K;
+  dtype in, w, out;
+  std::uint32_t in_alignment, w_alignment, out_alignment;
+  auto tie() const { return std::tie(M, N, K, in, w, out, in_alignment, w_alignment, out_alignment); }
+  bool operator<(const lt_shape& o) const { return tie() < o.tie(); }
+};
+
+lt_plan make_lt_plan(const lt_shape& s) {
+  const auto [M, N, K, in, w, out, in_alignment, w_alignment, out_alignment] = s;
+  lt_plan p;
+  const cublas_workspace ws = cublas_workspace_of_handle();
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose));
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep));
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  // The bias has the output's dtype (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE's default; the caller checked).
+  // Stored layouts, column-major: the weight K x N (transposed by the op), the input K x M, the output N x M.
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type(w), K, N, static_cast<std::int64_t>(K)));
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type(in), K, M, static_cast<std::int64_t>(K)));
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, cuda_type(out), N, M, static_cast<std::int64_t>(N)));
+  cublasLtMatmulPreference_t preference = nullptr;
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const std::size_t workspace_bytes = ws.bytes;
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                              &workspace_bytes, sizeof workspace_bytes));
+  // Split-K partial sums only in fp32 (as cublas_handle's CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION):
+  // never reduced in the output's 16 bits, in place or in the workspace.
+  const std::uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                              &reductions, sizeof reductions));
+  for (const auto& [attribute, bytes] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, w_alignment},
+                                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, in_alignment},
+                                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, out_alignment},
+                                         std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, out_alignment}})
+    TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof bytes));
+  cublasLtMatmulHeuristicResult_t found{};
+  int count = 0;
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), p.op, p.a, p.b, p.d, p.d, preference, 1, &found, &count);
+  cublasLtMatmulPreferenceDestroy(preference);
+  p.usable = status == CUBLAS_STATUS_SUCCESS && count > 0;
+  if (p.usable) p.algo = found.algo;
+  return p;
+}
+
+bool linear_forward_bias_lt(const view& in, const view& weight, const view& bias, const view& out, std::size_t M,
+                            std::size_t N, std::size_t K) {
+  // The epilogue reads the bias in the output's dtype, from a 16-byte aligned address (llm.c requires every
+  // cuBLASLt pointer so aligned; no preference describes the bias's alignment).
+  if (bias.type != out.type || alignment_of(bias.data) < 16) return false;
+  static std::map<lt_shape, lt_plan> plans;  // never freed: a handful of shapes, for the process's life
+  const lt_shape k{M, N, K, in.type, weight.type, out.type, alignment_of(in.data), alignment_of(weight.data),
+                   alignment_of(out.data)};
+  auto it = plans.find(k);
+  if (it == plans.end()) it = plans.emplace(k, make_lt_plan(k)).first;
+  const lt_plan& p = it->second;
+  if (!p.usable) return false;
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.data, sizeof bias.data));
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublas_workspace ws = cublas_workspace_of_handle();
+  TRAINPLAN_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), p.op, &alpha, weight.data, p.a, in.data, p.b, &beta, out.data,
+                                        p.d, out.data, p.d, &p.algo, ws.data, ws.bytes, 0));
+  return true;
 }
 
 }  // namespace
@@ -61,6 +162,8 @@ void gemm(cublasOperation_t ta, cublasOperation_t tb, std::size_t m, std::size_t
 void linear_forward(const view& in, const view& weight, const view* bias, const view& out, std::size_t M, std::size_t N,
                     std::size_t K) {
   if (M == 0 || N == 0) return;
+  check_int_range({M, N, K});
+  if (bias && K > 0 && linear_forward_bias_lt(in, weight, *bias, out, M, N, K)) return;
   if (bias) {
     broadcast_bias_kernel<<<blocks_for(M * N, 256), 256>>>(device(out), device(*bias), M, N);
     TRAINPLAN_CUDA_LAUNCH_CHECK();

@@ -33,7 +33,8 @@ void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void synchronize();
 
-// GEMMs through cuBLAS with fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F), row-major as the CPU
+// GEMMs through cuBLAS with fp32 accumulation (CUBLAS_COMPUTE_32F; a forward with a bias through cuBLASLt,
+// the bias added in its epilogue: gemm.cu), row-major as the CPU
 // kernels: out (M, N) = in (M, K) . W (N, K)^T + bias.
 void linear_forward(const view& in, const view& weight, const view* bias, const view& out, std::size_t M, std::size_t N,
                     std::size_t K);

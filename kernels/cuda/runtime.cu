@@ -110,21 +110,37 @@ const kernel_ops& cuda_kernel_ops() {
   return ops;
 }
 
+namespace {
+// 32 MiB: the workspace cuBLAS documents for Hopper (4 MiB suffices before it); calibration.json carries
+// the same figure as cublas_workspace_bytes. cuBLAS and cuBLASLt share it: both run on the default stream,
+// so one's use of it ends before the other's begins.
+constexpr std::size_t cublas_workspace_size = 32u << 20;
+void* workspace_block = nullptr;
+}  // namespace
+
 cublasHandle_t cublas_handle() {
-  // 32 MiB: the workspace cuBLAS documents for Hopper (4 MiB suffices before it); calibration.json
-  // carries the same figure as cublas_workspace_bytes.
-  constexpr std::size_t workspace_bytes = 32u << 20;
   static cublasHandle_t handle = nullptr;
-  static void* workspace = nullptr;
   static std::once_flag once;
   std::call_once(once, [] {
     TRAINPLAN_CUBLAS_CHECK(cublasCreate(&handle));
     // fp32 accumulation throughout (kernels/cuda/ops.hpp): no split-K partial sums reduced in bf16/fp16.
     TRAINPLAN_CUBLAS_CHECK(cublasSetMathMode(
         handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-    TRAINPLAN_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
-    TRAINPLAN_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, workspace_bytes));
+    TRAINPLAN_CUDA_CHECK(cudaMalloc(&workspace_block, cublas_workspace_size));
+    TRAINPLAN_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace_block, cublas_workspace_size));
   });
+  return handle;
+}
+
+cublas_workspace cublas_workspace_of_handle() {
+  cublas_handle();  // allocates it
+  return {workspace_block, cublas_workspace_size};
+}
+
+cublasLtHandle_t cublaslt_handle() {
+  static cublasLtHandle_t handle = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] { TRAINPLAN_CUBLAS_CHECK(cublasLtCreate(&handle)); });
   return handle;
 }
 

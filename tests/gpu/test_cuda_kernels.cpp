@@ -146,6 +146,26 @@ TEST_CASE("cuBLAS linear layers match the CPU reference", "[gpu][gemm]") {
   }
 }
 
+TEST_CASE("a linear forward with a bias matches the CPU reference through cuBLASLt's epilogue and its fallback",
+          "[gpu][gemm]") {
+  // GPT-2-like shapes (multiples of 64: cuBLASLt's bias epilogue takes them), then the same product on views
+  // one element into their buffers: 2-byte aligned, which the heuristic is told (or the bias, which must be
+  // 16-byte aligned, sends it to the broadcast + GEMM path). Both must give the CPU's numbers.
+  for (dtype t : {dtype::bf16, dtype::fp16, dtype::fp32}) {
+    const std::size_t M = 256, N = 384, K = 128;
+    for (std::size_t offset : {0u, 1u}) {
+      INFO(dtype_name(t) << ", views " << offset << " element(s) into their buffers");
+      twin in(random(M * K + offset, 21), t), w(random(N * K + offset, 22), t), b(random(N + offset, 23), t),
+          out(std::vector<float>(M * N + offset), t);
+      auto at = [offset](cpu::view v) { return cpu::view{static_cast<unsigned char*>(v.data) + offset * dtype_bytes(v.type), v.type, v.size - offset}; };
+      const cpu::view bh = at(b.host()), bd = at(b.dev());
+      cpu::linear_forward(at(in.host()), at(w.host()), &bh, at(out.host()), M, N, K);
+      gpu::linear_forward(at(in.dev()), at(w.dev()), &bd, at(out.dev()), M, N, K);
+      check_close("forward", out, t);
+    }
+  }
+}
+
 TEST_CASE("norms, activations and dropout masks match the CPU reference", "[gpu][norm][activation]") {
   for (dtype t : {dtype::fp32, dtype::bf16}) {
     const std::size_t rows = 13, width = 300;
