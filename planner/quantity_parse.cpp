@@ -23,6 +23,27 @@ std::uint64_t pow_u64(std::uint64_t base, unsigned exponent) {
   return out;
 }
 
+// mantissa / 10^fraction_digits x 10^exponent, exactly ("1.5e9" = 15 / 10 x 10^9), for scientific notation.
+std::uint64_t apply_exponent(std::uint64_t mantissa, unsigned fraction_digits, std::string_view exponent_text,
+                             std::string_view option, std::string_view text) {
+  std::uint64_t exponent = 0;
+  const auto [end, ec] = std::from_chars(exponent_text.data(), exponent_text.data() + exponent_text.size(), exponent);
+  if (exponent_text.empty() || ec == std::errc::invalid_argument || end != exponent_text.data() + exponent_text.size())
+    fail(option, text, "has a malformed exponent (write 7e9 or 1.5e9; no suffix after it)");
+  if (mantissa == 0) return 0;
+  if (ec == std::errc::result_out_of_range) fail(option, text, "is larger than 64 bits can hold");
+  if (exponent < fraction_digits) {
+    const unsigned shift = fraction_digits - static_cast<unsigned>(exponent);
+    // A nonzero mantissa below 2^64 < 10^20 divided by 10^20 or more leaves a fraction.
+    if (shift > 19 || mantissa % pow_u64(10, shift) != 0) fail(option, text, "is not a whole number");
+    return mantissa / pow_u64(10, shift);
+  }
+  std::uint64_t value = mantissa;
+  for (std::uint64_t k = fraction_digits; k < exponent; ++k)  // at most 20 rounds before it overflows
+    if (__builtin_mul_overflow(value, 10u, &value)) fail(option, text, "is larger than 64 bits can hold");
+  return value;
+}
+
 // Parses "<digits>[.<digits>]<suffix>" exactly: the mantissa is kept as an integer with a count of
 // fraction digits, so "1.1B" is 1,100,000,000 with no floating-point rounding.
 std::uint64_t parse_scaled(std::string_view text, std::string_view option, bool binary) {
@@ -44,6 +65,8 @@ std::uint64_t parse_scaled(std::string_view text, std::string_view option, bool 
   }
   if (!seen_digit) fail(option, text, "is not a number");
   std::string_view suffix = text.substr(i);
+  // Parameter and token counts only: "1e9" is no sequence length one would write.
+  if (!binary && !suffix.empty() && (suffix[0] == 'e' || suffix[0] == 'E')) return apply_exponent(mantissa, fraction_digits, suffix.substr(1), option, text);
   std::uint64_t multiplier = 1;
   if (!suffix.empty()) {
     if (suffix.size() != 1) fail(option, text, "has an unknown suffix");

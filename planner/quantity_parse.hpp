@@ -1,11 +1,12 @@
 #pragma once
-// Parsing of the numbers users type: "7B", "1.5T", "4096", "4k", "0.1".
+// Parsing of the numbers users type: "7B", "1.5T", "7e9", "4096", "4k", "0.1".
 #include <cstdint>
 #include <string_view>
 
 namespace trainplan {
 
-// Counts of parameters or tokens: K, M, B (or G), T are powers of 1000 ("1.5B" = 1,500,000,000).
+// Counts of parameters or tokens: K, M, B (or G), T are powers of 1000 ("1.5B" = 1,500,000,000); scientific
+// notation is exact ("1.5e9" = 1,500,000,000).
 // The result must be a whole number; anything else (empty, negative, trailing junk, a fraction that
 // leaves a remainder, a value past 2^64-1) throws input_error naming `option`.
 std::uint64_t parse_decimal_count(std::string_view text, std::string_view option);

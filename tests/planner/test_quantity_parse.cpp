@@ -15,6 +15,24 @@ TEST_CASE("decimal counts take K/M/B/T suffixes exactly", "[parse]") {
   CHECK(parse_decimal_count("12345", "--params") == 12345ull);
 }
 
+TEST_CASE("decimal counts take scientific notation exactly", "[parse]") {
+  CHECK(parse_decimal_count("7e9", "--params") == 7'000'000'000ull);
+  CHECK(parse_decimal_count("1.5e9", "--params") == 1'500'000'000ull);
+  CHECK(parse_decimal_count("1.5E12", "--tokens") == 1'500'000'000'000ull);
+  CHECK(parse_decimal_count("405e9", "--params") == 405'000'000'000ull);
+  CHECK(parse_decimal_count("0.1e20", "--tokens") == 10'000'000'000'000'000'000ull);  // 10^19 < 2^64
+  CHECK(parse_decimal_count("1.8446744073709551615e19", "--tokens") == 18'446'744'073'709'551'615ull);
+  CHECK(parse_decimal_count("12.5e1", "--params") == 125ull);
+  for (const char* bad : {"1e", "1e+9", "1e-9", "1e9B", "e9", "1.55e1", "1e20", "2e19", "1e99999999999999999999", "0e5",
+                          "1.8446744073709551616e19", "0.5e0"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_decimal_count(bad, "--params"), input_error);
+  }
+  CHECK_THROWS_WITH(parse_decimal_count("1e20", "--params"), Catch::Contains("64 bits"));
+  CHECK_THROWS_WITH(parse_decimal_count("1.55e1", "--params"), Catch::Contains("whole number"));
+  CHECK_THROWS_WITH(parse_decimal_count("1e9B", "--params"), Catch::Contains("exponent"));
+}
+
 TEST_CASE("binary counts take k/M as powers of 1024", "[parse]") {
   CHECK(parse_binary_count("4096", "--seq") == 4096);
   CHECK(parse_binary_count("4k", "--seq") == 4096);
