@@ -140,7 +140,7 @@ std::vector<emitted_file> emit_config(const std::string& engine, const std::stri
     if (run.finetune != finetune_kind::full) {
       const std::filesystem::path p(path);
       lora_path = (p.parent_path() / (p.stem().string() + ".lora.json")).string();
-      json lora = {{"lora_config", {{"r", run.lora_rank}, {"lora_alpha", 2 * run.lora_rank}, {"lora_dropout", 0.05},
+      json lora = {{"lora_config", {{"r", run.lora_rank}, {"lora_alpha", 2 * run.lora_rank}, {"lora_dropout", run.lora_dropout},
                                     {"target_modules", hf_target_modules(m, run.lora_targets)}, {"task_type", "CAUSAL_LM"}}}};
       if (run.finetune == finetune_kind::qlora)
         lora["bnb_config"] = {{"load_in_4bit", true}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", true},

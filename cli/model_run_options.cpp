@@ -76,6 +76,9 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
                  "hf: the adapters' dtype: fp32 (default: peft upcasts a 16-bit base's) | model (the model cast "
                  "after get_peft_model)")
       ->type_name("DTYPE")->group(par_group);
+  app.add_option("--lora-dropout", a.lora_dropout,
+                 "hf: peft's lora_dropout, applied to each adapted linear's input (default 0, as peft's)")
+      ->type_name("P")->group(par_group);
   app.add_option("--lora-targets", a.lora_targets, "layers with adapters: q,k,v,o[,mlp] (default q,k,v,o)")
       ->type_name("LIST")->group(par_group);
   const char* gpu_group = "GPU and data";
@@ -188,11 +191,12 @@ resolved_run resolve_model_run(const model_run_args& a) {
   // Options this run ignores are said, so that a script's slip is seen rather than silently planned around.
   if (run.finetune == finetune_kind::full)
     for (const auto& [given, name] : {std::pair{!a.lora_rank.empty(), "--lora-rank"}, std::pair{!a.lora_targets.empty(), "--lora-targets"},
-                                      std::pair{!a.lora_dtype.empty(), "--lora-dtype"}})
+                                      std::pair{!a.lora_dtype.empty(), "--lora-dtype"}, std::pair{!a.lora_dropout.empty(), "--lora-dropout"}})
       if (given) r.notes.push_back(fmt::format("{} has no effect without --finetune lora or qlora", name));
-  if (!a.lora_dtype.empty() && run.finetune != finetune_kind::full && run.framework != framework_kind::hf)
-    r.notes.push_back(fmt::format("--lora-dtype has no effect under --framework {}: it describes peft (hf)",
-                                  framework_name(run.framework)));
+  for (const auto& [given, name] : {std::pair{!a.lora_dtype.empty(), "--lora-dtype"}, std::pair{!a.lora_dropout.empty(), "--lora-dropout"}})
+    if (given && run.finetune != finetune_kind::full && run.framework != framework_kind::hf)
+      r.notes.push_back(fmt::format("{} has no effect under --framework {}: it describes peft (hf)", name,
+                                    framework_name(run.framework)));
   if (run.sequence_parallel && run.tp == 1) r.notes.push_back("--sequence-parallel has no effect without --tp above 1");
   run.grad_dtype = parse_grad_dtype(a.grad_dtype);
   run.optimizer = parse_optimizer(a.optimizer);
@@ -263,6 +267,7 @@ void apply_parallel_options(const model_run_args& a, run_config& run) {
       throw input_error(fmt::format("--lora-dtype: unknown '{}' (known: fp32, model)", a.lora_dtype));
     run.lora_fp32 = a.lora_dtype == "fp32";
   }
+  if (!a.lora_dropout.empty()) run.lora_dropout = parse_probability(a.lora_dropout, "--lora-dropout");
 }
 
 }  // namespace trainplan::cli

@@ -72,7 +72,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"finetune", finetune_name(run.finetune)},
               {"lora_rank", run.lora_rank},
               {"lora_targets", lora_targets_text(run.lora_targets)},
-              {"lora_dtype", run.lora_fp32 ? "fp32" : "model"}};
+              {"lora_dtype", run.lora_fp32 ? "fp32" : "model"},
+              {"lora_dropout", run.lora_dropout}};
   json host_tensors = json::array();
   for (const tensor_spec& t : p.inv.host_tensors)
     host_tensors.push_back({{"name", std::string(t.name)}, {"dtype", dtype_name(t.type)}, {"bytes", t.bytes}});

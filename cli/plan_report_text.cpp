@@ -49,13 +49,15 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
   if (p.run.framework == framework_kind::hf && p.run.finetune == finetune_kind::lora)
     a.push_back(fmt::format(
         "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "
-        "alike, lora_dropout 0; each adapted linear's lora_A saves its input (a copy per module when peft casts it "
-        "to the adapters' dtype or autocast to bf16); frozen norms "
+        "alike, lora_dropout {:g}; each adapted linear's lora_A saves its input (a copy per module when peft casts it "
+        "to the adapters' dtype or autocast to bf16, or when lora_dropout is above 0, which also keeps a bool mask "
+        "per module); frozen norms "
         "and linears save nothing for their weights; without checkpointing, layer 0's input needs no gradient; "
         "under autocast the base is the fp32 model and each frozen weight is cast anew, its bf16 copy kept per "
         "layer for backward (a base loaded in bf16: --precision bf16)",
         p.run.lora_fp32 ? "in fp32 (get_peft_model's autocast_adapter_dtype=True; --lora-dtype model: the model's dtype)"
-                        : "in the model's dtype (--lora-dtype model: the model cast after get_peft_model)"));
+                        : "in the model's dtype (--lora-dtype model: the model cast after get_peft_model)",
+        p.run.lora_dropout));
   a.push_back(p.run.framework == framework_kind::hf
                   ? "each gradient exists from its own backward until the optimizer step ends (zero_grad(set_to_none=True)); "
                     "optimizer state is created by the first optimizer step"

@@ -102,6 +102,9 @@ enum when_bits : std::uint64_t {
   // transformers built a sliding-window mask (hf_sliding_window_mask): k and v repeated to every head,
   // and the mask turned into a bias SDPA saves.
   sdpa_mask = 1ull << 32,
+  // peft's lora_dropout above 0: each adapted linear drops out its own input (so each saves a copy: with
+  // peft_copies) and native_dropout saves a bool mask per module.
+  peft_dropout = 1ull << 33,
 };
 
 struct hf_row {
@@ -132,6 +135,10 @@ constexpr hf_row layer_rows[] = {
     // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
     // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
     // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
+    // With lora_dropout, lora_B(lora_A(dropout(x))): nn.Dropout's native_dropout saves its bool mask (only where
+    // x needs a gradient: not layer 0's without checkpointing), and lora_A the dropped-out input.
+    {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
+     peft_qkv | peft_dropout | input_grad},
     {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
     {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
     // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
@@ -189,6 +196,7 @@ constexpr hf_row layer_rows[] = {
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
     {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
+    {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
     {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies},
     {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
@@ -204,6 +212,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp},
+    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout},
     {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     {"layer{}.lora.fc_a_out", shape_rule::peft_fc_a, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops: pow saves x (an fp32
@@ -214,6 +223,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
     {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt},
     {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp},
+    {"layer{}.lora.proj_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout},
     {"layer{}.lora.proj_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
@@ -222,6 +232,8 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,
+     llama | dense_mlp | peft_mlp | peft_dropout},
     {"layer{}.lora.down_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
     {"layer{}.lora.down_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
     {"layer{}.mlp.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
@@ -382,6 +394,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     // each adapted module's input to them: a copy per module unless the input is in their dtype already.
     // Under autocast lora_A then casts that to bf16 again, a copy per module in every regime.
     if (autocast || layout.weights != adapter_type) holds |= peft_copies;
+    // lora_dropout above 0 (peft: nn.Dropout, else nn.Identity) gives every module a dropped-out copy of its own.
+    if (run.lora_dropout > 0) holds |= peft_copies | peft_dropout;
   } else {
     if (full || qkv_targets) holds |= trains_qkv;
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;

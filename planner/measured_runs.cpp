@@ -142,6 +142,12 @@ measured_run read_run(const line_reader& r) {
         throw input_error(fmt::format("{}: field 'lora_dtype' must be float32, bfloat16 or float16, not '{}'", r.where, t));
       c.lora_fp32 = t == "float32";
     }
+    // peft's LoraConfig.lora_dropout; absent: peft's default, 0.
+    if (r.j.contains("lora_dropout")) {
+      c.lora_dropout = r.number("lora_dropout");
+      if (!(c.lora_dropout >= 0 && c.lora_dropout < 1))
+        throw input_error(fmt::format("{}: lora_dropout must be in [0, 1)", r.where));
+    }
   }
   run.params = r.count("params");
   run.out_of_memory = r.flag("oom", false);

@@ -79,6 +79,9 @@ struct run_config {
   // --framework hf: peft keeps adapters in fp32 (get_peft_model upcasts a 16-bit base's); false: in the
   // model's dtype, as when the model is cast after get_peft_model (--lora-dtype model).
   bool lora_fp32 = true;
+  // peft's LoraConfig.lora_dropout (default 0: nn.Identity): above 0 each adapted linear drops out its own
+  // copy of the input before lora_A (peft/tuners/lora/layer.py, LoraLayer.update_layer).
+  double lora_dropout = 0.0;
 
   // 0 when tp x pp is 0 or past 64 bits (validate_run refuses such a run; this must not divide by zero).
   std::uint64_t data_parallel() const {

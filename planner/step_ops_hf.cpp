@@ -24,6 +24,7 @@ struct hf_shape {
   bool trains = true;  // the base's weights train (LoRA: frozen, no weight gradients)
   bool mask = false;   // a sliding-window mask: k and v repeated to every head, the mask made a bias
   double adapter = 4;  // LoRA adapters' dtype bytes (peft: fp32)
+  bool lora_dropout = false;  // peft's lora_dropout above 0: each adapted module drops out its input
 };
 
 // LayerNorm (GPT-2): one kernel forward; backward one for the input gradient and one for gamma and beta.
@@ -78,6 +79,11 @@ void lora_adapters(ops::row_group& g, const hf_shape& x, double modules, double 
   const double tail = x.T * out_sum * (2 * a + 3 * a + (x.c != a ? a + x.c : 0));
   g.add("lora.elementwise", op_class::elementwise, casts + tail, cast_kernels + 3 * modules, casts + tail,
         cast_kernels + 3 * modules);
+  // lora_dropout: native_dropout on the input in the adapters' dtype (read, write, a bool mask), one kernel
+  // per module; backward scales the gradient by the mask (two reads, a write).
+  if (x.lora_dropout)
+    g.add("lora.dropout", op_class::elementwise, x.T * in_sum * (2 * x.adapter + 1), modules,
+          x.T * in_sum * (2 * x.adapter + 1), modules);
 }
 
 // A residual add of a GEMM output to the stream: one kernel; in backward the stream's gradient is summed
@@ -329,6 +335,7 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
   x.amp = layout.autocast_weight_cache && run.finetune != finetune_kind::qlora;
   x.trains = full;
   x.adapter = run.lora_fp32 ? 4 : x.w;
+  x.lora_dropout = run.lora_dropout > 0;
   x.mask = hf_sliding_window_mask(m, run);
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;

@@ -77,7 +77,7 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     after CUDA initialisation, less PyTorch's reserved bytes").
   * one line per configuration:
     {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"][, "sliding_window"]}, "seq", "mbs",
-     "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules", "lora_dtype"], "params",
+     "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
      "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
@@ -167,6 +167,8 @@ PRESETS = {
         # A sliding window no longer than the sequence (transformers then builds a mask); LoRA over an fp32 base.
         _cfg("E14", dict(MISTRAL_SMALL, sliding_window=4096), 4096, 2, "bf16"),
         _cfg("E15", TINYLLAMA, 2048, 2, "amp-bf16", lora=16, lora_targets="q,k,v,o"),
+        # lora_dropout as recipes set it: each adapted linear drops out a copy of its input and keeps the mask.
+        _cfg("E16", TINYLLAMA, 2048, 2, "bf16", lora=16, lora_targets="q,k,v,o,mlp", lora_dropout=0.05),
     ],
 }
 PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
@@ -214,6 +216,7 @@ def build_parser():
                    help="trainplan's form q,k,v,o[,mlp] (mapped to each family's modules) or module names "
                         "(comma separated, passed to peft as they are); default q,k,v,o")
     r.add_argument("--lora-alpha", type=int, default=None, help="LoRA alpha (default 2*rank)")
+    r.add_argument("--lora-dropout", type=float, default=0.0, help="peft's lora_dropout (default 0.0, as peft's)")
     r.add_argument("--steps", type=int, default=3, help="training steps; phases of the last, step_s = median of steps 2..N (default 3)")
     r.add_argument("--seed", type=int, default=0)
     o = p.add_argument_group("output")
@@ -570,6 +573,7 @@ def run_one(args, torch, transformers):
         if planner_targets is not None:
             rec["lora_targets"] = planner_targets
         rec["lora_modules"] = mods
+        rec["lora_dropout"] = args.lora_dropout
     ver = versions(torch, transformers)
 
     state = dict(step=0, phase="build", reserved_peak=0)
@@ -591,7 +595,7 @@ def run_one(args, torch, transformers):
         if args.lora:
             if args.gc:
                 model.enable_input_require_grads()
-            lcfg = peft.LoraConfig(r=args.lora, lora_alpha=args.lora_alpha or 2 * args.lora, lora_dropout=0.0,
+            lcfg = peft.LoraConfig(r=args.lora, lora_alpha=args.lora_alpha or 2 * args.lora, lora_dropout=args.lora_dropout,
                                    target_modules=target, bias="none", task_type="CAUSAL_LM",
                                    fan_in_fan_out=args.family == "gpt2")  # GPT-2's Conv1D stores [in, out]
             model = peft.get_peft_model(model, lcfg)
@@ -786,7 +790,8 @@ def preset_argv(entry, args):
     else:
         argv += ["--inventory"]
     if entry.get("lora"):
-        argv += ["--lora", str(entry["lora"]), "--lora-targets", entry.get("lora_targets", "q,k,v,o")]
+        argv += ["--lora", str(entry["lora"]), "--lora-targets", entry.get("lora_targets", "q,k,v,o"),
+                 "--lora-dropout", repr(float(entry.get("lora_dropout", 0.0)))]
     if args.profile:
         argv += ["--profile"]
     if args.memory_history:

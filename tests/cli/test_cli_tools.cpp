@@ -83,7 +83,8 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
                           "--model gpt2 --fsdp full --zero 1", "--model gpt2 --offload params", "--model gpt2 --offload disk",
                           "--model gpt2 --pp 5 --gpus 5", "--model llama-2-7b --tp 3 --gpus 3", "--model gpt2 --finetune lora --lora-rank 0",
                           "--model gpt2 --lora-targets q,x", "--model gpt2 --host-memory lots", "--model gpt2 --gpus 0",
-                          "--model gpt2 --finetune lora --lora-dtype int8"}) {
+                          "--model gpt2 --finetune lora --lora-dtype int8", "--model gpt2 --finetune lora --lora-dropout 1",
+                          "--model gpt2 --finetune lora --lora-dropout -0.1", "--model gpt2 --finetune lora --lora-dropout nan"}) {
     expect_refused(bad);
   }
 }
@@ -122,6 +123,7 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
   json lora = json::parse(slurp(dir / "args.lora.json"));
   CHECK(lora["lora_config"]["r"] == 16);
   CHECK(lora["lora_config"]["target_modules"] == json({"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}));
+  CHECK(lora["lora_config"]["lora_dropout"] == 0.0);  // what the plan assumed: --lora-dropout's default, peft's
 
   REQUIRE(run_plan("--model llama-3.1-8b --seq 8k --gpu h100 --gpus 16 --tp 2 --zero 3 --recompute selective --framework trainplan --emit torchtitan -o " +
                    (dir / "tt.toml").string()).exit_code == 0);

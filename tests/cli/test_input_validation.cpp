@@ -206,7 +206,11 @@ TEST_CASE("options the run ignores are noted, not silently dropped", "[cli][vali
                         Catch::Contains("note   --sequence-parallel has no effect without --tp above 1"));
   CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-dtype model --framework trainplan").out,
              Catch::Contains("--lora-dtype has no effect under --framework trainplan"));
+  CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --lora-dropout 0.05").out,
+             Catch::Contains("note   --lora-dropout has no effect without --finetune lora or qlora"));
+  CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-dropout 0.05 --framework megatron").out,
+             Catch::Contains("--lora-dropout has no effect under --framework megatron"));
   // Given where they act, nothing is noted.
-  CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-rank 8 --lora-dtype model").out,
+  CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-rank 8 --lora-dtype model --lora-dropout 0.1").out,
              !Catch::Contains("has no effect"));
 }

@@ -205,3 +205,51 @@ TEST_CASE("hf LoRA with adapters in the model's dtype (the model cast after get_
   CHECK(evaluate_plan(c.m, c.r, h100, test::data().calibration_for(h100)).tensor_peak_bytes <
         evaluate_plan(fp32_adapters.m, fp32_adapters.r, h100, test::data().calibration_for(h100)).tensor_peak_bytes);
 }
+
+TEST_CASE("hf LoRA with lora_dropout: each module drops out a copy of its own input and keeps a bool mask",
+          "[framework][hf][lora]") {
+  // Adapters in the model's bf16: without dropout q, k and v share one saved input and o reads SDPA's output.
+  lora_case c(precision_regime::bf16);
+  c.r.lora_fp32 = false;
+  c.r.lora_targets = lora_q | lora_k | lora_v | lora_o | lora_mlp;
+  const inventory without = c.inv();
+  CHECK(tensor_named(without, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, b, s, h});
+  CHECK_FALSE(tensor_named(without, "layer{}.lora.qkv_dropout_mask"));
+  // lora_dropout 0.05: nn.Dropout per module (peft's update_layer), so q, k, v each save their dropped-out
+  // input, o saves one of its own, and native_dropout's bool mask is saved beside each.
+  c.r.lora_dropout = 0.05;
+  const inventory with = c.inv();
+  const std::uint64_t f = 5632;
+  CHECK(tensor_named(with, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, h});
+  CHECK(tensor_named(with, "layer{}.lora.qkv_in")->type == dtype::bf16);
+  CHECK(tensor_named(with, "layer{}.lora.o_in")->shape.to_vector() == std::vector<std::uint64_t>{b, s, h});
+  CHECK(tensor_named(with, "layer{}.lora.fc_in")->shape.to_vector() == std::vector<std::uint64_t>{2, b, s, h});
+  const tensor_spec* qkv_mask = tensor_named(with, "layer{}.lora.qkv_dropout_mask");
+  REQUIRE(qkv_mask);
+  CHECK(qkv_mask->type == dtype::u8);
+  CHECK(qkv_mask->bytes == 3 * b * s * h);
+  CHECK(qkv_mask->layer_begin == 1);  // layer 0's norm output needs no gradient: its dropout saves no mask
+  for (const auto& [name, bytes] : {std::pair{"layer{}.lora.o_dropout_mask", b * s * h},
+                                    std::pair{"layer{}.lora.fc_dropout_mask", 2 * b * s * h},
+                                    std::pair{"layer{}.lora.down_dropout_mask", b * s * f}}) {
+    INFO(name);
+    REQUIRE(tensor_named(with, name));
+    CHECK(tensor_named(with, name)->bytes == bytes);
+    CHECK(tensor_named(with, name)->layer_begin == 0);
+  }
+  // Under checkpointing enable_input_require_grads makes every layer's input need a gradient.
+  c.r.recompute = recompute_mode::full;
+  CHECK(tensor_named(c.inv(), "layer{}.lora.qkv_dropout_mask")->layer_begin == 0);
+  // The step ops gain one dropout kernel per module forward and one backward, in the adapters' dtype
+  // (an op in the attention's rows and one in the MLP's).
+  c.r.recompute = recompute_mode::none;
+  const precision_layout layout = make_precision_layout(c.r.precision, c.r.grad_dtype);
+  double kernels = 0, bytes = 0;
+  for (const step_op& o : list_step_ops(c.m, c.r, layout, 1e6, 176, 1e7).ops)
+    if (o.name == "lora.dropout") kernels += o.kernels, bytes += o.bytes;
+  CHECK(kernels == Approx(2 * 7 * 22));
+  const double T = 2.0 * 2048, in = 6.0 * 2048 + 5632;  // q, k, v, o, gate, up read h; down reads f
+  CHECK(bytes == Approx(2 * T * in * (2 * 2 + 1) * 22));
+  c.r.lora_dropout = 0;
+  CHECK_FALSE(op_named(list_step_ops(c.m, c.r, layout, 1e6, 176, 1e7), "lora.dropout"));
+}

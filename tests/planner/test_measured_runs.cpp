@@ -64,6 +64,14 @@ TEST_CASE("collector reports: LoRA's rank, targets and adapter dtype", "[measure
   CHECK(s11_with_model(json::object(), bf16).run.lora_fp32);
   bf16["lora_dtype"] = "int8";
   CHECK_THROWS_WITH(s11_with_model(json::object(), bf16), Catch::Contains("'lora_dtype' must be float32, bfloat16 or float16"));
+  CHECK(r.run.lora_dropout == 0);  // peft's default when the line does not say
+  json dropped = lora;
+  dropped["lora_dropout"] = 0.05;
+  CHECK(s11_with_model(json::object(), dropped).run.lora_dropout == 0.05);
+  dropped["lora_dropout"] = 1.0;
+  CHECK_THROWS_WITH(s11_with_model(json::object(), dropped), Catch::Contains("lora_dropout must be in [0, 1)"));
+  dropped["lora_dropout"] = "0.1";
+  CHECK_THROWS_WITH(s11_with_model(json::object(), dropped), Catch::Contains("'lora_dropout' must be a number"));
 }
 
 TEST_CASE("collector reports: a step time without memory figures is a time-only run", "[measured][hf]") {

@@ -33,7 +33,7 @@ def main():
         done = collect(["--preset", "all", "--profile", "-o", report])
         check(done.returncode == 0, "--preset all exited {}: {}".format(done.returncode, done.stderr[-500:]))
         lines = [json.loads(line) for line in open(report)] if os.path.exists(report) else []
-        check(len(lines) == 1 + 14 + 15, "{} lines, expected the env line and 29 runs".format(len(lines)))
+        check(len(lines) == 1 + 14 + 16, "{} lines, expected the env line and 30 runs".format(len(lines)))
         check(bool(lines) and lines[0].get("id") == "env", "the first line is not the env line")
         for run in lines[1:]:
             rid = run.get("id")
@@ -53,6 +53,8 @@ def main():
             if run.get("lora"):
                 check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
                 check(run.get("lora_dtype") == "float32", "{}: lora_dtype {!r}".format(rid, run.get("lora_dtype")))
+                check(run.get("lora_dropout") == (0.05 if rid == "E16" else 0.0),
+                      "{}: lora_dropout {!r}".format(rid, run.get("lora_dropout")))
         checked = subprocess.run([plan, "check", report], capture_output=True, text=True)
         check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
             checked.returncode, (checked.stdout + checked.stderr)[-500:]))
