@@ -34,6 +34,13 @@ struct reader {
     auto it = j.find(key);
     return (it == j.end() || it->is_null()) ? fallback : uint(key);
   }
+  // A count that may be 0 (Qwen2's max_window_layers: 0 makes every layer slide).
+  std::uint64_t count_or(const char* key, std::uint64_t fallback) const {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return fallback;
+    if (!it->is_number_unsigned()) throw input_error(fmt::format("{}: key '{}' must be a non-negative integer", origin, key));
+    return it->get<std::uint64_t>();
+  }
   bool boolean_or(const char* key, bool fallback) const {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return fallback;
@@ -131,10 +138,9 @@ void read_llama_like(const reader& r, const std::string& type, model_spec& m) {
   if (type == "llama" && r.boolean_or("attention_bias", false))
     throw input_error(fmt::format("{}: attention_bias=true (a bias on the output projection too) is not modelled", r.origin));
   if (r.boolean_or("mlp_bias", false)) throw input_error(fmt::format("{}: mlp_bias=true is not modelled", r.origin));
-  // Qwen2 slides only on layers from max_window_layers on, which the spec cannot say.
   if (type == "qwen2" && r.boolean_or("use_sliding_window", false))
-    throw input_error(fmt::format("{}: use_sliding_window=true (a window on the layers from max_window_layers on) is not modelled",
-                                  r.origin));
+    m.sliding_window_tokens = qwen2_window_tokens(m.layers, r.uint("sliding_window"),
+                                                  r.count_or("max_window_layers", qwen2_default_max_window_layers), r.origin);
   if (type == "mistral") m.sliding_window_tokens = r.window_or_off("sliding_window", 4096);
   require_activation(r, "hidden_act", "silu", type.c_str());
   m.dropout = dropout_rate(r, {"attention_dropout"}, 0.0);
@@ -341,6 +347,15 @@ model_spec model_from_hf_config_text(std::string_view text, std::string_view ori
 
 model_spec model_from_hf_config(const std::filesystem::path& path) {
   return model_from_hf_config_text(read_text_file(path), path.string());
+}
+
+std::uint64_t qwen2_window_tokens(std::uint64_t layers, std::uint64_t window, std::uint64_t max_window_layers,
+                                  std::string_view origin) {
+  if (max_window_layers >= layers) return 0;
+  if (max_window_layers == 0) return window;
+  throw input_error(fmt::format("{}: a sliding window on layers {} to {} only (use_sliding_window, max_window_layers {}) "
+                                "is not modelled: the profile slides every layer or none",
+                                origin, max_window_layers, layers - 1, max_window_layers));
 }
 
 }  // namespace trainplan

@@ -249,6 +249,12 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
          event_index(event_kind::bwd_layer, L - 1, L), 0);
     if (!m.tied_embeddings)
       grad("grads.embedding", pc.embedding, param_scope::embedding, event_index(event_kind::bwd_embed, 0, L), 0);
+    // Tied: the embedding's backward (embedding_dense_backward) writes a whole [V, h] gradient, which
+    // AccumulateGrad adds in place to the .grad the head's backward created, then frees
+    // (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad: variable_grad += new_grad).
+    if (m.tied_embeddings)
+      inv.span("grads.tied_embedding_sum", {m.vocab, h}, layout.grads, tensor_category::gradients, event_kind::bwd_embed,
+               event_kind::bwd_embed);
   } else {
     state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), shard(trainable, g_div),
           trained_layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,

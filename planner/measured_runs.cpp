@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "planner/hf_config.hpp"
 #include "planner/input_error.hpp"
 
 namespace trainplan {
@@ -100,12 +101,16 @@ measured_run read_run(const line_reader& r) {
   s.tied_embeddings = gpt || (m.contains("tied") && m.at("tied").is_boolean() && m.at("tied").get<bool>());
   s.qkv_bias = fam == "qwen2";
   s.max_positions = gpt ? mr.count_in(m, "max_positions", 1024) : 0;  // Llama's rotary positions are no parameters
-  // A sliding window on every layer: "sliding_window" (null: none). A Mistral line without the field has
-  // MistralConfig's default, 4096; Qwen2 has none unless it names one (use_sliding_window defaults to false).
+  // A sliding window: "sliding_window" (null: none). A Mistral line without the field has MistralConfig's
+  // default, 4096, on every layer. Qwen2 has none unless it names one (use_sliding_window defaults to false),
+  // and then only on the layers from Qwen2Config's default max_window_layers (28) on, which the collector
+  // leaves as it is: no layer of a model of 28 layers or fewer slides.
   if (m.contains("sliding_window") && !m.at("sliding_window").is_null()) {
     if (gpt || fam == "llama") throw input_error(fmt::format("{}: field 'sliding_window' is for mistral or qwen2 models", r.where));
     s.sliding_window_tokens = mr.count(m.at("sliding_window"), "sliding_window");
     if (s.sliding_window_tokens == 0) throw input_error(fmt::format("{}: field 'sliding_window' must be at least 1 (null: none)", r.where));
+    if (fam == "qwen2")
+      s.sliding_window_tokens = qwen2_window_tokens(s.layers, s.sliding_window_tokens, qwen2_default_max_window_layers, r.where);
   } else if (!m.contains("sliding_window") && fam == "mistral") {
     s.sliding_window_tokens = 4096;
   }

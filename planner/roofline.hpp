@@ -68,6 +68,12 @@ struct op_time_breakdown {
 // configuration's ops): seconds per FLOP and per byte; a GEMM's 1 / g(x) = 1 + gemm_half_dim / x.
 // fp32: the step's GEMMs run in fp32 on the CUDA cores (step_ops::fp32_gemms).
 struct roofline_rates {
+  // Fused attention's FLOPs count the whole s x s square (planner/flops.hpp), and attention_efficiency is
+  // what causal kernels reach on that count, computing only the tiles on and below the diagonal (FlashAttention,
+  // cuDNN and the memory-efficient kernel skip the rest under is_causal): about half the square. A kernel
+  // handed a mask instead (step_op::every_tile) computes every tile, twice the causal kernel's work for the
+  // same counted FLOPs.
+  static constexpr double causal_tiles_per_square = 2;
   double per_flop, per_attention_flop, per_byte, half_dim;
   roofline_rates(double peak_flops_per_s, double bandwidth_bytes_per_s, const timing_constants& k, bool fp32)
       : per_flop(1 / (peak_flops_per_s * (fp32 ? k.fp32_gemm_efficiency : k.gemm_efficiency))),
@@ -79,7 +85,9 @@ struct roofline_rates {
   double seconds(const step_op& op) const {
     double compute = 0;
     if (op.flops > 0) {
-      compute = op.flops * (op.cls == op_class::attention && !op.gemm_shaped ? per_attention_flop : per_flop);
+      compute = op.flops * (op.cls == op_class::attention && !op.gemm_shaped
+                                ? per_attention_flop * (op.every_tile ? causal_tiles_per_square : 1)
+                                : per_flop);
       if (op.gemm_shaped && half_dim > 0) compute *= (1 + half_dim / op.m) * (1 + half_dim / op.n) * (1 + half_dim / op.k);
     }
     const double memory = op.bytes * per_byte;

@@ -23,6 +23,9 @@ struct step_op {
   std::string_view name;       // "mlp.gelu_new", "lm_head", "adamw.foreach"...: static strings
   op_class cls = op_class::elementwise;
   bool gemm_shaped = false;    // runs as a (batched) GEMM: its efficiency is e(m, n, k)
+  // A fused attention kernel handed a mask instead of is_causal computes every tile of the square its FLOPs
+  // count; a causal kernel skips those above the diagonal (planner/roofline.hpp).
+  bool every_tile = false;
   // The part of its device work done in the step's forward passes (by its FLOPs, or its bytes when it has
   // none); the rest runs in backward, recomputation included. planner/roofline.hpp overlaps phases. A float
   // fills the padding after the two fields above: sweeps copy millions of these.

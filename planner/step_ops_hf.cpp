@@ -57,6 +57,11 @@ void linear(ops::row_group& g, std::string_view name, std::string_view cast_name
   const double cast = in * out * (4 + x.c);
   if (x.amp) g.add(cast_name, op_class::elementwise, cast, 1, x.trains ? cast : 0, x.trains ? 1 : 0);
   if (bias && x.trains) g.add("linear.bias_grad", op_class::elementwise, 0, 0, x.T * out * x.c, 1);
+  // Autocast casts the bias too (linear and addmm are lower-precision ops: every floating argument is cast,
+  // a leaf's cast cached for the forward; aten/src/ATen/autocast_mode.cpp, cached_cast), and its gradient
+  // is cast back: a kernel each way, like the weight's.
+  const double bias_cast = out * (4 + x.c);
+  if (bias && x.amp) g.add(cast_name, op_class::elementwise, bias_cast, 1, x.trains ? bias_cast : 0, x.trains ? 1 : 0);
 }
 
 // peft's LoRA on `modules` linears of one layer, of `in_sum` input and `out_sum` output features in all:
@@ -117,6 +122,9 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
     // One kernel forward; backward a preprocessing kernel (dO . O), the main kernel and the dq conversion.
     const double io = x.T * (x.qw + kvw + vw + x.ow) * x.c;
     g.add("attention.sdpa", op_class::attention, io + bias, 1, 2.5 * io + bias + x.T * x.qw * 8, 3, flops, 3 * flops, true);
+    // With the mask SDPA runs without is_causal (sdpa_attention_forward: is_causal only when the mask is
+    // None), so the kernel computes every tile of the square, the masked ones too.
+    g.out.ops.back().every_tile = x.mask;
     // transformers' sdpa_attention_forward returns attn_output.transpose(1, 2).contiguous(): one copy.
     g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
     return;

@@ -54,6 +54,22 @@ TEST_CASE("Qwen2 configs carry q/k/v biases and tied embeddings", "[hf-config]")
   CHECK(count_params(q).total == 494'032'768ull);  // Qwen2-0.5B: 0.49B parameters with tied embeddings
 }
 
+TEST_CASE("Qwen2's use_sliding_window slides the layers from max_window_layers on (Qwen2Config's layer_types)",
+          "[hf-config][window]") {
+  const std::string base = R"({"model_type": "qwen2", "num_hidden_layers": 24, "hidden_size": 896, "num_attention_heads": 14,
+      "num_key_value_heads": 2, "intermediate_size": 4864, "vocab_size": 151936, "sliding_window": 4096)";
+  // Off by default (Qwen2.5's released configs), and a window from layer 28 on is no window in 24 layers.
+  CHECK(model_from_hf_config_text(base + "}", "q.json").sliding_window_tokens == 0);
+  CHECK(model_from_hf_config_text(base + R"(, "use_sliding_window": true})", "q.json").sliding_window_tokens == 0);
+  CHECK(model_from_hf_config_text(base + R"(, "use_sliding_window": true, "max_window_layers": 24})", "q.json")
+            .sliding_window_tokens == 0);
+  // max_window_layers 0: every layer slides.
+  CHECK(model_from_hf_config_text(base + R"(, "use_sliding_window": true, "max_window_layers": 0})", "q.json")
+            .sliding_window_tokens == 4096);
+  CHECK_THROWS_WITH(model_from_hf_config_text(base + R"(, "use_sliding_window": true, "max_window_layers": 12})", "q.json"),
+                    Catch::Contains("q.json") && Catch::Contains("layers 12 to 23"));
+}
+
 TEST_CASE("bad Hugging Face configs are input errors naming the file", "[hf-config]") {
   CHECK_THROWS_WITH(model_from_hf_config(hf_fixture("broken.json")), Catch::Contains("broken.json") && Catch::Contains("JSON"));
   CHECK_THROWS_WITH(model_from_hf_config(hf_fixture("unsupported.json")), Catch::Contains("mamba"));
@@ -129,8 +145,9 @@ TEST_CASE("bad gemma2 and phi3 configs are one-line input errors naming file and
       "vocab_size": 32064})", "intermediate_size");
   one_line_about(R"({"model_type": "phi3", "num_hidden_layers": 32, "hidden_size": 3072, "num_attention_heads": 32,
       "intermediate_size": 8192, "vocab_size": 32064, "hidden_act": "gelu"})", "hidden_act");
-  one_line_about(R"({"model_type": "qwen2", "num_hidden_layers": 24, "hidden_size": 896, "num_attention_heads": 14,
-      "intermediate_size": 4864, "vocab_size": 151936, "use_sliding_window": true})", "use_sliding_window");
+  one_line_about(R"({"model_type": "qwen2", "num_hidden_layers": 32, "hidden_size": 896, "num_attention_heads": 14,
+      "intermediate_size": 4864, "vocab_size": 151936, "use_sliding_window": true, "sliding_window": 4096})",
+                 "max_window_layers");
   // The unsupported-type message lists every type the reader knows.
   const std::string unsupported = message(R"({"model_type": "mamba"})");
   for (const char* type : {"gpt2", "llama", "mistral", "qwen2", "phi3", "gemma2"}) CHECK_THAT(unsupported, Catch::Contains(type));

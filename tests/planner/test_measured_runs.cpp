@@ -37,13 +37,16 @@ measured_run s11_with_model(const json& model_changes, const json& line_changes 
 
 }  // namespace
 
-TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 4096 when not named", "[measured][hf]") {
+TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 4096 when not named; Qwen2's from layer 28", "[measured][hf]") {
   CHECK(s11_with_model({{"fam", "llama"}}).model.sliding_window_tokens == 0);
   CHECK(s11_with_model({{"fam", "mistral"}}).model.sliding_window_tokens == 4096);
   CHECK(s11_with_model({{"fam", "mistral"}, {"sliding_window", nullptr}}).model.sliding_window_tokens == 0);
   CHECK(s11_with_model({{"fam", "mistral"}, {"sliding_window", 1024}}).model.sliding_window_tokens == 1024);
   CHECK(s11_with_model({{"fam", "qwen2"}}).model.sliding_window_tokens == 0);
-  CHECK(s11_with_model({{"fam", "qwen2"}, {"sliding_window", 2048}}).model.sliding_window_tokens == 2048);
+  // Qwen2Config slides only the layers from max_window_layers (28) on: none of S11's 22, all but 28 of 32.
+  CHECK(s11_with_model({{"fam", "qwen2"}, {"sliding_window", 2048}}).model.sliding_window_tokens == 0);
+  CHECK_THROWS_WITH(s11_with_model({{"fam", "qwen2"}, {"L", 32}, {"sliding_window", 2048}}),
+                    Catch::Contains("edited.jsonl") && Catch::Contains("layers 28 to 31"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "llama"}, {"sliding_window", 1024}}),
                     Catch::Contains("edited.jsonl") && Catch::Contains("'sliding_window' is for mistral or qwen2"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", 0}}), Catch::Contains("at least 1"));
