@@ -17,6 +17,7 @@ std::string precision_summary(const precision_layout& l) {
   if (l.grad_accum) s += fmt::format(", {} grad accumulation", dtype_name(*l.grad_accum));
   s += fmt::format(", {} activations", dtype_name(l.activations));
   if (l.gemm_input_saved) s += fmt::format(" ({} GEMM inputs)", dtype_name(*l.gemm_input_saved));
+  if (l.regime == precision_regime::amp_fp16) s += "; torch.amp.GradScaler (four scalars, unscaling in place)";
   return s;
 }
 
@@ -161,7 +162,7 @@ std::string render_plan_text(const plan_report_input& in) {
       : run.finetune == finetune_kind::lora ? fmt::format("weights ({} base + adapters)", dtype_name(base_type))
                                             : fmt::format("weights ({})", dtype_name(p.layout.weights));
   if (p.layout.fp8_weight_cache) weights_label += " + fp8 copies";
-  if (p.layout.autocast_weight_cache) weights_label += " + bf16 autocast copies";
+  if (p.layout.autocast_weight_cache) weights_label += fmt::format(" + {} autocast copies", dtype_name(p.layout.compute));
   row(weights_label, p.category_bytes(tensor_category::weights));
   if (p.layout.master) row(fmt::format("master weights ({})", dtype_name(*p.layout.master)),
                            p.category_bytes(tensor_category::master_weights));

@@ -92,7 +92,8 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
           }
           break;
         case state_lifetime::micro_batch:
-          for (std::uint64_t mb = 0; mb < mbs; ++mb)
+        case state_lifetime::later_micro_batches:
+          for (std::uint64_t mb = t.lifetime == state_lifetime::micro_batch ? 0 : 1; mb < mbs; ++mb)
             for (std::uint32_t k = 0; k < static_cast<std::uint32_t>(t.interval_count); ++k)
               for (std::uint64_t i = first_copy; i < end_copy; ++i) {
                 const event_interval& iv = t.intervals[k];

@@ -112,6 +112,39 @@ void add_harness_scratch(inventory_builder& inv, const model_spec& m, const run_
                     tensor_role::data);
 }
 
+// AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad): while .grad is undefined
+// (a step's first micro-batch, after zero_grad(set_to_none=True)) it steals the incoming gradient, which is
+// then the .grad the hf gradients above stand for; once .grad exists (later micro-batches) it adds the
+// incoming one in place and drops it. The incoming gradients of a layer's weights come and go one at a
+// time; the token table's is as large as the vocabulary: embedding_dense_backward's new [V, h] gradient,
+// added to .grad in later micro-batches, and with tied embeddings added in every micro-batch to the head's
+// contribution, which the engine holds in the node's input buffer from the head's backward until then
+// (torch/csrc/autograd/input_buffer.cpp, accumulate: old_var.add_(var)). In the first micro-batch that
+// held contribution becomes .grad (grads.head); in later ones it is one more table beside it.
+void add_hf_incoming_table_grads(inventory_builder& inv, const model_spec& m, dtype grads) {
+  const std::uint64_t table = checked_mul(m.vocab, m.hidden, "embedding gradient");
+  inv.span("grads.embedding.incoming", {table}, grads, tensor_category::gradients, event_kind::bwd_embed,
+           event_kind::bwd_embed)
+      .lifetime = m.tied_embeddings ? state_lifetime::micro_batch : state_lifetime::later_micro_batches;
+  if (m.tied_embeddings)
+    inv.span("grads.head.incoming", {table}, grads, tensor_category::gradients, event_kind::bwd_layer,
+             event_kind::bwd_embed, static_cast<std::int64_t>(m.layers) - 1)
+        .lifetime = state_lifetime::later_micro_batches;
+}
+
+// torch.amp.GradScaler (torch/amp/grad_scaler.py): its scale (fp32) and growth tracker (int32) are 0-dim
+// tensors the first scale(loss) creates and the scaler keeps; unscale_ makes inv_scale and found_inf within
+// step() (and _MultiDeviceReplicator a copy of each), dropped by update(). Unscaling itself is in place
+// (_amp_foreach_non_finite_check_and_unscale_): no per-parameter buffer.
+void add_grad_scaler_state(inventory_builder& inv) {
+  inv.model_state("grad_scaler.scale", 1, dtype::fp32, tensor_category::optimizer, state_lifetime::whole_run,
+                  tensor_role::data);
+  inv.model_state("grad_scaler.growth_tracker", 1, dtype::i32, tensor_category::optimizer, state_lifetime::whole_run,
+                  tensor_role::data);
+  for (std::string_view name : {"grad_scaler.inv_scale", "grad_scaler.found_inf"})
+    inv.model_state(name, 2, dtype::fp32, tensor_category::optimizer, state_lifetime::optimizer_only, tensor_role::data);
+}
+
 }  // namespace
 
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
@@ -249,12 +282,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
          event_index(event_kind::bwd_layer, L - 1, L), 0);
     if (!m.tied_embeddings)
       grad("grads.embedding", pc.embedding, param_scope::embedding, event_index(event_kind::bwd_embed, 0, L), 0);
-    // Tied: the embedding's backward (embedding_dense_backward) writes a whole [V, h] gradient, which
-    // AccumulateGrad adds in place to the .grad the head's backward created, then frees
-    // (torch/csrc/autograd/functions/accumulate_grad.h, accumulateGrad: variable_grad += new_grad).
-    if (m.tied_embeddings)
-      inv.span("grads.tied_embedding_sum", {m.vocab, h}, layout.grads, tensor_category::gradients, event_kind::bwd_embed,
-               event_kind::bwd_embed);
+    add_hf_incoming_table_grads(inv, m, layout.grads);
   } else {
     state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), shard(trainable, g_div),
           trained_layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,
@@ -327,6 +355,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
 
   if (hf) {
     check_hf_run(run, layout);
+    if (layout.loss_scaling) add_grad_scaler_state(inv);
     add_hf_activations(inv, m, run, layout, pc);
     return finish_inventory(std::move(out), m);
   }

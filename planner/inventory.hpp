@@ -63,8 +63,10 @@ struct event_interval {
 //     in a step's first micro-batch instance i appears at event intervals[0].first_base + first_step*i;
 //     it is live throughout later micro-batches and until the optimizer step ends.
 //   optimizer_only: a temporary of the optimizer step (foreach AdamW's square root of the second moment).
+//   later_micro_batches: as micro_batch, but only in a step's micro-batches after the first (a gradient
+//     that AccumulateGrad adds to the .grad the first micro-batch created, before it is freed).
 enum class state_lifetime { whole_run, backward_to_optimizer, from_first_optimizer, micro_batch, gradient_from_backward,
-                            optimizer_only };
+                            optimizer_only, later_micro_batches };
 
 // What a buffer is, beyond its report category: code asks this rather than parsing names.
 enum class tensor_role {

@@ -4,9 +4,11 @@
 // per kernel launched. The host issues kernels asynchronously (CUDA streams: a launch returns before the
 // kernel runs), so the GPU runs behind the host and waits for it only where the host is slower: PyTorch
 // eager's Python dispatch of a small model's forward, or a checkpointed layer's forward rerun in backward.
-// The step takes the longest of the ways the two can meet at a phase boundary (forward, backward,
-// optimizer), plus a fixed host cost before its first kernel. The constants are per GPU and framework
-// (data/calibration.json, `plan calibrate`).
+// The step takes the longest of the ways the two can meet at a phase boundary (each micro-batch's forward
+// and backward in turn, GradScaler's checks, the optimizer), plus a fixed host cost before its first kernel;
+// a host that waits for the device (GradScaler's .item() before a foreach optimizer) starts the optimizer's
+// Python work only when the device is done. The constants are per GPU and framework (data/calibration.json,
+// `plan calibrate`).
 #include <array>
 
 #include "planner/step_ops.hpp"
@@ -101,12 +103,37 @@ inline double op_device_seconds(const step_op& op, double peak_flops_per_s, doub
 }
 
 // The ops' device seconds (no launch gaps) by the step's phase: the first forward, backward (recomputation
-// included) and the optimizer; by op class too when by_class is given.
+// included), the GradScaler's ops and the optimizer; by op class too when by_class is given.
 struct phase_seconds {
-  double forward = 0, backward = 0, optimizer = 0;
+  double forward = 0, backward = 0, scaler = 0, optimizer = 0;
 };
 phase_seconds device_seconds_by_phase(const step_ops& ops, const roofline_rates& rates,
                                       std::array<double, op_class_count>* by_class = nullptr);
+
+// The host-side constants each schedule of a step is linear in (planner/timing_fit.cpp solves for them):
+// the device's gap per kernel, the host's fixed cost per step, per kernel launched from Python, per kernel
+// from the autograd engine (and the optimizer's and the GradScaler's), per foreach tensor.
+inline constexpr int host_unknowns = 5;
+using host_costs = std::array<double, host_unknowns>;
+
+// A time the step cannot beat: the host reaching some point of the step, then the device's work from there
+// on. device_seconds: the ops' roofline seconds in it; coefficients: how many of each host_costs unit.
+struct schedule_term {
+  double device_seconds = 0;
+  host_costs coefficients{};
+  double seconds(const host_costs& x) const {
+    double t = device_seconds;
+    for (int i = 0; i < host_unknowns; ++i) t += coefficients[i] * x[i];
+    return t;
+  }
+};
+struct step_schedules {
+  static constexpr int capacity = 12;
+  std::array<schedule_term, capacity> terms{};
+  int count = 0;
+};
+// The step's schedules (planner/roofline.cpp), the step being the longest of them.
+step_schedules schedules_of(const step_ops& ops, const phase_seconds& d);
 
 op_time_breakdown estimate_op_times(const step_ops& ops, double peak_flops_per_s, double bandwidth_bytes_per_s,
                                     const timing_constants& k);

@@ -158,6 +158,69 @@ double multi_tensor_launches(double elements, double tensors, double max_tensors
   return std::max({1.0, std::ceil(elements / (65536.0 * 320.0)), std::ceil(tensors / max_tensors)});
 }
 
+// The dtype of the gradients the optimizer reads under hf: the model's own, or peft's adapters' (fp32 unless
+// the model was cast after get_peft_model), as planner/inventory.cpp lays them out.
+dtype hf_trained_grad_dtype(const run_config& run, const precision_layout& layout) {
+  if (run.finetune != finetune_kind::full) return run.lora_fp32 ? dtype::fp32 : layout.weights;
+  return layout.optimizer_grad_dtype();
+}
+
+// torch.amp.GradScaler around an optimizer (torch/amp/grad_scaler.py, torch 2.11), every step. Each
+// micro-batch: scale(loss) is one multiplication, and its backward one more. Then step(): unless the
+// optimizer unscales in its own kernel (_step_supports_amp_scaling, fused AdamW), unscale_ takes
+// inv_scale = scale.double().reciprocal().float() and a zero found_inf (four kernels), copies both for the
+// device (_MultiDeviceReplicator.get: two), runs _amp_foreach_non_finite_check_and_unscale_ over every
+// gradient (one read and one write of each, in place: no per-parameter buffer), then _maybe_opt_step reads
+// found_inf with .item(), a host-device synchronization. With fused AdamW, _check_inf_per_device runs the
+// same check with a dummy inv_scale of 1 (two fills, two copies), sums found_inf (one kernel), multiplies the
+// scale into optimizer.grad_scale (one) and _fused_adamw subtracts found_inf from every step count
+// (_foreach_sub_ over the step tensors). update(): one _amp_update_scale_ kernel.
+void add_grad_scaler(step_ops& ops, double params, double grad_bytes, double tensors, bool syncs) {
+  step_op scale;
+  scale.name = "grad_scaler.scale";
+  scale.cls = op_class::loss;
+  scale.bytes = 2 * 2 * 4;  // a scalar read and written, forward and backward
+  scale.kernels = 2;
+  scale.forward_share = 0.5f;
+  ops.ops.push_back(scale);
+  ops.launches.forward += 1, ops.launches.backward += 1;
+  step_op check;
+  check.name = "grad_scaler.unscale";
+  check.cls = op_class::optimizer;
+  check.grad_scaler = true;
+  check.bytes = 2 * grad_bytes;
+  const double check_launches = multi_tensor_launches(params, tensors, 110);  // a depth-1 foreach
+  constexpr double copies = 2, update = 1;
+  const double scalars = syncs ? 4 : 2 + 2 + multi_tensor_launches(tensors, tensors, 64);
+  check.kernels = scalars + copies + check_launches + update;
+  ops.ops.push_back(check);
+  ops.launches.scaler = check.kernels;
+  ops.host_waits_before_optimizer = syncs;
+}
+
+// hf's per-micro-batch work of gradient accumulation. AccumulateGrad (torch/csrc/autograd/functions/
+// accumulate_grad.h, accumulateGrad) steals the incoming gradient when .grad is undefined (the first
+// micro-batch after zero_grad(set_to_none=True)) and otherwise adds it in place, variable_grad += new_grad:
+// one kernel per trained parameter reading both and writing one. The training loop's loss / N is one
+// kernel, and DivBackward0 one more. Listed as one micro-batch's worth of each (a sweep then repeats the
+// list per accumulation count without reallocating it); repeat_micro_batches scales them and counts their
+// launches.
+void add_accumulation_ops(step_ops& ops, double grad_bytes, double tensors) {
+  ops.accumulation_ops = static_cast<std::int32_t>(ops.ops.size());
+  step_op& add = ops.ops.emplace_back();
+  add.name = "autograd.accumulate_grad";
+  add.cls = op_class::elementwise;
+  add.bytes = 3 * grad_bytes;
+  add.kernels = tensors;
+  add.forward_share = 0;
+  step_op& divide = ops.ops.emplace_back();
+  divide.name = "loss.accumulation_divide";
+  divide.cls = op_class::loss;
+  divide.bytes = 2 * 2 * 4;
+  divide.kernels = 2;
+  divide.forward_share = 0.5f;
+}
+
 }  // namespace
 
 step_ops list_micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
@@ -222,14 +285,36 @@ step_ops list_micro_batch_ops(const model_spec& m, const run_config& run, const 
     result.ops.push_back(opt);
     result.launches.optimizer = opt.kernels;
   }
+  if (run.framework == framework_kind::hf) {
+    const double grad_bytes = trained_params * bytes_of(hf_trained_grad_dtype(run, layout));
+    // Only PyTorch's fused optimizers unscale inside their kernel (_step_supports_amp_scaling).
+    const bool syncs = run.optimizer_impl != optimizer_impl_kind::fused;
+    if (layout.loss_scaling) add_grad_scaler(result, trained_params, grad_bytes, trained_tensors, syncs);
+    add_accumulation_ops(result, grad_bytes, trained_tensors);
+  }
   return result;
 }
 
 void repeat_micro_batches(step_ops& ops, std::uint64_t grad_accum) {
   const double mb = static_cast<double>(grad_accum);
-  for (step_op& op : ops.ops)
-    if (op.cls != op_class::optimizer) op.flops *= mb, op.bytes *= mb, op.kernels *= mb;
+  const std::size_t accumulation = ops.accumulation_ops < 0 ? ops.ops.size() : static_cast<std::size_t>(ops.accumulation_ops);
+  for (std::size_t i = 0; i < ops.ops.size(); ++i) {
+    step_op& op = ops.ops[i];
+    if (op.cls != op_class::optimizer && !op.grad_scaler && i != accumulation && i != accumulation + 1)
+      op.flops *= mb, op.bytes *= mb, op.kernels *= mb;
+  }
   ops.launches.forward *= mb, ops.launches.recompute *= mb, ops.launches.backward *= mb;
+  ops.micro_batches = mb;
+  if (accumulation == ops.ops.size()) return;
+  // The first micro-batch's backward creates each .grad (AccumulateGrad steals the incoming buffer), the
+  // later ones add to it: mb - 1 times. The loop divides every micro-batch's loss when there are several.
+  auto scale = [&](step_op& op, double times, double forward_launches) {
+    op.bytes *= times, op.kernels *= times;
+    ops.launches.forward += forward_launches * times;
+    ops.launches.backward += op.kernels - forward_launches * times;
+  };
+  scale(ops.ops[accumulation], mb - 1, 0);
+  scale(ops.ops[accumulation + 1], mb > 1 ? mb : 0, 1);
 }
 
 step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,

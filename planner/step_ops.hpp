@@ -26,9 +26,12 @@ struct step_op {
   // A fused attention kernel handed a mask instead of is_causal computes every tile of the square its FLOPs
   // count; a causal kernel skips those above the diagonal (planner/roofline.hpp).
   bool every_tile = false;
+  // Runs between the last backward and the optimizer step, once a step: torch.amp.GradScaler's inf check
+  // and unscaling (planner/roofline.cpp: before the host waits for the device, when it does).
+  bool grad_scaler = false;
   // The part of its device work done in the step's forward passes (by its FLOPs, or its bytes when it has
   // none); the rest runs in backward, recomputation included. planner/roofline.hpp overlaps phases. A float
-  // fills the padding after the two fields above: sweeps copy millions of these.
+  // fills the padding after the fields above: sweeps copy millions of these.
   float forward_share = 1;
   double flops = 0;            // per step: every micro-batch, layer, forward, backward and recomputation
   double bytes = 0;            // read + written per step
@@ -44,7 +47,8 @@ struct step_launches {
   double recompute = 0;  // forward rerun in backward (activation checkpointing)
   double backward = 0;
   double optimizer = 0;
-  double total() const { return forward + recompute + backward + optimizer; }
+  double scaler = 0;     // torch.amp.GradScaler's per-step kernels before optimizer.step() (host: as the optimizer's)
+  double total() const { return forward + recompute + backward + optimizer + scaler; }
 };
 
 struct step_ops {
@@ -54,6 +58,17 @@ struct step_ops {
   // are per-tensor Python lists); 0 for fused optimizers.
   double foreach_tensors = 0;
   bool fp32_gemms = false;  // the GEMMs run in fp32 (no tensor cores): planner/roofline.hpp's fp32 efficiency
+  // Forward and backward passes per step (gradient accumulation): they alternate, F1 B1 F2 B2 ..., which
+  // planner/roofline.cpp's schedules follow.
+  double micro_batches = 1;
+  // The host waits for the device before optimizer.step(): torch.amp.GradScaler.step reads found_inf with
+  // .item() (torch/amp/grad_scaler.py, _maybe_opt_step) unless the optimizer unscales inside its own kernel
+  // (_step_supports_amp_scaling: fused AdamW), so the optimizer's Python work no longer overlaps the backward.
+  bool host_waits_before_optimizer = false;
+  // hf: where list_micro_batch_ops put one micro-batch's AccumulateGrad in-place adds (done by every
+  // micro-batch but the first) and, right after, the training loop's loss / N with its backward (every
+  // micro-batch of a step of several): repeat_micro_batches scales them by those counts. -1: none.
+  std::int32_t accumulation_ops = -1;
 };
 
 // trained_params: parameters the optimizer updates on this GPU (ZeRO shards, LoRA adapters);
@@ -63,7 +78,8 @@ step_ops list_step_ops(const model_spec& m, const run_config& run, const precisi
 
 // list_step_ops in two parts, so that a sweep builds the ops once for every accumulation count: one
 // micro-batch's forward and backward with the optimizer step once (run.grad_accum is not read), then every
-// op but the optimizer's, and the forward, recomputation and backward launches, times the micro-batches.
+// op but the optimizer's and the GradScaler's, and the forward, recomputation and backward launches, times
+// the micro-batches, and the accumulation ops (accumulation_ops) by the micro-batches that run them.
 step_ops list_micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                               double trained_params, double trained_tensors, double optimizer_bytes);
 void repeat_micro_batches(step_ops& ops, std::uint64_t grad_accum);

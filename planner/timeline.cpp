@@ -94,6 +94,9 @@ inline std::uint64_t instances_of(const tensor_spec& k, const live_context& at) 
       return at.optimizer || at.later_micro_batch || at.e >= at.first_backward ? 1 : 0;
     case state_lifetime::from_first_optimizer: return at.later_step || at.optimizer ? 1 : 0;
     case state_lifetime::optimizer_only: return at.optimizer ? 1 : 0;
+    case state_lifetime::later_micro_batches:
+      if (!at.later_micro_batch) return 0;
+      [[fallthrough]];
     case state_lifetime::micro_batch: {
       if (at.optimizer) return 0;
       std::uint64_t n = 0;
@@ -231,10 +234,13 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   // group is live or not as a whole by the step, micro-batch and phase alone: those are summed per lifetime
   // once, and a visit adds at most four totals. (Copies of the groups, each list contiguous: a visit reads
   // them in order.)
+  // Buffers of later micro-batches only (AccumulateGrad's incoming gradients) join the gradients' list: few
+  // groups, each counted by instances_of at a visit.
   scratch<lifetime_group, 96> activation_store, gradient_store;
   lifetime_group* activation_groups = activation_store.get(group_count);
   lifetime_group* gradient_groups = gradient_store.get(group_count);
   std::size_t activation_count = 0, gradient_count = 0;
+  bool later_only = false;  // a buffer that exists only in a step's later micro-batches
   u128 whole_run_bytes = 0, backward_to_optimizer_bytes = 0, from_first_optimizer_bytes = 0, optimizer_only_bytes = 0;
   // Which events the peak search must visit, from the groups (a group's bytes are positive when any
   // member's are). A buffer that appears only in the embedding's backward (the harness's fp32 embedding
@@ -253,6 +259,11 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
       case state_lifetime::gradient_from_backward:
         gradient_groups[gradient_count++] = groups[g];
         grads_per_layer = true;
+        break;
+      case state_lifetime::later_micro_batches:
+        gradient_groups[gradient_count++] = groups[g];
+        later_only |= bytes > 0;
+        for (int k = 0; k < t.interval_count; ++k) embed_backward_scratch |= bytes > 0 && t.intervals[k].first_base == bwd_embed;
         break;
       case state_lifetime::whole_run: whole_run_bytes += bytes; break;
       case state_lifetime::backward_to_optimizer: backward_to_optimizer_bytes += bytes; break;
@@ -356,8 +367,9 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     } else {
       backward(0), forward();  // micro-batch 1's backward comes first in time, then micro-batch 2's forward
       // With gradients appearing layer by layer, a later micro-batch's backward holds more than the first's
-      // (every gradient exists already), so it is visited too, after its forward.
-      if (grads_per_layer) backward(last_mb);
+      // (every gradient exists already, and AccumulateGrad's incoming ones come on top), so it is visited
+      // too, after its forward.
+      if (grads_per_layer || later_only) backward(last_mb);
     }
     if (!optimizer_state) visit_event(step, last_mb, event_kind::optimizer, 0);
   }

@@ -12,46 +12,28 @@
 namespace trainplan {
 namespace {
 
-// The host-side unknowns, on which each of planner/roofline.cpp's four schedules is linear: the gap per
-// kernel, the step's fixed host cost, the host's cost per forward and per backward launch, per foreach tensor.
-constexpr int unknowns = 5;
-using host_vector = std::array<double, unknowns>;
+// The host-side unknowns, on which each of planner/roofline.cpp's schedules is linear: the gap per kernel,
+// the step's fixed host cost, the host's cost per forward and per backward launch, per foreach tensor.
+constexpr int unknowns = host_unknowns;
+using host_vector = host_costs;
 constexpr std::array<double, unknowns> unknown_limits = {
     timing_limits::max_kernel_seconds, timing_limits::max_step_seconds, timing_limits::max_host_kernel_seconds,
     timing_limits::max_host_kernel_seconds, timing_limits::max_foreach_tensor_seconds};
 
-// One run at one grid point of the device constants: each schedule is constant + coefficients . x.
+// One run at one grid point of the device constants: its schedules (planner/roofline.cpp, schedules_of),
+// each a constant + coefficients . x.
 struct run_terms {
-  std::array<double, 4> constant{};
-  std::array<host_vector, 4> coefficient{};
+  step_schedules schedules;
   double measured = 0;
 
-  double schedule(int j, const host_vector& x) const {
-    double t = constant[j];
-    for (int i = 0; i < unknowns; ++i) t += coefficient[j][i] * x[i];
-    return t;
-  }
+  double schedule(int j, const host_vector& x) const { return schedules.terms[j].seconds(x); }
   int longest(const host_vector& x) const {
     int best = 0;
-    for (int j = 1; j < 4; ++j)
+    for (int j = 1; j < schedules.count; ++j)
       if (schedule(j, x) > schedule(best, x)) best = j;
     return best;
   }
 };
-
-// The schedules of planner/roofline.cpp's estimate_op_times, with the device seconds by phase given.
-run_terms terms_of(const step_ops& ops, double device_f, double device_b, double device_o, double measured) {
-  const step_launches& n = ops.launches;
-  run_terms r;
-  r.measured = measured;
-  // x = {gap, step, forward kernel, backward kernel, foreach tensor}
-  r.constant = {device_f + device_b + device_o, device_b + device_o, device_o, 0};
-  r.coefficient[0] = {n.total(), 1, 0, 0, 0};
-  r.coefficient[1] = {n.recompute + n.backward + n.optimizer, 1, n.forward, 0, 0};
-  r.coefficient[2] = {n.optimizer, 1, n.forward + n.recompute, n.backward, ops.foreach_tensors};
-  r.coefficient[3] = {0, 1, n.forward + n.recompute, n.backward + n.optimizer, ops.foreach_tensors};
-  return r;
-}
 
 double relative_error_sum(const std::vector<run_terms>& rows, const host_vector& x) {
   double sum = 0;
@@ -74,8 +56,9 @@ bool solve_subset(const std::vector<run_terms>& rows, const std::vector<int>& br
   double A[unknowns][unknowns + 1] = {};
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const double w = 1.0 / rows[r].measured;
-    const host_vector& col = rows[r].coefficient[branch[r]];
-    const double y = (rows[r].measured - rows[r].constant[branch[r]]) * w;
+    const schedule_term& term = rows[r].schedules.terms[branch[r]];
+    const host_vector& col = term.coefficients;
+    const double y = (rows[r].measured - term.device_seconds) * w;
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) A[i][j] += col[idx[i]] * w * col[idx[j]] * w;
       A[i][n] += col[idx[i]] * w * y;
@@ -178,8 +161,7 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
   auto fill_rows = [&](const timing_constants& device) {
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const roofline_rates rates(runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, device, runs[i].ops.fp32_gemms);
-      const phase_seconds d = device_seconds_by_phase(runs[i].ops, rates);
-      rows[i] = terms_of(runs[i].ops, d.forward, d.backward, d.optimizer, runs[i].measured_seconds);
+      rows[i] = {schedules_of(runs[i].ops, device_seconds_by_phase(runs[i].ops, rates)), runs[i].measured_seconds};
     }
   };
   auto consider = [&](const timing_constants& device, const host_vector& start) {

@@ -80,9 +80,12 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
      "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
-     "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale"],
+     "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale", "skipped_steps"],
      ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]],
      ["memory_history": the path of the allocator's recorded history, with --memory-history]}
+    "grad_scale" (amp-fp16) is GradScaler's scale after the run and "skipped_steps" the steps whose
+    optimizer.step() it skipped for inf/NaN gradients (its scale fell): trainplan assumes none, since a run
+    whose steps were all skipped has no AdamW state.
     "segments" lists the caching allocator's segments after the measured steps ("small" or "large" pool,
     bytes; torch.cuda.memory_snapshot()), largest first: the reserved bytes segment by segment.
     For gpt2 the model object holds fam, L, h, a, V as in the reference file (ffn only when not 4h,
@@ -624,6 +627,7 @@ def run_one(args, torch, transformers):
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()  # reserved_peak covers the training run from here
         times = []
+        skipped = []  # steps GradScaler skipped (amp-fp16)
         mem = torch.cuda
 
         def reset_peaks():
@@ -637,6 +641,7 @@ def run_one(args, torch, transformers):
             state["step"] = step
             phases.clear()
             torch.cuda.synchronize()
+            scale_before = scaler.get_scale() if scaler is not None else None  # synchronized: no extra wait
             t0 = time.perf_counter()
             phases["before_step"] = mem.memory_allocated()
             out = loss = None
@@ -675,6 +680,8 @@ def run_one(args, torch, transformers):
             host["optimizer"] += time.perf_counter() - h
             torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
+            if scaler is not None and scaler.get_scale() < scale_before:  # update() backed off: step skipped
+                skipped.append(step)
             return seconds, float(loss) * args.grad_accum
 
         host_runs = []
@@ -697,6 +704,7 @@ def run_one(args, torch, transformers):
         rec["loss"] = loss_value
         if scaler is not None:
             rec["grad_scale"] = float(scaler.get_scale())
+            rec["skipped_steps"] = [s for s in skipped if s <= args.steps]  # not the profiled extra step
 
         # Extra forward after the measured steps: inventory and SDPA backend, phase figures untouched.
         state["step"], state["phase"] = args.steps + 1, "inventory"

@@ -165,3 +165,33 @@ TEST_CASE("the synthetic runs mix device-bound and host-bound steps", "[calibrat
   CHECK(host_bound >= 3);
   CHECK(device_bound >= 3);
 }
+
+TEST_CASE("the timing fit follows the schedules of accumulating and GradScaler steps", "[calibrate][accumulation]") {
+  // The fit solves the same schedules estimate_op_times takes the longest of (planner/roofline.cpp,
+  // schedules_of): with micro-batches that alternate forward and backward, and a host that waits for the
+  // device before the optimizer (GradScaler's .item()), it still gives the constants back.
+  std::vector<timing_observation> runs;
+  for (int k = 0; k < 16; ++k) {
+    step_ops ops = synthetic_ops(k);
+    ops.micro_batches = k % 3 == 0 ? 4 : k % 3 == 1 ? 2 : 1;
+    if (k % 4 == 2 || k % 4 == 3) {
+      step_op check;
+      check.name = "grad_scaler.unscale";
+      check.cls = op_class::optimizer;
+      check.grad_scaler = true;
+      check.bytes = 1e9;
+      ops.ops.push_back(check);
+      ops.launches.scaler = 13;
+      ops.host_waits_before_optimizer = k % 4 == 2;
+    }
+    const double seconds = estimate_op_times(ops, 989.4e12, 3.35e12, truth_constants()).total();
+    runs.push_back({"run" + std::to_string(k), ops, 989.4e12, 3.35e12, seconds});
+  }
+  const timing_fit fit = fit_timing(runs);
+  CHECK(fit.max_error_pct < 1e-6);
+  CHECK(fit.constants.gemm_efficiency == Approx(0.6));
+  CHECK(fit.constants.bandwidth_fraction == Approx(0.75));
+  CHECK(fit.constants.forward_kernel_seconds == Approx(25e-6).epsilon(1e-6));
+  CHECK(fit.constants.backward_kernel_seconds == Approx(7e-6).epsilon(1e-6));
+  CHECK(fit.constants.foreach_tensor_seconds == Approx(8e-5).epsilon(1e-6));
+}

@@ -95,3 +95,12 @@ TEST_CASE("collector reports: a step time without memory figures is a time-only 
   CHECK_THROWS_WITH(parse_without({"alloc_peak"}), Catch::Contains("alloc_peak"));
   CHECK_THROWS_WITH(parse_without({"alloc_peak", "reserved_peak", "step_s"}), Catch::Contains("step_s"));
 }
+
+TEST_CASE("collector reports: accumulation and fp16 autocast reach the plan", "[measured][hf][accumulation][fp16]") {
+  // collect_hf.py writes "grad_accum" (micro-batches a step, each forward and backward measured within the
+  // step's phases) and "regime": "amp-fp16" (autocast to fp16 with torch.amp.GradScaler).
+  const measured_run r = s11_with_model(json::object(), {{"grad_accum", 4}, {"regime", "amp-fp16"}});
+  CHECK(r.run.grad_accum == 4);
+  CHECK(r.run.precision == precision_regime::amp_fp16);
+  CHECK(s11_with_model(json::object()).run.grad_accum == 1);  // absent: one micro-batch
+}

@@ -50,6 +50,11 @@ def main():
             check(run.get("alloc_peak") == max(phases.get(k, 0) for k in ("forward_peak", "backward_peak", "optimizer_peak")),
                   "{}: alloc_peak is not the largest phase peak".format(rid))
             check(("inventory" in run) != run.get("gc", False), "{}: an inventory exactly when not checkpointed".format(rid))
+            # GradScaler's scale and the steps it skipped (none with the fake scaler), for amp-fp16 only; the
+            # accumulation count as the preset set it (E7, E8: 4 micro-batches a step).
+            check(("skipped_steps" in run) == (run.get("regime") == "amp-fp16"), "{}: skipped_steps".format(rid))
+            check(run.get("skipped_steps", []) == [], "{}: skipped steps {}".format(rid, run.get("skipped_steps")))
+            check(run.get("grad_accum") == (4 if rid in ("E7", "E8") else 1), "{}: grad_accum".format(rid))
             if run.get("lora"):
                 check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
                 check(run.get("lora_dtype") == "float32", "{}: lora_dtype {!r}".format(rid, run.get("lora_dtype")))
