@@ -14,9 +14,12 @@
 #include "planner/roofline.hpp"
 #include "planner/step_ops.hpp"
 #include "planner/timeline.hpp"
+#include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
+using test::inventory_of;
+using test::plan_of;
 using test::tensor_named;
 
 namespace {
@@ -37,15 +40,6 @@ run_config hf_run(precision_regime p, std::uint64_t seq, std::uint64_t micro_bat
   r.grad_accum = accum;
   r.optimizer_impl = impl;
   return r;
-}
-
-inventory inventory_of(const model_spec& m, const run_config& r) {
-  return build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
-}
-
-plan_result plan_of(const model_spec& m, const run_config& r) {
-  const gpu_spec& h100 = test::data().gpu("h100");
-  return evaluate_plan(m, r, h100, test::data().calibration_for(h100));
 }
 
 const timeline_point& point(const timeline_result& tl, int step, std::uint64_t mb, event_kind k, std::uint64_t layer = 0) {

@@ -6,12 +6,15 @@
 #include "planner/activations_hf.hpp"
 #include "planner/plan.hpp"
 #include "planner/roofline.hpp"
+#include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
 
 namespace {
 
+using test::inventory_of;
+using test::plan_of;
 using test::tensor_named;
 
 run_config hf_run(std::uint64_t seq, precision_regime p, attention_kind a = attention_kind::flash,
@@ -20,15 +23,6 @@ run_config hf_run(std::uint64_t seq, precision_regime p, attention_kind a = atte
   r.framework = framework_kind::hf;
   r.precision = p;
   return r;
-}
-
-inventory inventory_of(const model_spec& m, const run_config& r) {
-  return build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
-}
-
-plan_result plan_of(const model_spec& m, const run_config& r) {
-  const gpu_spec& h100 = test::data().gpu("h100");
-  return evaluate_plan(m, r, h100, test::data().calibration_for(h100));
 }
 
 // The collector's small Llama (S6..S10's shape).

@@ -6,12 +6,15 @@
 
 #include "planner/activations_hf.hpp"
 #include "planner/plan.hpp"
+#include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
 
 namespace {
 
+using test::inventory_of;
+using test::plan_of;
 using test::tensor_named;
 
 std::vector<std::uint64_t> shape_of(const inventory& inv, std::string_view name) {
@@ -24,10 +27,6 @@ run_config mistral_run(std::uint64_t seq, precision_regime p = precision_regime:
   r.framework = framework_kind::hf;
   r.precision = p;
   return r;
-}
-
-inventory inventory_of(const model_spec& m, const run_config& r) {
-  return build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
 }
 
 }  // namespace

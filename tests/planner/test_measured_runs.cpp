@@ -37,7 +37,7 @@ measured_run s11_with_model(const json& model_changes, const json& line_changes 
 
 }  // namespace
 
-TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 4096 when not named; Qwen2's from layer 28", "[measured][hf]") {
+TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 4096 when not named, Qwen2's from layer 28", "[measured][hf]") {
   CHECK(s11_with_model({{"fam", "llama"}}).model.sliding_window_tokens == 0);
   CHECK(s11_with_model({{"fam", "mistral"}}).model.sliding_window_tokens == 4096);
   CHECK(s11_with_model({{"fam", "mistral"}, {"sliding_window", nullptr}}).model.sliding_window_tokens == 0);
