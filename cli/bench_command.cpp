@@ -192,6 +192,24 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                  grouped(static_cast<std::uint64_t>(total / cold)), cold / total * 1e6, cold_checksum % 1000003);
       if (cold_checksum != checksum || cold_seconds_sum != step_seconds_sum) throw std::runtime_error("the reused and the rebuilt plans differ: a bug in plan_reuse");
 
+      // As plan sweep evaluates by default: the allocator replay for every hf row whose tensors fit
+      // (planner/plan.hpp, confirm_with_allocator_replay). A millisecond or so a replay: a strided sample.
+      {
+        const std::uint64_t stride = std::max<std::uint64_t>(1, total / 20000);
+        std::uint64_t sampled = 0, replayed = 0;
+        const auto tr = std::chrono::steady_clock::now();
+        for (std::uint64_t k = 0; k < total; k += stride) {
+          const sweep_result r = evaluate_point(space.at(k), nullptr, true);
+          ++sampled;
+          replayed += r.plan && r.plan->allocator.has_value();
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count();
+        fmt::print("planner with the allocator replay (plan sweep's default), 1 core: {} configurations/s ({} of a "
+                   "sample of {} replayed, {:.0f} us a replay on average)\n",
+                   grouped(static_cast<std::uint64_t>(sampled / seconds)), grouped(replayed), grouped(sampled),
+                   replayed ? (seconds - sampled * cold / total) / replayed * 1e6 : 0.0);
+      }
+
       // Every core, evaluation only (each thread takes every threads-th configuration).
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
       const auto tp = std::chrono::steady_clock::now();
@@ -218,7 +236,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
       if (!out) throw input_error(fmt::format("cannot write {}", path.string()));
       const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
       const auto t1 = std::chrono::steady_clock::now();
-      const sweep_stats stats = run_sweep(space, sweep_format::csv, out, threads, false);
+      const sweep_stats stats = run_sweep(space, sweep_format::csv, out, threads, false, false);
       std::fclose(out);
       const double sweep_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
       std::filesystem::remove(path);

@@ -114,6 +114,22 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                  {"peak_when", describe_point(p.timeline.peak, run.grad_accum)},
                  {"headroom_bytes", p.headroom_bytes},
                  {"tensors_at_peak", tensors}};
+  // The allocator replay behind the peak and the verdict (hf), or null where the slack estimate stands.
+  if (p.allocator) {
+    const allocator_replay& a = *p.allocator;
+    j["memory"]["allocator"] = {{"replayed_steps", 3},
+                                {"peak_reserved_bytes", a.peak_reserved_bytes},
+                                {"peak_allocated_bytes", a.peak_allocated_bytes},
+                                {"cache_releases", a.cache_releases},
+                                {"out_of_memory", a.out_of_memory},
+                                // the tensors alone would fit: the shortfall is fragmentation
+                                {"tensors_fit", a.peak_allocated_bytes + p.overhead.cuda_context_bytes +
+                                                        p.overhead.cublas_workspace_bytes <= p.gpu.memory_bytes},
+                                {"failed_buffer", a.out_of_memory ? nlohmann::json(std::string(a.failed_tensor)) : nlohmann::json()},
+                                {"failed_step", a.out_of_memory ? nlohmann::json(a.failed_step + 1) : nlohmann::json()}};
+  } else {
+    j["memory"]["allocator"] = nullptr;
+  }
   j["fits"] = p.fits;
   j["flops"] = {{"model_per_step", p.flops.model_per_step},
                 {"hardware_per_step", p.flops.hardware_per_step},

@@ -64,10 +64,11 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                     "optimizer state is created by the first optimizer step"
                   : "gradients exist from the first backward of a step until its optimizer step ends "
                     "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
-  a.push_back(fmt::format("runtime overhead: CUDA context {}, cuBLAS workspace {}, allocator slack {} of tensor "
-                          "bytes ({})",
-                          gib(p.overhead.cuda_context_bytes), gib(p.overhead.cublas_workspace_bytes),
-                          percent(p.calib.allocator_slack_fraction),
+  const std::string cached = p.allocator ? std::string("PyTorch's caching allocator replayed over 3 steps (what it "
+                                                        "reserves beyond the tensor peak)")
+                                          : fmt::format("allocator slack {} of tensor bytes", percent(p.calib.allocator_slack_fraction));
+  a.push_back(fmt::format("runtime overhead: CUDA context {}, cuBLAS workspace {}, {} ({})", gib(p.overhead.cuda_context_bytes),
+                          gib(p.overhead.cublas_workspace_bytes), cached,
                           p.run.framework == framework_kind::hf
                               ? "PyTorch's context from data/calibration.json, measured with torch 2.11 on an H100 unless "
                                 "calibrated; two 32 MiB workspaces, PyTorch's on sm_90, one per thread that runs GEMMs"
@@ -176,17 +177,37 @@ std::string render_plan_text(const plan_report_input& in) {
   row("runtime overhead", p.overhead.total());
   row("  CUDA context", p.overhead.cuda_context_bytes);
   row("  cuBLAS workspace", p.overhead.cublas_workspace_bytes);
-  row(fmt::format("  allocator slack ({} of tensors)", percent(p.calib.allocator_slack_fraction)),
+  row(p.allocator ? std::string("  allocator cache, unused (replay)")
+                  : fmt::format("  allocator slack ({} of tensors)", percent(p.calib.allocator_slack_fraction)),
       p.overhead.allocator_slack_bytes);
   line("  {:-<80}", "");
   row("peak", p.peak_bytes);
   line("  {:<34} {:>22} {:>12}", "GPU memory", grouped(p.gpu.memory_bytes), gib(p.gpu.memory_bytes));
-  if (p.allocator_reserved_bytes > 0) {
-    // The allocator replay is a second opinion on the slack line: reported, not (yet) the verdict's basis.
-    const std::uint64_t device = p.overhead.cuda_context_bytes + p.allocator_reserved_bytes;
-    line("  PyTorch's caching allocator, replayed over 3 steps, reserves {}: device peak {} with the CUDA context{}",
-         gib(p.allocator_reserved_bytes), gib(device),
-         device > p.gpu.memory_bytes ? " (more than the GPU holds: expect an out-of-memory error)" : "");
+  if (p.allocator) {
+    const allocator_replay& a = *p.allocator;
+    std::string replay =
+        a.out_of_memory
+            ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, needs {} to complete them (the least "
+                          "memory in which it does, freeing its cached segments as it runs short; the peak is the CUDA "
+                          "context plus that)", gib(p.allocator_reserved_bytes))
+            : fmt::format("  PyTorch's caching allocator, replayed over 3 steps in what the GPU leaves it, reserves {} at "
+                          "most (the peak is the CUDA context plus that)", gib(p.allocator_reserved_bytes));
+    if (a.cache_releases > 0)
+      replay += fmt::format("; on this GPU it runs short {} and frees its unused cached segments (each time a device "
+                            "synchronization: slower steps)",
+                            a.cache_releases == 1 ? std::string("once") : fmt::format("{} times", a.cache_releases));
+    if (a.out_of_memory)
+      replay += fmt::format("{} {}'s {} finds no room even then: out of memory", a.cache_releases > 0 ? ", and" : "; on this GPU",
+                            a.failed_step < 0 ? std::string("creating the model") : fmt::format("step {}", a.failed_step + 1),
+                            a.failed_tensor);
+    line("{}", replay);
+    const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
+    if (a.out_of_memory && a.peak_allocated_bytes + fixed <= p.gpu.memory_bytes)
+      line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "
+           "missing is memory the allocator "
+           "holds in segments split by live tensors. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch remap "
+           "free pages instead (not simulated here: it may then fit)",
+           gib(a.peak_allocated_bytes + fixed));
   }
   line("");
   if (m.dense_layers == 0)
@@ -217,6 +238,9 @@ std::string render_plan_text(const plan_report_input& in) {
   else if (p.fits)
     line("Verdict: FITS with {} headroom ({} of {} used)", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
          percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes));
+  else if (p.headroom_bytes >= 0)  // the replay ran out although the peak estimate is below the GPU's memory
+    line("Verdict: DOES NOT FIT: PyTorch's caching allocator runs out of memory (peak {} on a {} GPU)", gib(p.peak_bytes),
+         gib(p.gpu.memory_bytes));
   else
     line("Verdict: DOES NOT FIT: short by {} (peak {} on a {} GPU)", gib_signed(-p.headroom_bytes), gib(p.peak_bytes),
          gib(p.gpu.memory_bytes));

@@ -166,7 +166,8 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   out.push_back('\n');
 }
 
-sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress) {
+sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress,
+                      bool replay) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t total = space.size();
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -193,7 +194,7 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
     bl.fitting = bl.invalid = 0;
     plan_reuse reuse;
     for (std::uint64_t k = first; k < last; ++k) {
-      const sweep_result res = evaluate_point(space.at(k), &reuse);
+      const sweep_result res = evaluate_point(space.at(k), &reuse, replay);
       bl.fitting += res.plan && res.plan->fits;
       bl.invalid += !res.plan;
       append_row(bl.text, res, format);

@@ -27,6 +27,7 @@ struct sweep_stats {
 
 // Evaluates every configuration of `space` and writes it to `out` (header first for CSV). threads = 0
 // uses every core. progress: draw a bar on stderr.
-sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress);
+sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress,
+                      bool replay);
 
 }  // namespace trainplan::cli

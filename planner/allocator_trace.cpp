@@ -55,7 +55,7 @@ struct instance {
 }  // namespace
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
-                                  std::vector<allocator_growth>* growth) {
+                                  std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes) {
   const std::int64_t L = static_cast<std::int64_t>(inv.layers);
   const std::uint64_t E = static_cast<std::uint64_t>(inv.events_per_micro_batch);
   // Later micro-batches repeat the second one: simulate at most three.
@@ -183,6 +183,8 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
   });
 
   caching_allocator alloc;
+  alloc.set_capacity(capacity_bytes);
+  allocator_replay result;
   std::vector<std::vector<caching_allocator::handle>> handles(instances.size());
   std::vector<std::vector<std::uint64_t>> split_cache(inv.tensors.size());
   for (const op& o : ops) {
@@ -193,7 +195,12 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
       for (std::uint64_t bytes : sizes) {
         if (bytes == 0) continue;
         const std::uint64_t before = alloc.reserved_bytes();
+        const bool failed_before = alloc.out_of_memory();
         handles[o.index].push_back(alloc.allocate(bytes));
+        if (alloc.out_of_memory() && !failed_before) {
+          result.failed_tensor = inv.tensors[in.tensor].name;
+          result.failed_step = in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step);
+        }
         if (growth && alloc.reserved_bytes() != before)
           growth->push_back({inv.tensors[in.tensor].name, alloc.reserved_bytes(),
                              in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step)});
@@ -203,7 +210,11 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
       handles[o.index].clear();
     }
   }
-  return {alloc.peak_allocated_bytes(), alloc.peak_reserved_bytes()};
+  result.peak_allocated_bytes = alloc.peak_allocated_bytes();
+  result.peak_reserved_bytes = alloc.peak_reserved_bytes();
+  result.out_of_memory = alloc.out_of_memory();
+  result.cache_releases = alloc.cache_releases();
+  return result;
 }
 
 }  // namespace trainplan

@@ -12,6 +12,14 @@ namespace trainplan {
 struct allocator_replay {
   std::uint64_t peak_allocated_bytes = 0;  // max_memory_allocated(): tensors, rounded to the allocator's blocks
   std::uint64_t peak_reserved_bytes = 0;   // max_memory_reserved(): segments taken from the device
+  // With a capacity: whether an allocation found no room even after the allocator freed its unused cached
+  // segments (the program stops there with an out-of-memory error: its buffer and 0-based step, -1 while
+  // creating the model), and how often before that it had to free them (each time, it synchronizes the
+  // device).
+  bool out_of_memory = false;
+  std::string_view failed_tensor;
+  int failed_step = 0;
+  std::uint64_t cache_releases = 0;
 };
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach
@@ -20,13 +28,15 @@ struct allocator_replay {
 // forward event's working buffers die once the next buffer that outlives the event exists; a backward event
 // recomputes (checkpointing) first, then walks the layer in reverse, allocating gradients and freeing saved
 // buffers as it reaches them. Creation and the optimizer step allocate, then free.
-// Simulates the model's creation and `steps` optimizer steps (the measurements read step 3).
+// Simulates the model's creation and `steps` optimizer steps (the measurements read step 3), with segments
+// limited to `capacity_bytes` in all (what cudaMalloc can hand out; default unlimited).
 struct allocator_growth {
   std::string_view tensor;     // the buffer whose allocation took a new segment
   std::uint64_t reserved_bytes = 0;  // reserved after it
   int step = 0;                // 0-based optimizer step
 };
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
-                                  int steps = 3, std::vector<allocator_growth>* growth = nullptr);
+                                  int steps = 3, std::vector<allocator_growth>* growth = nullptr,
+                                  std::uint64_t capacity_bytes = ~0ull);
 
 }  // namespace trainplan

@@ -48,6 +48,21 @@ void caching_allocator::erase_free(std::uint64_t i) {
   pool(b.small).erase({b.size, b.segment, b.offset, i});
 }
 
+void caching_allocator::release_cached_segments() {
+  ++cache_releases_;
+  for (std::set<free_key>* blocks : {&small_free_, &large_free_})
+    for (auto it = blocks->begin(); it != blocks->end();) {
+      const std::uint64_t i = std::get<3>(*it);
+      if (blocks_[i].prev >= 0 || blocks_[i].next >= 0) {  // part of a segment still in use
+        ++it;
+        continue;
+      }
+      reserved_ -= blocks_[i].size;
+      unused_.push_back(i);
+      it = blocks->erase(it);
+    }
+}
+
 caching_allocator::handle caching_allocator::allocate(std::uint64_t bytes) {
   const std::uint64_t size = round_size(bytes);
   const bool small = size <= small_size;
@@ -59,6 +74,11 @@ caching_allocator::handle caching_allocator::allocate(std::uint64_t bytes) {
     free_blocks.erase(it);
   } else {
     const std::uint64_t seg = segment_size(size);
+    auto over_capacity = [&] { return seg > capacity_ || reserved_ > capacity_ - seg; };
+    if (!out_of_memory_ && over_capacity()) {  // cudaMalloc fails: free the unused cached segments, try again
+      release_cached_segments();
+      out_of_memory_ = over_capacity();
+    }
     reserved_ = checked_add(reserved_, seg, "reserved bytes");
     peak_reserved_ = std::max(peak_reserved_, reserved_);
     block b;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/allocator_trace.hpp"
 #include "planner/calibration.hpp"
 #include "planner/flops.hpp"
 #include "planner/gpu_spec.hpp"
@@ -22,7 +23,9 @@ namespace trainplan {
 struct runtime_overhead {
   std::uint64_t cuda_context_bytes = 0;
   std::uint64_t cublas_workspace_bytes = 0;
-  std::uint64_t allocator_slack_bytes = 0;  // slack fraction x tensor peak
+  // The caching allocator's cached bytes no tensor uses at its peak: replayed (plan_result::allocator), or
+  // the calibrated slack fraction x tensor peak where the replay does not run (sweeps, other frameworks).
+  std::uint64_t allocator_slack_bytes = 0;
   std::uint64_t total() const { return cuda_context_bytes + cublas_workspace_bytes + allocator_slack_bytes; }
 };
 
@@ -46,8 +49,12 @@ struct plan_result {
   std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
   std::string pipeline_stage;           // with --pp: which stage holds the peak (the report's memory is its)
   // hf, detailed evaluations only: PyTorch's caching allocator replayed over three steps (planner/
-  // allocator_trace.hpp): what it reserves from the device, its workspaces included; 0 when not simulated.
+  // allocator_trace.hpp) within what the GPU leaves it: what it reserves from the device, its workspaces
+  // included; 0 when not simulated. When it ran, the peak is the context plus this and the verdict is the
+  // replay's (it fits when no allocation failed after the allocator freed its unused cached segments). When
+  // one failed, allocator->peak_reserved_bytes is the least memory in which the replay completes.
   std::uint64_t allocator_reserved_bytes = 0;
+  std::optional<allocator_replay> allocator;
 
   step_flops flops;
   step_ops ops;  // what one GPU runs in a step, which the time is estimated from
@@ -83,6 +90,22 @@ struct plan_options {
   // (with detail == peak and one pipeline stage; ignored otherwise).
   plan_reuse* reuse = nullptr;
 };
+
+// Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
+bool replays_allocator(const run_config& run);
+
+// Replays PyTorch's caching allocator for r (when replays_allocator) in the GPU's memory less the context
+// and workspaces: sets r.allocator and r.allocator_reserved_bytes, and from them the peak, and the verdict
+// and headroom against budget_bytes (the memory, or less with a safety margin). evaluate_plan does it unless
+// asked for the peak only.
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t memory_bytes,
+                            std::uint64_t budget_bytes);
+
+// For peak-only evaluations (sweeps, searches): the replay where it can change the verdict, when the
+// tensors and the fixed overhead fit the budget (what the allocator reserves is never less than the tensor
+// peak). Returns whether it ran; then r's peak and verdict are the fit check's.
+bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t memory_bytes,
+                                   std::uint64_t budget_bytes);
 
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,

@@ -18,14 +18,18 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
   options.facts = &model.facts;
   options.copy_specs = false;  // the caller holds the model and the GPU
   try {
-    const plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
+    plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
+    const std::uint64_t budget = memory_budget(gpu.spec, margin);
+    // Under hf the verdict is the allocator replay's, as the fit check's (planner/plan.hpp).
+    confirm_with_allocator_replay(p, model.facts, gpu.spec.memory_bytes, budget);
     config_summary s;
     s.model = &model;
     s.gpu = &gpu;
     s.run = run;
     s.peak_bytes = p.peak_bytes;
-    s.budget_bytes = memory_budget(gpu.spec, margin);
-    s.fits = p.peak_bytes <= s.budget_bytes && p.host_fits;  // the fit check's verdict, host memory included
+    s.budget_bytes = budget;
+    // the fit check's verdict, host memory included (and the replay's, when it ran)
+    s.fits = p.peak_bytes <= s.budget_bytes && p.host_fits && !(p.allocator && p.allocator->out_of_memory);
     s.tokens_per_second = p.time.tokens_per_second;
     s.mfu = p.time.mfu;
     s.step_seconds = p.time.step_seconds;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "planner/input_error.hpp"
 #include "planner/max_fit.hpp"
 #include "planner/search.hpp"
 
@@ -186,10 +187,13 @@ std::optional<std::uint64_t> same_numerics_floor(const model_spec& model, const 
   frugal.attention = attention_kind::flash;
   frugal.grad_accum = run.grad_accum * run.micro_batch;
   frugal.micro_batch = 1;
-  const std::optional<config_summary> r =
-      summarize_config(sweep_model{model, describe_model(model)}, sweep_gpu{gpu, calib}, frugal, 0.0);
-  if (!r) return std::nullopt;
-  return r->peak_bytes;
+  // Evaluated as the fit check evaluates (under hf the allocator replay's peak), so that it compares with the
+  // report's own peak.
+  try {
+    return evaluate_plan(model, frugal, gpu, calib).peak_bytes;
+  } catch (const input_error&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace trainplan

@@ -72,7 +72,7 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
   return p;
 }
 
-sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse) {
+sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse, bool replay) {
   sweep_result out;
   out.point = p;
   if (!p.error.empty()) {
@@ -86,6 +86,7 @@ sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse) {
     options.copy_specs = false;  // the space holds the model and the GPU
     options.reuse = reuse;
     out.plan.emplace(evaluate_plan(p.model->spec, p.run, p.gpu->spec, p.gpu->calib, options));
+    if (replay) confirm_with_allocator_replay(*out.plan, p.model->facts, p.gpu->spec.memory_bytes, p.gpu->spec.memory_bytes);
   } catch (const input_error& e) {
     out.error = e.what();
   }

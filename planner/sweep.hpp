@@ -71,7 +71,10 @@ struct sweep_result {
 };
 
 // `reuse`: one per thread, carried from point to point (plan_reuse): consecutive points that differ in the
-// accumulation alone share their inventory and timeline.
-sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse = nullptr);
+// accumulation alone share their inventory and timeline. `replay`: under hf, replay the caching allocator
+// where it can change the verdict (confirm_with_allocator_replay), so that the row's peak and verdict are
+// `plan`'s; about a millisecond each. Without it the peak is the estimate (tensors + context + workspaces +
+// the calibrated slack), a thousand times faster.
+sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse = nullptr, bool replay = false);
 
 }  // namespace trainplan

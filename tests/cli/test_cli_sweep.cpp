@@ -225,3 +225,53 @@ TEST_CASE("every plot kind writes a valid SVG and PNG", "[cli][plot]") {
     }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("plan sweep --estimate keeps the fast estimate; by default an hf row is the allocator replay's, as plan", "[cli][sweep][allocator]") {
+  const std::string config = "--model gpt2 --seq 1024 --micro-batch 4,48 --gpu h100";
+  const std::vector<std::string> replayed = lines_of(run_plan("sweep " + config).out);
+  const std::vector<std::string> estimated = lines_of(run_plan("sweep --estimate " + config).out);
+  REQUIRE(replayed.size() == 3);
+  REQUIRE(estimated.size() == 3);
+  const std::vector<std::string> header = csv_split(replayed[0]);
+  auto col = [&](const char* name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE(it != header.end());
+    return static_cast<std::size_t>(it - header.begin());
+  };
+  for (std::size_t i = 1; i <= 2; ++i) {
+    const std::vector<std::string> r = csv_split(replayed[i]), e = csv_split(estimated[i]);
+    const json p = json::parse(run_plan(fmt::format("--model gpt2 --seq 1024 --micro-batch {} --gpu h100 --json", r[col("micro_batch")])).out);
+    INFO("micro-batch " << r[col("micro_batch")]);
+    CHECK(r[col("peak_bytes")] == std::to_string(p["memory"]["peak_bytes"].get<std::uint64_t>()));
+    CHECK(r[col("fits")] == (p["fits"].get<bool>() ? "true" : "false"));
+    // The estimate: the tensors at the peak (the categories) plus the overhead line (context, workspaces, 2% slack).
+    std::uint64_t tensors = 0;
+    for (const char* c : {"weights_bytes", "master_weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                          "logits_bytes", "activation_grads_bytes"})
+      tensors += std::stoull(e[col(c)]);
+    CHECK(std::stoull(e[col("peak_bytes")]) == tensors + std::stoull(e[col("overhead_bytes")]));
+    CHECK(std::stoull(e[col("overhead_bytes")]) < std::stoull(r[col("overhead_bytes")]));  // 2% slack < the replay's
+    CHECK(e[col("peak_bytes")] != r[col("peak_bytes")]);
+  }
+  // b48: the tensors fit, the estimate says so, the replay runs out of memory (fragmentation).
+  CHECK(csv_split(estimated[2])[col("fits")] == "true");
+  CHECK(csv_split(replayed[2])[col("fits")] == "false");
+}
+
+TEST_CASE("plan --json names the allocator replay's verdict: out of memory, where, and whether the tensors alone fit", "[cli][allocator]") {
+  const plan_run r = run_plan("--model gpt2 --seq 1024 --micro-batch 48 --gpu h100 --json");
+  CHECK(r.exit_code == 1);
+  const json j = json::parse(r.out);
+  CHECK_FALSE(j["fits"].get<bool>());
+  const json& a = j["memory"]["allocator"];
+  CHECK(a["out_of_memory"].get<bool>());
+  CHECK(a["tensors_fit"].get<bool>());
+  CHECK(a["failed_buffer"].get<std::string>().starts_with("loss."));
+  CHECK(a["failed_step"].get<int>() >= 2);
+  CHECK(a["replayed_steps"].get<int>() == 3);
+  const plan_run text = run_plan("--model gpt2 --seq 1024 --micro-batch 48 --gpu h100 --suggestions 0");
+  CHECK(text.out.find("expandable_segments:True") != std::string::npos);
+  CHECK(text.out.find("finds no room even then: out of memory") != std::string::npos);
+  // Another framework keeps the estimate: no replay.
+  CHECK(json::parse(run_plan("--model gpt2 --seq 1024 --micro-batch 4 --framework megatron --json").out)["memory"]["allocator"].is_null());
+}

@@ -143,3 +143,55 @@ TEST_CASE("replay: the next layer's input is the output of the previous layer's 
   // Allocated at the event's start instead, it would take a segment of its own: 3 GiB + 200 MiB.
   CHECK(replay_allocator(inv, model_facts{}, 1).peak_reserved_bytes == 4 * GiB + 100 * MiB);
 }
+
+// ---- a GPU of limited memory: cudaMalloc fails, the allocator frees its unused cached segments ---------------
+// c10/cuda/CUDACachingAllocator.cpp, malloc(): alloc_block, then release_available_cached_blocks (nothing
+// without max_split_size), then release_cached_blocks (every free block that is a whole segment) and
+// alloc_block once more; then the out-of-memory error.
+
+TEST_CASE("at its capacity the allocator frees whole free segments and tries again", "[allocator]") {
+  caching_allocator a;
+  a.set_capacity(300 * MiB);
+  a.free(a.allocate(100 * MiB));  // a cached, unused 100 MiB segment
+  a.allocate(150 * MiB);          // 250 MiB reserved
+  a.allocate(120 * MiB);          // 370 MiB would be over: the 100 MiB segment goes, then 270 MiB
+  CHECK_FALSE(a.out_of_memory());
+  CHECK(a.cache_releases() == 1);
+  CHECK(a.reserved_bytes() == 270 * MiB);
+  CHECK(a.peak_reserved_bytes() == 270 * MiB);
+}
+
+TEST_CASE("a segment with a live block is not freed: fragmentation runs the allocator out of memory", "[allocator]") {
+  caching_allocator a;
+  a.set_capacity(300 * MiB);
+  const auto x = a.allocate(100 * MiB);
+  a.allocate(100 * MiB);  // its own segment (nothing free): 200 MiB reserved
+  a.free(x);
+  a.allocate(60 * MiB);   // splits the freed segment: 40 MiB stay free in it
+  a.allocate(80 * MiB);   // no free block of 80 MiB; a new segment would make 280 MiB: fits
+  CHECK_FALSE(a.out_of_memory());
+  CHECK(a.cache_releases() == 0);
+  a.allocate(50 * MiB);   // 40 MiB free in a live segment, 20 MiB of capacity: nothing to release
+  CHECK(a.out_of_memory());
+  CHECK(a.cache_releases() == 1);
+  CHECK(a.allocated_bytes() == 290 * MiB);  // served anyway: the replay reports the demand
+  a.allocate(500 * MiB);  // after the failure the capacity no longer applies: no more releases
+  CHECK(a.cache_releases() == 1);
+}
+
+TEST_CASE("replay within a capacity: released segments let a run fit that reserves more without a limit", "[allocator]") {
+  // Two steps of a 1 GiB forward working buffer and a 1.5 GiB backward one: without a limit each keeps its
+  // segment (2.5 GiB). With 2 GiB the backward's request frees the cached 1 GiB segment first.
+  const inventory inv = by_hand(1, {buffer("work", GiB, 1, 1), buffer("d_work", GiB + GiB / 2, 5, 5, tensor_category::activation_grads)});
+  const allocator_replay free_run = replay_allocator(inv, model_facts{}, 1);
+  CHECK(free_run.peak_reserved_bytes == 2 * GiB + GiB / 2);
+  CHECK_FALSE(free_run.out_of_memory);
+  const allocator_replay limited = replay_allocator(inv, model_facts{}, 1, 3, nullptr, 2 * GiB);
+  CHECK_FALSE(limited.out_of_memory);
+  CHECK(limited.cache_releases >= 1);
+  CHECK(limited.peak_reserved_bytes == GiB + GiB / 2);
+  const allocator_replay too_small = replay_allocator(inv, model_facts{}, 1, 3, nullptr, GiB + GiB / 4);
+  CHECK(too_small.out_of_memory);
+  CHECK(too_small.failed_tensor == "d_work");
+  CHECK(too_small.failed_step == 0);
+}

@@ -1,0 +1,108 @@
+// Under --framework hf the peak is the CUDA context plus what PyTorch's caching allocator reserves, replayed
+// within the GPU's memory, and the verdict is the replay's (planner/plan.hpp, apply_allocator_replay): the
+// fit check, sweeps (unless --estimate), searches, max and the suggestions agree on it.
+#include <catch2/catch.hpp>
+
+#include "planner/max_fit.hpp"
+#include "planner/search.hpp"
+#include "planner/sweep.hpp"
+#include "tests/planner/measured_runs.hpp"
+#include "tests/planner/plan_helpers.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+run_config gpt2_run(std::uint64_t micro_batch, recompute_mode recompute = recompute_mode::none) {
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 1024;
+  r.micro_batch = micro_batch;
+  r.recompute = recompute;
+  r.dropout = 0.1;  // GPT-2's own, as plan and a sweep take it from the model
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("hf: the peak is the context plus the replayed reserved bytes, for every shared H100 run", "[allocator][hf]") {
+  for (const measured_run& m : test::shared_h100_measurements().runs) {
+    INFO(m.id);
+    const plan_result p = test::plan_of(m.model, m.run);
+    REQUIRE(p.allocator.has_value());
+    CHECK(p.peak_bytes == p.overhead.cuda_context_bytes + p.allocator_reserved_bytes);
+    CHECK(p.allocator_reserved_bytes == p.allocator->peak_reserved_bytes + p.overhead.cublas_workspace_bytes);
+    CHECK(p.overhead.allocator_slack_bytes == p.allocator->peak_reserved_bytes - p.tensor_peak_bytes);
+    CHECK(p.fits);
+    CHECK(p.allocator->cache_releases == 0);  // a few GiB on an 80 GB GPU: never short
+  }
+}
+
+TEST_CASE("hf: a run whose tensors fit but whose allocator runs out does not fit", "[allocator][hf]") {
+  // GPT-2, amp-bf16, dropout 0.1, s1024 b48: tensors 70.4 GiB, the fast estimate (2% slack) says it fits; the replay
+  // runs out of memory in the second step's loss, its [b*s, V] fp32 buffers finding no segment whole.
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  const gpu_spec& h100 = test::data().gpu("h100");
+  plan_options estimate_only;
+  estimate_only.detail = timeline_detail::peak;
+  const plan_result estimate = evaluate_plan(gpt2, gpt2_run(48), h100, test::data().calibration_for(h100), estimate_only);
+  CHECK(estimate.fits);
+  CHECK_FALSE(estimate.allocator.has_value());
+  const plan_result p = test::plan_of(gpt2, gpt2_run(48));
+  REQUIRE(p.allocator.has_value());
+  CHECK(p.allocator->out_of_memory);
+  CHECK(p.allocator->failed_step >= 1);
+  CHECK(std::string(p.allocator->failed_tensor).starts_with("loss."));
+  CHECK_FALSE(p.fits);
+  CHECK(p.peak_bytes > h100.memory_bytes);
+  CHECK(p.allocator->peak_allocated_bytes + p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes <=
+        h100.memory_bytes);  // the tensors alone fit: fragmentation
+}
+
+TEST_CASE("hf: plan max micro-batch, searches and sweeps give the fit check's verdict and peak", "[allocator][hf]") {
+  const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const sweep_gpu gpu{h100, test::data().calibration_for(h100)};
+  auto fit_check = [&](std::uint64_t b) { return test::plan_of(gpt2.spec, gpt2_run(b)); };
+  const std::optional<std::uint64_t> largest = largest_fitting(1, 256, [&](std::uint64_t b) {
+    const std::optional<config_summary> s = summarize_config(gpt2, gpu, gpt2_run(b), 0.0);
+    return s && s->fits;
+  });
+  REQUIRE(largest.has_value());
+  CHECK(fit_check(*largest).fits);
+  CHECK_FALSE(fit_check(*largest + 1).fits);
+  for (std::uint64_t b : {*largest, *largest + 1, std::uint64_t{4}}) {
+    INFO("micro-batch " << b);
+    const plan_result p = fit_check(b);
+    const std::optional<config_summary> s = summarize_config(gpt2, gpu, gpt2_run(b), 0.0);
+    REQUIRE(s.has_value());
+    CHECK(s->fits == p.fits);
+    CHECK(s->peak_bytes == p.peak_bytes);
+    sweep_space space;
+    space.models.push_back(gpt2);
+    space.gpus.push_back(gpu);
+    space.precisions = {precision_regime::amp_bf16};
+    space.seqs = {1024};
+    space.micro_batches = {b};
+    space.base.framework = framework_kind::hf;
+    const sweep_result replayed = evaluate_point(space.at(0), nullptr, true);
+    REQUIRE(replayed.plan.has_value());
+    CHECK(replayed.plan->fits == p.fits);
+    CHECK(replayed.plan->peak_bytes == p.peak_bytes);
+    const sweep_result estimated = evaluate_point(space.at(0), nullptr, false);  // plan sweep --estimate
+    REQUIRE(estimated.plan.has_value());
+    CHECK_FALSE(estimated.plan->allocator.has_value());
+    CHECK(estimated.plan->peak_bytes == estimated.plan->tensor_peak_bytes + estimated.plan->overhead.total());
+  }
+}
+
+TEST_CASE("hf: a safety margin shrinks the budget, not the memory the allocator has", "[allocator][hf]") {
+  const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const sweep_gpu gpu{h100, test::data().calibration_for(h100)};
+  const std::optional<config_summary> s = summarize_config(gpt2, gpu, gpt2_run(8), 0.5);
+  REQUIRE(s.has_value());
+  CHECK(s->peak_bytes == test::plan_of(gpt2.spec, gpt2_run(8)).peak_bytes);
+  CHECK(s->fits == (s->peak_bytes <= memory_budget(h100, 0.5)));
+}
