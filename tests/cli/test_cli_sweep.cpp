@@ -226,7 +226,7 @@ TEST_CASE("every plot kind writes a valid SVG and PNG", "[cli][plot]") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("plan sweep --estimate keeps the fast estimate; by default an hf row is the allocator replay's, as plan", "[cli][sweep][allocator]") {
+TEST_CASE("plan sweep --estimate keeps the fast estimate, and by default an hf row is the allocator replay as in plan", "[cli][sweep][allocator]") {
   const std::string config = "--model gpt2 --seq 1024 --micro-batch 4,48 --gpu h100";
   const std::vector<std::string> replayed = lines_of(run_plan("sweep " + config).out);
   const std::vector<std::string> estimated = lines_of(run_plan("sweep --estimate " + config).out);
