@@ -123,8 +123,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                 {"cache_releases", a.cache_releases},
                                 {"out_of_memory", a.out_of_memory},
                                 // the tensors alone would fit: the shortfall is fragmentation
-                                {"tensors_fit", a.peak_allocated_bytes + p.overhead.cuda_context_bytes +
-                                                        p.overhead.cublas_workspace_bytes <= p.gpu.memory_bytes},
+                                {"tensors_fit", a.tensors_fit},
                                 {"failed_buffer", a.out_of_memory ? nlohmann::json(std::string(a.failed_tensor)) : nlohmann::json()},
                                 {"failed_step", a.out_of_memory ? nlohmann::json(a.failed_step + 1) : nlohmann::json()}};
   } else {

@@ -202,7 +202,7 @@ std::string render_plan_text(const plan_report_input& in) {
                             a.failed_tensor);
     line("{}", replay);
     const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
-    if (a.out_of_memory && a.peak_allocated_bytes + fixed <= p.gpu.memory_bytes)
+    if (a.out_of_memory && a.tensors_fit)
       line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "
            "missing is memory the allocator "
            "holds in segments split by live tensors. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch remap "

@@ -20,6 +20,9 @@ struct allocator_replay {
   std::string_view failed_tensor;
   int failed_step = 0;
   std::uint64_t cache_releases = 0;
+  // Set by apply_allocator_replay (planner/plan.hpp): whether the tensors alone, in the allocator's blocks,
+  // fit the capacity, so that a failure is the allocator's fragmentation.
+  bool tensors_fit = true;
 };
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach

@@ -131,15 +131,21 @@ model_spec stage_model_of(const model_spec& model, std::uint64_t index, std::uin
   stage.dense_layers = model.dense_layers > begin ? std::min(model.dense_layers - begin, stage.layers) : 0;
   return stage;
 }
-}  // namespace
 
-namespace {
-
-std::uint64_t peak_of(std::uint64_t tensor_peak_bytes, const runtime_overhead& o) {
-  return checked_add(tensor_peak_bytes,
-                     checked_add(o.cuda_context_bytes, checked_add(o.cublas_workspace_bytes, o.allocator_slack_bytes, "overhead"),
-                                 "overhead"),
-                     "peak bytes");
+// The peak (the tensors plus the overhead lines), and from it and the allocator replay (when it ran) the
+// verdict and the headroom against the budget. The headroom is signed: with the peak below 2^63 and a GPU's
+// memory at most 2^50 (planner/catalog.cpp), it is exact. A peak beyond 8 EiB is no plan at all (it once
+// saturated the headroom at -2^63).
+void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
+  const runtime_overhead& o = r.overhead;
+  r.peak_bytes = checked_add(
+      r.tensor_peak_bytes,
+      checked_add(o.cuda_context_bytes, checked_add(o.cublas_workspace_bytes, o.allocator_slack_bytes, "overhead"), "overhead"),
+      "peak bytes");
+  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
+  r.fits = r.peak_bytes <= budget_bytes && r.host_fits && !(r.allocator && r.allocator->out_of_memory);
+  r.headroom_bytes = static_cast<std::int64_t>(budget_bytes) - static_cast<std::int64_t>(r.peak_bytes);
 }
 
 }  // namespace
@@ -161,14 +167,15 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   const std::uint64_t fixed = checked_add(r.overhead.cuda_context_bytes, r.overhead.cublas_workspace_bytes, "overhead");
   const std::uint64_t capacity = memory_bytes > fixed ? memory_bytes - fixed : 0;
   r.allocator = replay_allocator(r.inv, facts, r.run.grad_accum, 3, nullptr, capacity);
+  r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
   if (r.allocator->out_of_memory) {
     // What it needs: the least memory in which the replay completes (2 MiB steps; the allocator frees its
     // cached segments as it runs short there too), between what its tensors hold and what it reserves
     // with no limit. The binary search takes about 20 replays.
     constexpr std::uint64_t step = 2ull << 20;
-    std::uint64_t lo = r.allocator->peak_allocated_bytes / step, hi = 0;  // lo fails or is untried; hi completes
     allocator_replay enough = replay_allocator(r.inv, facts, r.run.grad_accum);
-    hi = (enough.peak_reserved_bytes + step - 1) / step;
+    // lo fails (below what the tensors hold) or is untried; hi completes
+    std::uint64_t lo = r.allocator->peak_allocated_bytes / step, hi = (enough.peak_reserved_bytes + step - 1) / step;
     while (hi - lo > 1) {
       const std::uint64_t mid = lo + (hi - lo) / 2;
       allocator_replay tried = replay_allocator(r.inv, facts, r.run.grad_accum, 3, nullptr, mid * step);
@@ -187,11 +194,7 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   // least the tensor peak; the guard keeps the line non-negative regardless.
   r.overhead.allocator_slack_bytes =
       r.allocator->peak_reserved_bytes > r.tensor_peak_bytes ? r.allocator->peak_reserved_bytes - r.tensor_peak_bytes : 0;
-  r.peak_bytes = peak_of(r.tensor_peak_bytes, r.overhead);
-  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
-  r.fits = r.peak_bytes <= budget_bytes && r.host_fits && !r.allocator->out_of_memory;
-  r.headroom_bytes = static_cast<std::int64_t>(budget_bytes) - static_cast<std::int64_t>(r.peak_bytes);
+  set_peak_and_verdict(r, budget_bytes);
 }
 
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
@@ -299,13 +302,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
     throw input_error("allocator slack is larger than 64 bits can hold");
   r.overhead.allocator_slack_bytes = static_cast<std::uint64_t>(slack);
-  r.peak_bytes = peak_of(r.tensor_peak_bytes, r.overhead);
-  // The headroom is signed: with the peak below 2^63 and a GPU's memory at most 2^50 (planner/catalog.cpp),
-  // it is exact. A peak beyond 8 EiB is no plan at all (it once saturated the headroom at -2^63).
-  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
-  r.fits = r.peak_bytes <= gpu.memory_bytes && r.host_fits;
-  r.headroom_bytes = static_cast<std::int64_t>(gpu.memory_bytes) - static_cast<std::int64_t>(r.peak_bytes);
+  set_peak_and_verdict(r, gpu.memory_bytes);
   // The replay costs about a millisecond: for a single report, not for sweeps (which ask only for the peak).
   if (options.detail != timeline_detail::peak) apply_allocator_replay(r, *facts, gpu.memory_bytes, gpu.memory_bytes);
 
