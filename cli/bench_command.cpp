@@ -192,10 +192,11 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                  grouped(static_cast<std::uint64_t>(total / cold)), cold / total * 1e6, cold_checksum % 1000003);
       if (cold_checksum != checksum || cold_seconds_sum != step_seconds_sum) throw std::runtime_error("the reused and the rebuilt plans differ: a bug in plan_reuse");
 
-      // As plan sweep evaluates by default: the allocator replay for every hf row whose tensors fit
-      // (planner/plan.hpp, confirm_with_allocator_replay). A millisecond or so a replay: a strided sample.
+      // As plan sweep evaluates by default: the allocator replay for every hf row, and for a row that does not
+      // fit the bisection for the least memory it needs (planner/plan.hpp, apply_allocator_replay). One to
+      // twenty milliseconds a row: a strided sample.
       {
-        const std::uint64_t stride = std::max<std::uint64_t>(1, total / 20000);
+        const std::uint64_t stride = std::max<std::uint64_t>(1, total / 2000);
         std::uint64_t sampled = 0, replayed = 0;
         const auto tr = std::chrono::steady_clock::now();
         for (std::uint64_t k = 0; k < total; k += stride) {
@@ -205,7 +206,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
         }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count();
         fmt::print("planner with the allocator replay (plan sweep's default), 1 core: {} configurations/s ({} of a "
-                   "sample of {} replayed, {:.0f} us a replay on average)\n",
+                   "sample of {} replayed, {:.0f} us a replayed row on average)\n",
                    grouped(static_cast<std::uint64_t>(sampled / seconds)), grouped(replayed), grouped(sampled),
                    replayed ? (seconds - sampled * cold / total) / replayed * 1e6 : 0.0);
       }

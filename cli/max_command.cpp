@@ -110,7 +110,24 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       std::uint64_t hi = 1ull << 24;
       if (args->what == "seq" && r.model.max_positions) hi = r.model.max_positions;
       if (params) hi = 10'000'000;  // 10T parameters, in millions
-      const std::optional<std::uint64_t> best = largest_fitting(1, hi, [&](std::uint64_t v) { return try_value(v, nullptr); });
+      std::optional<std::uint64_t> best = largest_fitting(1, hi, [&](std::uint64_t v) { return try_value(v, nullptr); });
+      // Under hf the verdict is the allocator replay's, which need not follow the micro-batch monotonically:
+      // how the allocator's segments split depends on exact sizes (tinyllama-1.1b, seq 512, amp-bf16 on an H100:
+      // micro-batches 44 and 46 fit, 43 and 45 do not). Bisection finds a boundary, not always the last one, so
+      // the micro-batches above it are tried while their tensors alone fit (the floor grows with the batch), and
+      // the few below it that do not fit are named.
+      std::vector<std::uint64_t> misses_below;
+      if (best && args->what == "micro-batch") {
+        constexpr std::uint64_t look_above = 256, look_below = 16;
+        for (std::uint64_t v = *best + 1; v <= hi && v <= *best + look_above; ++v) {
+          std::optional<config_summary> s;
+          const bool fits = try_value(v, &s);
+          if (!s || s->floor_bytes > s->budget_bytes) break;
+          if (fits) best = v;
+        }
+        for (std::uint64_t v = *best - 1; v >= 1 && v + look_below >= *best; --v)
+          if (!try_value(v, nullptr)) misses_below.insert(misses_below.begin(), v);
+      }
       if (best) {
         if (*best < hi) try_value(*best + 1, &next);
         try_value(*best, &at_max);  // last, so that run and model describe the maximum
@@ -153,6 +170,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           j["budget_bytes"] = at_max->budget_bytes;
           if (params) j["model"] = {{"layers", model.spec.layers}, {"hidden", model.spec.hidden}, {"heads", model.spec.heads}, {"ffn", model.spec.ffn}};
           if (next) j["next_peak_bytes"] = next->peak_bytes;
+          if (args->what == "micro-batch") j["not_fitting_below"] = misses_below;
         }
         if (!args->levers.empty()) {
           j["with_levers"] = nlohmann::json::array();
@@ -188,10 +206,20 @@ void register_max_command(CLI::App& app, command_action& chosen) {
                                          : args->what == "seq" ? "sequence" : "micro-batch";
       fmt::print("Largest {} that fits on {}: {} {}, peak {} of {}.\n", subject, r.gpu.description, grouped(value), unit,
                  gib(at_max->peak_bytes), gib(at_max->budget_bytes));
-      if (next)
+      if (next && next->peak_bytes > next->budget_bytes)
         fmt::print("One step more ({}) needs {} bytes, {} over the budget.\n", params ? "1M more parameters" : "+1",
                    grouped(next->peak_bytes), grouped(next->peak_bytes - next->budget_bytes));
+      else if (next)  // within the GPU's budget: the host memory for offload is what runs out
+        fmt::print("One step more ({}) needs {} bytes of GPU memory, within the budget, but more host memory than "
+                   "--host-memory gives.\n", params ? "1M more parameters" : "+1", grouped(next->peak_bytes));
       else if (*best == hi) fmt::print("That is the search's upper limit ({}).\n", grouped(hi));
+      if (!misses_below.empty()) {
+        std::string list;
+        for (std::uint64_t v : misses_below) list += fmt::format("{}{}", list.empty() ? "" : ", ", v);
+        fmt::print("Not every smaller micro-batch fits: {} {} not (the caching allocator, replayed, splits its segments "
+                   "differently at each size; plan shows where one runs out).\n",
+                   list, misses_below.size() == 1 ? "does" : "do");
+      }
       fmt::print("Everything else as given: {}, {}, recompute {}, {} attention, seq {}, micro-batch {}.\n",
                  precision_name(run.precision), optimizer_name(run.optimizer), recompute_name(run.recompute),
                  attention_name(run.attention), run.seq, run.micro_batch);

@@ -57,15 +57,26 @@ std::string seq_label(std::uint64_t seq) {
   return std::to_string(seq);
 }
 
-std::optional<plan_result> evaluate(const sweep_model& m, const sweep_gpu& g, const run_config& r, timeline_detail detail) {
+std::optional<plan_result> evaluate(const sweep_model& m, const sweep_gpu& g, const run_config& r, timeline_detail detail,
+                                    std::string* why = nullptr) {
   plan_options o;
   o.detail = detail;
   o.facts = &m.facts;
   try {
-    return evaluate_plan(m.spec, r, g.spec, g.calib, o);
-  } catch (const input_error&) {
+    plan_result p = evaluate_plan(m.spec, r, g.spec, g.calib, o);
+    // Each point is plan's: under hf the peak is the caching allocator replay's (a peak-only evaluation
+    // leaves it out, for sweeps that opt out of it).
+    if (detail == timeline_detail::peak) apply_allocator_replay(p, m.facts, g.spec.memory_bytes, g.spec.memory_bytes);
+    return p;
+  } catch (const input_error& e) {
+    if (why) *why = e.what();
     return std::nullopt;  // e.g. beyond the model's learned positions: left out of the chart
   }
+}
+
+// A chart with no point at all would fail inside gnuplot ("logscaled axis must have positive range"): say why.
+void require_points(std::size_t points, std::string_view kind, const std::string& why) {
+  if (points == 0) throw input_error(fmt::format("plot {}: no configuration can run: {}", kind, why));
 }
 
 std::uint64_t model_state_bytes(const plan_result& p) {
@@ -93,18 +104,22 @@ gnuplot_job memory_vs_seq(const sweep_space& space) {
       "set key top left box opaque\nset yrange [0:*]\nCAP = {:.4f}\n",
       quote(fmt::format("Memory at the peak vs sequence length on {}\\n{{/*0.8 {}}}", g.spec.description, run_text(base, false))),
       cap);
+  std::size_t points = 0;
+  std::string why;
   if (space.models.size() == 1) {
     std::string data = "# seq model_state activations logits activation_grads overhead\n";
     for (std::uint64_t seq : space.seqs) {
       run_config r = base;
       r.seq = seq;
-      const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak);
+      const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak, &why);
       if (!p) continue;
+      ++points;
       data += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", seq_label(seq), model_state_bytes(*p) * gib_per_byte,
                           p->category_bytes(tensor_category::activations) * gib_per_byte,
                           p->category_bytes(tensor_category::logits) * gib_per_byte,
                           p->category_bytes(tensor_category::activation_grads) * gib_per_byte, p->overhead.total() * gib_per_byte);
     }
+    require_points(points, "memory-vs-seq", why);
     job.data_files.emplace_back("memory.dat", data);
     script = fmt::format("{}set title {}\n", script,
                          quote(fmt::format("{}: memory at the peak vs sequence length on {}\\n{{/*0.8 {}}}", space.models.front().spec.name,
@@ -124,14 +139,17 @@ gnuplot_job memory_vs_seq(const sweep_space& space) {
       for (std::uint64_t seq : space.seqs) {
         run_config r = base;
         r.seq = seq;
-        if (const auto p = evaluate(space.models[i], g, r, timeline_detail::peak))
+        if (const auto p = evaluate(space.models[i], g, r, timeline_detail::peak, &why)) {
+          ++points;
           data += fmt::format("{} {:.6f}\n", seq, p->peak_bytes * gib_per_byte);
+        }
       }
       const std::string file = fmt::format("model{}.dat", i);
       job.data_files.emplace_back(file, data);
       plot += fmt::format("{}'{}' using 1:2 with linespoints lw 2 pt 7 lc rgb '{}' title {}", i ? ", \\\n  " : "", file,
                           palette[i % 7], quote(space.models[i].spec.name));
     }
+    require_points(points, "memory-vs-seq", why);
     script += "set logscale x 2\nset format x '%.0f'\n" + plot +
               fmt::format(", \\\n  CAP with lines lw 2 dt 2 lc rgb 'black' title 'GPU memory ({:.1f} GiB)'\n", cap);
   }
@@ -144,6 +162,8 @@ gnuplot_job recompute_chart(const sweep_space& space) {
   const sweep_gpu& g = space.gpus.front();
   const run_config base = space.at(0).run;
   std::string data = "# seq none selective full\n";
+  std::size_t points = 0;
+  std::string why;
   for (std::uint64_t seq : space.seqs) {
     std::string row = seq_label(seq);
     bool ok = true;
@@ -156,12 +176,13 @@ gnuplot_job recompute_chart(const sweep_space& space) {
         row += " NaN";
         continue;
       }
-      const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak);
+      const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak, &why);
       if (!p) ok = false;
       else row += fmt::format(" {:.6f}", p->peak_bytes * gib_per_byte);
     }
-    if (ok) data += row + "\n";
+    if (ok) data += row + "\n", ++points;
   }
+  require_points(points, "recompute", why);
   gnuplot_job job;
   job.data_files.emplace_back("recompute.dat", data);
   const double cap = static_cast<double>(g.spec.memory_bytes) * gib_per_byte;
@@ -183,8 +204,9 @@ gnuplot_job recompute_chart(const sweep_space& space) {
 plan_result single_plan(const sweep_space& space, std::string_view kind) {
   require_single(space, true);
   if (space.seqs.size() != 1) throw input_error(fmt::format("plot {}: give one --seq", kind));
-  auto p = evaluate(space.models.front(), space.gpus.front(), space.at(0).run, timeline_detail::peak);
-  if (!p) throw input_error(fmt::format("plot {}: this configuration cannot run (see plan for the reason)", kind));
+  std::string why;
+  auto p = evaluate(space.models.front(), space.gpus.front(), space.at(0).run, timeline_detail::peak, &why);
+  if (!p) throw input_error(fmt::format("plot {}: this configuration cannot run: {}", kind, why));
   return std::move(*p);
 }
 

@@ -10,6 +10,7 @@
 #include "cli/sweep_output.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/input_error.hpp"
+#include "planner/plan.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -36,8 +37,8 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
   cmd->add_flag("--estimate", args->estimate,
                 "--framework hf: keep the peak estimate (tensors + context + workspaces + the calibrated slack) instead of "
-                "replaying PyTorch's caching allocator for the rows whose tensors fit, as plan does: about a thousand "
-                "times faster, for millions of rows; peak and verdict may then differ from plan's near the limit");
+                "replaying PyTorch's caching allocator for every row, as plan does: a thousand times faster or more, for "
+                "millions of rows; peak and verdict may then differ from plan's");
   cmd->footer(
       "Example: plan sweep --model llama-3.1-8b,mistral-7b --seq 512:32k:x2 --micro-batch 1,2,4,8 "
       "--recompute none,selective,full --gpu h100,a100-80gb -o sweep.csv");
@@ -59,9 +60,10 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
         throw input_error(fmt::format("the sweep has {} configurations, more than the {} plan sweep writes: narrow an axis",
                                       space.size(), max_rows));
 
-      if (!args->estimate && !args->quiet && space.size() > 200'000)
-        fmt::print(stderr, "plan sweep: note: {} configurations: the allocator replay of the hf rows whose tensors fit "
-                           "takes about a millisecond each; --estimate is a thousand times faster\n", space.size());
+      if (!args->estimate && !args->quiet && replays_allocator(space.base) && space.size() > 20'000)
+        fmt::print(stderr, "plan sweep: note: {} configurations: the allocator replay takes about a millisecond a row "
+                           "(15 to 20 for a row that does not fit, to find the least memory it needs); --estimate is a "
+                           "thousand times faster\n", space.size());
       // One output path (cli/output_file.hpp): a regular file is replaced only once the whole sweep is
       // written; a device or FIFO (/dev/null, /dev/stdout) is written directly and never replaced.
       output_file out(args->output.empty() ? "-" : args->output);

@@ -5,11 +5,15 @@
 #include <thread>
 
 #include "planner/input_error.hpp"
+#include "planner/plan.hpp"
 
 namespace trainplan::cli {
 namespace {
 
-constexpr std::uint64_t block_rows = 4096;
+// Rows a thread evaluates before the rows are written in order: an analytic row takes about a microsecond, a
+// replayed one (plan_result::allocator) one to twenty milliseconds, so that smaller blocks keep every core busy.
+constexpr std::uint64_t analytic_block_rows = 4096;
+constexpr std::uint64_t replayed_block_rows = 16;
 
 void json_string(fmt::memory_buffer& out, std::string_view s) {
   out.push_back('"');
@@ -189,6 +193,7 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
     std::uint64_t fitting = 0, invalid = 0;
   };
   std::vector<block> blocks(threads);
+  const std::uint64_t block_rows = replay && replays_allocator(space.base) ? replayed_block_rows : analytic_block_rows;
   auto fill = [&](block& bl, std::uint64_t first, std::uint64_t last) {
     bl.text.clear();
     bl.fitting = bl.invalid = 0;

@@ -54,8 +54,8 @@ struct instance {
 
 }  // namespace
 
-allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
-                                  std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes) {
+allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                        int steps) {
   const std::int64_t L = static_cast<std::int64_t>(inv.layers);
   const std::uint64_t E = static_cast<std::uint64_t>(inv.events_per_micro_batch);
   // Later micro-batches repeat the second one: simulate at most three.
@@ -182,39 +182,60 @@ allocator_replay replay_allocator(const inventory& inv, const model_facts& facts
     return a.index < b.index;
   });
 
+  allocator_schedule schedule;
+  schedule.inv = &inv;
+  schedule.instances = instances.size();
+  schedule.sizes.resize(inv.tensors.size());
+  schedule.ops.reserve(ops.size());
+  for (const op& o : ops) {
+    const instance& in = instances[o.index];
+    std::vector<std::uint64_t>& sizes = schedule.sizes[in.tensor];
+    if (o.kind == 0 && sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts);
+    schedule.ops.push_back({o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1});
+  }
+  return schedule;
+}
+
+allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
   caching_allocator alloc;
   alloc.set_capacity(capacity_bytes);
   allocator_replay result;
-  std::vector<std::vector<caching_allocator::handle>> handles(instances.size());
-  std::vector<std::vector<std::uint64_t>> split_cache(inv.tensors.size());
-  for (const op& o : ops) {
-    const instance& in = instances[o.index];
-    if (o.kind == 0) {
-      std::vector<std::uint64_t>& sizes = split_cache[in.tensor];
-      if (sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts);
-      for (std::uint64_t bytes : sizes) {
-        if (bytes == 0) continue;
-        const std::uint64_t before = alloc.reserved_bytes();
-        const bool failed_before = alloc.out_of_memory();
-        handles[o.index].push_back(alloc.allocate(bytes));
-        if (alloc.out_of_memory() && !failed_before) {
-          result.failed_tensor = inv.tensors[in.tensor].name;
-          result.failed_step = in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step);
-        }
-        if (growth && alloc.reserved_bytes() != before)
-          growth->push_back({inv.tensors[in.tensor].name, alloc.reserved_bytes(),
-                             in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step)});
-      }
-    } else {
-      for (caching_allocator::handle h : handles[o.index]) alloc.free(h);
-      handles[o.index].clear();
+  std::vector<std::vector<caching_allocator::handle>> handles(schedule.instances);
+  for (const allocator_schedule::op& o : schedule.ops) {
+    std::vector<caching_allocator::handle>& held = handles[o.instance];
+    if (o.free) {
+      for (caching_allocator::handle h : held) alloc.free(h);
+      held.clear();
+      continue;
     }
+    for (std::uint64_t bytes : schedule.sizes[o.tensor]) {
+      if (bytes == 0) continue;
+      const std::uint64_t before = alloc.reserved_bytes();
+      const bool failed_before = alloc.out_of_memory();
+      held.push_back(alloc.allocate(bytes));
+      if (alloc.out_of_memory() && !failed_before) {
+        result.failed_tensor = schedule.inv->tensors[o.tensor].name;
+        result.failed_step = o.step;
+        if (stop_at_out_of_memory) break;
+      }
+      if (growth && alloc.reserved_bytes() != before)
+        growth->push_back({schedule.inv->tensors[o.tensor].name, alloc.reserved_bytes(), o.step});
+    }
+    if (stop_at_out_of_memory && alloc.out_of_memory()) break;
   }
   result.peak_allocated_bytes = alloc.peak_allocated_bytes();
   result.peak_reserved_bytes = alloc.peak_reserved_bytes();
   result.out_of_memory = alloc.out_of_memory();
   result.cache_releases = alloc.cache_releases();
   return result;
+}
+
+allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
+                                  std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes,
+                                  bool stop_at_out_of_memory) {
+  return replay_schedule(schedule_allocations(inv, facts, grad_accum, steps), growth, capacity_bytes,
+                         stop_at_out_of_memory);
 }
 
 }  // namespace trainplan

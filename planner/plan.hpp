@@ -48,11 +48,12 @@ struct plan_result {
   bool host_fits = true;
   std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
   std::string pipeline_stage;           // with --pp: which stage holds the peak (the report's memory is its)
-  // hf, detailed evaluations only: PyTorch's caching allocator replayed over three steps (planner/
+  // hf, detailed evaluations, sweeps and charts: PyTorch's caching allocator replayed over three steps (planner/
   // allocator_trace.hpp) within what the GPU leaves it: what it reserves from the device, its workspaces
   // included; 0 when not simulated. When it ran, the peak is the context plus this and the verdict is the
   // replay's (it fits when no allocation failed after the allocator freed its unused cached segments). When
-  // one failed, allocator->peak_reserved_bytes is the least memory in which the replay completes.
+  // one failed, allocator->peak_reserved_bytes is the least memory, above what the GPU leaves it, in which the
+  // replay completes (2 MiB steps).
   std::uint64_t allocator_reserved_bytes = 0;
   std::optional<allocator_replay> allocator;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/checked_math.hpp"
 #include "planner/input_error.hpp"
 
 namespace trainplan {
@@ -28,6 +29,8 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
     s.run = run;
     s.peak_bytes = p.peak_bytes;
     s.budget_bytes = budget;
+    s.floor_bytes = checked_add(p.tensor_peak_bytes, checked_add(p.overhead.cuda_context_bytes, p.overhead.cublas_workspace_bytes,
+                                                                 "overhead"), "floor bytes");
     // the fit check's verdict, host memory included (and the replay's, when it ran)
     s.fits = p.peak_bytes <= s.budget_bytes && p.host_fits && !(p.allocator && p.allocator->out_of_memory);
     s.tokens_per_second = p.time.tokens_per_second;

@@ -21,6 +21,9 @@ struct config_summary {
   std::uint64_t peak_bytes = 0;
   std::uint64_t budget_bytes = 0;       // GPU memory x (1 - margin)
   bool fits = false;                    // peak <= budget
+  // The tensors, the CUDA context and the workspaces: no allocator needs less. Unlike the verdict of the
+  // allocator replay (hf), which depends on exact sizes, it grows with the micro-batch and the sequence.
+  std::uint64_t floor_bytes = 0;
   double tokens_per_second = 0, mfu = 0, step_seconds = 0;
   std::uint64_t category_bytes[tensor_category_count] = {};
   std::uint64_t overhead_bytes = 0;

@@ -3,6 +3,7 @@
 // fit check, sweeps (unless --estimate), searches, max and the suggestions agree on it.
 #include <catch2/catch.hpp>
 
+#include "planner/allocator_trace.hpp"
 #include "planner/max_fit.hpp"
 #include "planner/search.hpp"
 #include "planner/sweep.hpp"
@@ -95,6 +96,66 @@ TEST_CASE("hf: plan max micro-batch, searches and sweeps give the fit check's ve
     CHECK_FALSE(estimated.plan->allocator.has_value());
     CHECK(estimated.plan->peak_bytes == estimated.plan->tensor_peak_bytes + estimated.plan->overhead.total());
   }
+}
+
+TEST_CASE("hf: a sweep row whose tensors alone do not fit has plan's peak, the least memory its replay needs", "[allocator][hf]") {
+  const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const plan_result p = test::plan_of(gpt2.spec, gpt2_run(120));
+  REQUIRE(p.allocator.has_value());
+  CHECK_FALSE(p.allocator->tensors_fit);
+  sweep_space space;
+  space.models.push_back(gpt2);
+  space.gpus.push_back({h100, test::data().calibration_for(h100)});
+  space.precisions = {precision_regime::amp_bf16};
+  space.seqs = {1024};
+  space.micro_batches = {120};
+  space.base.framework = framework_kind::hf;
+  const sweep_result row = evaluate_point(space.at(0), nullptr, true);
+  REQUIRE(row.plan.has_value());
+  CHECK_FALSE(row.plan->fits);
+  CHECK(row.plan->peak_bytes == p.peak_bytes);
+  CHECK(row.plan->peak_bytes > row.plan->tensor_peak_bytes + p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes);
+}
+
+TEST_CASE("hf: a run that runs out of memory on its GPU is never said to need less than the GPU has", "[allocator][hf]") {
+  // Mistral-7B, seq 44,745, full recomputation on an H200: the replay runs out in the GPU's memory yet completes
+  // in 139.3 GiB (a tighter limit frees cached segments sooner); the least memory is searched above the GPU's.
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 44745;
+  r.recompute = recompute_mode::full;
+  const gpu_spec& h200 = test::data().gpu("h200");
+  const model_spec& mistral = test::data().model("mistral-7b").spec;
+  const plan_result p = evaluate_plan(mistral, r, h200, test::data().calibration_for(h200));
+  REQUIRE(p.allocator.has_value());
+  CHECK(p.allocator->out_of_memory);
+  CHECK_FALSE(p.fits);
+  CHECK(p.peak_bytes > h200.memory_bytes);
+  // and the replay completes in what it says it needs
+  const std::uint64_t capacity = h200.memory_bytes - p.overhead.cuda_context_bytes - p.overhead.cublas_workspace_bytes;
+  const model_facts facts = describe_model(mistral);
+  CHECK(replay_allocator(p.inv, facts, 1, 3, nullptr, capacity, true).out_of_memory);
+  CHECK_FALSE(replay_allocator(p.inv, facts, 1, 3, nullptr, p.allocator->peak_reserved_bytes, true).out_of_memory);
+}
+
+TEST_CASE("hf: a replay that stops at the first failure fails where the whole replay does", "[allocator][hf]") {
+  // apply_allocator_replay's bisection asks only whether a capacity suffices: its probes stop at the failure.
+  const plan_result p = test::plan_of(test::data().model("gpt2").spec, gpt2_run(48));
+  const model_facts facts = describe_model(test::data().model("gpt2").spec);
+  const std::uint64_t capacity = p.allocator->peak_reserved_bytes - (64ull << 20);  // 64 MiB short of what it needs
+  const allocator_replay whole = replay_allocator(p.inv, facts, 1, 3, nullptr, capacity);
+  const allocator_replay probe = replay_allocator(p.inv, facts, 1, 3, nullptr, capacity, true);
+  REQUIRE(whole.out_of_memory);
+  CHECK(probe.out_of_memory);
+  CHECK(probe.failed_tensor == whole.failed_tensor);
+  CHECK(probe.failed_step == whole.failed_step);
+  CHECK(probe.peak_allocated_bytes <= whole.peak_allocated_bytes);
+  // With enough memory a probe runs every step, as the whole replay does.
+  const allocator_replay enough = replay_allocator(p.inv, facts, 1, 3, nullptr, p.allocator->peak_reserved_bytes, true);
+  CHECK_FALSE(enough.out_of_memory);
+  CHECK(enough.peak_reserved_bytes == p.allocator->peak_reserved_bytes);
 }
 
 TEST_CASE("hf: a safety margin shrinks the budget, not the memory the allocator has", "[allocator][hf]") {
