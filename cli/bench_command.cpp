@@ -194,7 +194,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
 
       // As plan sweep evaluates by default: the allocator replay for every hf row, and for a row that does not
       // fit the bisection for the least memory it needs (planner/plan.hpp, apply_allocator_replay). One to
-      // twenty milliseconds a row: a strided sample.
+      // fifteen milliseconds a row: a strided sample.
       {
         const std::uint64_t stride = std::max<std::uint64_t>(1, total / 2000);
         std::uint64_t sampled = 0, replayed = 0;

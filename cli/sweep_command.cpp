@@ -62,7 +62,7 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
 
       if (!args->estimate && !args->quiet && replays_allocator(space.base) && space.size() > 20'000)
         fmt::print(stderr, "plan sweep: note: {} configurations: the allocator replay takes about a millisecond a row "
-                           "(15 to 20 for a row that does not fit, to find the least memory it needs); --estimate is a "
+                           "(up to 15 for a row that does not fit, to find the least memory it needs); --estimate is a "
                            "thousand times faster\n", space.size());
       // One output path (cli/output_file.hpp): a regular file is replaced only once the whole sweep is
       // written; a device or FIFO (/dev/null, /dev/stdout) is written directly and never replaced.

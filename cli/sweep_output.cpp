@@ -11,7 +11,7 @@ namespace trainplan::cli {
 namespace {
 
 // Rows a thread evaluates before the rows are written in order: an analytic row takes about a microsecond, a
-// replayed one (plan_result::allocator) one to twenty milliseconds, so that smaller blocks keep every core busy.
+// replayed one (plan_result::allocator) one to fifteen milliseconds, so that smaller blocks keep every core busy.
 constexpr std::uint64_t analytic_block_rows = 4096;
 constexpr std::uint64_t replayed_block_rows = 16;
 

@@ -232,10 +232,8 @@ allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector
 }
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
-                                  std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes,
-                                  bool stop_at_out_of_memory) {
-  return replay_schedule(schedule_allocations(inv, facts, grad_accum, steps), growth, capacity_bytes,
-                         stop_at_out_of_memory);
+                                  std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes) {
+  return replay_schedule(schedule_allocations(inv, facts, grad_accum, steps), growth, capacity_bytes);
 }
 
 }  // namespace trainplan

@@ -32,16 +32,16 @@ struct allocator_replay {
 // recomputes (checkpointing) first, then walks the layer in reverse, allocating gradients and freeing saved
 // buffers as it reaches them. Creation and the optimizer step allocate, then free.
 // Simulates the model's creation and `steps` optimizer steps (the measurements read step 3), with segments
-// limited to `capacity_bytes` in all (what cudaMalloc can hand out; default unlimited). With
-// `stop_at_out_of_memory` it returns at the first allocation that finds no room (the program would stop
-// there): enough for a yes-or-no probe, but its peaks are then those up to that allocation.
+// limited to `capacity_bytes` in all (what cudaMalloc can hand out; default unlimited).
 struct allocator_growth {
   std::string_view tensor;     // the buffer whose allocation took a new segment
   std::uint64_t reserved_bytes = 0;  // reserved after it
   int step = 0;                // 0-based optimizer step
 };
 // The allocations and frees of a replay in program order, with each buffer's sizes: built once, replayed at
-// several capacities (the bisection for the least memory a run needs: planner/plan.cpp).
+// several capacities (the bisection for the least memory a run needs: planner/plan.cpp). With
+// `stop_at_out_of_memory` a replay returns at the first allocation that finds no room (the program would
+// stop there): enough for a yes-or-no probe, but its peaks are then those up to that allocation.
 struct allocator_schedule {
   struct op {
     std::uint64_t instance;  // one allocation of a buffer: for a layer, a micro-batch, a step
@@ -61,6 +61,6 @@ allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                   int steps = 3, std::vector<allocator_growth>* growth = nullptr,
-                                  std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false);
+                                  std::uint64_t capacity_bytes = ~0ull);
 
 }  // namespace trainplan

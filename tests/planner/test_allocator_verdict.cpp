@@ -135,9 +135,9 @@ TEST_CASE("hf: a run that runs out of memory on its GPU is never said to need le
   CHECK(p.peak_bytes > h200.memory_bytes);
   // and the replay completes in what it says it needs
   const std::uint64_t capacity = h200.memory_bytes - p.overhead.cuda_context_bytes - p.overhead.cublas_workspace_bytes;
-  const model_facts facts = describe_model(mistral);
-  CHECK(replay_allocator(p.inv, facts, 1, 3, nullptr, capacity, true).out_of_memory);
-  CHECK_FALSE(replay_allocator(p.inv, facts, 1, 3, nullptr, p.allocator->peak_reserved_bytes, true).out_of_memory);
+  const allocator_schedule schedule = schedule_allocations(p.inv, describe_model(mistral), 1);
+  CHECK(replay_schedule(schedule, nullptr, capacity, true).out_of_memory);
+  CHECK_FALSE(replay_schedule(schedule, nullptr, p.allocator->peak_reserved_bytes, true).out_of_memory);
 }
 
 TEST_CASE("hf: a replay that stops at the first failure fails where the whole replay does", "[allocator][hf]") {
@@ -145,15 +145,16 @@ TEST_CASE("hf: a replay that stops at the first failure fails where the whole re
   const plan_result p = test::plan_of(test::data().model("gpt2").spec, gpt2_run(48));
   const model_facts facts = describe_model(test::data().model("gpt2").spec);
   const std::uint64_t capacity = p.allocator->peak_reserved_bytes - (64ull << 20);  // 64 MiB short of what it needs
-  const allocator_replay whole = replay_allocator(p.inv, facts, 1, 3, nullptr, capacity);
-  const allocator_replay probe = replay_allocator(p.inv, facts, 1, 3, nullptr, capacity, true);
+  const allocator_schedule schedule = schedule_allocations(p.inv, facts, 1);
+  const allocator_replay whole = replay_schedule(schedule, nullptr, capacity);
+  const allocator_replay probe = replay_schedule(schedule, nullptr, capacity, true);
   REQUIRE(whole.out_of_memory);
   CHECK(probe.out_of_memory);
   CHECK(probe.failed_tensor == whole.failed_tensor);
   CHECK(probe.failed_step == whole.failed_step);
   CHECK(probe.peak_allocated_bytes <= whole.peak_allocated_bytes);
   // With enough memory a probe runs every step, as the whole replay does.
-  const allocator_replay enough = replay_allocator(p.inv, facts, 1, 3, nullptr, p.allocator->peak_reserved_bytes, true);
+  const allocator_replay enough = replay_schedule(schedule, nullptr, p.allocator->peak_reserved_bytes, true);
   CHECK_FALSE(enough.out_of_memory);
   CHECK(enough.peak_reserved_bytes == p.allocator->peak_reserved_bytes);
 }
