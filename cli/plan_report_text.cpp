@@ -190,14 +190,18 @@ std::string render_plan_text(const plan_report_input& in) {
             ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, needs {} to complete them (the least "
                           "memory in which it does, freeing its cached segments as it runs short; the peak is the CUDA "
                           "context plus that)", gib(p.allocator_reserved_bytes))
+        : a.cache_releases > 0
+            ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, completes them in {} (the least memory "
+                          "in which it does, freeing its cached segments as it runs short; the peak is the CUDA context "
+                          "plus that: with more it keeps more of its cache)", gib(p.allocator_reserved_bytes))
             : fmt::format("  PyTorch's caching allocator, replayed over 3 steps in what the GPU leaves it, reserves {} at "
                           "most (the peak is the CUDA context plus that)", gib(p.allocator_reserved_bytes));
     if (a.cache_releases > 0)
-      replay += fmt::format("; on this GPU it runs short {} and frees its unused cached segments (each time a device "
-                            "synchronization: slower steps)",
+      replay += fmt::format("; in all of the GPU's memory it runs short {} and frees its unused cached segments (each time a "
+                            "device synchronization: slower steps)",
                             a.cache_releases == 1 ? std::string("once") : fmt::format("{} times", a.cache_releases));
     if (a.out_of_memory)
-      replay += fmt::format("{} {}'s {} finds no room even then: out of memory", a.cache_releases > 0 ? ", and" : "; on this GPU",
+      replay += fmt::format("{} {}'s {} finds no room even then: out of memory", a.cache_releases > 0 ? ", and" : "; in the GPU's memory",
                             a.failed_step < 0 ? std::string("creating the model") : fmt::format("step {}", a.failed_step + 1),
                             a.failed_tensor);
     line("{}", replay);

@@ -66,7 +66,7 @@ std::optional<plan_result> evaluate(const sweep_model& m, const sweep_gpu& g, co
     plan_result p = evaluate_plan(m.spec, r, g.spec, g.calib, o);
     // Each point is plan's: under hf the peak is the caching allocator replay's (a peak-only evaluation
     // leaves it out, for sweeps that opt out of it).
-    if (detail == timeline_detail::peak) apply_allocator_replay(p, m.facts, g.spec.memory_bytes, g.spec.memory_bytes);
+    if (detail == timeline_detail::peak) apply_allocator_replay(p, m.facts, g.spec.memory_bytes);
     return p;
   } catch (const input_error& e) {
     if (why) *why = e.what();

@@ -152,43 +152,68 @@ void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
 
 bool replays_allocator(const run_config& run) { return run.framework == framework_kind::hf && run.pp == 1; }
 
-bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t memory_bytes,
-                                   std::uint64_t budget_bytes) {
+bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
   const std::uint64_t fixed = r.overhead.cuda_context_bytes + r.overhead.cublas_workspace_bytes;  // both below 2^40
   if (!replays_allocator(r.run) || r.tensor_peak_bytes > budget_bytes || fixed > budget_bytes - r.tensor_peak_bytes)
     return false;
-  apply_allocator_replay(r, facts, memory_bytes, budget_bytes);
+  apply_allocator_replay(r, facts, budget_bytes);
   return true;
 }
 
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t memory_bytes,
-                            std::uint64_t budget_bytes) {
+namespace {
+
+constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
+
+// The least capacity, in 2 MiB steps, in which the schedule's replay completes, between `fails` (a capacity
+// in steps where it runs out, or one below the tensors) and `completes` (one where it completes). A
+// bisection: how the segments split depends on the limit (a tighter one frees cached segments sooner), so
+// completing is not monotone in the capacity, and the result is a capacity that completes with one step
+// less failing, not always the least of all. log2 of the range's 2 MiB steps in replays (16 across an 80 GB
+// GPU), each stopping at its first failure.
+std::uint64_t least_completing_capacity(const allocator_schedule& schedule, std::uint64_t fails, std::uint64_t completes) {
+  while (completes - fails > 1) {
+    const std::uint64_t mid = fails + (completes - fails) / 2;
+    if (replay_schedule(schedule, nullptr, mid * allocator_capacity_step_bytes, true).out_of_memory) fails = mid;
+    else completes = mid;
+  }
+  return checked_mul(completes, allocator_capacity_step_bytes, "reserved bytes");
+}
+
+}  // namespace
+
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
   if (!replays_allocator(r.run)) return;
   const std::uint64_t fixed = checked_add(r.overhead.cuda_context_bytes, r.overhead.cublas_workspace_bytes, "overhead");
-  const std::uint64_t capacity = memory_bytes > fixed ? memory_bytes - fixed : 0;
+  // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
+  // torch.cuda.set_per_process_memory_fraction.
+  const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
   const allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum);
   r.allocator = replay_schedule(schedule, nullptr, capacity);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
+  constexpr std::uint64_t step = allocator_capacity_step_bytes;
   if (r.allocator->out_of_memory) {
-    // What it needs: the least memory, in 2 MiB steps, in which the replay completes (the allocator frees its
-    // cached segments as it runs short there too), searched between what the GPU leaves it (where it failed)
-    // and what it reserves with no limit (where it cannot fail: until a segment would exceed a limit, a
-    // limited replay is the unlimited one). Not from the tensors up: how the segments split depends on the
-    // limit too (a tighter one frees cached segments sooner), so a replay that fails in the GPU's memory may
-    // complete in less (mistral-7b, seq 44,745, recompute full on an H200: out of memory in 139.8 GiB,
-    // complete in 139.3), and "needs less than the GPU has" would contradict the verdict. The bisection
-    // takes 8 to 16 replays (GPT-2 to Llama-3.1-8B), each stopping at its first failure.
-    constexpr std::uint64_t step = 2ull << 20;
+    // What it needs: the least memory in which the replay completes (the allocator frees its cached segments
+    // as it runs short there too), searched between what the budget leaves it (where it failed) and what it
+    // reserves with no limit (where it cannot fail: until a segment would exceed a limit, a limited replay
+    // is the unlimited one). Not from the tensors up: a replay that fails in the GPU's memory may complete in
+    // less (mistral-7b, seq 44,745, recompute full on an H200: out of memory in 139.8 GiB, complete in
+    // 139.3), and "needs less than the GPU has" would contradict the verdict.
     const allocator_replay unlimited = replay_schedule(schedule);
-    // lo fails (the GPU's memory) or is untried; hi completes
-    std::uint64_t lo = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
-    std::uint64_t hi = std::max(lo + 1, (unlimited.peak_reserved_bytes + step - 1) / step);
-    while (hi - lo > 1) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (replay_schedule(schedule, nullptr, mid * step, true).out_of_memory) lo = mid;
-      else hi = mid;
-    }
-    r.allocator->peak_reserved_bytes = checked_mul(hi, step, "reserved bytes");
+    const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
+    r.allocator->peak_reserved_bytes =
+        least_completing_capacity(schedule, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step));
+  } else if (r.allocator->cache_releases > 0) {
+    // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
+    // budget, a cache it would have kept, not what the run needs (a 7B run with the optimizer offloaded
+    // showed a peak of the H100's whole memory and 0.2 MiB of headroom). The peak is the least memory in
+    // which it completes, as for a run that does not fit. The search starts at what it reserved: a replay
+    // in any capacity from that up to the budget is the same replay (it runs short at the same allocations,
+    // where a segment would pass the budget, and never reserves more).
+    const std::uint64_t fails = (std::max<std::uint64_t>(r.allocator->peak_allocated_bytes, 1) - 1) / step;  // below the tensors
+    const std::uint64_t completes = (r.allocator->peak_reserved_bytes + step - 1) / step;
+    if (completes > fails + 1 && completes * step <= capacity)
+      r.allocator->peak_reserved_bytes =
+          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(schedule, fails, completes));
   }
   r.allocator_reserved_bytes =
       checked_add(r.allocator->peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
@@ -307,7 +332,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   set_peak_and_verdict(r, gpu.memory_bytes);
   // A peak-only evaluation leaves the replay (about a millisecond; 1 to 15 for a run that does not fit) to its
   // caller: sweeps and charts apply it to every point, searches only where it can change the verdict.
-  if (options.detail != timeline_detail::peak) apply_allocator_replay(r, *facts, gpu.memory_bytes, gpu.memory_bytes);
+  if (options.detail != timeline_detail::peak) apply_allocator_replay(r, *facts, gpu.memory_bytes);
 
   r.flops = count_flops(model, run, r.params);
   // PCIe traffic of offloading per step (Ren et al. 2021, ZeRO-Offload: gradients to the host, updated

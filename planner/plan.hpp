@@ -49,11 +49,12 @@ struct plan_result {
   std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
   std::string pipeline_stage;           // with --pp: which stage holds the peak (the report's memory is its)
   // hf, detailed evaluations, sweeps and charts: PyTorch's caching allocator replayed over three steps (planner/
-  // allocator_trace.hpp) within what the GPU leaves it: what it reserves from the device, its workspaces
+  // allocator_trace.hpp) within what the budget leaves it: what it reserves from the device, its workspaces
   // included; 0 when not simulated. When it ran, the peak is the context plus this and the verdict is the
   // replay's (it fits when no allocation failed after the allocator freed its unused cached segments). When
-  // one failed, allocator->peak_reserved_bytes is the least memory, above what the GPU leaves it, in which the
-  // replay completes (2 MiB steps).
+  // it ran short (freed its cache, or failed even then), allocator->peak_reserved_bytes is the least memory,
+  // in 2 MiB steps, in which the replay completes: below what the budget leaves it when it fits, above when
+  // it does not.
   std::uint64_t allocator_reserved_bytes = 0;
   std::optional<allocator_replay> allocator;
 
@@ -95,18 +96,18 @@ struct plan_options {
 // Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
 bool replays_allocator(const run_config& run);
 
-// Replays PyTorch's caching allocator for r (when replays_allocator) in the GPU's memory less the context
-// and workspaces: sets r.allocator and r.allocator_reserved_bytes, and from them the peak, and the verdict
-// and headroom against budget_bytes (the memory, or less with a safety margin). evaluate_plan does it unless
-// asked for the peak only.
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t memory_bytes,
-                            std::uint64_t budget_bytes);
+// Replays PyTorch's caching allocator for r (when replays_allocator) in the budget (the GPU's memory, or less
+// with a safety margin) less the context and workspaces: sets r.allocator and r.allocator_reserved_bytes,
+// and from them the peak, and the verdict and headroom against the budget. Where the allocator runs short
+// there (it frees its unused cached segments to go on, or runs out), the peak is the least memory in which
+// the replay completes, not the budget it filled with its cache. evaluate_plan does it unless asked for the
+// peak only.
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes);
 
 // For peak-only evaluations (sweeps, searches): the replay where it can change the verdict, when the
 // tensors and the fixed overhead fit the budget (what the allocator reserves is never less than the tensor
 // peak). Returns whether it ran; then r's peak and verdict are the fit check's.
-bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t memory_bytes,
-                                   std::uint64_t budget_bytes);
+bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes);
 
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,

@@ -22,7 +22,7 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
     plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
     const std::uint64_t budget = memory_budget(gpu.spec, margin);
     // Under hf the verdict is the allocator replay's, as the fit check's (planner/plan.hpp).
-    confirm_with_allocator_replay(p, model.facts, gpu.spec.memory_bytes, budget);
+    confirm_with_allocator_replay(p, model.facts, budget);
     config_summary s;
     s.model = &model;
     s.gpu = &gpu;
