@@ -40,14 +40,15 @@ void register_list_commands(CLI::App& app, command_action& chosen) {
   models->callback([&chosen, load]() {
     chosen = [load]() {
       catalog c = load();
-      fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}  {}\n", "name", "family", "layers", "hidden",
-                 "heads", "kv_heads", "ffn", "vocab", "params", "beyond the family");
+      fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}  {:<48}  {}\n", "name", "family", "layers", "hidden",
+                 "heads", "kv_heads", "ffn", "vocab", "params", "Hugging Face repository (--model takes it too)",
+                 "beyond the family");
       for (const model_preset& p : c.models()) {
         const model_spec& m = p.spec;
         const std::string features = model_features_text(m);
-        fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}{}\n", m.name, family_name(m.family), m.layers,
+        fmt::print("{:<16} {:<6} {:>6} {:>7} {:>6} {:>9} {:>7} {:>8} {:>16}  {:<48}{}\n", m.name, family_name(m.family), m.layers,
                    m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, grouped(count_params(m).total),
-                   features.empty() ? "" : "  " + features);
+                   p.hf_repo.empty() ? "-" : p.hf_repo, features.empty() ? "" : "  " + features);
       }
       return 0;
     };

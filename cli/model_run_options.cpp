@@ -12,7 +12,7 @@ namespace trainplan::cli {
 
 void add_model_run_options(CLI::App& app, model_run_args& a) {
   const char* model_group = "Model (one of --model, --params, --hf-config, or a shape)";
-  app.add_option("--model,-m", a.model, "preset name (see `plan models`)")->type_name("NAME")->group(model_group);
+  app.add_option("--model,-m", a.model, "preset name or its Hugging Face repository id, e.g. meta-llama/Llama-3.1-8B (see `plan models`)")->type_name("NAME")->group(model_group);
   app.add_option("--params,-p", a.params, "parameter count such as 7B, 1.5B or 7e9: a preset of that size, else a derived shape")
       ->type_name("COUNT")->group(model_group);
   app.add_option("--hf-config", a.hf_config, fmt::format("Hugging Face config.json ({})", supported_hf_model_types))->type_name("FILE")->group(model_group);

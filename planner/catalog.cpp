@@ -98,6 +98,19 @@ void check_gpu_names(const std::vector<gpu_spec>& gpus, const std::string& file)
   }
 }
 
+// Likewise every name and Hugging Face repository finds one model preset.
+void check_model_names(const std::vector<model_preset>& models, const std::string& file) {
+  std::map<std::string, std::size_t> owner;  // name or repository -> index of the preset it names
+  for (std::size_t i = 0; i < models.size(); ++i)
+    for (const std::string& key : {models[i].spec.name, lower(models[i].hf_repo)}) {
+      if (key.empty()) continue;
+      const auto [it, fresh] = owner.emplace(key, i);
+      if (!fresh && it->second != i)
+        throw input_error(fmt::format("{}: '{}' names two models ({} and {})", file, key, models[it->second].spec.name,
+                                      models[i].spec.name));
+    }
+}
+
 std::vector<gpu_spec> parse_gpus(std::string_view text) {
   const std::string file = "gpus.json";
   json doc = parse_document(text, file);
@@ -205,6 +218,13 @@ std::vector<model_preset> parse_models(std::string_view text) {
     if (o.has("q_lora_rank")) m.q_lora_rank = o.uint("q_lora_rank");
     if (o.has("rope_head_dim")) m.rope_head_dim = o.uint("rope_head_dim");
     if (o.has("v_head_dim")) m.v_head_dim = o.uint("v_head_dim");
+    if (o.has("hf_repo")) {
+      p.hf_repo = o.string("hf_repo");
+      const std::size_t slash = p.hf_repo.find('/');
+      if (slash == 0 || slash == std::string::npos || slash + 1 == p.hf_repo.size() || p.hf_repo.find('/', slash + 1) != std::string::npos ||
+          p.hf_repo.find_first_of(" \t\n") != std::string::npos)
+        throw input_error(fmt::format("{}: key 'hf_repo' must be a repository id, owner/name, not '{}'", o.where(), p.hf_repo));
+    }
     m.source = o.string("source");
     o.finish();
     validate_model(m);
@@ -319,6 +339,7 @@ catalog catalog::from_text(std::string_view gpus_json, std::string_view models_j
   catalog c;
   c.gpus_ = parse_gpus(gpus_json);
   c.models_ = parse_models(models_json);
+  check_model_names(c.models_, "models.json");
   c.apply_calibration(calibration_json, true);
   return c;
 }
@@ -350,7 +371,10 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
       merge_by_name(c.gpus_, parse_gpus(*gpus_text), [](const gpu_spec& g) { return g.name; });
       check_gpu_names(c.gpus_, "gpus.json");  // a new GPU named as a built-in one's alias, or the reverse
     }
-    if (models_text) merge_by_name(c.models_, parse_models(*models_text), [](const model_preset& m) { return m.spec.name; });
+    if (models_text) {
+      merge_by_name(c.models_, parse_models(*models_text), [](const model_preset& m) { return m.spec.name; });
+      check_model_names(c.models_, "models.json");  // a new preset under a built-in one's repository, or the reverse
+    }
     if (calibration_text) c.apply_calibration(*calibration_text, false);
   } catch (const input_error& e) {
     throw input_error(folder + e.what());
@@ -369,12 +393,20 @@ const gpu_spec& catalog::gpu(std::string_view name) const {
 }
 
 const model_preset& catalog::model(std::string_view name) const {
-  const std::string key = lower(name);
+  std::string key = lower(name);
+  // A repository as its page's URL: https://huggingface.co/owner/name, with or without the scheme.
+  for (const std::string_view prefix : {"https://", "http://"})
+    if (key.starts_with(prefix)) key.erase(0, prefix.size());
+  for (const std::string_view host : {"huggingface.co/", "hf.co/"})
+    if (key.starts_with(host)) key.erase(0, host.size());
+  while (key.size() > 1 && key.back() == '/') key.pop_back();
   for (const model_preset& m : models_)
-    if (m.spec.name == key) return m;
+    if (m.spec.name == key || (!m.hf_repo.empty() && lower(m.hf_repo) == key)) return m;
   std::string known;
   for (const model_preset& m : models_) known += (known.empty() ? "" : ", ") + m.spec.name;
-  throw input_error(fmt::format("--model: unknown model '{}' (known: {})", name, known));
+  throw input_error(fmt::format("--model: unknown model '{}' (known: {}, or their Hugging Face repository ids, listed by "
+                                "`plan models`; for another model give its config.json with --hf-config FILE)",
+                                name, known));
 }
 
 calibration catalog::calibration_for(const gpu_spec& gpu) const {

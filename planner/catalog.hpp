@@ -18,6 +18,7 @@ struct model_preset {
   model_spec spec;
   std::uint64_t nominal_params = 0;  // the size class in the name ("7B" -> 7e9)
   std::string nominal_text;
+  std::string hf_repo;  // the Hugging Face repository of its config.json ("meta-llama/Llama-3.1-8B"); may be empty
 };
 
 class catalog {
@@ -29,7 +30,8 @@ class catalog {
   static catalog from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json);
 
   const gpu_spec& gpu(std::string_view name) const;       // name or alias, case-insensitive
-  const model_preset& model(std::string_view name) const;  // case-insensitive
+  // A preset's name or its Hugging Face repository id (also as a huggingface.co URL), case-insensitive.
+  const model_preset& model(std::string_view name) const;
   calibration calibration_for(const gpu_spec& gpu) const;
 
   const std::vector<gpu_spec>& gpus() const { return gpus_; }

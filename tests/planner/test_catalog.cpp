@@ -69,6 +69,31 @@ TEST_CASE("unknown names list what is known", "[catalog]") {
   CHECK_THROWS_WITH(data().model("llama-9"), Catch::Contains("unknown model 'llama-9'") && Catch::Contains("gpt2"));
 }
 
+TEST_CASE("a model preset is found by its Hugging Face repository id, in any case, or its page URL", "[catalog]") {
+  CHECK(data().model("meta-llama/Llama-3.1-8B").spec.name == "llama-3.1-8b");
+  CHECK(data().model("qwen/qwen2.5-7b").spec.name == "qwen2.5-7b");
+  CHECK(data().model("https://huggingface.co/mistralai/Mistral-7B-v0.1/").spec.name == "mistral-7b");
+  CHECK(data().model("hf.co/openai-community/gpt2").spec.name == "gpt2");
+  // every preset taken from a config.json names its repository, and that finds it
+  for (const model_preset& p : data().models()) {
+    INFO(p.spec.name);
+    if (p.spec.source.starts_with("Hugging Face ")) REQUIRE_FALSE(p.hf_repo.empty());
+    if (!p.hf_repo.empty()) CHECK(&data().model(p.hf_repo) == &p);
+  }
+  // an instruct variant is another repository: not taken for the base, and the error says what to do
+  CHECK_THROWS_WITH(data().model("meta-llama/Llama-3.1-8B-Instruct"),
+                    Catch::Contains("unknown model 'meta-llama/Llama-3.1-8B-Instruct'") && Catch::Contains("--hf-config"));
+  const std::string with_repo = replace(one_model, "\"source\": \"test\"", "\"hf_repo\": \"Org/M1\", \"source\": \"test\"");
+  CHECK(catalog::from_text(one_gpu, with_repo, calib).model("org/m1").spec.name == "m1");
+  for (const char* bad : {"m1", "/m1", "org/", "a/b/c", "org/m 1"})
+    CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(with_repo, "Org/M1", bad), calib),
+                      Catch::Contains("models.json") && Catch::Contains("hf_repo"));
+  // a repository that is also another preset's name would leave one of them unreachable
+  const std::string entry = one_model.substr(std::string(R"({"models": [)").size(), one_model.size() - 14);  // the preset's object
+  const std::string two = replace(with_repo, "}]}", "}, " + replace(entry, "\"m1\"", "\"org/m1\"") + "]}");
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, two, calib), Catch::Contains("'org/m1' names two models"));
+}
+
 TEST_CASE("per-GPU calibration overrides the default key by key", "[catalog]") {
   catalog c = catalog::from_text(one_gpu, one_model, calib);
   calibration cal = c.calibration_for(c.gpu("x1"));
