@@ -91,21 +91,21 @@ std::vector<suite_case> gpu_suite(const catalog& data, const gpu_spec& gpu, cons
   add("gpt2 fp16-mixed", "gpt2", r);
   r = base, r.grad_dtype = grad_dtype_choice::fp32;
   add("gpt2 fp32 gradient accumulation", "gpt2", r);
-  // Sequence lengths: 2048, 4096 and the longest that fits tinyllama with flash attention and full
-  // recomputation (with the search's safety margin).
+  // Sequence lengths: 2048, 4096 and a long one, 32,768 or the longest that fits tinyllama with flash attention
+  // and full recomputation (with the search's safety margin) when that is shorter. Not the longest itself: on an
+  // H100 that is about 305,000 tokens, minutes a step, and the suite would not end within a GPU session's
+  // command (the memory boundary is the micro-batch cases' below).
   const sweep_model tiny{data.model("tinyllama-1.1b").spec, describe_model(data.model("tinyllama-1.1b").spec)};
   const sweep_gpu g{gpu, calib};
   run_config longest = base;
   longest.micro_batch = 1;
   longest.recompute = recompute_mode::full;
-  const auto fits_at = [&](run_config c) {
-    const auto s = summarize_config(tiny, g, c, calib.safety_margin_fraction);
-    return s && s->fits;
-  };
-  const std::optional<std::uint64_t> max_seq = largest_fitting(1024, 1 << 20, [&](std::uint64_t v) {
+  constexpr std::uint64_t long_seq_cap = 32768;
+  const std::optional<std::uint64_t> max_seq = largest_fitting(1024, long_seq_cap, [&](std::uint64_t v) {
     run_config c = longest;
     c.seq = v;
-    return fits_at(c);
+    const auto s = summarize_config(tiny, g, c, calib.safety_margin_fraction);
+    return s && s->fits;
   });
   for (std::uint64_t seq : {std::uint64_t{2048}, std::uint64_t{4096}, max_seq.value_or(std::uint64_t{0})}) {
     if (seq == 0) continue;
@@ -145,7 +145,8 @@ int run_suite(const validate_args& args) {
                                     "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
                                     backend.device_name(), gpu.name, today());
   int agreed = 0, total = 0;
-  for (const suite_case& c : gpu_suite(data, gpu, calib)) {
+  const std::vector<suite_case> cases = gpu_suite(data, gpu, calib);
+  for (const suite_case& c : cases) {
     ++total;
     validate::training_options options;
     options.steps = 3;
@@ -173,6 +174,9 @@ int run_suite(const validate_args& args) {
                              grouped(plan.peak_bytes), result, oom.phase_label);
     }
     fmt::print("{:<55} {}\n", c.label, result);
+    std::fflush(stdout);
+    // The table so far, after every run: a session cut off by its time limit keeps what it measured.
+    write_file(dir / "suite.md", summary + fmt::format("\n{} of {} runs so far.\n", total, cases.size()));
   }
   summary += fmt::format("\nThe GPU agreed with the planner on {} of {} runs. Fit the calibration with: plan calibrate {}\n",
                          agreed, total, dir.string());

@@ -4,26 +4,87 @@
 # calibration, then the Hugging Face collector (issue 9's further runs) checked with `plan check`.
 # Each stage has its own time limit, so one that hangs does not take the others' time; a failed stage
 # is reported and the next one runs. Everything measured lands in OUT_DIR (default reports/gpu-session),
-# and OUT_DIR.tar.gz holds it all, for machines that return one file (collect-shared's allocator histories:
-# OUT_DIR-history.tar.gz).
+# and OUT_DIR.tar.gz holds it all, packed again after every stage, for machines that return one file and
+# may stop a command at its time limit (collect-shared's allocator histories: OUT_DIR-history.tar.gz).
+# When RETURN_DIR is set (a device machine's $OUT), both archives are copied there after every stage.
 #
-#   bash scripts/gpu_session.sh [OUT_DIR] [STAGE...]   (after a build: cmake -S . -B build && cmake --build build)
+#   bash scripts/gpu_session.sh [OUT_DIR] [STAGE...]
+#
+# Binaries: BIN_DIR, else gpu-carry/ when it exists (scripts/gpu_bundle.sh: the three binaries and libfmt,
+# small enough to send to a device machine, which build/ is not), else build/. A device machine's command,
+# with gpu-carry named in its carry:
+#
+#   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
 # STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (with check), collect-shared (the
 # shared 14 again with --profile, then check); all by default. A machine that allows ten minutes a command
-# takes them in three or four calls (gpu-tests bench-kernels bench; suite; collect; collect-shared). Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S, COLLECT_S.
+# takes them in three or four calls (gpu-tests bench-kernels bench; suite; collect; collect-shared). Stage
+# limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S, COLLECT_S (the defaults of each call's stages add
+# up to less than ten minutes). The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name,
+# or GPU=NAME.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 out="${1:-reports/gpu-session}"
+out="${out%/}"  # OUT_DIR/ would put OUT_DIR.tar.gz inside the folder it packs
+[ -n "$out" ] || { echo "gpu_session.sh: OUT_DIR must not be /" >&2; exit 2; }
 shift || true
 stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
+for s in $stages; do
+  case "$s" in
+    gpu-tests | bench-kernels | bench | suite | collect | collect-shared) ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests bench-kernels bench suite collect collect-shared)" >&2; exit 2 ;;
+  esac
+done
 wants() { [[ " $stages " == *" $1 "* ]]; }
+
+bin="${BIN_DIR:-}"
+if [ -z "$bin" ]; then
+  if [ -x gpu-carry/plan ]; then bin="gpu-carry"; else bin="build"; fi
+fi
+plan="$bin/plan"
+gpu_tests="$bin/trainplan_gpu_tests"
+[ -x "$gpu_tests" ] || gpu_tests="$bin/tests/trainplan_gpu_tests"
+[ -x "$plan" ] || { echo "$plan is missing: build first (cmake -S . -B build && cmake --build build), then bash scripts/gpu_bundle.sh" >&2; exit 2; }
+# libfmt beside the binaries (gpu_bundle.sh), and CUDA 13's libraries wherever this machine's toolkit keeps them.
+export LD_LIBRARY_PATH="$bin/lib:/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda-13.0/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+missing=0
+for f in "$plan" "$bin/libtrainplan_cuda_backend.so" "$gpu_tests"; do
+  [ -e "$f" ] || { echo "gpu_session.sh: $f is missing" >&2; missing=1; continue; }
+  if ldd "$f" | grep -q 'not found'; then
+    echo "gpu_session.sh: $f cannot load: $(ldd "$f" | grep 'not found' | tr -s ' \t\n' ' ')" >&2
+    missing=1
+  fi
+done
+[ "$missing" -eq 0 ] || exit 3
+
 mkdir -p "$out"
 log="$out/session.log"
 touch "$log"
-plan=build/plan
-[ -x "$plan" ] || { echo "build/plan is missing: build first (cmake -S . -B build && cmake --build build)" >&2; exit 2; }
+
+# The catalog's name for this GPU, so that the suite is sized, and the bench's MFU taken, for the GPU it runs on.
+gpu="${GPU:-}"
+if [ -z "$gpu" ]; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)" in
+    *H200*) gpu=h200 ;;
+    *H100*PCIe*) gpu=h100-pcie ;;
+    *H100*) gpu=h100 ;;
+    *A100*80GB*) gpu=a100-80gb ;;
+    *A100*) gpu=a100-40gb ;;
+    *) gpu=h100 ;;
+  esac
+fi
+echo "== GPU: $gpu ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)); binaries: $bin" | tee -a "$log"
+
+pack() {  # OUT_DIR.tar.gz (and the histories') now, and a copy in RETURN_DIR
+  tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")" 2>/dev/null
+  [ -d "$out-history" ] && tar -czf "$out-history.tar.gz" -C "$(dirname "$out")" "$(basename "$out")-history" 2>/dev/null
+  if [ -n "${RETURN_DIR:-}" ]; then
+    cp "$out.tar.gz" "$RETURN_DIR/" 2>/dev/null
+    [ -f "$out-history.tar.gz" ] && cp "$out-history.tar.gz" "$RETURN_DIR/" 2>/dev/null
+  fi
+  return 0
+}
 
 stage() {  # stage NAME LIMIT_S COMMAND...: runs it under a time limit, its output in OUT_DIR/NAME.txt
   local name="$1" limit="$2"
@@ -34,32 +95,32 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs it under a time limit, its outp
   local rc=$?
   echo "== $name: exit $rc after $((SECONDS - start)) s" | tee -a "$log"
   tail -n 25 "$out/$name.txt"
+  pack
   return 0
 }
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
-wants gpu-tests && stage gpu-tests "${TESTS_S:-240}" build/tests/trainplan_gpu_tests
+wants gpu-tests && stage gpu-tests "${TESTS_S:-150}" "$gpu_tests"
 # bench.json and kernels.json go apart from the suite's reports: calibrate reads every .json of its folder.
-wants bench-kernels && stage bench-kernels "${KERNELS_S:-120}" "$plan" bench --backend cuda --kernels --report-dir "$out/bench"
-wants bench && stage bench "${BENCH_S:-220}" "$plan" bench --backend cuda --report-dir "$out/bench"
+wants bench-kernels && stage bench-kernels "${KERNELS_S:-90}" "$plan" bench --backend cuda --kernels --gpu "$gpu" --report-dir "$out/bench"
+wants bench && stage bench "${BENCH_S:-240}" "$plan" bench --backend cuda --gpu "$gpu" --report-dir "$out/bench"
 if wants suite; then
-  stage suite "${SUITE_S:-500}" "$plan" validate --suite gpu --report-dir "$out/suite"
+  stage suite "${SUITE_S:-480}" "$plan" validate --suite gpu --gpu "$gpu" --report-dir "$out/suite"
   suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)
-  [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate "$suite_dir"
+  [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
 fi
 if wants collect && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
-  stage collect "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset extra --profile -o "$out/collected.jsonl"
-  [ -s "$out/collected.jsonl" ] && stage check 60 "$plan" check "$out/collected.jsonl"
+  stage collect "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset extra --profile -o "$out/collected.jsonl"
+  [ -s "$out/collected.jsonl" ] && stage check 60 "$plan" check --gpu "$gpu" "$out/collected.jsonl"
 fi
 # The shared 14 again, profiled: GPU busy time and kernels per step against step_s, which tells a run bound
 # by the host from one bound by the GPU (issue 10's S5: gradient checkpointing costs GPT-2 35%, Llama nothing).
 if wants collect-shared && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
   # The allocator's history of every run (issue 9's S5 and S10 reserved bytes), in its own archive: it is larger.
-  stage collect-shared "${COLLECT_S:-500}" python3 scripts/collect_hf.py --preset shared-h100 --profile \
+  stage collect-shared "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset shared-h100 --profile \
     --memory-history "$out-history" -o "$out/shared-profiled.jsonl"
-  [ -d "$out-history" ] && tar -czf "$out-history.tar.gz" -C "$(dirname "$out")" "$(basename "$out")-history"
-  [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check "$out/shared-profiled.jsonl"
+  [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check --gpu "$gpu" "$out/shared-profiled.jsonl"
 fi
 
-tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+pack
 echo "everything measured: $out (and $out.tar.gz)" | tee -a "$log"
