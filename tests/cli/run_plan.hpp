@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "tests/scratch_dir.hpp"
 
 namespace trainplan::test {
 
@@ -27,8 +28,7 @@ inline std::string slurp(const std::filesystem::path& p) {
 
 inline plan_run run_plan(const std::string& args) {
   static int counter = 0;
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-cli-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  static const std::filesystem::path dir = scratch_dir("trainplan-cli-test");
   const auto out = dir / ("out" + std::to_string(counter));
   const auto err = dir / ("err" + std::to_string(counter++));
   const std::string cmd = std::string(TRAINPLAN_PLAN_BINARY) + " " + args + " >" + out.string() + " 2>" + err.string() +

@@ -171,7 +171,7 @@ TEST_CASE("option --data-dir adds a GPU the built-in table lacks", "[cli]") {
 }
 
 TEST_CASE("plan validate --backend cpu passes on a small shape and writes its reports", "[cli][validate]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-validate-" + std::to_string(::getpid()));
+  const auto dir = trainplan::test::scratch_dir("trainplan-validate");
   const std::string shape = "--layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --micro-batch 2 --grad-accum 2 ";
   plan_run r = run_plan("validate " + shape + "--family gpt --attention eager --recompute selective --report-dir " +
                         dir.string() + " --timeline-csv " + (dir / "timeline.csv").string());

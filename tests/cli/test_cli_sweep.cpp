@@ -38,8 +38,7 @@ TEST_CASE("plan sweep writes the cross product as CSV with plan's field names", 
 
 TEST_CASE("plan sweep quotes fields, writes JSON lines, reports invalid points, and writes files whole", "[cli][sweep]") {
   // A model name with a comma and a quote (from the config file's path) must be quoted in CSV.
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-sweep-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = trainplan::test::scratch_dir("trainplan-sweep");
   const auto odd = dir / "a,b\"c.json";
   std::filesystem::copy_file(fixture("hf/gpt2.json"), odd, std::filesystem::copy_options::overwrite_existing);
   plan_run r = run_plan("sweep --hf-config '" + odd.string() + "' --seq 512,2048");
@@ -213,7 +212,7 @@ TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller
 
 TEST_CASE("a chart none of whose configurations can run is refused with the reason", "[cli][plot]") {
   // hf has no selective recomputation: every point is refused (gnuplot once failed on the empty data instead).
-  const auto out = std::filesystem::temp_directory_path() / ("trainplan-empty-plot-" + std::to_string(::getpid()) + ".svg");
+  const auto out = trainplan::test::scratch_dir("trainplan-empty-plot") / "chart.svg";
   for (const char* kind : {"memory-vs-seq --model gpt2", "memory-vs-seq --model gpt2,tinyllama-1.1b", "breakdown --model gpt2"}) {
     INFO(kind);
     const plan_run r = run_plan(std::string("plot ") + kind + " --seq 1024 --recompute selective -o " + out.string());
@@ -224,8 +223,7 @@ TEST_CASE("a chart none of whose configurations can run is refused with the reas
 }
 
 TEST_CASE("every plot kind writes a valid SVG and PNG", "[cli][plot]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-plot-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = trainplan::test::scratch_dir("trainplan-plot-test");
   REQUIRE(run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --grad-accum 2 --report-dir " + dir.string())
               .exit_code == 0);
   std::string report;

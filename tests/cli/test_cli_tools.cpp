@@ -17,7 +17,7 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   // Stand-ins for CUDA reports: each run "measures" exactly what the planner predicts for the h100 with
   // the built-in calibration, so the fit must give that calibration back with no error, and a report
   // whose device used 10% more memory must move the context estimate.
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-calibrate-" + std::to_string(::getpid()));
+  const auto dir = trainplan::test::scratch_dir("trainplan-calibrate");
   std::filesystem::create_directories(dir / "reports");
   int k = 0;
   for (const char* config : {"--seq 512 --micro-batch 1", "--seq 1024 --micro-batch 4", "--seq 1024 --micro-batch 16"}) {
@@ -90,8 +90,7 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
 }
 
 TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF Trainer and torchtitan", "[cli][emit]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-emit-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit");
   const std::string plan7b = "--params 7B --seq 4096 --gpu h100 --micro-batch 2 --grad-accum 4 --framework trainplan ";
 
   REQUIRE(run_plan(plan7b + "--gpus 8 --zero 3 --offload optimizer --emit deepspeed -o " + (dir / "ds.json").string())
@@ -173,8 +172,7 @@ TEST_CASE("plan check predicts a collector report's runs beside the measurements
   CHECK_THAT(t.out, Catch::Contains("R1") && Catch::Contains("R2") && Catch::Contains(" - "));
   CHECK(run_plan("check " + times + " --time-tolerance 0.5").exit_code == 1);
   // Bad reports: one line, exit 2.
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-check-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = trainplan::test::scratch_dir("trainplan-check");
   const std::pair<const char*, const char*> bad[] = {
       {"empty.jsonl", ""},
       {"noenv.jsonl", "{\"id\": \"S1\"}\n"},
@@ -193,7 +191,7 @@ TEST_CASE("plan check predicts a collector report's runs beside the measurements
 }
 
 TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from collector reports", "[cli][calibrate][hf]") {
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-calibrate-hf-" + std::to_string(::getpid()));
+  const auto dir = trainplan::test::scratch_dir("trainplan-calibrate-hf");
   std::filesystem::create_directories(dir / "data");
   // The shared report with its measured context changed to 1 GiB: the planner must read it back.
   std::ifstream in(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));

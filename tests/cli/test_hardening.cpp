@@ -34,10 +34,7 @@ bool has_nan_or_inf(const std::string& s) {
 }
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return trainplan::test::scratch_dir(name);
 }
 
 std::string gpu_entry(const std::string& memory, const std::string& bf16_tflops, const std::string& bandwidth = "1e12") {

@@ -21,10 +21,7 @@ using trainplan::test::slurp;
 namespace {
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-validation-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return trainplan::test::scratch_dir("trainplan-validation-" + name);
 }
 
 std::string replaced(std::string text, const std::string& from, const std::string& to) {

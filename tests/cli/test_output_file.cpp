@@ -18,10 +18,7 @@ namespace {
 const std::string small_sweep = "sweep --model gpt2 --seq 128,256 --gpu h100 --quiet";
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return trainplan::test::scratch_dir(name);
 }
 
 bool is_char_device(const char* path) {

@@ -8,6 +8,7 @@
 #include "planner/catalog.hpp"
 #include "planner/input_error.hpp"
 #include "test_helpers.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace trainplan;
 using namespace trainplan::test;
@@ -175,8 +176,7 @@ TEST_CASE("a name or alias that names two GPUs, or a model listed twice, is refu
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, twice, calib), Catch::Contains("model 'm1' is listed twice"));
 
   // Across --data-dir: a new GPU named as a built-in GPU's alias.
-  const auto dir = std::filesystem::temp_directory_path() / ("trainplan-catalog-alias-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const auto dir = trainplan::test::scratch_dir("trainplan-catalog-alias");
   std::ofstream(dir / "gpus.json") << replace(one_gpu, "\"name\": \"x1\"", "\"name\": \"h100-sxm\"");
   CHECK_THROWS_WITH(catalog::load(dir), Catch::Contains("'h100-sxm' names two GPUs (h100 and h100-sxm)"));
   std::ofstream(dir / "gpus.json") << replace(one_gpu, "\"name\": \"x1\"", "\"name\": \"h100\"");
