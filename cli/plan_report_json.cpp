@@ -120,6 +120,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
     j["memory"]["allocator"] = {{"replayed_steps", 3},
                                 {"peak_reserved_bytes", a.peak_reserved_bytes},
                                 {"peak_allocated_bytes", a.peak_allocated_bytes},
+                                // max_memory_reserved() in the GPU's memory (cache kept); peak_reserved_bytes is the
+                                // least memory the replay completes in where the allocator runs short
+                                {"budget_reserved_bytes", a.budget_reserved_bytes},
                                 {"cache_releases", a.cache_releases},
                                 {"out_of_memory", a.out_of_memory},
                                 // the tensors alone would fit: the shortfall is fragmentation

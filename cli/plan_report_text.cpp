@@ -190,15 +190,17 @@ std::string render_plan_text(const plan_report_input& in) {
             ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, needs {} to complete them (the least "
                           "memory in which it does, freeing its cached segments as it runs short; the peak is the CUDA "
                           "context plus that)", gib(p.allocator_reserved_bytes))
-        : a.cache_releases > 0
+        : a.budget_reserved_bytes > a.peak_reserved_bytes
             ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, completes them in {} (the least memory "
                           "in which it does, freeing its cached segments as it runs short; the peak is the CUDA context "
-                          "plus that: with more it keeps more of its cache)", gib(p.allocator_reserved_bytes))
+                          "plus that); in all of the GPU's memory it keeps more of its cache: {} reserved at most, what "
+                          "max_memory_reserved() would read", gib(p.allocator_reserved_bytes),
+                          gib(a.budget_reserved_bytes + p.overhead.cublas_workspace_bytes))
             : fmt::format("  PyTorch's caching allocator, replayed over 3 steps in what the GPU leaves it, reserves {} at "
                           "most (the peak is the CUDA context plus that)", gib(p.allocator_reserved_bytes));
     if (a.cache_releases > 0)
-      replay += fmt::format("; in all of the GPU's memory it runs short {} and frees its unused cached segments (each time a "
-                            "device synchronization: slower steps)",
+      replay += fmt::format("{} runs short {} and frees its unused cached segments (each time a device synchronization: "
+                            "slower steps)", a.out_of_memory ? "; in all of the GPU's memory it" : ", and",
                             a.cache_releases == 1 ? std::string("once") : fmt::format("{} times", a.cache_releases));
     if (a.out_of_memory)
       replay += fmt::format("{} {}'s {} finds no room even then: out of memory", a.cache_releases > 0 ? ", and" : "; in the GPU's memory",

@@ -23,6 +23,11 @@ struct allocator_replay {
   // Set by apply_allocator_replay (planner/plan.hpp): whether the tensors alone, in the allocator's blocks,
   // fit the capacity, so that a failure is the allocator's fragmentation.
   bool tensors_fit = true;
+  // Also set by apply_allocator_replay: max_memory_reserved() of the replay in what the budget leaves it, the
+  // cache it keeps included: what a measurement on that GPU reads (plan check compares it), where
+  // peak_reserved_bytes becomes the least memory in which the replay completes; up to the failure for a run
+  // that runs out.
+  std::uint64_t budget_reserved_bytes = 0;
 };
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach

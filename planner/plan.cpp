@@ -190,6 +190,7 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   const allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum);
   r.allocator = replay_schedule(schedule, nullptr, capacity);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
+  r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
   if (r.allocator->out_of_memory) {
     // What it needs: the least memory in which the replay completes (the allocator frees its cached segments

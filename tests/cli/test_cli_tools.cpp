@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -188,6 +189,37 @@ TEST_CASE("plan check predicts a collector report's runs beside the measurements
   }
   CHECK(run_plan("check " + dir.string()).exit_code == 2);  // a folder
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("plan check compares a measurement with what the allocator keeps in the GPU, not the least memory a run needs", "[cli][check][hf]") {
+  // Llama-3.1-8B's shape in bf16 at s512 b1 on an H100: its allocator runs short and frees its cache. The
+  // plan's peak is the least memory the run completes in; a measurement reads max_memory_reserved(), the
+  // cache it kept in the GPU's memory. A report that measured exactly that must agree to the byte.
+  const std::string shape = "--family llama --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 "
+                            "--seq 512 --micro-batch 1 --precision bf16 --gpu h100";
+  const plan_run p = run_plan(shape + " --json");
+  REQUIRE(p.exit_code == 0);
+  const nlohmann::json report = nlohmann::json::parse(p.out);
+  const nlohmann::json& memory = report.at("memory");
+  const nlohmann::json& allocator = memory.at("allocator");
+  REQUIRE(allocator.at("cache_releases").get<std::uint64_t>() >= 1);
+  const std::uint64_t workspace = memory.at("overhead").at("cublas_workspace_bytes").get<std::uint64_t>();
+  const std::uint64_t kept = allocator.at("budget_reserved_bytes").get<std::uint64_t>() + workspace;
+  REQUIRE(kept > memory.at("allocator_reserved_bytes").get<std::uint64_t>());  // the cache above the least
+  const std::uint64_t tensors = memory.at("tensor_peak_bytes").get<std::uint64_t>() + workspace;
+  const auto dir = trainplan::test::scratch_dir("trainplan-check-kept");
+  std::ofstream(dir / "run.jsonl")
+      << R"({"id": "env", "torch": "2.11.0", "transformers": "5.17.0", "gpu": "NVIDIA H100 80GB HBM3", "gpu_total_bytes": 85017493504, "context_bytes": 648871936})"
+      << "\n"
+      << R"({"id": "K1", "seq": 512, "mbs": 1, "regime": "bf16", "attn": "sdpa", "gc": false, "drop": 0.0, "step_s": 1.0, "params": )"
+      << report.at("model").at("params").get<std::uint64_t>() << R"(, "alloc_peak": )"
+      << tensors << R"(, "reserved_peak": )" << kept
+      << R"(, "model": {"fam": "llama", "L": 32, "h": 4096, "a": 32, "kv": 8, "ffn": 14336, "V": 128256, "tied": false}})" << "\n";
+  // Within 0.01% on the tensors and the device: the least memory would be 3% below the measurement.
+  const plan_run c = run_plan("check " + (dir / "run.jsonl").string() +
+                              " --tensor-tolerance 0.01 --device-tolerance 0.01 --time-tolerance 1000");
+  INFO(c.out << c.err);
+  CHECK(c.exit_code == 0);
 }
 
 TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from collector reports", "[cli][calibrate][hf]") {

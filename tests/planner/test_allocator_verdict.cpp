@@ -37,6 +37,7 @@ TEST_CASE("hf: the peak is the context plus the replayed reserved bytes, for eve
     CHECK(p.overhead.allocator_slack_bytes == p.allocator->peak_reserved_bytes - p.tensor_peak_bytes);
     CHECK(p.fits);
     CHECK(p.allocator->cache_releases == 0);  // a few GiB on an 80 GB GPU: never short
+    CHECK(p.allocator->budget_reserved_bytes == p.allocator->peak_reserved_bytes);
   }
 }
 
@@ -191,6 +192,7 @@ TEST_CASE("hf: a run that fits only by freeing the allocator's cache peaks at th
   REQUIRE(in_gpu.cache_releases == p.allocator->cache_releases);
   const std::uint64_t least = p.allocator->peak_reserved_bytes;
   CHECK(least < in_gpu.peak_reserved_bytes);  // below what its cache filled
+  CHECK(p.allocator->budget_reserved_bytes == in_gpu.peak_reserved_bytes);  // what a measurement on the GPU would read
   CHECK(least >= p.allocator->peak_allocated_bytes);
   CHECK(p.peak_bytes == p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes + least);
   CHECK(p.headroom_bytes == static_cast<std::int64_t>(h100.memory_bytes - p.peak_bytes));
