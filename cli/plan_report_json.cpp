@@ -132,6 +132,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   } else {
     j["memory"]["allocator"] = nullptr;
   }
+  // hf: the buffer instances of a model too large to replay (the estimate stands); 0 otherwise
+  j["memory"]["allocator_replay_skipped_instances"] = p.allocator_replay_skipped_instances;
   j["fits"] = p.fits;
   j["flops"] = {{"model_per_step", p.flops.model_per_step},
                 {"hardware_per_step", p.flops.hardware_per_step},

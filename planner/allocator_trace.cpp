@@ -54,6 +54,31 @@ struct instance {
 
 }  // namespace
 
+std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_accum, int steps) {
+  // schedule_allocations' loops, counted: every layer copy of every interval (a copy whose interval is empty
+  // is counted too: an upper bound). Saturates rather than wraps.
+  const std::uint64_t mbs = std::min<std::uint64_t>(grad_accum, 3), s = static_cast<std::uint64_t>(std::max(steps, 0));
+  std::uint64_t n = 0;
+  auto add = [&n](std::uint64_t k) { n = k > ~0ull - n ? ~0ull : n + k; };
+  for (const tensor_spec& t : inv.tensors) {
+    const std::uint64_t copies = t.per_layer ? t.layer_end - t.layer_begin : 1;
+    switch (t.lifetime) {
+      case state_lifetime::whole_run:
+      case state_lifetime::from_first_optimizer: add(1); break;
+      case state_lifetime::optimizer_only:
+      case state_lifetime::backward_to_optimizer: add(s); break;
+      case state_lifetime::gradient_from_backward: add(s * copies); break;
+      case state_lifetime::micro_batch:
+      case state_lifetime::later_micro_batches: {
+        const std::uint64_t batches = t.lifetime == state_lifetime::micro_batch ? mbs : mbs - 1;
+        add(s * batches * static_cast<std::uint64_t>(t.interval_count) * copies);
+        break;
+      }
+    }
+  }
+  return n;
+}
+
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps) {
   const std::int64_t L = static_cast<std::int64_t>(inv.layers);

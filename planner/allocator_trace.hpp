@@ -61,6 +61,9 @@ struct allocator_schedule {
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);
+// How many buffer instances schedule_allocations would make, at most (without making them): what a replay
+// costs in time and host memory, about 100 bytes an instance and its two operations.
+std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_accum, int steps = 3);
 allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth = nullptr,
                                  std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false);
 

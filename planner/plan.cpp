@@ -187,6 +187,11 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
   // torch.cuda.set_per_process_memory_fraction.
   const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
+  if (const std::uint64_t instances = count_schedule_instances(r.inv, r.run.grad_accum); instances > max_replayed_instances) {
+    r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
+    set_peak_and_verdict(r, budget_bytes);
+    return;
+  }
   const allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum);
   r.allocator = replay_schedule(schedule, nullptr, capacity);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;

@@ -57,6 +57,9 @@ struct plan_result {
   // it does not.
   std::uint64_t allocator_reserved_bytes = 0;
   std::optional<allocator_replay> allocator;
+  // hf: the buffer instances the replay would have made when they were too many to replay
+  // (max_replayed_instances): the peak is then the estimate (tensors + slack), as for other frameworks.
+  std::uint64_t allocator_replay_skipped_instances = 0;
 
   step_flops flops;
   step_ops ops;  // what one GPU runs in a step, which the time is estimated from
@@ -92,6 +95,11 @@ struct plan_options {
   // (with detail == peak and one pipeline stage; ignored otherwise).
   plan_reuse* reuse = nullptr;
 };
+
+// The most buffer instances an allocator replay makes (count_schedule_instances): Llama-3.1-405B's three steps
+// make 25,470 of them, about 200 a layer; a model of thousands of layers would take minutes, and a million
+// layers tens of GB of host memory, so beyond this (about 5,000 layers) the peak is the estimate.
+inline constexpr std::uint64_t max_replayed_instances = 1'000'000;
 
 // Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
 bool replays_allocator(const run_config& run);

@@ -226,3 +226,25 @@ TEST_CASE("hf: a safety margin is the memory the allocator gets", "[allocator][h
   CHECK(in_budget.cache_releases >= 1);
   CHECK(offloaded->peak_bytes < fixed + in_budget.peak_reserved_bytes);
 }
+
+TEST_CASE("hf: a model too large to replay keeps the estimate, and the count of its replay is exact", "[allocator][hf]") {
+  // A million layers once made the replay take minutes and tens of GB of host memory.
+  for (const char* name : {"gpt2", "llama-3.1-405b", "deepseek-v3"}) {
+    INFO(name);
+    run_config r = gpt2_run(2);
+    r.dropout = 0;
+    r.grad_accum = 4;
+    const model_spec& m = test::data().model(name).spec;
+    const plan_result p = test::plan_of(m, r);
+    CHECK(count_schedule_instances(p.inv, 4) == schedule_allocations(p.inv, describe_model(m), 4).instances);
+    CHECK(p.allocator_replay_skipped_instances == 0);
+  }
+  model_spec deep = test::data().model("gpt2").spec;
+  deep.layers = 30000;
+  deep.name = "deep";
+  const plan_result p = test::plan_of(deep, gpt2_run(1));
+  CHECK_FALSE(p.allocator.has_value());
+  CHECK(p.allocator_replay_skipped_instances > max_replayed_instances);
+  CHECK(p.peak_bytes == p.tensor_peak_bytes + p.overhead.total());  // the estimate: tensors and the slack
+  CHECK(p.overhead.allocator_slack_bytes > 0);
+}
