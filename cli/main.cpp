@@ -63,6 +63,20 @@ void report(std::string_view kind, std::string_view message) noexcept {
   }
 }
 
+// `plan --gpu l4 max micro-batch` parses --gpu as the fit check's option, which the subcommand never reads:
+// it answered for the default H100 and exited 0. Options belong after the subcommand's name.
+void refuse_options_before_subcommand(const CLI::App& app) {
+  const std::vector<CLI::App*> chosen = app.get_subcommands();
+  if (chosen.empty()) return;
+  std::string given;
+  for (const CLI::Option* o : app.get_options())
+    if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
+  if (!given.empty())
+    throw trainplan::input_error(fmt::format("{} given before the subcommand '{}': put {} after it (plan {} --help lists "
+                                             "its options)", given, chosen.front()->get_name(),
+                                             given.find(',') == std::string::npos ? "it" : "them", chosen.front()->get_name()));
+}
+
 // Whatever a command printed must reach its destination: a full disk or a closed pipe is an error (exit
 // 2), not a silent success.
 int flushed(int code) {
@@ -109,6 +123,7 @@ int run(int argc, char** argv) {
       return exit_bad_input;
     }
     reject_empty_values(app);
+    refuse_options_before_subcommand(app);
     return flushed(chosen ? chosen() : fit_check());
   } catch (const trainplan::input_error& e) {
     std::fflush(stdout);

@@ -35,11 +35,15 @@ std::pair<double, const char*> byte_unit(double max_bytes) {
   return {1024.0, "KiB"};
 }
 
-// A gnuplot string. Double-quoted, so that "\n" (written as the two characters) breaks the line.
+// A gnuplot string. Double-quoted, so that "\n" (written as the two characters) breaks the line. gnuplot runs
+// the text between backquotes as a shell command wherever it meets them outside single quotes, so a model
+// named by a file (--hf-config 'b`cmd`.json') or a --data-dir entry could run one: a backquote is written
+// as its octal escape, which gnuplot reads as the character only after that substitution.
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (std::size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == 'n') out += "\\n", ++i;
+    else if (s[i] == '`') out += "\\140";
     else if (s[i] == '"' || s[i] == '\\') out += '\\', out += s[i];
     else out += s[i];
   }

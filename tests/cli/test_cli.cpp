@@ -239,3 +239,15 @@ TEST_CASE("plan validate refuses what the CPU harness cannot run", "[cli][valida
     expect_refused(args, {reason});
   }
 }
+
+TEST_CASE("options before a subcommand are refused, not silently dropped", "[cli]") {
+  // plan --gpu l4 max micro-batch once answered for the default H100 and exited 0.
+  for (const char* args : {"--gpu l4 max micro-batch --model gpt2", "--seq 512 --gpu l4 sweep --model gpt2", "--json models"}) {
+    INFO(args);
+    const plan_run r = run_plan(args);
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+    CHECK_THAT(r.err, Catch::Contains("before the subcommand"));
+  }
+  CHECK(run_plan("max micro-batch --model gpt2 --gpu l4").exit_code == 0);
+}

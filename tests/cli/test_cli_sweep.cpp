@@ -309,3 +309,16 @@ TEST_CASE("plan --json names the allocator replay's verdict: out of memory, wher
   // Another framework keeps the estimate: no replay.
   CHECK(json::parse(run_plan("--model gpt2 --seq 1024 --micro-batch 4 --framework megatron --json").out)["memory"]["allocator"].is_null());
 }
+
+TEST_CASE("a chart's title never runs a command hidden in a model's name", "[cli][plot]") {
+  // gnuplot runs backquoted text outside single quotes: a config file named b`echo INJECTED`.json named the model.
+  const auto dir = trainplan::test::scratch_dir("trainplan-plot-quote");
+  const auto config = dir / "b`echo INJECTED`.json";
+  std::filesystem::copy_file(fixture("hf/gpt2.json"), config);
+  const auto out = dir / "chart.svg";
+  const plan_run r = run_plan("plot memory-vs-seq --hf-config '" + config.string() + "' --seq 256,512 -o " + out.string());
+  REQUIRE(r.exit_code == 0);
+  const std::string svg = slurp(out);
+  CHECK_THAT(svg, Catch::Contains("echo INJECTED"));  // the name as written
+  CHECK_THAT(svg, !Catch::Contains("bINJECTED"));      // not the command's output
+}
