@@ -97,10 +97,10 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       run_config run = r.run;
 
       std::optional<config_summary> at_max, next;
-      auto try_value = [&](std::uint64_t v, std::optional<config_summary>* keep) {
+      auto try_value = [&](std::uint64_t v, std::optional<config_summary>* keep, bool replay_every_run = false) {
         set_quantity(args->what, v, model, run);
         std::string why;
-        std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin, &why);
+        std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin, &why, replay_every_run);
         // A configuration that cannot exist at the smallest value is an error in the options (exit 2),
         // not "nothing fits".
         if (!s && v == 1) throw input_error(why);
@@ -129,7 +129,8 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           if (!try_value(v, nullptr)) misses_below.insert(misses_below.begin(), v);
       }
       if (best) {
-        if (*best < hi) try_value(*best + 1, &next);
+        // its peak as plan gives it: the replay's least memory, not the estimate of tensors and slack
+        if (*best < hi) try_value(*best + 1, &next, true);
         try_value(*best, &at_max);  // last, so that run and model describe the maximum
       }
 

@@ -304,8 +304,9 @@ gnuplot_job timeline_chart(const plot_args& args, const sweep_space* space) {
     require_single(*space, true);
     if (space->seqs.size() != 1) throw input_error("plot timeline: give one --seq");
     const run_config r = space->at(0).run;
-    const auto p = evaluate(space->models.front(), space->gpus.front(), r, timeline_detail::every_event);
-    if (!p) throw input_error("plot timeline: this configuration cannot run (see plan for the reason)");
+    std::string why;
+    const auto p = evaluate(space->models.front(), space->gpus.front(), r, timeline_detail::every_event, &why);
+    if (!p) throw input_error(fmt::format("plot timeline: this configuration cannot run: {}", why));
     for (const timeline_point& q : p->timeline.points)
       rows.emplace_back(describe_point(q, r.grad_accum), static_cast<double>(q.live_bytes), -1.0);
     title = fmt::format("Predicted memory timeline: {}, {}", space->models.front().spec.name, run_text(r, true));
@@ -403,7 +404,8 @@ void register_plot_command(CLI::App& app, command_action& chosen) {
         job = timeline_chart(*args, nullptr);
       } else {
         model_run_args a = args->model_run;
-        if (a.seq.empty()) a.seq = (k == "memory-vs-seq" || k == "recompute") ? "256:128k:x2" : "4096";
+        // One sequence: as plan takes it (4096, capped by the model's learned positions: 1024 for GPT-2).
+        if (a.seq.empty() && (k == "memory-vs-seq" || k == "recompute")) a.seq = "256:128k:x2";
         const sweep_space space = resolve_sweep_space(a);
         if (k == "memory-vs-seq") job = memory_vs_seq(space);
         else if (k == "recompute") job = recompute_chart(space);

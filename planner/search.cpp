@@ -13,7 +13,7 @@ std::uint64_t memory_budget(const gpu_spec& gpu, double margin) {
 }
 
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
-                                               double margin, std::string* why) {
+                                               double margin, std::string* why, bool replay_every_run) {
   plan_options options;
   options.detail = timeline_detail::peak;
   options.facts = &model.facts;
@@ -22,7 +22,8 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
     plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
     const std::uint64_t budget = memory_budget(gpu.spec, margin);
     // Under hf the verdict is the allocator replay's, as the fit check's (planner/plan.hpp).
-    confirm_with_allocator_replay(p, model.facts, budget);
+    if (replay_every_run) apply_allocator_replay(p, model.facts, budget);
+    else confirm_with_allocator_replay(p, model.facts, budget);
     config_summary s;
     s.model = &model;
     s.gpu = &gpu;

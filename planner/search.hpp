@@ -33,9 +33,11 @@ struct config_summary {
 // The budget for a GPU: memory x (1 - margin), margin in [0, 1).
 std::uint64_t memory_budget(const gpu_spec& gpu, double margin);
 
-// Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set.
+// Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set. Under hf the
+// allocator replay runs where it can change the verdict (the tensors fit); with `replay_every_run`, also
+// where they do not, so that the peak is plan's (the least memory the replay completes in), not the estimate.
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
-                                               double margin, std::string* why = nullptr);
+                                               double margin, std::string* why = nullptr, bool replay_every_run = false);
 
 struct search_result {
   std::vector<config_summary> fitting;  // best first: tokens/s, less recomputation, larger micro-batch, lower peak

@@ -322,3 +322,29 @@ TEST_CASE("a chart's title never runs a command hidden in a model's name", "[cli
   CHECK_THAT(svg, Catch::Contains("echo INJECTED"));  // the name as written
   CHECK_THAT(svg, !Catch::Contains("bINJECTED"));      // not the command's output
 }
+
+TEST_CASE("plan max gives the next value's peak as plan does", "[cli][max][hf]") {
+  // Qwen2.5-0.5B at s2048 on an A100 40GB: micro-batch 5's tensors alone pass the budget, and max once gave
+  // their estimate (46.66 GB) where plan gives the replay's least memory (48.49 GB).
+  const plan_run m = run_plan("max micro-batch --model qwen2.5-0.5b --seq 2048 --gpu a100-40gb --json");
+  REQUIRE(m.exit_code == 0);
+  const json j = json::parse(m.out);
+  const std::uint64_t best = j.at("value").get<std::uint64_t>();
+  const plan_run p = run_plan("--model qwen2.5-0.5b --seq 2048 --gpu a100-40gb --json --micro-batch " + std::to_string(best + 1));
+  REQUIRE(p.exit_code == 1);
+  CHECK(j.at("next_peak_bytes").get<std::uint64_t>() == json::parse(p.out).at("memory").at("peak_bytes").get<std::uint64_t>());
+}
+
+TEST_CASE("a one-sequence chart without --seq takes plan's default, capped by the model's positions", "[cli][plot]") {
+  // GPT-2 has 1,024 learned positions: these kinds once took 4096 and refused the model plan accepts.
+  const auto dir = trainplan::test::scratch_dir("trainplan-plot-default-seq");
+  for (const char* kind : {"breakdown", "time-breakdown", "timeline"}) {
+    INFO(kind);
+    const plan_run r = run_plan(std::string("plot ") + kind + " --model gpt2 -o " + (dir / (std::string(kind) + ".svg")).string());
+    CHECK(r.exit_code == 0);
+  }
+  // and a timeline that cannot run says why
+  const plan_run t = run_plan("plot timeline --model gpt2 --seq 4096 -o " + (dir / "t.svg").string());
+  CHECK(t.exit_code == 2);
+  CHECK_THAT(t.err, Catch::Contains("learned positions"));
+}
