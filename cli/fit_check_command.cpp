@@ -64,6 +64,8 @@ command_action register_fit_check(CLI::App& app) {
     std::vector<fit_suggestion> suggestions;
     if (!plan.fits && args->max_suggestions > 0) suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, options);
     plan_report_input in{plan, suggestions, r.notes, tokens};
+    in.suggestions_requested = args->max_suggestions;
+    in.levers_kept = options.kept_levers != 0;
     if (!plan.fits && !suggestions.empty() && suggestions.front().costs != cost_none)
       in.same_numerics_floor_bytes = same_numerics_floor(r.model, r.run, r.gpu, r.calib);
     if (args->json) fmt::print("{}\n", render_plan_json(in).dump(2));

@@ -18,6 +18,10 @@ struct plan_report_input {
   std::optional<double> train_tokens;        // --tokens
   // When no suggestion keeps the numerics on this hardware: the lowest peak that such a change reaches.
   std::optional<std::uint64_t> same_numerics_floor_bytes = std::nullopt;
+  // How the suggestions were asked for (--suggestions, --keep): none asked for, or every lever kept, is not
+  // "nothing fits".
+  std::size_t suggestions_requested = 8;
+  bool levers_kept = false;
 };
 
 std::vector<std::string> plan_assumptions(const plan_result& plan);

@@ -304,12 +304,20 @@ std::string render_plan_text(const plan_report_input& in) {
   line("");
 
   if (!p.fits) {
-    if (in.suggestions.empty()) {
+    if (in.suggestions.empty() && in.suggestions_requested == 0) {
+      line("What would make it fit: not searched (--suggestions 0).");
+    } else if (in.suggestions.empty()) {
       const std::uint64_t states = p.category_bytes(tensor_category::weights) + p.category_bytes(tensor_category::master_weights) +
                                    p.category_bytes(tensor_category::gradients) + p.category_bytes(tensor_category::optimizer);
-      line("What would make it fit: no combination of up to three single-GPU changes (recompute, micro-batch, "
-           "precision, optimizer) fits. Model state alone needs {} at the peak; shard it across GPUs or train "
-           "adapters instead.", gib(states));
+      std::string why = in.levers_kept ? "What would make it fit: no combination of up to three changes to the levers "
+                                         "--keep leaves free fits."
+                                       : "What would make it fit: no combination of up to three changes (recompute, "
+                                         "micro-batch, precision, optimizer, more GPUs, offload, adapters) fits.";
+      // Advice about model state only where it is what fills the GPU.
+      if (2 * states > p.gpu.memory_bytes)
+        why += fmt::format(" Model state alone needs {} at the peak; shard it across more GPUs{}.", gib(states),
+                           run.finetune == finetune_kind::full ? " or train adapters instead" : "");
+      line("{}", why);
     } else {
       line("What would make it fit (same numerics on this GPU first, then changed numerics, then more GPUs; "
            "within each, the fewest changes, then tokens/s):");

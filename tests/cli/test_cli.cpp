@@ -251,3 +251,16 @@ TEST_CASE("options before a subcommand are refused, not silently dropped", "[cli
   }
   CHECK(run_plan("max micro-batch --model gpt2 --gpu l4").exit_code == 0);
 }
+
+TEST_CASE("a run with no suggestions asked for, or every lever kept, is not told that nothing fits", "[cli]") {
+  // Llama-3.2-1B at s4096 b4 misses an H100 by 3.6 GiB; --recompute full alone fits. The report once said no
+  // change fits and advised sharding 16 GiB of model state on an 80 GB GPU.
+  const std::string run = "--model llama-3.2-1b --seq 4096 --micro-batch 4 --gpu h100";
+  REQUIRE(run_plan(run + " --recompute full").exit_code == 0);
+  const plan_run none = run_plan(run + " --suggestions 0");
+  CHECK(none.exit_code == 1);
+  CHECK_THAT(none.out, Catch::Contains("not searched (--suggestions 0)") && !Catch::Contains("no combination"));
+  const plan_run kept = run_plan(run + " --keep recompute,batch,precision,optimizer,optimizer-impl,attention,adapters,gpus,offload,seq,ep");
+  CHECK(kept.exit_code == 1);
+  CHECK_THAT(kept.out, Catch::Contains("levers --keep leaves free") && !Catch::Contains("shard it"));
+}
