@@ -95,6 +95,11 @@ void validate_deepseek_features(const model_spec& m) {
   }
   if (m.family != model_family::llama)
     throw input_error(fmt::format("model {}: multi-head latent attention exists for the llama family only", m.name));
+  // A latent is a compression of the hidden state (DeepSeek-V3: 512 and 1536 of 7168).
+  if (m.kv_lora_rank > m.hidden || m.q_lora_rank > m.hidden)
+    throw input_error(fmt::format("model {}: kv_lora_rank ({}) and q_lora_rank ({}) must not exceed hidden ({}): "
+                                  "multi-head latent attention compresses the hidden state", m.name, m.kv_lora_rank,
+                                  m.q_lora_rank, m.hidden));
   if (m.kv_heads != m.heads)
     throw input_error(fmt::format("model {}: multi-head latent attention gives every head its keys and values "
                                   "(kv_heads {} != heads {})", m.name, m.kv_heads, m.heads));

@@ -37,6 +37,9 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error(fmt::format("--seq {} squared x --micro-batch {} x {} heads (eager attention's scores) is larger "
                                   "than 64 bits of bytes can hold", run.seq, run.micro_batch, m.heads));
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
+  // The largest clusters have some 10^5 GPUs; more is a typo (4,294,967,297 once planned a run that fits).
+  constexpr std::uint64_t max_gpus = 1ull << 20;
+  if (run.gpus > max_gpus) throw input_error(fmt::format("--gpus {} is beyond any real cluster (limit {})", run.gpus, max_gpus));
   if (run.pp > run.gpus / run.tp || run.gpus % (run.tp * run.pp) != 0)  // first test: tp*pp must not wrap to 0
     throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
   if (m.layers % run.pp != 0)
@@ -49,6 +52,10 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
   if (run.finetune != finetune_kind::full && (run.lora_rank == 0 || run.lora_targets == 0))
     throw input_error("--finetune lora/qlora needs --lora-rank of at least 1 and some --lora-targets");
+  // An update B·A of rank r adds nothing past the smaller side of the matrix it adapts (Hu et al. 2021).
+  if (run.finetune != finetune_kind::full && run.lora_rank > m.hidden)
+    throw input_error(fmt::format("--lora-rank {} is larger than the hidden size ({}) of {}: a low-rank update has a rank "
+                                  "below the matrix's sides", run.lora_rank, m.hidden, m.name));
   if (!(run.capacity_factor == 0.0 || (run.capacity_factor >= 1.0 && run.capacity_factor <= 1024.0)))
     throw input_error("--capacity-factor must be from 1 to 1024, or dropless");
   if (run.ep == 0) throw input_error("--ep must be at least 1");

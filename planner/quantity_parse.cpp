@@ -69,6 +69,9 @@ std::uint64_t parse_scaled(std::string_view text, std::string_view option, bool 
   if (!binary && !suffix.empty() && (suffix[0] == 'e' || suffix[0] == 'E')) return apply_exponent(mantissa, fraction_digits, suffix.substr(1), option, text);
   std::uint64_t multiplier = 1;
   if (!suffix.empty()) {
+    if (binary && (suffix[0] == 'e' || suffix[0] == 'E'))
+      fail(option, text, "is in scientific notation, which only parameter and token counts take: write the whole number, or "
+                         "k, M, G or T (powers of 1024)");
     if (suffix.size() != 1) fail(option, text, "has an unknown suffix");
     char s = static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
     if (binary) {

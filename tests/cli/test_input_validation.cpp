@@ -211,3 +211,19 @@ TEST_CASE("options the run ignores are noted, not silently dropped", "[cli][vali
   CHECK_THAT(run_plan("--model gpt2 --seq 1024 --gpu h100 --finetune lora --lora-rank 8 --lora-dtype model --lora-dropout 0.1").out,
              !Catch::Contains("has no effect"));
 }
+
+TEST_CASE("absurd cluster sizes, LoRA ranks and sequence lengths in scientific notation are named", "[cli][validation]") {
+  // Found by a fuzzing pass: each was accepted (4.3 billion GPUs fit) or refused with a misleading reason.
+  const std::pair<const char*, const char*> cases[] = {
+      {"--model llama-3.1-8b --gpus 4294967297 --zero 3", "beyond any real cluster"},
+      {"--params 7B --finetune lora --lora-rank 99999", "larger than the hidden size"},
+      {"--model gpt2 --seq 1e3", "scientific notation"},
+  };
+  for (const auto& [args, why] : cases) {
+    INFO(args);
+    const plan_run r = run_plan(args);
+    CHECK(r.exit_code == 2);
+    CHECK(one_line(r.err));
+    CHECK_THAT(r.err, Catch::Contains(why));
+  }
+}

@@ -132,6 +132,8 @@ TEST_CASE("model checks for DeepSeek's fields name the field", "[deepseek][error
   CHECK_THROWS_WITH(validate_model(bad), Catch::Contains("q_lora_rank"));
   bad = m, bad.family = model_family::gpt;
   CHECK_THROWS(validate_model(bad));
+  bad = m, bad.kv_lora_rank = m.hidden + 1;  // a latent wider than what it compresses (fuzzing: 10^7 of 7168 passed)
+  CHECK_THROWS_WITH(validate_model(bad), Catch::Contains("must not exceed hidden"));
 }
 
 TEST_CASE("DeepSeek-V3 FLOPs: 192-wide scores, 128-wide values, 6 x the active GEMM weights", "[deepseek][flops]") {
