@@ -74,7 +74,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
       // runs short there, when the peak is the least memory the run completes in)
       const double device = static_cast<double>(
           f.context_bytes + (p.allocator ? p.allocator->budget_reserved_bytes + p.overhead.cublas_workspace_bytes
-                                         : p.allocator_reserved_bytes));
+                                         : p.peak_bytes - p.overhead.cuda_context_bytes));  // not replayed: the estimate
       const double measured_device = static_cast<double>(f.context_bytes + r.reserved_peak_bytes);
       const double te = error_pct(tensor, static_cast<double>(r.alloc_peak_bytes));
       const double de = error_pct(device, measured_device);

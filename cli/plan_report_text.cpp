@@ -68,11 +68,8 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                                                         "reserves beyond the tensor peak)")
                                           : fmt::format("allocator slack {} of tensor bytes{}", percent(p.calib.allocator_slack_fraction),
                                                         p.allocator_replay_skipped_instances
-                                                            ? fmt::format(" (PyTorch's caching allocator not replayed: its {} "
-                                                                          "buffer instances over 3 steps are more than the "
-                                                                          "{} a replay takes)",
-                                                                          grouped(p.allocator_replay_skipped_instances),
-                                                                          grouped(max_replayed_instances))
+                                                            ? std::string(" (PyTorch's caching allocator not replayed: "
+                                                                          "the model is too large, see the memory above)")
                                                             : std::string());
   a.push_back(fmt::format("runtime overhead: CUDA context {}, cuBLAS workspace {}, {} ({})", gib(p.overhead.cuda_context_bytes),
                           gib(p.overhead.cublas_workspace_bytes), cached,
@@ -192,7 +189,7 @@ std::string render_plan_text(const plan_report_input& in) {
   line("  {:<34} {:>22} {:>12}", "GPU memory", grouped(p.gpu.memory_bytes), gib(p.gpu.memory_bytes));
   if (p.allocator_replay_skipped_instances)
     line("  PyTorch's caching allocator is not replayed: {} buffer instances over 3 steps are more than the {} a replay "
-         "takes (about 5,000 layers); the peak is the tensors plus {} slack", grouped(p.allocator_replay_skipped_instances),
+         "takes; the peak is the tensors plus {} slack", grouped(p.allocator_replay_skipped_instances),
          grouped(max_replayed_instances), percent(p.calib.allocator_slack_fraction));
   if (p.allocator) {
     const allocator_replay& a = *p.allocator;
