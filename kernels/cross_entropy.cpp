@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace trainplan::kernels {
 
@@ -14,7 +16,11 @@ void cross_entropy_forward_backward(const view& logits, const view& targets, con
     double sum = 0;
     for (std::size_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(logits.get(base + v)) - max_logit);
     const double log_sum = std::log(sum) + max_logit;
-    const auto target = static_cast<std::size_t>(targets.get_i32(r));
+    const std::int32_t id = targets.get_i32(r);
+    if (id < 0 || static_cast<std::size_t>(id) >= vocab)  // would read past the row: refused, never clamped
+      throw std::invalid_argument("cross entropy: target id " + std::to_string(id) + " at row " + std::to_string(r) +
+                                  " is outside the vocabulary of " + std::to_string(vocab));
+    const auto target = static_cast<std::size_t>(id);
     token_losses.add(r, static_cast<float>(log_sum - logits.get(base + target)));
     for (std::size_t v = 0; v < vocab; ++v) {
       const double prob = std::exp(static_cast<double>(logits.get(base + v)) - log_sum);

@@ -1,14 +1,28 @@
 #include "kernels/embedding.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace trainplan::kernels {
+namespace {
+
+// A token id outside the table would read or write past it: refused, never clamped.
+std::size_t checked_token(const view& tokens, std::size_t i, std::size_t vocab) {
+  const std::int32_t id = tokens.get_i32(i);
+  if (id < 0 || static_cast<std::size_t>(id) >= vocab)
+    throw std::invalid_argument("embedding: token id " + std::to_string(id) + " at position " + std::to_string(i) +
+                                " is outside the vocabulary of " + std::to_string(vocab));
+  return static_cast<std::size_t>(id);
+}
+
+}  // namespace
 
 void embedding_forward(const view& tokens, const view& wte, const view& wpe, const view& out, std::size_t batch,
                        std::size_t seq, std::size_t width) {
+  const std::size_t vocab = width ? wte.size / width : 0;
   for (std::size_t b = 0; b < batch; ++b)
     for (std::size_t t = 0; t < seq; ++t) {
-      const auto token = static_cast<std::size_t>(tokens.get_i32(b * seq + t));
+      const std::size_t token = checked_token(tokens, b * seq + t, vocab);
       for (std::size_t e = 0; e < width; ++e) {
         float x = wte.get(token * width + e);
         if (wpe.data) x += wpe.get(t * width + e);
@@ -25,7 +39,7 @@ void embedding_backward(const view& tokens, const view& d_out, const view& d_wte
   for (std::size_t i = 0; i < wte_n + wpe_n; ++i) scratch.set(i, 0.0f);
   for (std::size_t b = 0; b < batch; ++b)
     for (std::size_t t = 0; t < seq; ++t) {
-      const auto token = static_cast<std::size_t>(tokens.get_i32(b * seq + t));
+      const std::size_t token = checked_token(tokens, b * seq + t, vocab);
       for (std::size_t e = 0; e < width; ++e) {
         const float g = d_out.get((b * seq + t) * width + e);
         dwte.add(token * width + e, g);

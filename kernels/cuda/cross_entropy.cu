@@ -1,5 +1,6 @@
 // Softmax cross-entropy fused with its gradient, one thread block per row (llm.c's fused classifier). The
-// row losses are added into the caller's buffer on the device: nothing is read back inside the step.
+// row losses are added into the caller's buffer on the device: nothing is read back inside the step. Target
+// ids are checked on the host where they enter (validate/transformer.cpp), not here.
 #include <stdexcept>
 
 #include "kernels/cuda/common.cuh"

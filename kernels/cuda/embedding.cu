@@ -1,6 +1,7 @@
 // Token and position embeddings. The backward scatters into the caller's fp32 scratch (a tracked buffer,
 // bwd.embed_grad_fp32; only the rows of tokens seen get contributions) and adds it to the stored
-// gradients once.
+// gradients once. Token ids are not checked here (a check would need a read-back inside the step): the
+// harness refuses ids outside the vocabulary on the host, where they enter (validate/transformer.cpp).
 #include <stdexcept>
 
 #include "kernels/cuda/common.cuh"

@@ -62,6 +62,22 @@ TEST_CASE("embedding backward matches finite differences", "[kernels][embedding]
   CHECK_THROWS(embedding_backward(t, fp32_view(up), fp32_view(dte), fp32_view(dpe), fp32_view(short_scratch), b, s, h, vocab));
 }
 
+TEST_CASE("ids outside the vocabulary are refused by the embedding and the cross-entropy", "[kernels][embedding][loss]") {
+  const std::size_t b = 1, s = 3, h = 2, vocab = 4;
+  std::vector<float> wte(vocab * h, 1.0f), out(b * s * h), up(b * s * h, 1.0f), dte(vocab * h), scratch(vocab * h);
+  std::vector<float> logits(s * vocab, 0.0f), d(s * vocab), losses(s, 0.0f);
+  for (std::int32_t bad : {static_cast<std::int32_t>(vocab), -1}) {
+    std::vector<std::int32_t> ids = {0, bad, 3};
+    const view t{ids.data(), dtype::i32, s};
+    CHECK_THROWS_WITH(embedding_forward(t, fp32_view(wte), view{}, fp32_view(out), b, s, h),
+                      Catch::Contains("token id " + std::to_string(bad) + " at position 1"));
+    CHECK_THROWS_WITH(embedding_backward(t, fp32_view(up), fp32_view(dte), view{}, fp32_view(scratch), b, s, h, vocab),
+                      Catch::Contains("outside the vocabulary of 4"));
+    CHECK_THROWS_WITH(cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(losses), s, vocab, 1.0f),
+                      Catch::Contains("target id " + std::to_string(bad) + " at row 1"));
+  }
+}
+
 TEST_CASE("a 16-bit embedding gradient is rounded once, after the fp32 sum", "[kernels][embedding]") {
   // 256 tokens all 0, each adding 2^-9 to a bf16 gradient that starts at 1: added one by one in bf16 the
   // gradient would never move (1 + 2^-9 rounds back to 1), summed in fp32 first it becomes 1.5.

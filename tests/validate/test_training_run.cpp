@@ -83,6 +83,25 @@ TEST_CASE("training on one batch lowers the loss", "[validate]") {
   }
 }
 
+TEST_CASE("token and target ids outside the vocabulary are refused before the step uses them", "[validate]") {
+  const model_spec m = tiny(model_family::gpt);
+  run_config r = run_of(16, 2, recompute_mode::none, attention_kind::eager, 0.0);
+  r.precision = precision_regime::fp32;
+  const auto vocab = static_cast<std::int32_t>(m.vocab);
+  auto attempt = [&](std::int32_t token, std::int32_t target, std::size_t count) {
+    validate::training_run run(m, r);
+    run.net.fixed_tokens = std::vector<std::int32_t>(count, 1);
+    run.net.fixed_targets = std::vector<std::int32_t>(count, 2);
+    (*run.net.fixed_tokens)[7] = token;
+    (*run.net.fixed_targets)[9] = target;
+    run.net.run_micro_batch(0, 0, 1.0f);
+  };
+  CHECK_NOTHROW(attempt(vocab - 1, vocab - 1, 32));
+  CHECK_THROWS_WITH(attempt(vocab, 0, 32), Catch::Contains("token id " + std::to_string(vocab) + " at position 7"));
+  CHECK_THROWS_WITH(attempt(0, -1, 32), Catch::Contains("target id -1 at position 9 is outside the vocabulary"));
+  CHECK_THROWS_WITH(attempt(0, 0, 31), Catch::Contains("31 fixed ids given for a batch of 2 x 16"));
+}
+
 TEST_CASE("gradient accumulation averages micro-batches: 2 x 1 equals 1 x 2 on the same data", "[validate]") {
   const model_spec m = tiny(model_family::gpt);
   run_config one = run_of(16, 2, recompute_mode::none, attention_kind::eager, 0.0);
