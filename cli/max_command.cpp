@@ -40,6 +40,22 @@ void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, 
   }
 }
 
+// Sequences are probed around the boundary on multiples of this: the lengths people train at.
+constexpr std::uint64_t seq_grid = 64;
+
+// "2,752, 2,832-2,912": values on a grid of `stride`, runs of neighbours as ranges.
+std::string grid_ranges(const std::vector<std::uint64_t>& values, std::uint64_t stride) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size();) {
+    std::size_t j = i;
+    while (j + 1 < values.size() && values[j + 1] == values[j] + stride) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", grouped(values[i]));
+    if (j > i) out += fmt::format("{}{}", j == i + 1 ? ", " : "-", grouped(values[j]));
+    i = j + 1;
+  }
+  return out;
+}
+
 // One combination of levers and the largest value it reaches.
 struct lever_reach_row {
   run_config run;
@@ -111,22 +127,21 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       if (args->what == "seq" && r.model.max_positions) hi = r.model.max_positions;
       if (params) hi = 10'000'000;  // 10T parameters, in millions
       std::optional<std::uint64_t> best = largest_fitting(1, hi, [&](std::uint64_t v) { return try_value(v, nullptr); });
-      // Under hf the verdict is the allocator replay's, which need not follow the micro-batch monotonically:
-      // how the allocator's segments split depends on exact sizes (tinyllama-1.1b, seq 512, amp-bf16 on an H100:
-      // micro-batches 44 and 46 fit, 43 and 45 do not). Bisection finds a boundary, not always the last one, so
-      // the micro-batches above it are tried while their tensors alone fit (the floor grows with the batch), and
-      // the few below it that do not fit are named.
+      // Under hf the verdict is the allocator replay's, which need not follow the quantity monotonically
+      // (planner/max_fit.hpp): look around the bisection's boundary, every micro-batch, or for sequences every
+      // multiple of 64, and name the smaller ones that do not fit. A model's size is searched as derived
+      // shapes, which change by whole layers and widths: bisection alone.
+      const std::uint64_t stride = args->what == "seq" ? seq_grid : 1;
       std::vector<std::uint64_t> misses_below;
-      if (best && args->what == "micro-batch") {
-        constexpr std::uint64_t look_above = 256, look_below = 16;
-        for (std::uint64_t v = *best + 1; v <= hi && v <= *best + look_above; ++v) {
+      if (best && !params) {
+        const refined_fit around = refine_largest_fitting(*best, hi, stride, [&](std::uint64_t v) {
           std::optional<config_summary> s;
           const bool fits = try_value(v, &s);
-          if (!s || s->floor_bytes > s->budget_bytes) break;
-          if (fits) best = v;
-        }
-        for (std::uint64_t v = *best - 1; v >= 1 && v + look_below >= *best; --v)
-          if (!try_value(v, nullptr)) misses_below.insert(misses_below.begin(), v);
+          if (!s || s->floor_bytes > s->budget_bytes) return fit_probe::beyond;
+          return fits ? fit_probe::fits : fit_probe::fails;
+        });
+        best = around.best;
+        misses_below = around.misses_below;
       }
       if (best) {
         // its peak as plan gives it: the replay's least memory, not the estimate of tensors and slack
@@ -171,7 +186,10 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           j["budget_bytes"] = at_max->budget_bytes;
           if (params) j["model"] = {{"layers", model.spec.layers}, {"hidden", model.spec.hidden}, {"heads", model.spec.heads}, {"ffn", model.spec.ffn}};
           if (next) j["next_peak_bytes"] = next->peak_bytes;
-          if (args->what == "micro-batch") j["not_fitting_below"] = misses_below;
+          if (!params) {
+            j["not_fitting_below"] = misses_below;
+            j["not_fitting_below_stride"] = stride;
+          }
         }
         if (!args->levers.empty()) {
           j["with_levers"] = nlohmann::json::array();
@@ -207,20 +225,21 @@ void register_max_command(CLI::App& app, command_action& chosen) {
                                          : args->what == "seq" ? "sequence" : "micro-batch";
       fmt::print("Largest {} that fits on {}: {} {}, peak {} of {}.\n", subject, r.gpu.description, grouped(value), unit,
                  gib(at_max->peak_bytes), gib(at_max->budget_bytes));
+      // A derived shape's count is not the target's: the next target, not "1M more", names it.
+      const std::string step_more = params ? fmt::format("the shape derived for {}M parameters", *best + 1) : "+1";
       if (next && next->peak_bytes > next->budget_bytes)
-        fmt::print("One step more ({}) needs {} bytes, {} over the budget.\n", params ? "1M more parameters" : "+1",
+        fmt::print("One step more ({}) needs {} bytes, {} over the budget.\n", step_more,
                    grouped(next->peak_bytes), grouped(next->peak_bytes - next->budget_bytes));
       else if (next)  // within the GPU's budget: the host memory for offload is what runs out
         fmt::print("One step more ({}) needs {} bytes of GPU memory, within the budget, but more host memory than "
-                   "--host-memory gives.\n", params ? "1M more parameters" : "+1", grouped(next->peak_bytes));
+                   "--host-memory gives.\n", step_more, grouped(next->peak_bytes));
       else if (*best == hi) fmt::print("That is the search's upper limit ({}).\n", grouped(hi));
-      if (!misses_below.empty()) {
-        std::string list;
-        for (std::uint64_t v : misses_below) list += fmt::format("{}{}", list.empty() ? "" : ", ", v);
-        fmt::print("Not every smaller micro-batch fits: {} {} not (the caching allocator, replayed, splits its segments "
+      if (!misses_below.empty())
+        fmt::print("Not every smaller {} fits: {} {} not ({}the caching allocator, replayed, splits its segments "
                    "differently at each size; plan shows where one runs out).\n",
-                   list, misses_below.size() == 1 ? "does" : "do");
-      }
+                   args->what == "seq" ? "sequence" : "micro-batch", grid_ranges(misses_below, stride),
+                   misses_below.size() == 1 ? "does" : "do",
+                   stride > 1 ? fmt::format("of the multiples of {} tried below it; ", stride) : "");
       fmt::print("Everything else as given: {}, {}, recompute {}, {} attention, seq {}, micro-batch {}.\n",
                  precision_name(run.precision), optimizer_name(run.optimizer), recompute_name(run.recompute),
                  attention_name(run.attention), run.seq, run.micro_batch);

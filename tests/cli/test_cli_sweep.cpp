@@ -210,6 +210,37 @@ TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller
   CHECK(text.find("Not every smaller micro-batch fits: " + std::to_string(misses.front())) != std::string::npos);
 }
 
+TEST_CASE("plan max seq under hf names the multiples of 64 below the answer that the allocator replay refuses", "[cli][max][allocator]") {
+  // TinyLlama, micro-batch 8, amp-bf16 on an H100: a sequence fits at the answer while some shorter ones do
+  // not (a model change may move this example; the properties stand).
+  const std::string run = "--model tinyllama-1.1b --micro-batch 8 --precision amp-bf16 --gpu h100";
+  const json j = json::parse(run_plan("max seq --json " + run).out);
+  REQUIRE(j["fits"] == true);
+  CHECK(j["not_fitting_below_stride"] == 64);
+  const std::uint64_t s = j["value"];
+  auto plan_fits = [&](std::uint64_t seq) { return run_plan(run + " --suggestions 0 --seq " + std::to_string(seq)).exit_code == 0; };
+  CHECK(plan_fits(s));
+  CHECK_FALSE(plan_fits(s + 1));
+  const std::vector<std::uint64_t> misses = j["not_fitting_below"];
+  REQUIRE_FALSE(misses.empty());
+  CHECK(std::is_sorted(misses.begin(), misses.end()));
+  // Exactly the named multiples of 64 fail, from the lowest named one up to the answer.
+  for (std::uint64_t seq = misses.front(); seq < s; seq += 64) {
+    INFO("seq " << seq);
+    CHECK(seq % 64 == 0);
+    CHECK(plan_fits(seq) == (std::find(misses.begin(), misses.end(), seq) == misses.end()));
+  }
+  const std::string text = run_plan("max seq " + run).out;
+  const std::string digits = std::to_string(misses.front());
+  std::string first;  // grouped by thousands, as the report prints it
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) first += ',';
+    first += digits[i];
+  }
+  CHECK(text.find("Not every smaller sequence fits: " + first) != std::string::npos);
+  CHECK(text.find("of the multiples of 64 tried below it") != std::string::npos);
+}
+
 TEST_CASE("a chart none of whose configurations can run is refused with the reason", "[cli][plot]") {
   // hf has no selective recomputation: every point is refused (gnuplot once failed on the empty data instead).
   const auto out = trainplan::test::scratch_dir("trainplan-empty-plot") / "chart.svg";

@@ -137,6 +137,40 @@ TEST_CASE("largest_fitting finds the boundary of a monotone predicate", "[max]")
   CHECK_FALSE(largest_fitting(1, 100, [](std::uint64_t) { return false; }));
 }
 
+TEST_CASE("refine_largest_fitting finds a later boundary above and names the grid values below that fail", "[max]") {
+  // A verdict that is not monotone: fits up to 1,000 except 700 and 900-940, and again at 1,100-1,130; the
+  // tensors alone exceed the budget from 1,200.
+  auto verdict = [](std::uint64_t v) {
+    if (v >= 1200) return fit_probe::beyond;
+    const bool fits = (v <= 1000 && v != 700 && !(v >= 900 && v <= 940)) || (v >= 1100 && v <= 1130);
+    return fits ? fit_probe::fits : fit_probe::fails;
+  };
+  std::uint64_t probes = 0;
+  auto counted = [&](std::uint64_t v) { ++probes; return verdict(v); };
+  // On a grid of 64 from the bisection's boundary at 1,000: 1,024, 1,088 and 1,152 fail and 1,216 is beyond,
+  // so 1,000 stands; below, 960, 896, ... fit (700 is off the grid): nothing to name.
+  refined_fit r = refine_largest_fitting(1000, 1 << 20, 64, counted);
+  CHECK(r.best == 1000);
+  CHECK(r.misses_below.empty());
+  // On a grid of 10: 1,100 fits, then 1,101-1,130 fit and 1,131-1,139 do not: the answer is 1,130. Below it
+  // the grid names 1,010-1,090 and 900-940, and stops after 16 fits in a row (890 down to 740: 700 unseen).
+  r = refine_largest_fitting(1000, 1 << 20, 10, counted);
+  CHECK(r.best == 1130);
+  CHECK(r.misses_below == std::vector<std::uint64_t>{900, 910, 920, 930, 940, 1010, 1020, 1030, 1040, 1050, 1060, 1070, 1080, 1090});
+  // Every value: micro-batches (no stride) from a boundary of 5 in a verdict with holes at 2 and 4.
+  auto holes = [](std::uint64_t v) { return v == 2 || v == 4 || v > 5 ? (v > 6 ? fit_probe::beyond : fit_probe::fails) : fit_probe::fits; };
+  r = refine_largest_fitting(5, 100, 1, holes);
+  CHECK(r.best == 5);
+  CHECK(r.misses_below == std::vector<std::uint64_t>{2, 4});
+  // Never past hi, never below 1, and a bounded number of probes on a verdict that fits everywhere.
+  probes = 0;
+  r = refine_largest_fitting(1, 3, 1, [&](std::uint64_t v) { ++probes; CHECK(v >= 1); CHECK(v <= 3); return fit_probe::fits; });
+  CHECK(r.best == 3);
+  probes = 0;
+  r = refine_largest_fitting(1ull << 40, ~0ull, 64, [&](std::uint64_t) { ++probes; return fit_probe::fits; });
+  CHECK(probes <= 256 + 63 + 256);
+}
+
 TEST_CASE("search splits the target batch across data-parallel GPUs too", "[search]") {
   sweep_space s;
   const model_spec& m = data().model("gpt2").spec;
