@@ -71,8 +71,19 @@ std::optional<fit_suggestion> shorter_sequence(const evaluator& eval, const run_
     return r && r->fits;
   });
   if (!longest) return std::nullopt;
-  candidate.seq = *longest >= 512 ? *longest / 256 * 256 : *longest;
-  return eval.suggestion(candidate);
+  if (*longest < 512) {
+    candidate.seq = *longest;
+    return eval.suggestion(candidate);
+  }
+  // Under the allocator replay fitting need not be monotone in the sequence (planner/max_fit.hpp): the
+  // multiple of 256 below the bisection's boundary may not fit where a lower one does, and one a little
+  // above it may. So the multiples from four above the boundary's down are tried, the first that fits taken.
+  const std::uint64_t top = std::min((run.seq - 1) / 256, *longest / 256 + 4) * 256;
+  for (std::uint64_t seq = top, tries = 0; seq >= 512 && tries < 12; seq -= 256, ++tries) {
+    candidate.seq = seq;
+    if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) return s;
+  }
+  return std::nullopt;
 }
 
 // The suggestion plus every same-numerics lever at its most frugal setting, then without each one that

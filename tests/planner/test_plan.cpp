@@ -209,6 +209,32 @@ TEST_CASE("the shorter-sequence lever: the longest sequence that fits, as a mult
   CHECK(shorter(kept) == kept.end());
 }
 
+TEST_CASE("the shorter-sequence lever under hf finds a fitting multiple of 256 where fitting is not monotone", "[plan][suggest][allocator]") {
+  // Mistral-7B, full recomputation, on an H200: at 44,800 tokens the allocator replay runs out; below it the
+  // verdict is not monotone (plan max seq names 44,096 and 44,288 as not fitting under 44,744), so the
+  // multiple of 256 under the bisection's boundary may fail where one above it fits. (A model change may move
+  // the example; the properties stand.)
+  const model_spec& m = data().model("mistral-7b").spec;
+  run_config r;
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.recompute = recompute_mode::full;
+  r.seq = 44800;
+  const gpu_spec& gpu = data().gpu("h200");
+  const calibration cal = data().calibration_for(gpu);
+  REQUIRE_FALSE(evaluate_plan(m, r, gpu, cal).fits);
+  const std::vector<fit_suggestion> with = suggest_fits(m, r, gpu, cal, {50, 0, true});
+  const auto seq = std::find_if(with.begin(), with.end(), [](const fit_suggestion& x) { return x.levers == lever_seq; });
+  REQUIRE(seq != with.end());
+  CHECK(seq->run.seq % 256 == 0);
+  CHECK(evaluate_plan(m, seq->run, gpu, cal).fits);
+  for (run_config longer = seq->run; longer.seq + 256 < r.seq;) {  // no longer multiple of 256 fits
+    longer.seq += 256;
+    INFO("seq " << longer.seq);
+    CHECK_FALSE(evaluate_plan(m, longer, gpu, cal).fits);
+  }
+}
+
 TEST_CASE("no suggestion when nothing on one GPU can fit", "[plan][suggest]") {
   run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
   const model_spec& m = data().model("llama-3.1-405b").spec;
