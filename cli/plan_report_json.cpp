@@ -135,6 +135,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   // hf: the buffer instances of a model too large to replay (the estimate stands); 0 otherwise
   j["memory"]["allocator_replay_skipped_instances"] = p.allocator_replay_skipped_instances;
   j["fits"] = p.fits;
+  // fits, with less headroom than the calibration's safety margin (what plan search keeps free)
+  j["tight"] = tight_fit(p);
+  j["safety_margin_fraction"] = p.calib.safety_margin_fraction;
   j["flops"] = {{"model_per_step", p.flops.model_per_step},
                 {"hardware_per_step", p.flops.hardware_per_step},
                 {"recompute_per_step", p.flops.recompute_per_step},

@@ -250,8 +250,11 @@ std::string render_plan_text(const plan_report_input& in) {
     line("Verdict: DOES NOT FIT: the GPU holds {}, but the host needs {} of CPU memory and has {}", gib(p.peak_bytes),
          gib(p.host_bytes), gib(run.host_memory_bytes));
   else if (p.fits)
-    line("Verdict: FITS with {} headroom ({} of {} used)", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
-         percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes));
+    line("Verdict: FITS with {} headroom ({} of {} used){}", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
+         percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes),
+         tight_fit(p) ? fmt::format(", tight: less than the {} of the GPU that plan search keeps free for what the model "
+                                    "does not capture", percent(p.calib.safety_margin_fraction))
+                      : "");
   else if (p.headroom_bytes >= 0)  // the replay ran out although the peak estimate is below the GPU's memory
     line("Verdict: DOES NOT FIT: PyTorch's caching allocator runs out of memory (peak {} on a {} GPU)", gib(p.peak_bytes),
          gib(p.gpu.memory_bytes));

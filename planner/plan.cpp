@@ -392,4 +392,10 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   return r;
 }
 
+bool tight_fit(const plan_result& r) {
+  // As plan search's budget (planner/search.cpp, memory_budget): the GPU's memory less the margin.
+  const double kept = std::floor(static_cast<double>(r.gpu.memory_bytes) * (1.0 - r.calib.safety_margin_fraction));
+  return r.fits && static_cast<double>(r.peak_bytes) > kept;
+}
+
 }  // namespace trainplan

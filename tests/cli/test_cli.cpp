@@ -30,6 +30,34 @@ TEST_CASE("a run that fits exits 0", "[cli]") {
   CHECK_THAT(r.out, Catch::Contains("FITS"));
 }
 
+TEST_CASE("a fit with less headroom than the search's safety margin is called tight, in the text and the JSON", "[cli]") {
+  // TinyLlama, micro-batch 8, amp-bf16 on an H100: 2,048 tokens leave 15 GiB, 2,944 (plan max seq's answer)
+  // under 1% of the GPU; the calibration keeps 5% free in plan search.
+  const std::string run = "--model tinyllama-1.1b --micro-batch 8 --precision amp-bf16 --gpu h100 --suggestions 0";
+  auto verdict = [&](const std::string& seq) {
+    const auto r = run_plan(run + " --seq " + seq);
+    REQUIRE(r.exit_code == 0);
+    const std::size_t at = r.out.find("Verdict:");
+    REQUIRE(at != std::string::npos);
+    return r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  const json roomy = json::parse(run_plan(run + " --seq 2048 --json").out);
+  const json tight = json::parse(run_plan(run + " --seq 2944 --json").out);
+  REQUIRE(roomy["fits"] == true);
+  REQUIRE(tight["fits"] == true);
+  const double gpu = tight["gpu"]["memory_bytes"], margin = tight["safety_margin_fraction"];
+  CHECK(margin == 0.05);
+  // tight exactly when the peak passes what the margin leaves
+  CHECK(tight["tight"] == (tight["memory"]["peak_bytes"].get<double>() > gpu * (1 - margin)));
+  CHECK(roomy["tight"] == (roomy["memory"]["peak_bytes"].get<double>() > gpu * (1 - margin)));
+  CHECK(tight["tight"] == true);
+  CHECK(roomy["tight"] == false);
+  CHECK(verdict("2944").find(", tight: less than the 5.0% of the GPU that plan search keeps free") != std::string::npos);
+  CHECK(verdict("2048").find("tight") == std::string::npos);
+  // A run that does not fit is never tight.
+  CHECK(json::parse(run_plan(run + " --seq 4096 --json").out)["tight"] == false);
+}
+
 TEST_CASE("option --json prints one object with the documented fields, bytes as integers", "[cli][json]") {
   plan_run r = run_plan("--params 7B --seq 4096 --gpu h100 --json --tokens 1T");
   REQUIRE(r.exit_code == 1);
