@@ -166,6 +166,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                 {"levers", lever_names(s.levers)},
                 {"peak_bytes", s.peak_bytes},
                 {"headroom_bytes", s.headroom_bytes},
+                {"tight", tight_peak(s.peak_bytes, p.gpu, p.calib)},
                 {"tokens_per_second", s.tokens_per_second},
                 {"changes_training", s.changes_training()},
                 {"cost", suggestion_cost_text(s.costs)},
@@ -174,6 +175,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
       one["roomiest"] = {{"added", s.roomiest->added},
                          {"peak_bytes", s.roomiest->peak_bytes},
                          {"headroom_bytes", s.roomiest->headroom_bytes},
+                         {"tight", tight_peak(s.roomiest->peak_bytes, p.gpu, p.calib)},
                          {"tokens_per_second", s.roomiest->tokens_per_second}};
     suggestions.push_back(one);
   }

@@ -328,15 +328,16 @@ std::string render_plan_text(const plan_report_input& in) {
         const fit_suggestion& s = in.suggestions[i];
         std::string flags;
         for (const std::string& c : s.changes) flags += (flags.empty() ? "" : " ") + c;
-        line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({})", i + 1, flags, gib(s.peak_bytes),
+        line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({}{})", i + 1, flags, gib(s.peak_bytes),
              gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped(static_cast<std::uint64_t>(s.tokens_per_second)),
-             suggestion_cost_text(s.costs));
+             suggestion_cost_text(s.costs), tight_peak(s.peak_bytes, p.gpu, p.calib) ? ", tight" : "");
         if (s.roomiest) {
           std::string added;
           for (const std::string& c : s.roomiest->added) added += " " + c;
-          line("     {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s (the most headroom these numerics reach)", "+" + added,
+          line("     {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s (the most headroom these numerics reach{})", "+" + added,
                gib(s.roomiest->peak_bytes), gib_signed(s.roomiest->headroom_bytes),
-               grouped(static_cast<std::uint64_t>(s.roomiest->tokens_per_second)));
+               grouped(static_cast<std::uint64_t>(s.roomiest->tokens_per_second)),
+               tight_peak(s.roomiest->peak_bytes, p.gpu, p.calib) ? ", tight" : "");
         }
       }
     }

@@ -54,8 +54,18 @@ TEST_CASE("a fit with less headroom than the search's safety margin is called ti
   CHECK(roomy["tight"] == false);
   CHECK(verdict("2944").find(", tight: less than the 5.0% of the GPU that plan search keeps free") != std::string::npos);
   CHECK(verdict("2048").find("tight") == std::string::npos);
-  // A run that does not fit is never tight.
-  CHECK(json::parse(run_plan(run + " --seq 4096 --json").out)["tight"] == false);
+  // A run that does not fit is never tight; its suggestions are, each by the same test.
+  const json headline = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --json").out);
+  CHECK(headline["tight"] == false);
+  int tight_ones = 0;
+  for (const json& sug : headline["suggestions"]) {
+    CHECK(sug["tight"] == (sug["peak_bytes"].get<double>() > gpu * (1 - margin)));
+    tight_ones += sug["tight"].get<bool>();
+  }
+  CHECK(tight_ones > 0);
+  CHECK(tight_ones < static_cast<int>(headline["suggestions"].size()));
+  const std::string text = run_plan("--params 7B --seq 4096 --gpu h100").out;
+  CHECK(text.find("(changes the numerics, tight)") != std::string::npos);
 }
 
 TEST_CASE("option --json prints one object with the documented fields, bytes as integers", "[cli][json]") {
