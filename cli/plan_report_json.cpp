@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/plan_report.hpp"
+#include "planner/search.hpp"
 
 namespace trainplan::cli {
 

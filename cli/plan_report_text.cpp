@@ -7,6 +7,7 @@
 #include "cli/plan_report.hpp"
 #include "planner/activations_hf.hpp"
 #include "planner/moe.hpp"
+#include "planner/search.hpp"
 
 namespace trainplan::cli {
 namespace {

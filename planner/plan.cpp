@@ -392,12 +392,4 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   return r;
 }
 
-bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib) {
-  // As plan search's budget (planner/search.cpp, memory_budget): the GPU's memory less the margin.
-  const double kept = std::floor(static_cast<double>(gpu.memory_bytes) * (1.0 - calib.safety_margin_fraction));
-  return static_cast<double>(peak_bytes) > kept;
-}
-
-bool tight_fit(const plan_result& r) { return r.fits && tight_peak(r.peak_bytes, r.gpu, r.calib); }
-
 }  // namespace trainplan

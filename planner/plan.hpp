@@ -118,13 +118,6 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
 // peak). Returns whether it ran; then r's peak and verdict are the fit check's.
 bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes);
 
-// A fit with less headroom than the calibration's safety margin (the memory plan search keeps free for what
-// the model does not capture; 5% unless calibrated): the fit check still says it fits, and says it is tight,
-// so that it and the search (which leaves such a run out) do not seem to disagree.
-bool tight_fit(const plan_result& r);
-// The same test for a peak that fits on `gpu` (a suggestion's).
-bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib);
-
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
                           const calibration& calib, const plan_options& options = {});

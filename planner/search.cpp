@@ -12,6 +12,12 @@ std::uint64_t memory_budget(const gpu_spec& gpu, double margin) {
   return static_cast<std::uint64_t>(std::floor(static_cast<double>(gpu.memory_bytes) * (1.0 - margin)));
 }
 
+bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib) {
+  return peak_bytes > memory_budget(gpu, calib.safety_margin_fraction);
+}
+
+bool tight_fit(const plan_result& r) { return r.fits && tight_peak(r.peak_bytes, r.gpu, r.calib); }
+
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
                                                double margin, std::string* why, bool replay_every_run) {
   plan_options options;

@@ -33,6 +33,12 @@ struct config_summary {
 // The budget for a GPU: memory x (1 - margin), margin in [0, 1).
 std::uint64_t memory_budget(const gpu_spec& gpu, double margin);
 
+// A fit with less headroom than the calibration's safety margin (what plan search keeps free for what the
+// model does not capture; 5% unless calibrated): the fit check still says it fits, and says it is tight, so
+// that it and the search (which leaves such a run out) do not seem to disagree.
+bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib);  // a peak that fits (a suggestion's)
+bool tight_fit(const plan_result& r);
+
 // Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set. Under hf the
 // allocator replay runs where it can change the verdict (the tensors fit); with `replay_every_run`, also
 // where they do not, so that the peak is plan's (the least memory the replay completes in), not the estimate.

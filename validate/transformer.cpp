@@ -102,9 +102,19 @@ void transformer::embed_forward(int step, std::uint64_t mb) {
   // Each sample is s + 1 tokens: inputs are the first s, targets the last s. Made on the host, copied to
   // where the backend computes.
   std::vector<std::int32_t> tokens(b * s), targets(b * s);
-  for (const auto* fixed : {&fixed_tokens, &fixed_targets})
-    if (*fixed && (*fixed)->size() != b * s)
-      throw std::invalid_argument(fmt::format("{} fixed ids given for a batch of {} x {} tokens", (*fixed)->size(), b, s));
+  // Ids given from outside (tests, fixtures) are checked once here, where they enter the step: the CUDA kernels
+  // index the embedding table and the logits by them without a check (one would need a read-back). Generated
+  // ids are below the vocabulary by construction.
+  for (const auto* fixed : {&fixed_tokens, &fixed_targets}) {
+    if (!*fixed) continue;
+    const std::vector<std::int32_t>& ids = **fixed;
+    if (ids.size() != b * s)
+      throw std::invalid_argument(fmt::format("{} fixed ids given for a batch of {} x {} tokens", ids.size(), b, s));
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || static_cast<std::uint64_t>(ids[i]) >= m_.vocab)
+        throw std::invalid_argument(fmt::format("{} id {} at position {} is outside the vocabulary of {} of {}",
+                                                fixed == &fixed_tokens ? "token" : "target", ids[i], i, m_.vocab, m_.name));
+  }
   for (std::uint64_t r = 0; r < b; ++r)
     for (std::uint64_t t = 0; t < s; ++t) {
       const std::uint64_t i = r * s + t;
@@ -116,13 +126,6 @@ void transformer::embed_forward(int step, std::uint64_t mb) {
       tokens[i] = fixed_tokens ? (*fixed_tokens)[i] : token_at(t);
       targets[i] = fixed_targets ? (*fixed_targets)[i] : token_at(t + 1);
     }
-  // Ids enter the step here: checked once on the host, so that the CUDA kernels, which index the embedding
-  // table and the logits by them without a check (a check there would need a read-back), never go past them.
-  for (const std::vector<std::int32_t>* ids : {&tokens, &targets})
-    for (std::size_t i = 0; i < ids->size(); ++i)
-      if ((*ids)[i] < 0 || static_cast<std::uint64_t>((*ids)[i]) >= m_.vocab)
-        throw std::invalid_argument(fmt::format("{} id {} at position {} is outside the vocabulary of {} of {}",
-                                                ids == &tokens ? "token" : "target", (*ids)[i], i, m_.vocab, m_.name));
   ops_.upload(tokens_.view().data, tokens.data(), tokens.size() * sizeof(std::int32_t));
   ops_.upload(targets_.view().data, targets.data(), targets.size() * sizeof(std::int32_t));
   layer_buffers& first = layers_[0];
