@@ -50,10 +50,11 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
     for (const measured_run& r : f.runs) {
       const plan_result p = evaluate_plan(r.model, r.run, gpu, calib);
       const std::string what = fmt::format(
-          "{} L={} h={} s={} b={} {} {}{}{}", family_name(r.model.family), r.model.layers, r.model.hidden, r.run.seq,
+          "{} L={} h={} s={} b={} {} {}{}{}{}", family_name(r.model.family), r.model.layers, r.model.hidden, r.run.seq,
           r.run.micro_batch, precision_name(r.run.precision), r.run.attention == attention_kind::eager ? "eager" : "sdpa",
           r.run.recompute == recompute_mode::full ? " checkpointed" : "",
-          r.run.optimizer_impl == optimizer_impl_kind::fused ? " fused" : "");
+          r.run.optimizer_impl == optimizer_impl_kind::fused ? " fused" : "",
+          r.run.expandable_segments ? " expandable-segments" : "");
       if (r.out_of_memory) {
         fmt::print("  {:<10} ran out of memory; plan says {} ({})\n", r.id, p.fits ? "it fits: WRONG" : "it does not fit",
                    what);

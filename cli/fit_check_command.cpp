@@ -42,7 +42,7 @@ command_action register_fit_check(CLI::App& app) {
       ->type_name("N")->check(CLI::Range(0, 50));
   app.add_option("--keep", args->keep,
                  "levers the suggestions must not touch: precision, optimizer, optimizer-impl, recompute, batch, "
-                 "attention, adapters, gpus, offload, seq, ep (comma-separated)")
+                 "attention, adapters, gpus, offload, seq, ep, allocator (comma-separated)")
       ->type_name("LIST");
   app.add_flag("--allow-shorter-seq", args->allow_shorter_seq,
                "the suggestions may also shorten the sequence (the longest that fits, a multiple of 256)");

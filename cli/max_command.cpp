@@ -92,7 +92,8 @@ void register_max_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--levers", args->levers,
                   "also the largest value with each combination of these levers: precision, optimizer, optimizer-impl, "
-                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE)")
+                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE), allocator (hf: expandable "
+                  "segments)")
       ->type_name("LIST");
   cmd->add_option("--top", args->top, "with --levers, at most this many rows (default 8)")->type_name("N");
 

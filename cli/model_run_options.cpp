@@ -41,6 +41,10 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->type_name("NAME")->group(run_group)->each([&a](const std::string&) { a.framework_given = true; });
   app.add_option("--optimizer-impl", a.optimizer_impl, "PyTorch AdamW flavour under --framework hf: foreach (default) | fused")
       ->type_name("IMPL")->group(run_group);
+  app.add_flag("--expandable-segments", a.expandable_segments,
+               "under --framework hf: PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow "
+               "by mapping pages instead of new cudaMalloc'd segments: less fragmentation)")
+      ->group(run_group);
   app.add_option("--precision", a.precision,
                  "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | amp-fp16 | megatron-bf16 (default: the "
                  "framework's: amp-bf16 for hf (bf16 with --finetune lora: a base loaded in bf16), bf16-mixed for llmc and "
@@ -198,6 +202,9 @@ resolved_run resolve_model_run(const model_run_args& a) {
       r.notes.push_back(fmt::format("{} has no effect under --framework {}: it describes peft (hf)", name,
                                     framework_name(run.framework)));
   if (run.sequence_parallel && run.tp == 1) r.notes.push_back("--sequence-parallel has no effect without --tp above 1");
+  if (run.expandable_segments && run.framework != framework_kind::hf)
+    r.notes.push_back(fmt::format("--expandable-segments has no effect under --framework {}: it configures PyTorch's "
+                                  "caching allocator, which only hf replays", framework_name(run.framework)));
   run.grad_dtype = parse_grad_dtype(a.grad_dtype);
   run.optimizer = parse_optimizer(a.optimizer);
   run.recompute = parse_recompute(recompute_text(a));
@@ -231,6 +238,7 @@ void apply_framework_options(const model_run_args& a, run_config& run) {
   run.framework = chosen_framework(a);
   run.optimizer_impl = parse_optimizer_impl(a.optimizer_impl);
   run.precision = parse_precision(precision_text(a));
+  run.expandable_segments = a.expandable_segments;
 }
 
 void apply_parallel_options(const model_run_args& a, run_config& run) {

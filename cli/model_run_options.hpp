@@ -22,6 +22,7 @@ struct model_run_args {
   std::string seq, micro_batch, grad_accum, global_batch;
   std::string framework = "hf", optimizer_impl = "foreach";
   bool framework_given = false;  // --framework on the command line (else --ep > 1 implies megatron)
+  bool expandable_segments = false;
   std::string precision, grad_dtype = "auto", optimizer = "adamw";  // precision: empty = the framework's default
   std::string recompute, attention = "flash", dropout;  // recompute: empty = the framework's default
   std::string gpu = "h100";

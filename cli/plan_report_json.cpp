@@ -56,6 +56,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"tokens_per_step", run.seq * run.global_batch()},
               {"framework", framework_name(run.framework)},
               {"optimizer_impl", optimizer_impl_name(run.optimizer_impl)},
+              {"expandable_segments", run.expandable_segments},
               {"precision", precision_name(run.precision)},
               {"grad_dtype", dtype_name(p.layout.optimizer_grad_dtype())},
               {"optimizer", optimizer_name(run.optimizer)},

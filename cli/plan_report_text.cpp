@@ -41,8 +41,13 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
   a.push_back(fmt::format("precision {}: {}", precision_name(p.run.precision), precision_summary(p.layout)));
   a.push_back(std::string(framework_assumption(p.run.framework)));
   if (p.run.framework == framework_kind::hf)
-    a.push_back(fmt::format("attention: {}; AdamW {}", sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout)),
-                            optimizer_impl_name(p.run.optimizer_impl)));
+    a.push_back(fmt::format("attention: {}; AdamW {}{}", sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout)),
+                            optimizer_impl_name(p.run.optimizer_impl),
+                            p.run.expandable_segments
+                                ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one segment a pool, grown by "
+                                  "mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's source, not yet "
+                                  "measured)"
+                                : ""));
   if (p.run.framework == framework_kind::hf && hf_sliding_window_mask(p.model, p.run))
     a.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to every "
                             "head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
@@ -194,35 +199,42 @@ std::string render_plan_text(const plan_report_input& in) {
          grouped(max_replayed_instances), percent(p.calib.allocator_slack_fraction));
   if (p.allocator) {
     const allocator_replay& a = *p.allocator;
+    const bool expandable = p.run.expandable_segments;
+    const char* who = expandable ? "PyTorch's caching allocator with expandable segments" : "PyTorch's caching allocator";
+    const char* release = expandable ? "unmapping its free pages" : "freeing its cached segments";
     std::string replay =
         a.out_of_memory
-            ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, needs {} to complete them (the least "
-                          "memory in which it does, freeing its cached segments as it runs short; the peak is the CUDA "
-                          "context plus that)", gib(p.allocator_reserved_bytes))
+            ? fmt::format("  {}, replayed over 3 steps, needs {} to complete them (the least memory in which it does, {} "
+                          "as it runs short; the peak is the CUDA context plus that)", who, gib(p.allocator_reserved_bytes), release)
         : a.budget_reserved_bytes > a.peak_reserved_bytes
-            ? fmt::format("  PyTorch's caching allocator, replayed over 3 steps, completes them in {} (the least memory "
-                          "in which it does, freeing its cached segments as it runs short; the peak is the CUDA context "
-                          "plus that); in all of the GPU's memory it keeps more of its cache: {} reserved at most, what "
-                          "max_memory_reserved() would read", gib(p.allocator_reserved_bytes),
+            ? fmt::format("  {}, replayed over 3 steps, completes them in {} (the least memory in which it does, {} as it "
+                          "runs short; the peak is the CUDA context plus that); in all of the GPU's memory it keeps more "
+                          "of its cache: {} reserved at most, what max_memory_reserved() would read", who,
+                          gib(p.allocator_reserved_bytes), release,
                           gib(a.budget_reserved_bytes + p.overhead.cublas_workspace_bytes))
-            : fmt::format("  PyTorch's caching allocator, replayed over 3 steps in what the GPU leaves it, reserves {} at "
-                          "most (the peak is the CUDA context plus that)", gib(p.allocator_reserved_bytes));
+            : fmt::format("  {}, replayed over 3 steps in what the GPU leaves it, reserves {} at most (the peak is the "
+                          "CUDA context plus that)", who, gib(p.allocator_reserved_bytes));
     if (a.cache_releases > 0)
-      replay += fmt::format("{} runs short {} and frees its unused cached segments (each time a device synchronization: "
-                            "slower steps)", a.out_of_memory ? "; in all of the GPU's memory it" : ", and",
-                            a.cache_releases == 1 ? std::string("once") : fmt::format("{} times", a.cache_releases));
+      replay += fmt::format("{} runs short {} and {} (each time a device synchronization: slower steps)",
+                            a.out_of_memory ? "; in all of the GPU's memory it" : ", and",
+                            a.cache_releases == 1 ? std::string("once") : fmt::format("{} times", a.cache_releases),
+                            expandable ? "unmaps its free pages" : "frees its unused cached segments");
     if (a.out_of_memory)
       replay += fmt::format("{} {}'s {} finds no room even then: out of memory", a.cache_releases > 0 ? ", and" : "; in the GPU's memory",
                             a.failed_step < 0 ? std::string("creating the model") : fmt::format("step {}", a.failed_step + 1),
                             a.failed_tensor);
     line("{}", replay);
     const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
-    if (a.out_of_memory && a.tensors_fit)
+    if (a.out_of_memory && a.tensors_fit && !expandable)
       line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "
-           "missing is memory the allocator "
-           "holds in segments split by live tensors. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch remap "
-           "free pages instead (not simulated here: it may then fit)",
+           "missing is memory the allocator holds in segments split by live tensors. "
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch grow one segment by mapping pages instead "
+           "(--expandable-segments replays it; the suggestions try it)",
            gib(a.peak_allocated_bytes + fixed));
+    else if (a.out_of_memory && a.tensors_fit)
+      line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "
+           "missing is memory mapped in 20 MiB pages that live tensors hold in part, in free pieces smaller than the "
+           "request that failed", gib(a.peak_allocated_bytes + fixed));
   }
   line("");
   if (m.dense_layers == 0)

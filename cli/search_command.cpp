@@ -39,6 +39,7 @@ std::string config_label(const config_summary& s) {
   if (s.run.finetune != finetune_kind::full) label += fmt::format(", {}", finetune_name(s.run.finetune));
   if (s.run.offload != offload_mode::none) label += fmt::format(", offload {}", offload_name(s.run.offload));
   if (s.run.gpus > 1) label += fmt::format(", {} GPUs ZeRO-{}", s.run.gpus, s.run.zero);
+  if (s.run.expandable_segments && s.run.framework == framework_kind::hf) label += ", expandable segments";
   return label;
 }
 
@@ -132,7 +133,7 @@ nlohmann::json summary_json(const config_summary& s, const run_config* base = nu
           {"fits", s.fits}, {"tokens_per_second", s.tokens_per_second}, {"mfu", s.mfu},
           {"largest_component", category_name(s.largest)}, {"gpus", s.run.gpus}, {"zero", s.run.zero},
           {"offload", offload_name(s.run.offload)}, {"finetune", finetune_name(s.run.finetune)},
-          {"optimizer_impl", optimizer_impl_name(s.run.optimizer_impl)}};
+          {"optimizer_impl", optimizer_impl_name(s.run.optimizer_impl)}, {"expandable_segments", s.run.expandable_segments}};
   if (base) {
     j["changes"] = lever_flags(*base, s);
     j["cost"] = suggestion_cost_text(change_costs(*base, s.run));
@@ -158,7 +159,8 @@ void register_search_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--levers", args->levers,
                   "also search these levers, each labelled with its cost: precision, optimizer, optimizer-impl, "
-                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE) (comma-separated)")
+                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE), allocator (hf: "
+                  "expandable segments) (comma-separated)")
       ->type_name("LIST");
   cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full (none/full under --framework hf) unless given; lists and ranges as in sweep.\n"
               "With --levers, the changes and their cost are relative to the first value of each option (the run as given).");

@@ -25,6 +25,7 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
   apply_parallel_options(args, space.base);
   space.base.framework = chosen_framework(args);
   space.base.optimizer_impl = parse_optimizer_impl(args.optimizer_impl);
+  space.base.expandable_segments = args.expandable_segments;
   // Models: resolve each listed one through the same path as `plan` (single values).
   std::vector<model_run_args> per_model;
   auto each = [&](const std::string& text, const char* option, std::string model_run_args::*field) {
@@ -44,6 +45,7 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
     one.seq = "1";
     one.micro_batch = one.grad_accum = one.global_batch = "";
     one.framework = "trainplan";
+    one.expandable_segments = false;
     one.precision = "bf16-mixed";
     one.grad_dtype = "auto";
     one.optimizer = "adamw";

@@ -5,6 +5,7 @@
 
 #include "planner/caching_allocator.hpp"
 #include "planner/checked_math.hpp"
+#include "planner/expandable_allocator.hpp"
 
 namespace trainplan {
 namespace {
@@ -221,16 +222,20 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   return schedule;
 }
 
-allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
-                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
-  caching_allocator alloc;
+namespace {
+
+// One replay through either simulated allocator (they share the interface).
+template <class allocator>
+allocator_replay replay_through(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+                                std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
+  allocator alloc;
   alloc.set_capacity(capacity_bytes);
   allocator_replay result;
-  std::vector<std::vector<caching_allocator::handle>> handles(schedule.instances);
+  std::vector<std::vector<typename allocator::handle>> handles(schedule.instances);
   for (const allocator_schedule::op& o : schedule.ops) {
-    std::vector<caching_allocator::handle>& held = handles[o.instance];
+    std::vector<typename allocator::handle>& held = handles[o.instance];
     if (o.free) {
-      for (caching_allocator::handle h : held) alloc.free(h);
+      for (typename allocator::handle h : held) alloc.free(h);
       held.clear();
       continue;
     }
@@ -254,6 +259,15 @@ allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector
   result.out_of_memory = alloc.out_of_memory();
   result.cache_releases = alloc.cache_releases();
   return result;
+}
+
+}  // namespace
+
+allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
+  if (schedule.expandable_segments)
+    return replay_through<expandable_allocator>(schedule, growth, capacity_bytes, stop_at_out_of_memory);
+  return replay_through<caching_allocator>(schedule, growth, capacity_bytes, stop_at_out_of_memory);
 }
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,

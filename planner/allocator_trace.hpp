@@ -58,6 +58,9 @@ struct allocator_schedule {
   std::uint64_t instances = 0;
   std::vector<op> ops;
   std::vector<std::vector<std::uint64_t>> sizes;  // by tensor: the tensors PyTorch allocates for one instance
+  // The allocator it replays through: PyTorch's default (planner/caching_allocator.hpp), or with
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/expandable_allocator.hpp).
+  bool expandable_segments = false;
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);

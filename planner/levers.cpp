@@ -13,7 +13,7 @@ namespace trainplan {
 namespace {
 
 constexpr std::string_view lever_names_in_order[lever_count] = {
-    "precision", "optimizer", "recompute", "batch", "attention", "adapters", "gpus", "offload", "seq", "optimizer-impl", "ep"};
+    "precision", "optimizer", "recompute", "batch", "attention", "adapters", "gpus", "offload", "seq", "optimizer-impl", "ep", "allocator"};
 
 // Precision changes reset the gradient dtype to the regime's own: an fp32 gradient buffer kept from
 // the base run would undo most of what the change saves.
@@ -91,6 +91,7 @@ unsigned levers_changed(const run_config& from, const run_config& to) {
   if (from.offload != to.offload) levers |= lever_offload;
   if (from.seq != to.seq) levers |= lever_seq;
   if (from.ep != to.ep) levers |= lever_ep;
+  if (from.expandable_segments != to.expandable_segments) levers |= lever_allocator;
   return levers;
 }
 
@@ -121,6 +122,8 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
   if (from.gpus != to.gpus || from.zero != to.zero) flags.push_back(fmt::format("--gpus {} --zero {}", to.gpus, to.zero));
   if (from.ep != to.ep) flags.push_back(fmt::format("--ep {}", to.ep));
   if (from.seq != to.seq) flags.push_back(fmt::format("--seq {}", to.seq));
+  if (from.expandable_segments != to.expandable_segments)
+    flags.push_back(to.expandable_segments ? "--expandable-segments" : "(without --expandable-segments)");
   return flags;
 }
 
@@ -225,6 +228,10 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
       for (std::uint64_t ep = base.ep * 2; ep <= widest_expert_parallelism(model, base); ep *= 2)
         if (model.experts % ep == 0 && base.data_parallel() % ep == 0)
           out.push_back({lever, [ep](run_config& r) { r.ep = ep; }});
+      break;
+    case lever_allocator:  // the caching allocator's expandable segments, replayed under hf on one pipeline stage
+      if (base.framework == framework_kind::hf && base.pp == 1 && !base.expandable_segments)
+        out.push_back({lever, [](run_config& r) { r.expandable_segments = true; }});
       break;
     case lever_seq: break;  // found by a search against the rest of the run
   }

@@ -30,8 +30,10 @@ enum lever_bit : unsigned {
   lever_optimizer_impl = 512,  // hf: PyTorch's fused AdamW instead of foreach, the same update without the
                                // foreach temporary as large as adam.v (planner/inventory.cpp)
   lever_ep = 1024,             // Mixture of Experts: shard the experts over the data-parallel GPUs
+  lever_allocator = 2048,      // hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the same tensors with less
+                               // fragmentation (planner/expandable_allocator.hpp)
 };
-constexpr unsigned lever_count = 11;
+constexpr unsigned lever_count = 12;
 constexpr unsigned every_lever = (1u << lever_count) - 1;
 
 // "precision,optimizer" -> bits; throws input_error naming `option` and the unknown lever.
@@ -41,7 +43,8 @@ std::string lever_names(unsigned levers);  // "precision, recompute"; "none" for
 
 // What a change costs the user, as a user would weigh it.
 enum suggestion_cost : unsigned {
-  cost_none = 0,         // same numerics: recompute, batch split, flash attention, fused AdamW, ZeRO, --ep
+  cost_none = 0,         // same numerics: recompute, batch split, flash attention, fused AdamW, ZeRO, --ep,
+                         // expandable segments
   cost_numerics = 1,     // changes the numerics: precision, optimizer, adapters
   cost_hardware = 2,     // more GPUs
   cost_slower = 4,       // offload: the same numerics on the same GPU, at PCIe speed
@@ -54,7 +57,7 @@ int cost_rank(unsigned costs);
 
 // Which levers differ between two runs, what that costs, and the flags that turn `from` into `to`
 // (in a fixed order: recompute, attention, batch, precision, optimizer and its implementation, offload,
-// adapters, GPUs, seq).
+// adapters, GPUs, seq, allocator).
 unsigned levers_changed(const run_config& from, const run_config& to);
 unsigned change_costs(const run_config& from, const run_config& to);
 std::vector<std::string> change_flags(const run_config& from, const run_config& to);

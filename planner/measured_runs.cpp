@@ -136,6 +136,8 @@ measured_run read_run(const line_reader& r) {
   const std::string opt = r.j.contains("opt") ? r.text("opt") : "foreach";
   if (opt != "foreach" && opt != "fused") throw input_error(fmt::format("{}: unknown opt '{}' (known: foreach, fused)", r.where, opt));
   c.optimizer_impl = opt == "fused" ? optimizer_impl_kind::fused : optimizer_impl_kind::foreach_impl;
+  // PYTORCH_CUDA_ALLOC_CONF had expandable_segments:True (collect_hf.py); absent: PyTorch's default allocator.
+  c.expandable_segments = r.flag("expandable_segments", false);
   if (r.j.contains("lora") && !r.j.at("lora").is_null()) {
     c.finetune = finetune_kind::lora;
     c.lora_rank = r.count("lora");

@@ -199,7 +199,8 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
     set_peak_and_verdict(r, budget_bytes);
     return;
   }
-  const allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum);
+  allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum);
+  schedule.expandable_segments = r.run.expandable_segments;
   r.allocator = replay_schedule(schedule, nullptr, capacity);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
   r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;

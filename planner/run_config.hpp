@@ -56,6 +56,9 @@ struct run_config {
   // run_config built in code means what the harness does; the `plan` command defaults to hf.
   framework_kind framework = framework_kind::trainplan;
   optimizer_impl_kind optimizer_impl = optimizer_impl_kind::foreach_impl;  // hf: PyTorch's AdamW flavour
+  // hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, segments that grow by mapping pages instead of new
+  // cudaMalloc'd segments (planner/expandable_allocator.hpp). Other frameworks' allocators are not replayed.
+  bool expandable_segments = false;
 
   // Beyond one GPU (issue 6). gpus = data-parallel degree x tp x pp.
   std::uint64_t gpus = 1;

@@ -75,6 +75,7 @@ void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& rea
   if (space.offloads.empty()) space.offloads.push_back(base.offload);
   if (space.finetunes.empty()) space.finetunes.push_back(base.finetune);
   if (space.optimizer_impls.empty()) space.optimizer_impls.push_back(base.optimizer_impl);
+  if (space.expandable_segments.empty()) space.expandable_segments.push_back(base.expandable_segments);
   std::vector<run_config> alternatives;
   for (unsigned i = 0; i < lever_count; ++i) {
     const auto lever = static_cast<lever_bit>(1u << i);
@@ -89,6 +90,7 @@ void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& rea
     add_unique(space.grad_dtypes, r.grad_dtype);
     add_unique(space.optimizers, r.optimizer);
     add_unique(space.optimizer_impls, r.optimizer_impl);
+    add_unique<bool>(space.expandable_segments, r.expandable_segments);
     add_unique(space.recomputes, r.recompute);
     add_unique(space.attentions, r.attention);
     add_unique(space.micro_batches, r.micro_batch);

@@ -16,7 +16,7 @@ std::vector<std::vector<lever_change>> change_axes(const model_spec& model, cons
                                                   unsigned kept) {
   std::vector<std::vector<lever_change>> axes;
   for (lever_bit lever : {lever_recompute, lever_attention, lever_batch, lever_precision, lever_optimizer,
-                          lever_optimizer_impl, lever_ep})
+                          lever_optimizer_impl, lever_ep, lever_allocator})
     if (!(kept & lever)) axes.push_back(lever_alternatives(lever, model, run, gpu));
   std::vector<lever_change> beyond;  // beyond the GPU's own memory
   for (lever_bit lever : {lever_offload, lever_adapters})
@@ -87,7 +87,9 @@ std::optional<fit_suggestion> shorter_sequence(const evaluator& eval, const run_
 }
 
 // The suggestion plus every same-numerics lever at its most frugal setting, then without each one that
-// does not lower the peak (so the flags show only what buys headroom).
+// does not lower the peak (so the flags show only what buys headroom). The allocator's expandable segments
+// are left to a suggestion of their own: they trim fragmentation off nearly every hf run, and would crowd
+// every line with a setting that is simulated, not yet measured.
 std::optional<fit_suggestion::variant> roomiest_variant(const evaluator& eval, const fit_suggestion& s, unsigned kept) {
   std::vector<std::function<void(run_config&)>> frugal;
   if (!(kept & lever_recompute)) frugal.push_back([](run_config& r) { r.recompute = recompute_mode::full; });

@@ -25,7 +25,7 @@ std::uint64_t sweep_space::size() const {
   auto or_one = [](std::size_t n) -> std::uint64_t { return n == 0 ? 1 : n; };
   return checked_product({models.size(), gpus.size(), precisions.size(), grad_dtypes.size(), optimizers.size(),
                           or_one(layouts.size()), or_one(offloads.size()), or_one(finetunes.size()),
-                          or_one(optimizer_impls.size()), recomputes.size(), attentions.size(), drops, seqs.size(),
+                          or_one(optimizer_impls.size()), or_one(expandable_segments.size()), recomputes.size(), attentions.size(), drops, seqs.size(),
                           micro_batches.size(), accum},
                          "the number of sweep configurations");
 }
@@ -41,6 +41,7 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
   r.attention = attentions[take(index, attentions.size())];
   r.recompute = recomputes[take(index, recomputes.size())];
   if (!optimizer_impls.empty()) r.optimizer_impl = optimizer_impls[take(index, optimizer_impls.size())];
+  if (!expandable_segments.empty()) r.expandable_segments = expandable_segments[take(index, expandable_segments.size())];
   if (!finetunes.empty()) r.finetune = finetunes[take(index, finetunes.size())];
   if (!offloads.empty()) r.offload = offloads[take(index, offloads.size())];
   if (!layouts.empty()) {

@@ -51,6 +51,7 @@ struct sweep_space {
   std::vector<offload_mode> offloads;
   std::vector<finetune_kind> finetunes;
   std::vector<optimizer_impl_kind> optimizer_impls;
+  std::vector<bool> expandable_segments;  // hf's allocator (--levers allocator); empty: the base's
 
   std::uint64_t size() const;  // throws input_error beyond 2^64
 

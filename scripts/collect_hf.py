@@ -56,7 +56,7 @@ included (for those only node names are read: reading saved tensors would trigge
 How to run
 ----------
     python3 scripts/collect_hf.py --preset shared-h100 -o my-gpu.jsonl      # the 14 reference configurations
-    python3 scripts/collect_hf.py --preset extra -o my-gpu.jsonl            # Mistral/Qwen2, fp16, accum, 8k, LoRA
+    python3 scripts/collect_hf.py --preset extra -o my-gpu.jsonl            # Mistral/Qwen2, fp16, accum, 8k, LoRA, expandable segments
     python3 scripts/collect_hf.py --family llama --layers 4 --hidden 1024 --heads 16 --kv-heads 4 \\
         --ffn 2816 --vocab 32000 --seq 2048 --micro-batch 4 --regime bf16 --inventory -o my-gpu.jsonl
     python3 scripts/collect_hf.py --env-only -o my-gpu.jsonl
@@ -77,12 +77,14 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     after CUDA initialisation, less PyTorch's reserved bytes").
   * one line per configuration:
     {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"][, "sliding_window"]}, "seq", "mbs",
-     "grad_accum", "regime", "attn", "gc", "drop", "opt", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
+     "grad_accum", "regime", "attn", "gc", "drop", "opt", "expandable_segments", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
      "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale", "skipped_steps"],
      ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]],
      ["memory_history": the path of the allocator's recorded history, with --memory-history]}
+    "expandable_segments" is whether PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) asked for them
+    (--expandable-segments sets it; trainplan replays that allocator for such a line).
     "grad_scale" (amp-fp16) is GradScaler's scale after the run and "skipped_steps" the steps whose
     optimizer.step() it skipped for inf/NaN gradients (its scale fell): trainplan assumes none, since a run
     whose steps were all skipped has no AdamW state.
@@ -172,9 +174,35 @@ PRESETS = {
         _cfg("E15", TINYLLAMA, 2048, 2, "amp-bf16", lora=16, lora_targets="q,k,v,o"),
         # lora_dropout as recipes set it: each adapted linear drops out a copy of its input and keeps the mask.
         _cfg("E16", TINYLLAMA, 2048, 2, "bf16", lora=16, lora_targets="q,k,v,o,mlp", lora_dropout=0.05),
+        # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True on the shared runs whose default allocator holds the
+        # most beyond the tensors (S10, S8) and on the checkpointed one (S5).
+        _cfg("E17", LLAMA_SMALL, 2048, 4, "fp32", expandable=True),
+        _cfg("E18", LLAMA_SMALL, 2048, 4, "bf16", attn="eager", expandable=True),
+        _cfg("E19", GPT2_SMALL, 1024, 4, "amp-bf16", gc=True, drop=0.1, expandable=True),
     ],
 }
 PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
+
+
+# The allocator's configuration: PYTORCH_CUDA_ALLOC_CONF, and PYTORCH_ALLOC_CONF, the name newer torch
+# also reads. A comma-separated list of key:value options.
+ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+
+
+def with_expandable_segments(conf):
+    """conf with expandable_segments:True, any other setting of it replaced."""
+    kept = [o for o in conf.split(",") if o.strip() and o.split(":")[0].strip() != "expandable_segments"]
+    return ",".join(kept + ["expandable_segments:True"])
+
+
+def expandable_segments_on(environ):
+    """Whether the environment asks PyTorch's allocator for expandable segments."""
+    for var in ALLOC_CONF_VARS:
+        for option in environ.get(var, "").split(","):
+            key, _, value = option.partition(":")
+            if key.strip() == "expandable_segments" and value.strip().lower() == "true":
+                return True
+    return False
 
 
 class EnvError(Exception):
@@ -220,6 +248,9 @@ def build_parser():
                         "(comma separated, passed to peft as they are); default q,k,v,o")
     r.add_argument("--lora-alpha", type=int, default=None, help="LoRA alpha (default 2*rank)")
     r.add_argument("--lora-dropout", type=float, default=0.0, help="peft's lora_dropout (default 0.0, as peft's)")
+    r.add_argument("--expandable-segments", action="store_true",
+                   help="PyTorch's allocator with expandable_segments:True (added to PYTORCH_CUDA_ALLOC_CONF before torch "
+                        "is imported; trainplan: --expandable-segments). Without it the environment's setting is recorded")
     r.add_argument("--steps", type=int, default=3, help="training steps; phases of the last, step_s = median of steps 2..N (default 3)")
     r.add_argument("--seed", type=int, default=0)
     o = p.add_argument_group("output")
@@ -569,7 +600,8 @@ def run_one(args, torch, transformers):
         emit(args.output, env_line(torch, transformers, args.note))  # context measured before anything else
 
     rec = dict(id=args.id, model=model_field(args), seq=args.seq, mbs=args.micro_batch, grad_accum=args.grad_accum,
-               regime=args.regime, attn=args.attn, gc=bool(args.gc), drop=args.dropout, opt=args.opt)
+               regime=args.regime, attn=args.attn, gc=bool(args.gc), drop=args.dropout, opt=args.opt,
+               expandable_segments=expandable_segments_on(os.environ))
     if args.lora:
         target, mods, planner_targets = lora_modules(args)
         rec["lora"] = args.lora
@@ -797,6 +829,8 @@ def preset_argv(entry, args):
         argv += ["--gc"]
     else:
         argv += ["--inventory"]
+    if entry.get("expandable") or args.expandable_segments:
+        argv += ["--expandable-segments"]
     if entry.get("lora"):
         argv += ["--lora", str(entry["lora"]), "--lora-targets", entry.get("lora_targets", "q,k,v,o"),
                  "--lora-dropout", repr(float(entry.get("lora_dropout", 0.0)))]
@@ -848,6 +882,10 @@ def main(argv=None):
             return run_preset(args)
         if not args.env_only:
             resolve_shape(args)  # flag errors before torch is even imported
+        if args.expandable_segments:  # read when CUDA's allocator starts: set before torch is imported
+            for var in ALLOC_CONF_VARS:
+                if var == ALLOC_CONF_VARS[0] or var in os.environ:
+                    os.environ[var] = with_expandable_segments(os.environ.get(var, ""))
         torch, transformers = import_torch()  # lazily: --help and --dry-run work without torch
         if args.env_only:
             line = env_line(torch, transformers, args.note)

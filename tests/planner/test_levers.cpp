@@ -197,3 +197,21 @@ TEST_CASE("the gpus lever raises ZeRO on the GPUs a data-parallel run already ha
     CHECK(x.gpus > 1);
   }
 }
+
+TEST_CASE("the allocator lever turns on expandable segments under hf only, at no cost to the numerics", "[levers][expandable]") {
+  const run_config base = hf_headline_run();
+  const model_spec& llama = data().model("llama-2-7b").spec;
+  const gpu_spec& h100 = data().gpu("h100");
+  const std::vector<lever_change> offered = lever_alternatives(lever_allocator, llama, base, h100);
+  REQUIRE(offered.size() == 1);
+  run_config to = base;
+  offered[0].apply(to);
+  CHECK(to.expandable_segments);
+  CHECK(change_flags(base, to) == std::vector<std::string>{"--expandable-segments"});
+  CHECK(levers_changed(base, to) == lever_allocator);
+  CHECK(change_costs(base, to) == cost_none);
+  CHECK(lever_alternatives(lever_allocator, llama, to, h100).empty());  // already on
+  run_config llmc = base;
+  llmc.framework = framework_kind::llmc;
+  CHECK(lever_alternatives(lever_allocator, llama, llmc, h100).empty());  // only hf replays PyTorch's allocator
+}

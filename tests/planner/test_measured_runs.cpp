@@ -104,3 +104,13 @@ TEST_CASE("collector reports: accumulation and fp16 autocast reach the plan", "[
   CHECK(r.run.precision == precision_regime::amp_fp16);
   CHECK(s11_with_model(json::object()).run.grad_accum == 1);  // absent: one micro-batch
 }
+
+TEST_CASE("collector reports: expandable segments reach the plan and its replay", "[measured][hf][expandable]") {
+  // collect_hf.py writes "expandable_segments": true when PYTORCH_CUDA_ALLOC_CONF asked for them.
+  const measured_run plain = s11_with_model(json::object());
+  CHECK_FALSE(plain.run.expandable_segments);  // absent: PyTorch's default allocator
+  const measured_run expandable = s11_with_model(json::object(), {{"expandable_segments", true}});
+  CHECK(expandable.run.expandable_segments);
+  CHECK_THROWS_WITH(s11_with_model(json::object(), {{"expandable_segments", "yes"}}),
+                    Catch::Contains("field 'expandable_segments' must be true or false"));
+}

@@ -33,7 +33,7 @@ def main():
         done = collect(["--preset", "all", "--profile", "-o", report])
         check(done.returncode == 0, "--preset all exited {}: {}".format(done.returncode, done.stderr[-500:]))
         lines = [json.loads(line) for line in open(report)] if os.path.exists(report) else []
-        check(len(lines) == 1 + 14 + 16, "{} lines, expected the env line and 30 runs".format(len(lines)))
+        check(len(lines) == 1 + 14 + 19, "{} lines, expected the env line and 33 runs".format(len(lines)))
         check(bool(lines) and lines[0].get("id") == "env", "the first line is not the env line")
         for run in lines[1:]:
             rid = run.get("id")
@@ -55,6 +55,7 @@ def main():
             check(("skipped_steps" in run) == (run.get("regime") == "amp-fp16"), "{}: skipped_steps".format(rid))
             check(run.get("skipped_steps", []) == [], "{}: skipped steps {}".format(rid, run.get("skipped_steps")))
             check(run.get("grad_accum") == (4 if rid in ("E7", "E8") else 1), "{}: grad_accum".format(rid))
+            check(run.get("expandable_segments") is (rid in ("E17", "E18", "E19")), "{}: expandable_segments".format(rid))
             if run.get("lora"):
                 check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
                 check(run.get("lora_dtype") == "float32", "{}: lora_dtype {!r}".format(rid, run.get("lora_dtype")))
@@ -63,6 +64,20 @@ def main():
         checked = subprocess.run([plan, "check", report], capture_output=True, text=True)
         check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
             checked.returncode, (checked.stdout + checked.stderr)[-500:]))
+
+        # The environment's allocator setting is recorded as it is; --expandable-segments adds it to the rest.
+        env_report = os.path.join(tmp, "env.jsonl")
+        collect(["--seq", "64", "--id", "x1", "-o", env_report], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+        collect(["--seq", "64", "--id", "x2", "-o", env_report], {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128"})
+        lines = [json.loads(line) for line in open(env_report)] if os.path.exists(env_report) else []
+        check([l.get("expandable_segments") for l in lines[1:]] == [True, False],
+              "expandable_segments from the environment: {}".format([l.get("expandable_segments") for l in lines[1:]]))
+        sys.path.insert(0, os.path.dirname(COLLECTOR))
+        import collect_hf  # pylint: disable=import-outside-toplevel
+        check(collect_hf.with_expandable_segments("max_split_size_mb:128,expandable_segments:False")
+              == "max_split_size_mb:128,expandable_segments:True", "with_expandable_segments keeps the other options")
+        check(collect_hf.expandable_segments_on({"PYTORCH_ALLOC_CONF": "expandable_segments:true"}),
+              "PYTORCH_ALLOC_CONF is read too")
 
         # --memory-history: the allocator's recorded events land in DIR/ID.pickle and the line names the file.
         history, hist_report = os.path.join(tmp, "history"), os.path.join(tmp, "history.jsonl")

@@ -1,0 +1,72 @@
+// --expandable-segments: PyTorch's allocator under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as a run
+// option, in the report and the JSON, as a suggestion and a search lever (planner/expandable_allocator.hpp).
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "run_plan.hpp"
+
+using namespace trainplan::test;
+using json = nlohmann::json;
+
+namespace {
+// TinyLlama at seq 512, micro-batch 45, amp-bf16 on an H100: its tensors fit (75.8 GiB with the context),
+// but the default allocator's segments, split by live tensors, need 1.15 GiB more than the GPU has.
+const std::string fragmented = "--model tinyllama-1.1b --seq 512 --micro-batch 45 --gpu h100";
+}  // namespace
+
+TEST_CASE("expandable segments fit a run the default allocator's fragmentation does not", "[cli][expandable]") {
+  const plan_run plain = run_plan(fragmented + " --json --suggestions 0");
+  REQUIRE(plain.exit_code == 1);
+  const json p = json::parse(plain.out);
+  CHECK(p["memory"]["allocator"]["tensors_fit"] == true);
+  CHECK(p["run"]["expandable_segments"] == false);
+  const plan_run grown = run_plan(fragmented + " --json --expandable-segments");
+  REQUIRE(grown.exit_code == 0);
+  const json g = json::parse(grown.out);
+  CHECK(g["run"]["expandable_segments"] == true);
+  CHECK(g["memory"]["allocator"]["out_of_memory"] == false);
+  // The same tensors: the same tensor peak; less held beyond it.
+  CHECK(g["memory"]["tensor_peak_bytes"] == p["memory"]["tensor_peak_bytes"]);
+  CHECK(g["memory"]["peak_bytes"].get<std::uint64_t>() < p["memory"]["peak_bytes"].get<std::uint64_t>());
+
+  const plan_run text = run_plan(fragmented + " --expandable-segments");
+  CHECK_THAT(text.out, Catch::Contains("PyTorch's caching allocator with expandable segments, replayed over 3 steps"));
+  CHECK_THAT(text.out, Catch::Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one segment a pool"));
+}
+
+TEST_CASE("the default allocator's report points at expandable segments, and the first suggestion is them", "[cli][expandable]") {
+  const plan_run r = run_plan(fragmented);
+  REQUIRE(r.exit_code == 1);
+  CHECK_THAT(r.out, Catch::Contains("The tensors fit") && Catch::Contains("--expandable-segments replays it"));
+  CHECK_THAT(r.out, Catch::Contains("  1. --expandable-segments "));
+  const json j = json::parse(run_plan(fragmented + " --json").out);
+  REQUIRE_FALSE(j["suggestions"].empty());
+  CHECK(j["suggestions"][0]["changes"] == json::array({"--expandable-segments"}));
+  CHECK(j["suggestions"][0]["cost"] == "same numerics");
+  // Kept, the lever is not pulled.
+  const json kept = json::parse(run_plan(fragmented + " --json --keep allocator").out);
+  for (const json& s : kept["suggestions"])
+    for (const json& change : s["changes"]) CHECK(change != "--expandable-segments");
+}
+
+TEST_CASE("expandable segments are noted where nothing replays them", "[cli][expandable]") {
+  const plan_run llmc = run_plan("--model gpt2 --seq 1024 --framework llmc --gpu h100 --expandable-segments");
+  CHECK_THAT(llmc.out, Catch::Contains("--expandable-segments has no effect under --framework llmc"));
+  const plan_run hf = run_plan("--model gpt2 --seq 1024 --gpu h100 --expandable-segments");
+  CHECK_THAT(hf.out, !Catch::Contains("has no effect"));
+}
+
+TEST_CASE("plan search --levers allocator searches both allocators", "[cli][expandable]") {
+  const std::string search = "search --model tinyllama-1.1b --seq 512 --gpu h100 --json";
+  const plan_run plain = run_plan(search), widened = run_plan(search + " --levers allocator");
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(widened.exit_code == 0);
+  const json p = json::parse(plain.out), w = json::parse(widened.out);
+  CHECK(w["evaluated"].get<int>() == 2 * p["evaluated"].get<int>());
+  bool with = false, without = false;
+  for (const json& row : w["best"]) (row["expandable_segments"] == true ? with : without) = true;
+  CHECK(with);
+  CHECK(without);
+  for (const json& row : p["best"]) CHECK(row["expandable_segments"] == false);
+}

@@ -1,0 +1,133 @@
+// The simulated allocator under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+// (planner/expandable_allocator.hpp) on constructed cases, rule by rule as c10/cuda/CUDACachingAllocator.cpp
+// states them.
+#include <catch2/catch.hpp>
+
+#include "planner/caching_allocator.hpp"
+#include "planner/expandable_allocator.hpp"
+
+using trainplan::caching_allocator;
+using trainplan::expandable_allocator;
+
+namespace {
+constexpr std::uint64_t MiB = 1ull << 20;
+
+// Within `capacity`: [0, 40) free and [40, 100) in use, 100 MiB mapped.
+void free_block_below_a_live_one(expandable_allocator& a, std::uint64_t capacity) {
+  a.set_capacity(capacity);
+  const auto low = a.allocate(40 * MiB);
+  a.allocate(60 * MiB);
+  a.free(low);
+  CHECK(a.reserved_bytes() == 100 * MiB);
+}
+}  // namespace
+
+TEST_CASE("expandable segments map 20 MiB granules for large requests and 2 MiB for small ones", "[allocator][expandable]") {
+  expandable_allocator a;
+  a.allocate(1000);  // small pool: one 2 MiB granule
+  CHECK(a.reserved_bytes() == 2 * MiB);
+  a.allocate(MiB + 1);  // large pool (1 MiB + 512 after rounding): one 20 MiB granule
+  CHECK(a.reserved_bytes() == 22 * MiB);
+  a.allocate(25 * MiB);  // 19 MiB - 512 B free at the tail: 6 MiB + 512 B missing, one granule mapped
+  CHECK(a.reserved_bytes() == 42 * MiB);
+  CHECK(a.allocated_bytes() == 1024 + MiB + 512 + 25 * MiB);
+}
+
+TEST_CASE("a free tail grows by the missing bytes, and other free blocks are preferred to it", "[allocator][expandable]") {
+  // The walk-through of the source: 30 MiB maps 40; 15 MiB extends the 10 MiB tail by one granule; once the
+  // 30 MiB block is free, 12 MiB takes it rather than the 15 MiB tail, whose best fit it would be.
+  expandable_allocator a;
+  const auto first = a.allocate(30 * MiB);
+  CHECK(a.reserved_bytes() == 40 * MiB);
+  a.allocate(15 * MiB);  // [30, 45), the tail [45, 60)
+  CHECK(a.reserved_bytes() == 60 * MiB);
+  a.free(first);
+  a.allocate(12 * MiB);  // [0, 12): free are [12, 30) and the tail [45, 60)
+  a.allocate(15 * MiB);  // the tail is the best fit, but [12, 30) is taken: [12, 27)
+  CHECK(a.reserved_bytes() == 60 * MiB);
+  // 17 MiB: no free block holds it (the tail has 15, [27, 30) 3), so the tail grows by one granule. Had
+  // the 15 MiB gone to the tail, [12, 30) would hold these 17.
+  a.allocate(17 * MiB);
+  CHECK(a.reserved_bytes() == 80 * MiB);
+}
+
+TEST_CASE("with expandable segments any remainder is split off, in both pools", "[allocator][expandable]") {
+  expandable_allocator a;
+  const auto big = a.allocate(100 * MiB);
+  a.free(big);
+  a.allocate(99 * MiB + 512);  // the caching allocator would hand out the whole 100 MiB block
+  CHECK(a.allocated_bytes() == 99 * MiB + 512);
+  caching_allocator c;
+  c.free(c.allocate(100 * MiB));
+  c.allocate(99 * MiB + 512);
+  CHECK(c.allocated_bytes() == 100 * MiB);
+}
+
+TEST_CASE("freed blocks merge across what was mapped at different times, so a larger tensor reuses them", "[allocator][expandable]") {
+  // The caching allocator keeps two 100 MiB segments apart: a 200 MiB tensor takes a third. Under
+  // expandable segments they are one mapped range.
+  caching_allocator c;
+  expandable_allocator e;
+  auto a = c.allocate(100 * MiB), b = c.allocate(100 * MiB);
+  auto x = e.allocate(100 * MiB), y = e.allocate(100 * MiB);
+  c.free(a), c.free(b), e.free(x), e.free(y);
+  c.allocate(200 * MiB);
+  e.allocate(200 * MiB);
+  CHECK(c.reserved_bytes() == 400 * MiB);
+  CHECK(e.reserved_bytes() == 200 * MiB);
+}
+
+TEST_CASE("out of room, the allocator unmaps the granules no tensor touches and grows again, then fails", "[allocator][expandable]") {
+  expandable_allocator a;
+  a.set_capacity(100 * MiB);
+  const auto low = a.allocate(60 * MiB);  // [0, 60)
+  a.allocate(30 * MiB);                   // [60, 90), the tail [90, 100) free
+  CHECK(a.reserved_bytes() == 100 * MiB);
+  a.free(low);
+  // 70 MiB: no free block holds it; the tail needs 60 MiB more, past the capacity. The release unmaps
+  // [0, 60) (whole granules; the tail's [90, 100) holds none). The hole [0, 60) alone cannot hold 70, so
+  // the tail grows by 60 MiB: 100 in all, which fits.
+  a.allocate(70 * MiB);
+  CHECK(a.cache_releases() == 1);
+  CHECK_FALSE(a.out_of_memory());
+  CHECK(a.reserved_bytes() == 100 * MiB);
+  // 50 MiB: nothing is free; the hole [0, 60) holds it but maps 60 MiB, past the capacity, and nothing is
+  // left to unmap.
+  a.allocate(50 * MiB);
+  CHECK(a.cache_releases() == 2);
+  CHECK(a.out_of_memory());
+  expandable_allocator b;
+  b.set_capacity(100 * MiB);
+  const auto l = b.allocate(60 * MiB);
+  b.allocate(30 * MiB);
+  b.free(l);
+  b.allocate(50 * MiB);  // the free [0, 60) holds it: no mapping at all
+  CHECK_FALSE(b.out_of_memory());
+  CHECK(b.cache_releases() == 0);
+  CHECK(b.reserved_bytes() == 100 * MiB);
+}
+
+TEST_CASE("a released hole is mapped again lowest address first", "[allocator][expandable]") {
+  expandable_allocator a;
+  free_block_below_a_live_one(a, 120 * MiB);
+  // 45 MiB: the free [0, 40) is too small and growing the tail [100, ...) needs 60 MiB (past 120).
+  // The release unmaps [0, 40); the hole [0, 40) with nothing free before it holds 40 < 45, so the tail
+  // grows: 45 MiB rounded to 60, at 60 MiB reserved in all: it fits.
+  a.allocate(45 * MiB);
+  CHECK_FALSE(a.out_of_memory());
+  CHECK(a.cache_releases() == 1);
+  CHECK(a.reserved_bytes() == 120 * MiB);
+  a.allocate(30 * MiB);  // nothing free is large enough: the hole [0, 40) is mapped (40 MiB: past 120)
+  CHECK(a.out_of_memory());
+}
+
+TEST_CASE("a request into a released hole maps only the granules it needs", "[allocator][expandable]") {
+  expandable_allocator a;
+  free_block_below_a_live_one(a, 140 * MiB);
+  a.allocate(50 * MiB);  // tail grows by 60: 160 > 140; release unmaps [0, 40); tail grows: 120 in all
+  CHECK(a.cache_releases() == 1);
+  CHECK(a.reserved_bytes() == 120 * MiB);
+  a.allocate(15 * MiB);  // the tail [150, 160) is 10 MiB; nothing else free: the hole at 0 maps one granule
+  CHECK_FALSE(a.out_of_memory());
+  CHECK(a.reserved_bytes() == 140 * MiB);
+}
