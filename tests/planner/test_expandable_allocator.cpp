@@ -131,3 +131,79 @@ TEST_CASE("a request into a released hole maps only the granules it needs", "[al
   CHECK_FALSE(a.out_of_memory());
   CHECK(a.reserved_bytes() == 140 * MiB);
 }
+
+TEST_CASE("random programs: counts stay exact, pages whole, and a second pass over freed memory maps nothing", "[allocator][expandable]") {
+  // After everything is freed each pool is one free block before its unmapped tail, which the second pass
+  // splits exactly where the first pass grew the tail: the same layout, with no page mapped anew.
+  std::uint64_t state = 12345;
+  int released_and_completed = 0;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull; };
+  for (int program = 0; program < 200; ++program) {
+    struct op {
+      bool free;
+      std::uint64_t bytes, which;
+    };
+    std::vector<op> ops;
+    std::uint64_t live = 0;
+    for (int i = 0; i < 300; ++i) {
+      if (live > 0 && next() % 3 == 0) {
+        ops.push_back({true, 0, next() % live});
+        --live;
+      } else {
+        const std::uint64_t r = next();
+        const std::uint64_t bytes = r % 4 == 0 ? 1 + (r >> 8) % (1 << 20)        // small pool
+                                               : 1 + (r >> 8) % (200ull << 20);  // up to 200 MiB
+        ops.push_back({false, bytes, 0});
+        ++live;
+      }
+    }
+    expandable_allocator a;
+    std::uint64_t first_peak = 0;
+    bool consistent = true;  // memory_allocated() is the live requests rounded; mapped pages hold them
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<std::pair<expandable_allocator::handle, std::uint64_t>> held;
+      std::uint64_t expected = 0;
+      for (const op& o : ops) {
+        if (o.free) {
+          expected -= held[o.which].second;
+          a.free(held[o.which].first);
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(o.which));
+        } else {
+          const std::uint64_t rounded = caching_allocator::round_size(o.bytes);
+          held.push_back({a.allocate(o.bytes), rounded});
+          expected += rounded;
+        }
+        consistent = consistent && a.allocated_bytes() == expected && a.reserved_bytes() >= a.allocated_bytes() &&
+                     a.reserved_bytes() % (2 * MiB) == 0;
+      }
+      for (const auto& h : held) a.free(h.first);
+      REQUIRE(a.allocated_bytes() == 0);
+      if (pass == 0) first_peak = a.peak_reserved_bytes();
+    }
+    CHECK(consistent);
+    CHECK(a.peak_reserved_bytes() == first_peak);
+    CHECK(a.reserved_bytes() == first_peak);
+
+    // Within a capacity the allocator releases pages and fills holes; until it runs out it never maps past it.
+    expandable_allocator limited;
+    limited.set_capacity(6ull << 30);
+    std::vector<std::pair<expandable_allocator::handle, std::uint64_t>> held;
+    std::uint64_t expected = 0;
+    bool within = true;
+    for (const op& o : ops) {
+      if (o.free) {
+        expected -= held[o.which].second;
+        limited.free(held[o.which].first);
+        held.erase(held.begin() + static_cast<std::ptrdiff_t>(o.which));
+      } else {
+        held.push_back({limited.allocate(o.bytes), caching_allocator::round_size(o.bytes)});
+        expected += held.back().second;
+      }
+      within = within && limited.allocated_bytes() == expected &&
+               (limited.out_of_memory() || limited.peak_reserved_bytes() <= (6ull << 30));
+    }
+    CHECK(within);
+    released_and_completed += limited.cache_releases() > 0 && !limited.out_of_memory();
+  }
+  CHECK(released_and_completed > 0);  // the release path ran and the program went on
+}
