@@ -58,6 +58,10 @@ command_action register_fit_check(CLI::App& app) {
         write_output(f.path, f.content);
         fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       }
+      // No engine's config file holds the allocator's setting: it is the training process's environment.
+      if (r.run.expandable_segments && r.run.framework == framework_kind::hf)
+        fmt::print(stderr, "the prediction assumes PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the "
+                           "training job's environment\n");
     }
     const suggest_options options{args->max_suggestions, args->keep.empty() ? 0u : parse_levers(args->keep, "--keep"),
                                   args->allow_shorter_seq};

@@ -124,6 +124,11 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
   CHECK(lora["lora_config"]["r"] == 16);
   CHECK(lora["lora_config"]["target_modules"] == json({"q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"}));
   CHECK(lora["lora_config"]["lora_dropout"] == 0.0);  // what the plan assumed: --lora-dropout's default, peft's
+  // The allocator's setting is the job's environment, which no config file holds: said on stderr.
+  const plan_run expandable = run_plan("--model gpt2 --seq 1024 --gpu h100 --expandable-segments --emit hf-trainer -o " +
+                                       (dir / "args2.json").string());
+  CHECK_THAT(expandable.err, Catch::Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the training job's environment"));
+  CHECK_FALSE(json::parse(slurp(dir / "args2.json")).contains("expandable_segments"));  // TrainingArguments has no such key
 
   REQUIRE(run_plan("--model llama-3.1-8b --seq 8k --gpu h100 --gpus 16 --tp 2 --zero 3 --recompute selective --framework trainplan --emit torchtitan -o " +
                    (dir / "tt.toml").string()).exit_code == 0);
