@@ -44,9 +44,9 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
     a.push_back(fmt::format("attention: {}; AdamW {}{}", sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout)),
                             optimizer_impl_name(p.run.optimizer_impl),
                             p.run.expandable_segments
-                                ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one segment a pool, grown by "
-                                  "mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's source, not yet "
-                                  "measured)"
+                                ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a segment of addresses a pool, "
+                                  "grown by mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's source, "
+                                  "not yet measured)"
                                 : ""));
   if (p.run.framework == framework_kind::hf && hf_sliding_window_mask(p.model, p.run))
     a.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to every "

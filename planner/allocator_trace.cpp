@@ -226,9 +226,8 @@ namespace {
 
 // One replay through either simulated allocator (they share the interface).
 template <class allocator>
-allocator_replay replay_through(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+allocator_replay replay_through(allocator alloc, const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
-  allocator alloc;
   alloc.set_capacity(capacity_bytes);
   allocator_replay result;
   std::vector<std::vector<typename allocator::handle>> handles(schedule.instances);
@@ -266,8 +265,8 @@ allocator_replay replay_through(const allocator_schedule& schedule, std::vector<
 allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
                                  std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
   if (schedule.expandable_segments)
-    return replay_through<expandable_allocator>(schedule, growth, capacity_bytes, stop_at_out_of_memory);
-  return replay_through<caching_allocator>(schedule, growth, capacity_bytes, stop_at_out_of_memory);
+    return replay_through(expandable_allocator(schedule.gpu_total_bytes), schedule, growth, capacity_bytes, stop_at_out_of_memory);
+  return replay_through(caching_allocator(), schedule, growth, capacity_bytes, stop_at_out_of_memory);
 }
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,

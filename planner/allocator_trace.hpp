@@ -59,8 +59,10 @@ struct allocator_schedule {
   std::vector<op> ops;
   std::vector<std::vector<std::uint64_t>> sizes;  // by tensor: the tensors PyTorch allocates for one instance
   // The allocator it replays through: PyTorch's default (planner/caching_allocator.hpp), or with
-  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/expandable_allocator.hpp).
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/expandable_allocator.hpp), whose segments'
+  // address space is sized from the GPU's memory (80 GiB when not set).
   bool expandable_segments = false;
+  std::uint64_t gpu_total_bytes = 80ull << 30;
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);

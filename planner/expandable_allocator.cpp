@@ -11,24 +11,20 @@ namespace {
 
 constexpr std::uint64_t small_size = 1ull << 20;  // kSmallSize: the small pool's largest request
 constexpr std::uint64_t min_block = 512;          // kMinBlockSize
-// The segment's address space: unbounded in effect (PyTorch's is 1.125 x the GPU's memory), yet far from
-// overflowing a sum of sizes.
-constexpr std::uint64_t virtual_bytes = 1ull << 56;
 
-std::uint64_t round_up(std::uint64_t bytes, std::uint64_t granule) { return (bytes + granule - 1) / granule * granule; }
+std::uint64_t round_up(std::uint64_t bytes, std::uint64_t granule) {
+  return checked_mul((bytes + granule - 1) / granule, granule, "expandable segment");
+}
 
 }  // namespace
 
-expandable_allocator::expandable_allocator() {
+// ExpandableSegment's constructor: the device's memory and an eighth more, in whole granules.
+expandable_allocator::expandable_allocator(std::uint64_t gpu_total_bytes) {
   small_.granule_bytes = small_granule_bytes;
   large_.granule_bytes = large_granule_bytes;
-  for (bool small : {true, false}) {
-    block whole;
-    whole.size = virtual_bytes;
-    whole.small = small;
-    const std::uint64_t i = new_block(whole);
-    pool(small).unmapped.insert({0, i});
-  }
+  for (pool_state* p : {&small_, &large_})
+    p->segment_bytes = std::max(p->granule_bytes, round_up(checked_add(gpu_total_bytes, gpu_total_bytes / 8, "GPU memory"),
+                                                           p->granule_bytes));
 }
 
 std::uint64_t expandable_allocator::new_block(const block& b) {
@@ -45,11 +41,11 @@ std::uint64_t expandable_allocator::new_block(const block& b) {
 void expandable_allocator::set_state(std::uint64_t i, state st) {
   block& b = blocks_[i];
   pool_state& p = pool(b.small);
-  if (b.st == state::free) p.free.erase({b.size, b.offset, i});
-  if (b.st == state::unmapped) p.unmapped.erase({b.offset, i});
+  if (b.st == state::free) p.free.erase({b.size, b.segment, b.offset, i});
+  if (b.st == state::unmapped) p.unmapped.erase({b.segment, b.offset, i});
   b.st = st;
-  if (st == state::free) p.free.insert({b.size, b.offset, i});
-  if (st == state::unmapped) p.unmapped.insert({b.offset, i});
+  if (st == state::free) p.free.insert({b.size, b.segment, b.offset, i});
+  if (st == state::unmapped) p.unmapped.insert({b.segment, b.offset, i});
 }
 
 // A block's size plus the unmapped space right after it: what get_free_block compares.
@@ -63,16 +59,17 @@ std::uint64_t expandable_allocator::expandable_size(std::uint64_t i) const {
 // The smallest free block that holds `size`, stepping past it to the next in (size, address) order while
 // that one's expandable size is strictly smaller: the free tail is taken only when nothing else fits.
 std::int64_t expandable_allocator::best_free_block(pool_state& p, std::uint64_t size) const {
-  auto it = p.free.lower_bound({size, 0, 0});
+  auto it = p.free.lower_bound({size, 0, 0, 0});
   if (it == p.free.end()) return -1;
   for (auto next = std::next(it); next != p.free.end(); it = next++)
-    if (expandable_size(std::get<2>(*next)) >= expandable_size(std::get<2>(*it))) break;
-  return static_cast<std::int64_t>(std::get<2>(*it));
+    if (expandable_size(std::get<3>(*next)) >= expandable_size(std::get<3>(*it))) break;
+  return static_cast<std::int64_t>(std::get<3>(*it));
 }
 
 // Splits block i after `keep` bytes; the rest (same pool, `rest_state`) follows it in the segment.
 std::uint64_t expandable_allocator::split_off(std::uint64_t i, std::uint64_t keep, state rest_state) {
   block rest;
+  rest.segment = blocks_[i].segment;
   rest.offset = blocks_[i].offset + keep;
   rest.size = blocks_[i].size - keep;
   rest.small = blocks_[i].small;
@@ -124,11 +121,11 @@ std::int64_t expandable_allocator::map(pool_state& p, std::uint64_t u, std::uint
 }
 
 // try_allocate_expandable_block: the lowest unmapped range that, from the free block before it (if any)
-// through the free and unmapped blocks that follow, holds `size`; mapped until the free block is large
-// enough. The unbounded tail always holds it.
-std::int64_t expandable_allocator::grow(pool_state& p, std::uint64_t size) {
+// through the free and unmapped blocks that follow, holds `size` (find_expandable_block; with none, a new
+// segment), mapped until the free block is large enough.
+std::int64_t expandable_allocator::grow(pool_state& p, bool small, std::uint64_t size) {
   std::int64_t start = -1;
-  for (const auto& [offset, u] : p.unmapped) {
+  for (const auto& [segment, offset, u] : p.unmapped) {
     const std::int64_t prev = blocks_[u].prev;
     const std::uint64_t from =
         prev >= 0 && blocks_[static_cast<std::uint64_t>(prev)].st == state::free ? static_cast<std::uint64_t>(prev) : u;
@@ -142,7 +139,15 @@ std::int64_t expandable_allocator::grow(pool_state& p, std::uint64_t size) {
       break;
     }
   }
-  if (start < 0) return -1;  // cannot happen with an unbounded tail
+  if (start < 0) {  // a new segment, after the others (a request beyond a segment's size gets one its size)
+    block whole;
+    whole.segment = segments_made_++;
+    whole.size = std::max(p.segment_bytes, round_up(size, p.granule_bytes));
+    whole.small = small;
+    whole.st = state::allocated;  // until set_state files it
+    start = static_cast<std::int64_t>(new_block(whole));
+    set_state(static_cast<std::uint64_t>(start), state::unmapped);
+  }
   std::uint64_t at = static_cast<std::uint64_t>(start);
   if (blocks_[at].st == state::unmapped) {
     const std::int64_t m = map(p, at, size);
@@ -163,7 +168,7 @@ void expandable_allocator::release_cached() {
   for (bool small : {true, false}) {
     pool_state& p = pool(small);
     std::vector<std::uint64_t> free_blocks;
-    for (const auto& key : p.free) free_blocks.push_back(std::get<2>(key));
+    for (const auto& key : p.free) free_blocks.push_back(std::get<3>(key));
     for (std::uint64_t i : free_blocks) {
       const std::uint64_t begin = blocks_[i].offset, end = begin + blocks_[i].size;
       const std::uint64_t first = round_up(begin, p.granule_bytes), last = end / p.granule_bytes * p.granule_bytes;
@@ -173,7 +178,11 @@ void expandable_allocator::release_cached() {
       if (last < end) split_off(whole, last - first, state::free);
       set_state(whole, state::unmapped);
       reserved_ -= last - first;
-      merge_with_neighbours(whole);
+      const std::uint64_t merged = merge_with_neighbours(whole);
+      if (blocks_[merged].prev < 0 && blocks_[merged].next < 0) {  // nothing mapped: the segment is given back
+        set_state(merged, state::allocated);
+        unused_.push_back(merged);
+      }
     }
   }
 }
@@ -183,13 +192,13 @@ expandable_allocator::handle expandable_allocator::allocate(std::uint64_t bytes)
   const bool small = size <= small_size;
   pool_state& p = pool(small);
   std::int64_t found = best_free_block(p, size);
-  if (found < 0) found = grow(p, size);
+  if (found < 0) found = grow(p, small, size);
   if (found < 0) {  // mapping failed: unmap what no tensor uses, try once more
     release_cached();
-    found = grow(p, size);
+    found = grow(p, small, size);
     if (found < 0) {
       out_of_memory_ = true;  // the program stops here; from now on the capacity no longer applies
-      found = grow(p, size);
+      found = grow(p, small, size);
     }
   }
   const std::uint64_t i = static_cast<std::uint64_t>(found);

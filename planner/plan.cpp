@@ -201,6 +201,7 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   }
   allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum);
   schedule.expandable_segments = r.run.expandable_segments;
+  schedule.gpu_total_bytes = r.gpu_memory_bytes;
   r.allocator = replay_schedule(schedule, nullptr, capacity);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
   r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
@@ -244,6 +245,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   validate_run(model, run);
   plan_result r;
   r.run = run;
+  r.gpu_memory_bytes = gpu.memory_bytes;
   if (options.copy_specs) {
     r.model = model;
     r.gpu = gpu;

@@ -48,6 +48,9 @@ struct plan_result {
   bool host_fits = true;
   std::uint64_t trainable_params = 0;   // what the optimizer updates, whole model (LoRA: the adapters)
   std::string pipeline_stage;           // with --pp: which stage holds the peak (the report's memory is its)
+  // The GPU's whole memory (cudaMemGetInfo's total), kept when `gpu` is not copied: PyTorch sizes an
+  // expandable segment's address space from it.
+  std::uint64_t gpu_memory_bytes = 0;
   // hf, detailed evaluations, sweeps and charts: PyTorch's caching allocator replayed over three steps (planner/
   // allocator_trace.hpp) within what the budget leaves it: what it reserves from the device, its workspaces
   // included; 0 when not simulated. When it ran, the peak is the context plus this and the verdict is the

@@ -32,7 +32,7 @@ TEST_CASE("expandable segments fit a run the default allocator's fragmentation d
 
   const plan_run text = run_plan(fragmented + " --expandable-segments");
   CHECK_THAT(text.out, Catch::Contains("PyTorch's caching allocator with expandable segments, replayed over 3 steps"));
-  CHECK_THAT(text.out, Catch::Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (one segment a pool"));
+  CHECK_THAT(text.out, Catch::Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a segment of addresses a pool"));
 }
 
 TEST_CASE("the default allocator's report points at expandable segments, and the first suggestion is them", "[cli][expandable]") {

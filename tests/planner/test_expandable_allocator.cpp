@@ -11,6 +11,7 @@ using trainplan::expandable_allocator;
 
 namespace {
 constexpr std::uint64_t MiB = 1ull << 20;
+constexpr std::uint64_t gpu_bytes = 81920 * MiB;  // an 80 GiB GPU: segments of 92,160 MiB of addresses
 
 // Within `capacity`: [0, 40) free and [40, 100) in use, 100 MiB mapped.
 void free_block_below_a_live_one(expandable_allocator& a, std::uint64_t capacity) {
@@ -23,7 +24,7 @@ void free_block_below_a_live_one(expandable_allocator& a, std::uint64_t capacity
 }  // namespace
 
 TEST_CASE("expandable segments map 20 MiB granules for large requests and 2 MiB for small ones", "[allocator][expandable]") {
-  expandable_allocator a;
+  expandable_allocator a(gpu_bytes);
   a.allocate(1000);  // small pool: one 2 MiB granule
   CHECK(a.reserved_bytes() == 2 * MiB);
   a.allocate(MiB + 1);  // large pool (1 MiB + 512 after rounding): one 20 MiB granule
@@ -36,7 +37,7 @@ TEST_CASE("expandable segments map 20 MiB granules for large requests and 2 MiB 
 TEST_CASE("a free tail grows by the missing bytes, and other free blocks are preferred to it", "[allocator][expandable]") {
   // The walk-through of the source: 30 MiB maps 40; 15 MiB extends the 10 MiB tail by one granule; once the
   // 30 MiB block is free, 12 MiB takes it rather than the 15 MiB tail, whose best fit it would be.
-  expandable_allocator a;
+  expandable_allocator a(gpu_bytes);
   const auto first = a.allocate(30 * MiB);
   CHECK(a.reserved_bytes() == 40 * MiB);
   a.allocate(15 * MiB);  // [30, 45), the tail [45, 60)
@@ -52,7 +53,7 @@ TEST_CASE("a free tail grows by the missing bytes, and other free blocks are pre
 }
 
 TEST_CASE("with expandable segments any remainder is split off, in both pools", "[allocator][expandable]") {
-  expandable_allocator a;
+  expandable_allocator a(gpu_bytes);
   const auto big = a.allocate(100 * MiB);
   a.free(big);
   a.allocate(99 * MiB + 512);  // the caching allocator would hand out the whole 100 MiB block
@@ -67,7 +68,7 @@ TEST_CASE("freed blocks merge across what was mapped at different times, so a la
   // The caching allocator keeps two 100 MiB segments apart: a 200 MiB tensor takes a third. Under
   // expandable segments they are one mapped range.
   caching_allocator c;
-  expandable_allocator e;
+  expandable_allocator e(gpu_bytes);
   auto a = c.allocate(100 * MiB), b = c.allocate(100 * MiB);
   auto x = e.allocate(100 * MiB), y = e.allocate(100 * MiB);
   c.free(a), c.free(b), e.free(x), e.free(y);
@@ -78,7 +79,7 @@ TEST_CASE("freed blocks merge across what was mapped at different times, so a la
 }
 
 TEST_CASE("out of room, the allocator unmaps the granules no tensor touches and grows again, then fails", "[allocator][expandable]") {
-  expandable_allocator a;
+  expandable_allocator a(gpu_bytes);
   a.set_capacity(100 * MiB);
   const auto low = a.allocate(60 * MiB);  // [0, 60)
   a.allocate(30 * MiB);                   // [60, 90), the tail [90, 100) free
@@ -96,7 +97,7 @@ TEST_CASE("out of room, the allocator unmaps the granules no tensor touches and 
   a.allocate(50 * MiB);
   CHECK(a.cache_releases() == 2);
   CHECK(a.out_of_memory());
-  expandable_allocator b;
+  expandable_allocator b(gpu_bytes);
   b.set_capacity(100 * MiB);
   const auto l = b.allocate(60 * MiB);
   b.allocate(30 * MiB);
@@ -108,7 +109,7 @@ TEST_CASE("out of room, the allocator unmaps the granules no tensor touches and 
 }
 
 TEST_CASE("a released hole is mapped again lowest address first", "[allocator][expandable]") {
-  expandable_allocator a;
+  expandable_allocator a(gpu_bytes);
   free_block_below_a_live_one(a, 120 * MiB);
   // 45 MiB: the free [0, 40) is too small and growing the tail [100, ...) needs 60 MiB (past 120).
   // The release unmaps [0, 40); the hole [0, 40) with nothing free before it holds 40 < 45, so the tail
@@ -122,7 +123,7 @@ TEST_CASE("a released hole is mapped again lowest address first", "[allocator][e
 }
 
 TEST_CASE("a request into a released hole maps only the granules it needs", "[allocator][expandable]") {
-  expandable_allocator a;
+  expandable_allocator a(gpu_bytes);
   free_block_below_a_live_one(a, 140 * MiB);
   a.allocate(50 * MiB);  // tail grows by 60: 160 > 140; release unmaps [0, 40); tail grows: 120 in all
   CHECK(a.cache_releases() == 1);
@@ -157,7 +158,7 @@ TEST_CASE("random programs: counts stay exact, pages whole, and a second pass ov
         ++live;
       }
     }
-    expandable_allocator a;
+    expandable_allocator a(gpu_bytes);
     std::uint64_t first_peak = 0;
     bool consistent = true;  // memory_allocated() is the live requests rounded; mapped pages hold them
     for (int pass = 0; pass < 2; ++pass) {
@@ -185,7 +186,7 @@ TEST_CASE("random programs: counts stay exact, pages whole, and a second pass ov
     CHECK(a.reserved_bytes() == first_peak);
 
     // Within a capacity the allocator releases pages and fills holes; until it runs out it never maps past it.
-    expandable_allocator limited;
+    expandable_allocator limited(gpu_bytes);
     limited.set_capacity(6ull << 30);
     std::vector<std::pair<expandable_allocator::handle, std::uint64_t>> held;
     std::uint64_t expected = 0;
@@ -206,4 +207,50 @@ TEST_CASE("random programs: counts stay exact, pages whole, and a second pass ov
     released_and_completed += limited.cache_releases() > 0 && !limited.out_of_memory();
   }
   CHECK(released_and_completed > 0);  // the release path ran and the program went on
+}
+
+TEST_CASE("near the end of a segment's addresses the free tail is no longer passed over", "[allocator][expandable]") {
+  // 92,160 MiB of addresses: with 75,040 mapped, the 10 MiB tail counts 17,130 in get_free_block's
+  // comparison, less than the 30,000 MiB free block, so 8 MiB takes the tail and 30,000 MiB still fits.
+  expandable_allocator a(gpu_bytes);
+  const auto first = a.allocate(30000 * MiB);
+  a.allocate(20 * MiB);
+  a.allocate(45000 * MiB);
+  a.allocate(10 * MiB);
+  CHECK(a.reserved_bytes() == 75040 * MiB);
+  a.free(first);
+  a.allocate(8 * MiB);
+  a.allocate(30000 * MiB);
+  CHECK(a.reserved_bytes() == 75040 * MiB);
+}
+
+TEST_CASE("where no unmapped range holds a request, a second segment is reserved", "[allocator][expandable]") {
+  // 43,351 MiB then 10 MiB: 43,380 mapped. Freed, the first leaves 48,780 MiB unmapped after 19 free,
+  // short of 48,801: a second segment, whose 48,820 MiB pass the 80 GiB. The release unmaps [0, 43,340)
+  // (whole granules), the first segment still cannot hold the request, and the second maps it: 48,860 MiB.
+  auto program = [](std::uint64_t last_mib) {
+    expandable_allocator a(gpu_bytes);
+    a.set_capacity(gpu_bytes);
+    const auto first = a.allocate(43351 * MiB);
+    a.allocate(10 * MiB);
+    a.free(first);
+    a.allocate(last_mib * MiB);
+    return a;
+  };
+  const expandable_allocator fits = program(48801);
+  CHECK(fits.cache_releases() == 1);
+  CHECK_FALSE(fits.out_of_memory());
+  CHECK(fits.reserved_bytes() == 48860 * MiB);
+  CHECK(program(81890).out_of_memory());  // 40 MiB left mapped + 81,900 MiB: past the 81,920
+}
+
+TEST_CASE("a request beyond a whole segment gets a segment of its own size", "[allocator][expandable]") {
+  expandable_allocator a(gpu_bytes);
+  a.allocate(100000 * MiB);  // more than 92,160 MiB of addresses; no capacity: served
+  CHECK(a.reserved_bytes() == 100000 * MiB);
+  expandable_allocator limited(gpu_bytes);
+  limited.set_capacity(gpu_bytes);
+  limited.allocate(1ull << 57);  // out of memory, recorded, and served all the same
+  CHECK(limited.out_of_memory());
+  CHECK(limited.allocated_bytes() == 1ull << 57);
 }
