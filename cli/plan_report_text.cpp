@@ -229,7 +229,7 @@ std::string render_plan_text(const plan_report_input& in) {
       line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "
            "missing is memory the allocator holds in segments split by live tensors. "
            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True lets PyTorch grow one segment by mapping pages instead "
-           "(--expandable-segments replays it; the suggestions try it)",
+           "(--expandable-segments replays it)",
            gib(a.peak_allocated_bytes + fixed));
     else if (a.out_of_memory && a.tensors_fit)
       line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "

@@ -122,8 +122,8 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
   if (from.gpus != to.gpus || from.zero != to.zero) flags.push_back(fmt::format("--gpus {} --zero {}", to.gpus, to.zero));
   if (from.ep != to.ep) flags.push_back(fmt::format("--ep {}", to.ep));
   if (from.seq != to.seq) flags.push_back(fmt::format("--seq {}", to.seq));
-  if (from.expandable_segments != to.expandable_segments)
-    flags.push_back(to.expandable_segments ? "--expandable-segments" : "(without --expandable-segments)");
+  if (to.expandable_segments && !from.expandable_segments)  // the allocator lever only turns them on
+    flags.push_back("--expandable-segments");
   return flags;
 }
 

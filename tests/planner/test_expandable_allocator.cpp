@@ -158,52 +158,45 @@ TEST_CASE("random programs: counts stay exact, pages whole, and a second pass ov
         ++live;
       }
     }
-    expandable_allocator a(gpu_bytes);
-    std::uint64_t first_peak = 0;
-    bool consistent = true;  // memory_allocated() is the live requests rounded; mapped pages hold them
-    for (int pass = 0; pass < 2; ++pass) {
-      std::vector<std::pair<expandable_allocator::handle, std::uint64_t>> held;
+    // Runs the program on `alloc` (its live tensors left allocated); false when memory_allocated() ever
+    // differs from the live requests rounded, or `holds` from true after a step.
+    auto run = [&](expandable_allocator& alloc, std::vector<expandable_allocator::handle>& held, auto holds) {
+      std::vector<std::uint64_t> rounded;
       std::uint64_t expected = 0;
+      bool ok = true;
       for (const op& o : ops) {
         if (o.free) {
-          expected -= held[o.which].second;
-          a.free(held[o.which].first);
+          expected -= rounded[o.which];
+          alloc.free(held[o.which]);
           held.erase(held.begin() + static_cast<std::ptrdiff_t>(o.which));
+          rounded.erase(rounded.begin() + static_cast<std::ptrdiff_t>(o.which));
         } else {
-          const std::uint64_t rounded = caching_allocator::round_size(o.bytes);
-          held.push_back({a.allocate(o.bytes), rounded});
-          expected += rounded;
+          held.push_back(alloc.allocate(o.bytes));
+          rounded.push_back(caching_allocator::round_size(o.bytes));
+          expected += rounded.back();
         }
-        consistent = consistent && a.allocated_bytes() == expected && a.reserved_bytes() >= a.allocated_bytes() &&
-                     a.reserved_bytes() % (2 * MiB) == 0;
+        ok = ok && alloc.allocated_bytes() == expected && holds();
       }
-      for (const auto& h : held) a.free(h.first);
+      return ok;
+    };
+    expandable_allocator a(gpu_bytes);
+    auto pages_hold_tensors = [&] { return a.reserved_bytes() >= a.allocated_bytes() && a.reserved_bytes() % (2 * MiB) == 0; };
+    std::uint64_t first_peak = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<expandable_allocator::handle> held;
+      CHECK(run(a, held, pages_hold_tensors));
+      for (expandable_allocator::handle h : held) a.free(h);
       REQUIRE(a.allocated_bytes() == 0);
       if (pass == 0) first_peak = a.peak_reserved_bytes();
     }
-    CHECK(consistent);
     CHECK(a.peak_reserved_bytes() == first_peak);
     CHECK(a.reserved_bytes() == first_peak);
 
     // Within a capacity the allocator releases pages and fills holes; until it runs out it never maps past it.
     expandable_allocator limited(gpu_bytes);
     limited.set_capacity(6ull << 30);
-    std::vector<std::pair<expandable_allocator::handle, std::uint64_t>> held;
-    std::uint64_t expected = 0;
-    bool within = true;
-    for (const op& o : ops) {
-      if (o.free) {
-        expected -= held[o.which].second;
-        limited.free(held[o.which].first);
-        held.erase(held.begin() + static_cast<std::ptrdiff_t>(o.which));
-      } else {
-        held.push_back({limited.allocate(o.bytes), caching_allocator::round_size(o.bytes)});
-        expected += held.back().second;
-      }
-      within = within && limited.allocated_bytes() == expected &&
-               (limited.out_of_memory() || limited.peak_reserved_bytes() <= (6ull << 30));
-    }
-    CHECK(within);
+    std::vector<expandable_allocator::handle> held;
+    CHECK(run(limited, held, [&] { return limited.out_of_memory() || limited.peak_reserved_bytes() <= (6ull << 30); }));
     released_and_completed += limited.cache_releases() > 0 && !limited.out_of_memory();
   }
   CHECK(released_and_completed > 0);  // the release path ran and the program went on
