@@ -5,15 +5,18 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/measurement_check.hpp"
+#include "cli/output_file.hpp"
 #include "planner/catalog.hpp"
 #include "planner/input_error.hpp"
 #include "planner/measured_runs.hpp"
 #include "planner/plan.hpp"
+#include "planner/segment_compare.hpp"
 #include "planner/text_file.hpp"
 
 namespace trainplan::cli {
@@ -23,6 +26,7 @@ struct check_args {
   std::vector<std::string> files;
   std::string gpu = "h100";
   double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0, time_tolerance_pct = 20.0;
+  std::string segments_out;
 };
 
 
@@ -35,10 +39,89 @@ void check_tolerance(double pct, const char* option, double max_pct) {
     throw input_error(fmt::format("{} must be a percentage between 0 and {}", option, max_pct));
 }
 
+// Segments are whole MiB in practice (2 MiB, 20 MiB, multiples of 2 MiB); a fraction is shown when not.
+std::string mib(std::uint64_t bytes) {
+  if (bytes % (1ull << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1ull << 20));
+}
+
+std::string mib_signed(std::int64_t bytes) {
+  const std::uint64_t magnitude = bytes < 0 ? 0 - static_cast<std::uint64_t>(bytes) : static_cast<std::uint64_t>(bytes);
+  return fmt::format("{}{}", bytes < 0 ? '-' : '+', magnitude >= (1ull << 30) ? gib(magnitude) : mib(magnitude));
+}
+
+// Under the run's row: its segments (collect_hf.py's "segments") beside those the replay reserves, by size.
+void print_segments(const measured_run& r, const plan_result& p, const std::vector<allocator_growth>& growth) {
+  constexpr std::size_t shown_sizes = 8, shown_buffers = 4;
+  if (r.run.expandable_segments) {
+    fmt::print("  {:<10} segments: not compared (with expandable segments a pool maps pages into one segment)\n", "");
+    return;
+  }
+  if (!p.allocator) {
+    fmt::print("  {:<10} segments: not compared (the plan did not replay the allocator for this run)\n", "");
+    return;
+  }
+  const segment_comparison c = compare_segments(r.segments, growth);
+  fmt::print("  {:<10} segments: measured {} ({}), replayed {} ({}), {} of a size both hold{}\n", "", c.measured_count,
+             gib(c.measured_bytes), c.replayed_count, gib(c.replayed_bytes), c.matched_count,
+             c.measured_bytes != r.reserved_peak_bytes
+                 ? fmt::format(" (the measured ones sum to {}, not the reserved peak {}: the run gave some back)",
+                               gib(c.measured_bytes), gib(r.reserved_peak_bytes))
+                 : "");
+  for (std::size_t i = 0; i < c.differences.size() && i < shown_sizes; ++i) {
+    const segment_size_difference& d = c.differences[i];
+    // The replay's extra segments of this size, by the buffer and step that made them (runs of the same one
+    // counted: a layer's buffer makes one in each layer).
+    std::vector<std::pair<const allocator_growth*, std::uint64_t>> makers;
+    for (const allocator_growth& g : d.replay_extra)
+      if (!makers.empty() && makers.back().first->tensor == g.tensor && makers.back().first->step == g.step) ++makers.back().second;
+      else makers.push_back({&g, 1});
+    std::string extra;
+    for (std::size_t k = 0; k < makers.size() && k < shown_buffers; ++k) {
+      const allocator_growth& g = *makers[k].first;
+      extra += fmt::format("{}{} {}{}", k ? ", " : "; the replay's last made by ",
+                           g.step < 0 ? std::string("model creation") : fmt::format("step {}", g.step + 1), g.tensor,
+                           makers[k].second > 1 ? fmt::format(" (x{})", makers[k].second) : "");
+    }
+    if (makers.size() > shown_buffers) extra += fmt::format(" and {} more", makers.size() - shown_buffers);
+    fmt::print("  {:<10}   {} {}: measured {}, replayed {} ({}){}\n", "", d.small_pool ? "small" : "large", mib(d.bytes),
+               d.measured, d.replayed, mib_signed(d.difference_bytes()), extra);
+  }
+  if (c.differences.size() > shown_sizes) {
+    std::int64_t rest = 0;
+    for (std::size_t i = shown_sizes; i < c.differences.size(); ++i) rest += c.differences[i].difference_bytes();
+    fmt::print("  {:<10}   and {} more sizes ({})\n", "", c.differences.size() - shown_sizes, mib_signed(rest));
+  }
+}
+
+// The segments the replay reserves for a run, in the order it makes them (none without a replay of
+// PyTorch's default allocator: with expandable segments growth is pages mapped, not segments).
+std::vector<allocator_growth> replayed_segments(const measured_run& r, const plan_result& p) {
+  std::vector<allocator_growth> growth;
+  if (p.allocator && !r.run.expandable_segments)
+    replay_allocator(p.inv, describe_model(r.model), r.run.grad_accum, 3, &growth);
+  return growth;
+}
+
+// --segments-out: one JSON line a replayed segment (scripts/compare_allocator_history.py reads them beside
+// PyTorch's recorded history).
+void append_segment_lines(std::string& out, const measured_run& r, const std::vector<allocator_growth>& growth) {
+  for (const allocator_growth& g : growth) {
+    const nlohmann::ordered_json line = {{"id", r.id},
+                                         {"step", g.step + 1},
+                                         {"pool", g.small_pool ? "small" : "large"},
+                                         {"bytes", g.added_bytes},
+                                         {"tensor", std::string(g.tensor)},
+                                         {"reserved_bytes", g.reserved_bytes}};
+    out += line.dump() + "\n";
+  }
+}
+
 }  // namespace
 
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
-                       double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct) {
+                       double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
+                       std::string* segments_jsonl) {
   bool all_within = true;
   double worst_tensor = 0, worst_device = 0, worst_time = 0;
   for (const std::string& path : files) {
@@ -86,6 +169,11 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                  r.id, gib(r.alloc_peak_bytes), gib(static_cast<std::uint64_t>(tensor)), te,
                  gib(static_cast<std::uint64_t>(measured_device)), gib(static_cast<std::uint64_t>(device)), de,
                  r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
+      if (!r.segments.empty() || segments_jsonl) {
+        const std::vector<allocator_growth> growth = replayed_segments(r, p);
+        if (!r.segments.empty()) print_segments(r, p, growth);
+        if (segments_jsonl) append_segment_lines(*segments_jsonl, r, growth);
+      }
     }
   }
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
@@ -108,6 +196,11 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       ->type_name("PCT")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--time-tolerance", args->time_tolerance_pct, "allowed step-time error in percent (default 20)")
       ->type_name("PCT")->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--segments-out", args->segments_out,
+                  "write the segments the allocator replay reserves for each run, one JSON line each ({id, step, "
+                  "pool, bytes, tensor, reserved_bytes}; step 0 is the model's creation), in the order it makes them: "
+                  "what scripts/compare_allocator_history.py sets beside PyTorch's recorded history")
+      ->type_name("FILE");
   cmd->footer("Example: python3 scripts/collect_hf.py --preset shared-h100 -o mine.jsonl && plan check mine.jsonl");
 
   cmd->callback([args, &chosen]() {
@@ -117,8 +210,12 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       check_tolerance(args->time_tolerance_pct, "--time-tolerance", 1000);
       const catalog data = catalog::load();
       const gpu_spec& gpu = data.gpu(args->gpu);
-      return check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,
-                                args->device_tolerance_pct, args->time_tolerance_pct);
+      std::string segments;
+      const int status = check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,
+                                            args->device_tolerance_pct, args->time_tolerance_pct,
+                                            args->segments_out.empty() ? nullptr : &segments);
+      if (!args->segments_out.empty()) write_output(args->segments_out, segments);
+      return status;
     };
   });
 }

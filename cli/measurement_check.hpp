@@ -10,8 +10,10 @@
 namespace trainplan::cli {
 
 // 0 when every tensor peak, device peak and step time is within its tolerance (percent), 1 otherwise;
-// throws input_error for a malformed report.
+// throws input_error for a malformed report. With `segments_jsonl`, appends the replay's segments of every
+// run (plan check --segments-out).
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
-                       double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct);
+                       double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
+                       std::string* segments_jsonl = nullptr);
 
 }  // namespace trainplan::cli

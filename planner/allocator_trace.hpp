@@ -38,10 +38,14 @@ struct allocator_replay {
 // buffers as it reaches them. Creation and the optimizer step allocate, then free.
 // Simulates the model's creation and `steps` optimizer steps (the measurements read step 3), with segments
 // limited to `capacity_bytes` in all (what cudaMalloc can hand out; default unlimited).
+// Each time an allocation raises what the allocator reserves: with PyTorch's default allocator (no
+// capacity) one new segment of `added_bytes`; with expandable segments, pages mapped.
 struct allocator_growth {
   std::string_view tensor;     // the buffer whose allocation took a new segment
   std::uint64_t reserved_bytes = 0;  // reserved after it
-  int step = 0;                // 0-based optimizer step
+  int step = 0;                // 0-based optimizer step, -1 while creating the model
+  std::uint64_t added_bytes = 0;     // reserved after it less reserved before
+  bool small_pool = false;           // the request was 1 MiB or less (kSmallSize): the small pool's segment
 };
 // The allocations and frees of a replay in program order, with each buffer's sizes: built once, replayed at
 // several capacities (the bisection for the least memory a run needs: planner/plan.cpp). With

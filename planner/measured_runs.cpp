@@ -52,6 +52,26 @@ struct line_reader {
 constexpr double max_step_seconds = 86400;              // a measured step of a day or more is no measurement
 constexpr std::uint64_t max_gpu_bytes = 1ull << 50;      // as gpus.json's memory_bytes
 
+// "segments": [["large", bytes], ["small", bytes], ...] (collect_hf.py's segment_sizes).
+std::vector<measured_segment> read_segments(const line_reader& r) {
+  const json& list = r.at("segments");
+  if (!list.is_array()) throw input_error(fmt::format("{}: field 'segments' must be a list of [pool, bytes]", r.where));
+  std::vector<measured_segment> out;
+  out.reserve(list.size());
+  for (const json& seg : list) {
+    if (!seg.is_array() || seg.size() != 2 || !seg[0].is_string())
+      throw input_error(fmt::format("{}: each of 'segments' must be [\"small\" or \"large\", bytes]", r.where));
+    const std::string pool = seg[0].get<std::string>();
+    if (pool != "small" && pool != "large")
+      throw input_error(fmt::format("{}: a segment's pool must be \"small\" or \"large\", not '{}'", r.where, pool));
+    const std::uint64_t bytes = r.count(seg[1], "segments");
+    if (bytes == 0 || bytes > max_gpu_bytes)
+      throw input_error(fmt::format("{}: a segment of {} bytes is no segment a GPU holds", r.where, bytes));
+    out.push_back({pool == "small", bytes});
+  }
+  return out;
+}
+
 // A measurement no real run gives is a broken report, not a prediction error: the errors in percent divide
 // by these (a step of 0 s printed +inf%), and calibrate fits its constants to them.
 void check_measured_step(const line_reader& r, const measured_run& run) {
@@ -166,6 +186,7 @@ measured_run read_run(const line_reader& r) {
     }
     run.step_seconds = r.number("step_s");
     check_measured_step(r, run);
+    if (r.j.contains("segments")) run.segments = read_segments(r);
   }
   return run;
 }

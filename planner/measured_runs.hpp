@@ -13,6 +13,12 @@
 
 namespace trainplan {
 
+// One segment the caching allocator held after the measured steps (torch.cuda.memory_snapshot()).
+struct measured_segment {
+  bool small_pool = false;  // "small" (requests up to 1 MiB) or "large"
+  std::uint64_t bytes = 0;
+};
+
 struct measured_run {
   std::string id;
   model_spec model;
@@ -25,6 +31,8 @@ struct measured_run {
   // false for a step time measured without the memory figures (neither alloc_peak nor reserved_peak given:
   // a published or quoted step time), which only the step-time comparison and fit use
   bool memory_measured = true;
+  // The segments behind reserved_peak, when the collector listed them ("segments"; empty otherwise).
+  std::vector<measured_segment> segments;
 };
 
 struct measured_file {

@@ -258,7 +258,8 @@ def build_parser():
     o.add_argument("--profile", action="store_true", help="one extra step under torch.profiler: kernels per step and GPU busy time (\"profile\")")
     o.add_argument("--memory-history", metavar="DIR",
                    help="record the caching allocator's every allocation and free, from model creation to the end of the measured steps, "
-                        "into DIR/ID.pickle (torch.cuda.memory._dump_snapshot; view it at https://pytorch.org/memory_viz)")
+                        "into DIR/ID.pickle (torch.cuda.memory._dump_snapshot; view it at https://pytorch.org/memory_viz), each "
+                        "event labelled with its step and phase; scripts/compare_allocator_history.py sets it beside plan check's replay")
     o.add_argument("--inventory", action="store_true", help="add the saved-tensor inventory (non-checkpointed runs; one extra forward after the measured steps)")
     o.add_argument("-o", "--output", metavar="FILE", help="append the line(s) to FILE (env line first if FILE is new or empty); default stdout")
     o.add_argument("--env-only", action="store_true", help="only write the env line")
@@ -474,6 +475,14 @@ def start_memory_history(torch):
     return True
 
 
+def memory_marker(torch, recording):
+    """A function that labels the allocator's next recorded events ("step 2 backward": each entry's
+    user_metadata in the dumped history, which compare_allocator_history.py reads), or one that does nothing
+    when not recording or when this torch has no torch.cuda.memory._set_memory_metadata."""
+    set_metadata = getattr(torch.cuda.memory, "_set_memory_metadata", None) if recording else None
+    return set_metadata if set_metadata is not None else (lambda text: None)
+
+
 def dump_memory_history(torch, directory, run_id):
     """Writes DIR/ID.pickle and stops recording."""
     os.makedirs(directory, exist_ok=True)
@@ -616,6 +625,8 @@ def run_one(args, torch, transformers):
     model = optimizer = scaler = out = loss = None
     inputs = []
     recording = bool(args.memory_history) and start_memory_history(torch)
+    mark = memory_marker(torch, recording)
+    mark("creation")
     try:
         torch.manual_seed(args.seed)
         model = build_model(args, torch, transformers)  # on the CPU, fp32
@@ -680,6 +691,7 @@ def run_one(args, torch, transformers):
             for k, x in enumerate(inputs):
                 last = k == len(inputs) - 1
                 state["phase"] = "forward"
+                mark("step {} forward".format(step))
                 reset_peaks()
                 h = time.perf_counter()
                 with autocast():
@@ -688,6 +700,7 @@ def run_one(args, torch, transformers):
                 phases["forward_peak"] = max(phases.get("forward_peak", 0), mem.max_memory_allocated())
                 phases["after_forward"] = mem.memory_allocated()
                 state["phase"] = "backward"
+                mark("step {} backward".format(step))
                 reset_peaks()
                 h = time.perf_counter()
                 loss = out.loss / args.grad_accum if args.grad_accum > 1 else out.loss
@@ -699,6 +712,7 @@ def run_one(args, torch, transformers):
                 if not last:
                     out = None  # an earlier micro-batch's output goes before the next forward
             state["phase"] = "optimizer"
+            mark("step {} optimizer".format(step))
             reset_peaks()  # reset before the logits are freed (reference S3: optimizer_peak == after_backward)
             out = None  # `del out`: only the loss value is kept
             h = time.perf_counter()
@@ -727,6 +741,7 @@ def run_one(args, torch, transformers):
         rec["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
         rec["segments"] = segment_sizes(torch)
         if recording:
+            mark("")
             rec["memory_history"] = dump_memory_history(torch, args.memory_history, args.id)
             recording = False
         rec["step_s"] = median(times[1:])  # README: median of steps 2 and 3

@@ -17,7 +17,8 @@
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
 # STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (with check), collect-shared (the
-# shared 14 again with --profile, then check); all by default. A machine that allows ten minutes a command
+# shared 14 again with --profile and the allocator's history, then check and the history set beside the
+# replay's segments); all by default. A machine that allows ten minutes a command
 # takes them in three or four calls (gpu-tests bench-kernels bench; suite; collect; collect-shared). Stage
 # limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S, COLLECT_S (the defaults of each call's stages add
 # up to less than ten minutes). The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name,
@@ -119,7 +120,11 @@ if wants collect-shared && command -v python3 >/dev/null && python3 -c "import t
   # The allocator's history of every run (issue 9's S5 and S10 reserved bytes), in its own archive: it is larger.
   stage collect-shared "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset shared-h100 --profile \
     --memory-history "$out-history" -o "$out/shared-profiled.jsonl"
-  [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check --gpu "$gpu" "$out/shared-profiled.jsonl"
+  [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check --gpu "$gpu" "$out/shared-profiled.jsonl" \
+    --segments-out "$out/replay-segments.jsonl"
+  # Segment by segment, in order: PyTorch's recorded history beside the replay's (where S5 and S10 part).
+  [ -s "$out/replay-segments.jsonl" ] && [ -d "$out-history" ] &&
+    stage compare-history 60 python3 scripts/compare_allocator_history.py "$out-history" "$out/replay-segments.jsonl"
 fi
 
 pack

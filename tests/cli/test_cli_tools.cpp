@@ -227,6 +227,40 @@ TEST_CASE("plan check compares a measurement with what the allocator keeps in th
   CHECK(c.exit_code == 0);
 }
 
+TEST_CASE("plan check sets a run's segments beside the replay's, size by size", "[cli][check][hf][segments]") {
+  // The shared S3 line with segments added (collect_hf.py writes them): one of 6000 MiB, which the
+  // replay never makes, and one of the small pool. Check names the sizes that differ and the
+  // buffers whose allocation made the replay's extra ones. (The "measurement" is made up; S3 really
+  // reserved 5.81 GiB.)
+  std::ifstream in(fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"));
+  std::string env, line;
+  std::getline(in, env);
+  json run;
+  while (std::getline(in, line))
+    if (json j = json::parse(line); j["id"] == "S3") run = j;
+  REQUIRE(run.is_object());
+  const auto dir = trainplan::test::scratch_dir("trainplan-check-segments");
+  run["segments"] = json::array({json::array({"large", 6000ull << 20}), json::array({"small", 2ull << 20})});
+  run["reserved_peak"] = (6000ull << 20) + (2ull << 20);  // so that they sum to the reserved peak
+  json expandable = run;
+  expandable["id"] = "S3e";
+  expandable["expandable_segments"] = true;
+  std::ofstream(dir / "run.jsonl") << env << "\n" << run.dump() << "\n" << expandable.dump() << "\n";
+  const plan_run c = run_plan("check " + (dir / "run.jsonl").string());
+  INFO(c.out << c.err);
+  CHECK_THAT(c.out, Catch::Contains("segments: measured 2 (5.86 GiB), replayed "));
+  CHECK_THAT(c.out, Catch::Contains("large 6000 MiB: measured 1, replayed 0 (-5.86 GiB)"));
+  // The replay's largest segment (the loss's [b*s, V] fp32) is one the "measurement" lacks: named with
+  // the buffer and step (1-based) that made it.
+  CHECK_THAT(c.out, Catch::Contains("large 786 MiB: measured 0, replayed ") && Catch::Contains("the replay's last made by step 1 loss."));
+  CHECK_THAT(c.out, Catch::Contains("segments: not compared (with expandable segments"));
+  // Segments that do not sum to the reserved peak: the run gave some back, and check says so.
+  run["reserved_peak"] = 6243221504ull;
+  std::ofstream(dir / "gave.jsonl") << env << "\n" << run.dump() << "\n";
+  CHECK_THAT(run_plan("check " + (dir / "gave.jsonl").string()).out, Catch::Contains("the run gave some back"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from collector reports", "[cli][calibrate][hf]") {
   const auto dir = trainplan::test::scratch_dir("trainplan-calibrate-hf");
   std::filesystem::create_directories(dir / "data");

@@ -114,3 +114,27 @@ TEST_CASE("collector reports: expandable segments reach the plan and its replay"
   CHECK_THROWS_WITH(s11_with_model(json::object(), {{"expandable_segments", "yes"}}),
                     Catch::Contains("field 'expandable_segments' must be true or false"));
 }
+
+TEST_CASE("collector reports: the allocator's segments, pool and bytes, and what is refused", "[measured][hf][allocator]") {
+  // collect_hf.py writes "segments": [[pool, bytes], ...] from torch.cuda.memory_snapshot().
+  CHECK(s11_with_model(json::object()).segments.empty());  // absent: nothing to compare
+  const measured_run r =
+      s11_with_model(json::object(), {{"segments", json::array({json::array({"large", 20971520}), json::array({"small", 2097152})})}});
+  REQUIRE(r.segments.size() == 2);
+  CHECK_FALSE(r.segments[0].small_pool);
+  CHECK(r.segments[0].bytes == 20971520);
+  CHECK(r.segments[1].small_pool);
+  CHECK(r.segments[1].bytes == 2097152);
+  const std::pair<json, const char*> bad[] = {
+      {"large", "field 'segments' must be a list"},
+      {json::array({json::array({"large"})}), "each of 'segments' must be"},
+      {json::array({json::array({20971520, "large"})}), "each of 'segments' must be"},
+      {json::array({json::array({"huge", 20971520})}), "pool must be \"small\" or \"large\", not 'huge'"},
+      {json::array({json::array({"large", -1})}), "must be a non-negative integer"},
+      {json::array({json::array({"large", 0})}), "a segment of 0 bytes"},
+      {json::array({json::array({"large", 1ull << 51})}), "a segment of 2251799813685248 bytes"}};
+  for (const auto& [segments, message] : bad) {
+    INFO(segments.dump());
+    CHECK_THROWS_WITH(s11_with_model(json::object(), {{"segments", segments}}), Catch::Contains(message));
+  }
+}

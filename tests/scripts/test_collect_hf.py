@@ -89,7 +89,13 @@ def main():
         if os.path.isfile(path):
             import pickle
             with open(path, "rb") as f:
-                check(pickle.load(f)["device_traces"] != [[]], "--memory-history dumped before recording started")
+                traces = pickle.load(f)["device_traces"]
+            check(traces != [[]], "--memory-history dumped before recording started")
+            # Each phase labels the events after it (torch.cuda.memory._set_memory_metadata), which
+            # compare_allocator_history.py reads; cleared before the dump.
+            labels = [e.get("user_metadata") for e in traces[0]]
+            expected = ["creation"] + ["step {} {}".format(k, p) for k in (1, 2, 3) for p in ("forward", "backward", "optimizer")] + [""]
+            check(labels == expected, "--memory-history phase labels {}, expected {}".format(labels, expected))
 
         oom_report = os.path.join(tmp, "oom.jsonl")
         done = collect(["--family", "llama", "--seq", "64", "--id", "o1", "--memory-history", history, "-o", oom_report],

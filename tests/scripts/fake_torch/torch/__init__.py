@@ -154,14 +154,20 @@ class _CudaMemory:
 
     def __init__(self):
         self.recording = False
+        self.labels = []  # each _set_memory_metadata while recording: one event carries it in the dump
 
     def _record_memory_history(self, enabled="all", context="all", stacks="all", max_entries=0):
         self.recording = enabled is not None
 
+    def _set_memory_metadata(self, metadata):
+        if self.recording:
+            self.labels.append(metadata)
+
     def _dump_snapshot(self, filename):
         import pickle
+        trace = [{"action": "alloc", "size": 512, "user_metadata": label} for label in self.labels] or [{"action": "alloc", "size": 512}]
         with open(filename, "wb") as f:
-            pickle.dump({"segments": [], "device_traces": [[{"action": "alloc", "size": 512}]] if self.recording else [[]]}, f)
+            pickle.dump({"segments": [], "device_traces": [trace] if self.recording else [[]]}, f)
 
 
 cuda = _Cuda()

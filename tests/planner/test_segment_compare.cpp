@@ -1,0 +1,79 @@
+// Segment by segment (planner/segment_compare.hpp): a measured run's segments against the replay's.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "planner/allocator_trace.hpp"
+#include "planner/segment_compare.hpp"
+#include "tests/planner/measured_runs.hpp"
+#include "tests/planner/plan_helpers.hpp"
+
+using namespace trainplan;
+
+namespace {
+constexpr std::uint64_t MiB = 1ull << 20;
+}
+
+TEST_CASE("segments: sizes whose counts differ, largest difference first, the replay's last-made named", "[allocator][segments]") {
+  const std::vector<measured_segment> measured = {
+      {false, 786 * MiB}, {false, 20 * MiB}, {false, 786 * MiB}, {true, 2 * MiB}, {true, 2 * MiB}, {false, 20 * MiB}, {false, 394 * MiB}};
+  const std::vector<allocator_growth> replayed = {
+      {"weights", 0, -1, 20 * MiB, false},   {"logits", 0, 0, 394 * MiB, false},  {"log_probs", 0, 0, 786 * MiB, false},
+      {"grad", 0, 0, 786 * MiB, false},      {"bias", 0, 0, 2 * MiB, true},       {"log_probs", 0, 1, 786 * MiB, false},
+      {"grad", 0, 1, 786 * MiB, false},      {"state", 0, 0, 48 * MiB, false}};
+  const segment_comparison c = compare_segments(measured, replayed);
+  CHECK(c.measured_count == 7);
+  CHECK(c.measured_bytes == (2 * 786 + 2 * 20 + 2 * 2 + 394) * MiB);
+  CHECK(c.replayed_count == 8);
+  CHECK(c.replayed_bytes == (4 * 786 + 20 + 394 + 2 + 48) * MiB);
+  CHECK(c.matched_count == 2 + 1 + 1 + 1);  // 786 twice, 20, 2 (small), 394
+  REQUIRE(c.differences.size() == 4);
+  // 786 MiB: two more in the replay, the two it made last (step 1's), in the order it made them.
+  CHECK(c.differences[0].bytes == 786 * MiB);
+  CHECK(c.differences[0].measured == 2);
+  CHECK(c.differences[0].replayed == 4);
+  CHECK(c.differences[0].difference_bytes() == 2 * 786 * static_cast<std::int64_t>(MiB));
+  REQUIRE(c.differences[0].replay_extra.size() == 2);
+  CHECK(c.differences[0].replay_extra[0].tensor == "log_probs");
+  CHECK(c.differences[0].replay_extra[0].step == 1);
+  CHECK(c.differences[0].replay_extra[1].tensor == "grad");
+  CHECK(c.differences[1].bytes == 48 * MiB);  // one the measurement lacks
+  CHECK(c.differences[1].replay_extra.size() == 1);
+  // Fewer in the replay: a negative difference and nothing to name. Equal magnitudes: the larger size first.
+  CHECK(c.differences[2].bytes == 20 * MiB);
+  CHECK(c.differences[2].difference_bytes() == -20 * static_cast<std::int64_t>(MiB));
+  CHECK(c.differences[2].replay_extra.empty());
+  CHECK(c.differences[3].small_pool);
+  CHECK(c.differences[3].bytes == 2 * MiB);
+  CHECK(c.differences[3].difference_bytes() == -2 * static_cast<std::int64_t>(MiB));
+  // The same segments in another order: nothing differs.
+  std::vector<measured_segment> same;
+  for (const allocator_growth& g : replayed) same.push_back({g.small_pool, g.added_bytes});
+  std::reverse(same.begin(), same.end());
+  const segment_comparison none = compare_segments(same, replayed);
+  CHECK(none.differences.empty());
+  CHECK(none.matched_count == replayed.size());
+}
+
+TEST_CASE("segments: a replay's growth is its segments, each of a size PyTorch's default allocator makes", "[allocator][segments][hf]") {
+  // Over the 14 shared runs: one growth entry a new segment (no capacity, so nothing is given back), all of
+  // them summing to what the replay reserves at its peak; a small-pool segment is kSmallBuffer (2 MiB), a
+  // large-pool one kLargeBuffer (20 MiB) or a request of 10 MiB or more rounded up to 2 MiB.
+  for (const measured_run& r : test::shared_h100_measurements().runs) {
+    INFO(r.id);
+    const plan_result p = test::plan_of(r.model, r.run);
+    std::vector<allocator_growth> growth;
+    const allocator_replay replay = replay_allocator(p.inv, describe_model(r.model), r.run.grad_accum, 3, &growth);
+    std::uint64_t sum = 0;
+    for (const allocator_growth& g : growth) {
+      sum += g.added_bytes;
+      if (g.small_pool) CHECK(g.added_bytes == 2 * MiB);
+      else CHECK((g.added_bytes == 20 * MiB || (g.added_bytes >= 10 * MiB && g.added_bytes % (2 * MiB) == 0)));
+    }
+    CHECK(sum == replay.peak_reserved_bytes);
+    // Measured as the replay made them: the comparison finds nothing.
+    std::vector<measured_segment> as_replayed;
+    for (const allocator_growth& g : growth) as_replayed.push_back({g.small_pool, g.added_bytes});
+    CHECK(compare_segments(as_replayed, growth).differences.empty());
+  }
+}
