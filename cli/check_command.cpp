@@ -68,6 +68,11 @@ void print_segments(const measured_run& r, const plan_result& p, const std::vect
                  ? fmt::format(" (the measured ones sum to {}, not the reserved peak {}: the run gave some back)",
                                gib(c.measured_bytes), gib(r.reserved_peak_bytes))
                  : "");
+  // PyTorch allocates its cuBLAS workspaces through the caching allocator: the measured segments hold them
+  // (a segment of their own, or room in a freed block), the replay does not (the device peak adds them).
+  if (p.overhead.cublas_workspace_bytes > 0)
+    fmt::print("  {:<10}   (the replay leaves out PyTorch's cuBLAS workspaces, {} in all, which the device peak adds)\n",
+               "", mib(p.overhead.cublas_workspace_bytes));
   for (std::size_t i = 0; i < c.differences.size() && i < shown_sizes; ++i) {
     const segment_size_difference& d = c.differences[i];
     // The replay's extra segments of this size, by the buffer and step that made them (runs of the same one

@@ -19,7 +19,10 @@ autograd engine's device thread; a checkpointed layer's recomputation runs Pytho
 "recompute"), otherwise "forward", with a forward after an optimizer step starting the next step. (Stacks
 are there only when the history recorded them; collect_hf.py records none, to keep its step times.) A segment of exactly 2 MiB is the small pool's (large-pool segments are 20 MiB or at
 least 10 MiB). The two lists are aligned by segment size (difflib), and each stretch where they differ is
-printed with its step and phase (PyTorch) or the buffer whose allocation made it (the replay).
+printed with its step and phase (PyTorch) or the buffer whose allocation made it (the replay). PyTorch's
+cuBLAS workspaces (32 MiB each on an H100, one for the forward's thread and one for autograd's) come
+through the same allocator and are not among the replay's segments (trainplan adds them to the device peak
+apart): a 32 MiB segment in PyTorch's list alone, near a step's first matrix product, is most likely one.
 
 The history must be recorded from before the model is created (collect_hf.py does) and hold every event:
 torch keeps the last max_entries (collect_hf.py asks for 1,000,000), so a longer run loses its first ones.

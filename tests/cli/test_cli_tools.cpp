@@ -250,6 +250,8 @@ TEST_CASE("plan check sets a run's segments beside the replay's, size by size", 
   INFO(c.out << c.err);
   CHECK_THAT(c.out, Catch::Contains("segments: measured 2 (5.86 GiB), replayed "));
   CHECK_THAT(c.out, Catch::Contains("large 6000 MiB: measured 1, replayed 0 (-5.86 GiB)"));
+  // PyTorch's two cuBLAS workspaces are in the measured segments, not the replay's: said, with their size.
+  CHECK_THAT(c.out, Catch::Contains("the replay leaves out PyTorch's cuBLAS workspaces, 64 MiB in all"));
   // The replay's largest segment (the loss's [b*s, V] fp32) is one the "measurement" lacks: named with
   // the buffer and step (1-based) that made it.
   CHECK_THAT(c.out, Catch::Contains("large 786 MiB: measured 0, replayed ") && Catch::Contains("the replay's last made by step 1 loss."));
