@@ -64,9 +64,13 @@ void print_segments(const measured_run& r, const plan_result& p, const std::vect
   const segment_comparison c = compare_segments(r.segments, growth);
   fmt::print("  {:<10} segments: measured {} ({}), replayed {} ({}), {} of a size both hold{}\n", "", c.measured_count,
              gib(c.measured_bytes), c.replayed_count, gib(c.replayed_bytes), c.matched_count,
-             c.measured_bytes != r.reserved_peak_bytes
-                 ? fmt::format(" (the measured ones sum to {}, not the reserved peak {}: the run gave some back)",
-                               gib(c.measured_bytes), gib(r.reserved_peak_bytes))
+             c.measured_bytes < r.reserved_peak_bytes
+                 ? fmt::format(" (the measured ones sum to {} below the reserved peak: the run gave some back)",
+                               mib(r.reserved_peak_bytes - c.measured_bytes))
+             : c.measured_bytes > r.reserved_peak_bytes
+                 ? fmt::format(" (the measured ones sum to {} above the reserved peak, which no run holds: the report "
+                               "is inconsistent)",
+                               mib(c.measured_bytes - r.reserved_peak_bytes))
                  : "");
   // PyTorch allocates its cuBLAS workspaces through the caching allocator: the measured segments hold them
   // (a segment of their own, or room in a freed block), the replay does not (the device peak adds them).

@@ -257,9 +257,15 @@ TEST_CASE("plan check sets a run's segments beside the replay's, size by size", 
   CHECK_THAT(c.out, Catch::Contains("large 786 MiB: measured 0, replayed ") && Catch::Contains("the replay's last made by step 1 loss."));
   CHECK_THAT(c.out, Catch::Contains("segments: not compared (with expandable segments"));
   // Segments that do not sum to the reserved peak: the run gave some back, and check says so.
-  run["reserved_peak"] = 6243221504ull;
+  run["reserved_peak"] = 6100ull << 20;
   std::ofstream(dir / "gave.jsonl") << env << "\n" << run.dump() << "\n";
-  CHECK_THAT(run_plan("check " + (dir / "gave.jsonl").string()).out, Catch::Contains("the run gave some back"));
+  CHECK_THAT(run_plan("check " + (dir / "gave.jsonl").string()).out,
+             Catch::Contains("the measured ones sum to 98 MiB below the reserved peak: the run gave some back"));
+  // More than the reserved peak: no run holds that; said so.
+  run["reserved_peak"] = (6000ull << 20);
+  std::ofstream(dir / "more.jsonl") << env << "\n" << run.dump() << "\n";
+  CHECK_THAT(run_plan("check " + (dir / "more.jsonl").string()).out,
+             Catch::Contains("the measured ones sum to 2 MiB above the reserved peak, which no run holds"));
   std::filesystem::remove_all(dir);
 }
 
