@@ -1,7 +1,8 @@
 // Fuzz target: measured-run reports in the collector's JSON-lines format (planner/measured_runs.hpp,
 // parse_measurements), as `plan check` and `plan calibrate --framework hf` read them. Any text must parse
 // or throw input_error. A file that parses must have at least one run, none of them the env line, and
-// every run a model validate_model accepts, a dropout within [0, 1) and segments of 1 to 2^50 bytes.
+// every run a model validate_model accepts, a dropout within [0, 1) and segments of 1 to 2^50 bytes, summing
+// to at most 2^50.
 #include <cstdint>
 #include <string_view>
 
@@ -21,8 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     require(returns_or_input_error([&] { validate_model(r.model); }), "a run's model fails validate_model");
     require(r.run.dropout >= 0 && r.run.dropout < 1, "a run's dropout is outside [0, 1)");
     require(r.id != "env", "the env line was read as a run");
-    for (const measured_segment& seg : r.segments)
+    std::uint64_t total = 0;
+    for (const measured_segment& seg : r.segments) {
       require(seg.bytes > 0 && seg.bytes <= (1ull << 50), "a segment of no size, or more than 2^50 bytes, was accepted");
+      total += seg.bytes;
+      require(total <= (1ull << 50), "segments summing to more than 2^50 bytes were accepted");
+    }
   }
   return 0;
 }

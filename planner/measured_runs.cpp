@@ -58,6 +58,7 @@ std::vector<measured_segment> read_segments(const line_reader& r) {
   if (!list.is_array()) throw input_error(fmt::format("{}: field 'segments' must be a list of [pool, bytes]", r.where));
   std::vector<measured_segment> out;
   out.reserve(list.size());
+  std::uint64_t total = 0;  // at most max_gpu_bytes: what one GPU holds, so that the sum is exact
   for (const json& seg : list) {
     if (!seg.is_array() || seg.size() != 2 || !seg[0].is_string())
       throw input_error(fmt::format("{}: each of 'segments' must be [\"small\" or \"large\", bytes]", r.where));
@@ -67,6 +68,9 @@ std::vector<measured_segment> read_segments(const line_reader& r) {
     const std::uint64_t bytes = r.count(seg[1], "segments");
     if (bytes == 0 || bytes > max_gpu_bytes)
       throw input_error(fmt::format("{}: a segment of {} bytes is no segment a GPU holds", r.where, bytes));
+    total += bytes;  // both at most 2^50: no overflow
+    if (total > max_gpu_bytes)
+      throw input_error(fmt::format("{}: the segments sum to more than 2^50 bytes, more than any GPU holds", r.where));
     out.push_back({pool == "small", bytes});
   }
   return out;

@@ -132,7 +132,8 @@ TEST_CASE("collector reports: the allocator's segments, pool and bytes, and what
       {json::array({json::array({"huge", 20971520})}), "pool must be \"small\" or \"large\", not 'huge'"},
       {json::array({json::array({"large", -1})}), "must be a non-negative integer"},
       {json::array({json::array({"large", 0})}), "a segment of 0 bytes"},
-      {json::array({json::array({"large", 1ull << 51})}), "a segment of 2251799813685248 bytes"}};
+      {json::array({json::array({"large", 1ull << 51})}), "a segment of 2251799813685248 bytes"},
+      {json::array({json::array({"large", 1ull << 50}), json::array({"small", 2097152})}), "the segments sum to more than 2^50 bytes"}};
   for (const auto& [segments, message] : bad) {
     INFO(segments.dump());
     CHECK_THROWS_WITH(s11_with_model(json::object(), {{"segments", segments}}), Catch::Contains(message));
