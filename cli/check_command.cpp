@@ -103,6 +103,25 @@ void print_segments(const measured_run& r, const plan_result& p, const std::vect
   }
 }
 
+// Under the run's row: the allocator's counters the collector read (memory_stats()) beside the replay's, in the
+// GPU's memory as the run had it. PyTorch's cudaMalloc calls include its cuBLAS workspaces'.
+void print_allocator_counts(const measured_run& r, const plan_result& p) {
+  const measured_allocator_counts& m = r.allocator_counts;
+  std::string measured;
+  auto add = [&measured](const std::optional<std::uint64_t>& n, const char* what) {
+    if (n) measured += fmt::format("{}{} {}", measured.empty() ? "" : ", ", *n, what);
+  };
+  add(m.device_allocs, "cudaMalloc");
+  add(m.device_frees, "cudaFree");
+  add(m.alloc_retries, "retries after freeing its cache");
+  add(m.ooms, "out-of-memory errors");
+  const std::string replayed =
+      !p.allocator ? std::string("not replayed")
+                   : fmt::format("the replay: {} segments made{}, {} releases of its cache", p.allocator->segments_made,
+                                 r.run.expandable_segments ? " (address ranges)" : "", p.allocator->cache_releases);
+  fmt::print("  {:<10} allocator: {}; {}\n", "", measured, replayed);
+}
+
 // The segments the replay reserves for a run, in the order it makes them (none without a replay of
 // PyTorch's default allocator: with expandable segments growth is pages mapped, not segments).
 std::vector<allocator_growth> replayed_segments(const measured_run& r, const plan_result& p) {
@@ -150,6 +169,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
       if (r.out_of_memory) {
         fmt::print("  {:<10} ran out of memory; plan says {} ({})\n", r.id, p.fits ? "it fits: WRONG" : "it does not fit",
                    what);
+        if (r.allocator_counts.any()) print_allocator_counts(r, p);
         all_within = all_within && !p.fits;
         continue;
       }
@@ -183,6 +203,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
         if (!r.segments.empty()) print_segments(r, p, growth);
         if (segments_jsonl) append_segment_lines(*segments_jsonl, r, growth);
       }
+      if (r.allocator_counts.any()) print_allocator_counts(r, p);
     }
   }
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "

@@ -260,6 +260,7 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
   result.peak_reserved_bytes = alloc.peak_reserved_bytes();
   result.out_of_memory = alloc.out_of_memory();
   result.cache_releases = alloc.cache_releases();
+  result.segments_made = alloc.segments();
   return result;
 }
 

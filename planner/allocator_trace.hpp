@@ -20,6 +20,9 @@ struct allocator_replay {
   std::string_view failed_tensor;
   int failed_step = 0;
   std::uint64_t cache_releases = 0;
+  // Segments it made (cudaMalloc calls: memory_stats()'s num_device_alloc), those it gave back included; with
+  // expandable segments, the address ranges it reserved.
+  std::uint64_t segments_made = 0;
   // Set by apply_allocator_replay (planner/plan.hpp): whether the tensors alone, in the allocator's blocks,
   // fit the capacity, so that a failure is the allocator's fragmentation.
   bool tensors_fit = true;

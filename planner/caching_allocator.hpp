@@ -42,7 +42,7 @@ class caching_allocator {
   std::uint64_t reserved_bytes() const { return reserved_; }          // memory_reserved()
   std::uint64_t peak_allocated_bytes() const { return peak_allocated_; }
   std::uint64_t peak_reserved_bytes() const { return peak_reserved_; }
-  std::uint64_t segments() const { return segment_count_; }
+  std::uint64_t segments() const { return segment_count_; }  // cudaMalloc calls: released segments included
 
   static std::uint64_t round_size(std::uint64_t bytes);
   static std::uint64_t segment_size(std::uint64_t rounded);

@@ -46,6 +46,7 @@ class expandable_allocator {
   void set_capacity(std::uint64_t bytes) { capacity_ = bytes; }
   bool out_of_memory() const { return out_of_memory_; }
   std::uint64_t cache_releases() const { return cache_releases_; }
+  std::uint64_t segments() const { return segments_made_; }  // address ranges reserved, given-back ones included
 
   std::uint64_t allocated_bytes() const { return allocated_; }  // memory_allocated()
   std::uint64_t reserved_bytes() const { return reserved_; }    // memory_reserved(): mapped bytes

@@ -76,6 +76,21 @@ std::vector<measured_segment> read_segments(const line_reader& r) {
   return out;
 }
 
+// "allocator_counts": {"num_device_alloc": n, ...} (collect_hf.py's allocator_counts); unknown keys are skipped.
+measured_allocator_counts read_allocator_counts(const line_reader& r) {
+  const json& counts = r.at("allocator_counts");
+  if (!counts.is_object())
+    throw input_error(fmt::format("{}: field 'allocator_counts' must be an object of counts", r.where));
+  measured_allocator_counts out;
+  const std::pair<const char*, std::optional<std::uint64_t>*> keys[] = {{"num_device_alloc", &out.device_allocs},
+                                                                       {"num_device_free", &out.device_frees},
+                                                                       {"num_alloc_retries", &out.alloc_retries},
+                                                                       {"num_ooms", &out.ooms}};
+  for (const auto& [key, value] : keys)
+    if (counts.contains(key)) *value = r.count(counts.at(key), key);
+  return out;
+}
+
 // A measurement no real run gives is a broken report, not a prediction error: the errors in percent divide
 // by these (a step of 0 s printed +inf%), and calibrate fits its constants to them.
 void check_measured_step(const line_reader& r, const measured_run& run) {
@@ -182,6 +197,7 @@ measured_run read_run(const line_reader& r) {
   }
   run.params = r.count("params");
   run.out_of_memory = r.flag("oom", false);
+  if (r.j.contains("allocator_counts")) run.allocator_counts = read_allocator_counts(r);
   if (!run.out_of_memory) {  // an out-of-memory run has no completed step to measure
     run.memory_measured = r.j.contains("alloc_peak") || r.j.contains("reserved_peak");
     if (run.memory_measured) {  // both, or the missing one is named

@@ -4,6 +4,7 @@
 // describing the machine ("id": "env"), each other one configuration with its measured memory and time.
 // Read into the planner's terms, so that `plan check` and the tests predict each run with --framework hf.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,16 @@ namespace trainplan {
 struct measured_segment {
   bool small_pool = false;  // "small" (requests up to 1 MiB) or "large"
   std::uint64_t bytes = 0;
+};
+
+// The caching allocator's counters after the measured steps (collect_hf.py's "allocator_counts", from
+// torch.cuda.memory_stats()); each only when the report has it.
+struct measured_allocator_counts {
+  std::optional<std::uint64_t> device_allocs;  // num_device_alloc: cudaMalloc calls, one a segment
+  std::optional<std::uint64_t> device_frees;   // num_device_free: cudaFree calls
+  std::optional<std::uint64_t> alloc_retries;  // num_alloc_retries: a failed cudaMalloc freed the cache, tried again
+  std::optional<std::uint64_t> ooms;           // num_ooms
+  bool any() const { return device_allocs || device_frees || alloc_retries || ooms; }
 };
 
 struct measured_run {
@@ -33,6 +44,7 @@ struct measured_run {
   bool memory_measured = true;
   // The segments behind reserved_peak, when the collector listed them ("segments"; empty otherwise).
   std::vector<measured_segment> segments;
+  measured_allocator_counts allocator_counts;  // also on an out-of-memory line
 };
 
 struct measured_file {

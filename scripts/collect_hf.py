@@ -80,7 +80,8 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
      "grad_accum", "regime", "attn", "gc", "drop", "opt", "expandable_segments", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
-     "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...], "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale", "skipped_steps"],
+     "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...],
+     "allocator_counts": {"num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms"}, "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale", "skipped_steps"],
      ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]],
      ["memory_history": the path of the allocator's recorded history, with --memory-history]}
     "expandable_segments" is whether PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) asked for them
@@ -90,6 +91,9 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     whose steps were all skipped has no AdamW state.
     "segments" lists the caching allocator's segments after the measured steps ("small" or "large" pool,
     bytes; torch.cuda.memory_snapshot()), largest first: the reserved bytes segment by segment.
+    "allocator_counts" has its counters from torch.cuda.memory_stats() at the same point (also on an OOM
+    line): num_device_alloc (cudaMalloc calls), num_device_free (cudaFree calls), num_alloc_retries (a failed
+    cudaMalloc made it free its cache and try again), num_ooms; those this torch has.
     For gpt2 the model object holds fam, L, h, a, V as in the reference file (ffn only when not 4h,
     max_positions only when not 1024). "params" is the base model's parameter count (tied embeddings once;
     LoRA adapters not included: they are in "trainable_params"). "lora" is the rank (trainplan reads it so);
@@ -464,6 +468,16 @@ def segment_sizes(torch):
     return sorted(segments, key=lambda seg: (-seg[1], seg[0]))
 
 
+def allocator_counts(torch):
+    """The caching allocator's counters over the process so far (torch.cuda.memory_stats(), the keys this torch
+    has): cudaMalloc calls (each a new segment), cudaFree calls, the times a failed cudaMalloc made it free its
+    cache and retry, and out-of-memory errors. With no free and no retry, the segments listed after the run are
+    every segment it made."""
+    stats = torch.cuda.memory_stats()
+    keys = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms")
+    return {k: int(stats[k]) for k in keys if k in stats}
+
+
 def start_memory_history(torch):
     """Records every allocator event from here (no stack traces: addresses, sizes and order are what a replay
     of the allocator is checked against). False when this torch cannot."""
@@ -740,6 +754,7 @@ def run_one(args, torch, transformers):
         rec["alloc_peak"] = max(phases["forward_peak"], phases["backward_peak"], phases["optimizer_peak"])
         rec["reserved_peak"] = max(state["reserved_peak"], mem.max_memory_reserved())
         rec["segments"] = segment_sizes(torch)
+        rec["allocator_counts"] = allocator_counts(torch)
         if recording:
             mark("")
             rec["memory_history"] = dump_memory_history(torch, args.memory_history, args.id)
@@ -791,6 +806,7 @@ def run_one(args, torch, transformers):
         rec["oom_message"] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
         rec["phases"] = phases
         rec["reserved_peak"] = max(state["reserved_peak"], torch.cuda.max_memory_reserved())
+        rec["allocator_counts"] = allocator_counts(torch)
         if "params" not in rec:
             try:
                 rec["params"] = count_params(build_model(args, torch, transformers))

@@ -241,6 +241,7 @@ TEST_CASE("plan check sets a run's segments beside the replay's, size by size", 
   REQUIRE(run.is_object());
   const auto dir = trainplan::test::scratch_dir("trainplan-check-segments");
   run["segments"] = json::array({json::array({"large", 6000ull << 20}), json::array({"small", 2ull << 20})});
+  run["allocator_counts"] = {{"num_device_alloc", 2}, {"num_device_free", 0}, {"num_alloc_retries", 0}};
   run["reserved_peak"] = (6000ull << 20) + (2ull << 20);  // so that they sum to the reserved peak
   json expandable = run;
   expandable["id"] = "S3e";
@@ -256,6 +257,10 @@ TEST_CASE("plan check sets a run's segments beside the replay's, size by size", 
   // the buffer and step (1-based) that made it.
   CHECK_THAT(c.out, Catch::Contains("large 786 MiB: measured 0, replayed ") && Catch::Contains("the replay's last made by step 1 loss."));
   CHECK_THAT(c.out, Catch::Contains("segments: not compared (with expandable segments"));
+  // The allocator's counters beside the replay's (S3 fits the H100 without freeing its cache).
+  CHECK_THAT(c.out, Catch::Contains("allocator: 2 cudaMalloc, 0 cudaFree, 0 retries after freeing its cache; the replay: ") &&
+                        Catch::Contains(" segments made, 0 releases of its cache") &&
+                        Catch::Contains(" segments made (address ranges), 0 releases of its cache"));
   // Segments that do not sum to the reserved peak: the run gave some back, and check says so.
   run["reserved_peak"] = 6100ull << 20;
   std::ofstream(dir / "gave.jsonl") << env << "\n" << run.dump() << "\n";

@@ -139,3 +139,22 @@ TEST_CASE("collector reports: the allocator's segments, pool and bytes, and what
     CHECK_THROWS_WITH(s11_with_model(json::object(), {{"segments", segments}}), Catch::Contains(message));
   }
 }
+
+TEST_CASE("collector reports: the allocator's counters, each optional, and what is refused", "[measured][hf][allocator]") {
+  // collect_hf.py writes "allocator_counts" from torch.cuda.memory_stats(), the keys its torch has.
+  CHECK_FALSE(s11_with_model(json::object()).allocator_counts.any());
+  const measured_run r = s11_with_model(
+      json::object(), {{"allocator_counts", {{"num_device_alloc", 57}, {"num_alloc_retries", 0}, {"some_new_key", 3}}}});
+  REQUIRE(r.allocator_counts.any());
+  CHECK(r.allocator_counts.device_allocs == std::optional<std::uint64_t>(57));
+  CHECK(r.allocator_counts.alloc_retries == std::optional<std::uint64_t>(0));
+  CHECK_FALSE(r.allocator_counts.device_frees.has_value());  // a torch without the counter: absent, not 0
+  CHECK_FALSE(r.allocator_counts.ooms.has_value());
+  // An out-of-memory line keeps them too: its retries before failing.
+  const measured_run oom = s11_with_model(json::object(), {{"oom", true}, {"allocator_counts", {{"num_ooms", 1}}}});
+  CHECK(oom.allocator_counts.ooms == std::optional<std::uint64_t>(1));
+  CHECK_THROWS_WITH(s11_with_model(json::object(), {{"allocator_counts", json::array({1})}}),
+                    Catch::Contains("field 'allocator_counts' must be an object"));
+  CHECK_THROWS_WITH(s11_with_model(json::object(), {{"allocator_counts", {{"num_device_free", -2}}}}),
+                    Catch::Contains("field 'num_device_free' must be a non-negative integer"));
+}

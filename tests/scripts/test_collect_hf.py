@@ -38,8 +38,10 @@ def main():
         for run in lines[1:]:
             rid = run.get("id")
             for key in ("model", "seq", "mbs", "regime", "phases", "alloc_peak", "reserved_peak", "step_s", "segments",
-                        "host_s", "profile", "params", "trainable_params"):
+                        "allocator_counts", "host_s", "profile", "params", "trainable_params"):
                 check(key in run, "{}: no {}".format(rid, key))
+            check(set(run.get("allocator_counts", {})) == {"num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms"},
+                  "{}: allocator_counts keys {}".format(rid, sorted(run.get("allocator_counts", {}))))
             check(set(run.get("host_s", {})) == {"forward", "backward", "optimizer"}, "{}: host_s keys".format(rid))
             # The fake profile: kernels [0,10], [5,15], [20,30] us and one memcpy: 3 kernels, 30 us, 25 us busy.
             prof = run.get("profile", {})
@@ -105,6 +107,8 @@ def main():
         lines = [json.loads(line) for line in open(oom_report)] if os.path.exists(oom_report) else []
         check(len(lines) == 2 and lines[1].get("oom") is True and lines[1].get("oom_phase") == "forward",
               "the out-of-memory line: {}".format(lines[1:]))
+        check(len(lines) == 2 and "num_alloc_retries" in lines[1].get("allocator_counts", {}),
+              "the out-of-memory line has no allocator counts (its retries before failing)")
         checked = subprocess.run([plan, "check", oom_report], capture_output=True, text=True)
         check(checked.returncode in (0, 1) and "ran out of memory" in checked.stdout,
               "plan check on the out-of-memory run exited {}: {}".format(checked.returncode, checked.stdout[-300:]))
