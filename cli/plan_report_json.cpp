@@ -126,6 +126,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                 // least memory the replay completes in where the allocator runs short
                                 {"budget_reserved_bytes", a.budget_reserved_bytes},
                                 {"cache_releases", a.cache_releases},
+                                // cudaMalloc calls in the GPU's memory (memory_stats()'s num_device_alloc)
+                                {"segments_made", a.segments_made},
                                 {"out_of_memory", a.out_of_memory},
                                 // the tensors alone would fit: the shortfall is fragmentation
                                 {"tensors_fit", a.tensors_fit},

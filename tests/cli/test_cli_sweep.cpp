@@ -334,6 +334,9 @@ TEST_CASE("plan --json names the allocator replay's verdict: out of memory, wher
   CHECK(a["failed_buffer"].get<std::string>().starts_with("loss."));
   CHECK(a["failed_step"].get<int>() >= 2);
   CHECK(a["replayed_steps"].get<int>() == 3);
+  // Its segments made (cudaMalloc calls), given-back ones included: a release of its cache comes from a failed
+  // cudaMalloc, which it then retries with a new segment, after at least one made before.
+  CHECK(a["segments_made"].get<std::uint64_t>() >= 1 + a["cache_releases"].get<std::uint64_t>());
   const plan_run text = run_plan("--model gpt2 --seq 1024 --micro-batch 48 --gpu h100 --suggestions 0");
   CHECK(text.out.find("expandable_segments:True") != std::string::npos);
   CHECK(text.out.find("finds no room even then: out of memory") != std::string::npos);
