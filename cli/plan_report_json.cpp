@@ -128,6 +128,10 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                 {"cache_releases", a.cache_releases},
                                 // cudaMalloc calls in the GPU's memory (memory_stats()'s num_device_alloc)
                                 {"segments_made", a.segments_made},
+                                // one segment of the loss's [b*s, V] fp32 size: the replay's larger misses on
+                                // measured runs were about one such segment (with expandable segments: null)
+                                {"loss_segment_bytes", p.run.expandable_segments ? nlohmann::json()
+                                                                                 : nlohmann::json(hf_loss_segment_bytes(p.model, p.run))},
                                 {"out_of_memory", a.out_of_memory},
                                 // the tensors alone would fit: the shortfall is fragmentation
                                 {"tensors_fit", a.tensors_fit},

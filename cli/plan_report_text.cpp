@@ -224,6 +224,11 @@ std::string render_plan_text(const plan_report_input& in) {
                             a.failed_step < 0 ? std::string("creating the model") : fmt::format("step {}", a.failed_step + 1),
                             a.failed_tensor);
     line("{}", replay);
+    // What the measurements say of the replay (planner/plan.hpp, hf_loss_segment_bytes).
+    if (!expandable)
+      line("  Its known error: against PyTorch on an H100, its larger misses were about one segment of the loss's "
+           "[b*s, V] fp32 size; here {}",
+           gib(hf_loss_segment_bytes(p.model, p.run)));
     const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
     if (a.out_of_memory && a.tensors_fit && !expandable)
       line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "

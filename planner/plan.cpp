@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "planner/allocator_trace.hpp"
+#include "planner/caching_allocator.hpp"
 #include "planner/checked_math.hpp"
 #include "planner/input_error.hpp"
 #include "planner/inventory_llmc.hpp"
@@ -158,6 +159,12 @@ void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
 }  // namespace
 
 bool replays_allocator(const run_config& run) { return run.framework == framework_kind::hf && run.pp == 1; }
+
+std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run) {
+  const std::uint64_t rows = checked_mul(run.micro_batch, run.seq, "loss rows");
+  const std::uint64_t bytes = checked_mul(checked_mul(rows, m.vocab, "loss elements"), dtype_bytes(dtype::fp32), "loss bytes");
+  return caching_allocator::segment_size(caching_allocator::round_size(bytes));
+}
 
 bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
   const std::uint64_t fixed = r.overhead.cuda_context_bytes + r.overhead.cublas_workspace_bytes;  // both below 2^40

@@ -108,6 +108,12 @@ inline constexpr std::uint64_t max_replayed_instances = 1'000'000;
 // Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
 bool replays_allocator(const run_config& run);
 
+// One segment of the hf loss's [b*s, V] fp32 buffers (log_softmax's output and the gradients beside it), as
+// PyTorch's default allocator sizes it: the replay's larger misses on measured runs were about one such
+// segment made more or fewer in later steps (S5, S10, S11 in tests/data/measurements/: README, "How close it
+// is"), so the report names its size as the replay's known error.
+std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
+
 // Replays PyTorch's caching allocator for r (when replays_allocator) in the budget (the GPU's memory, or less
 // with a safety margin) less the context and workspaces: sets r.allocator and r.allocator_reserved_bytes,
 // and from them the peak, and the verdict and headroom against the budget. Where the allocator runs short
