@@ -123,7 +123,9 @@ void print_allocator_counts(const measured_run& r, const plan_result& p) {
 }
 
 // The segments the replay reserves for a run, in the order it makes them (none without a replay of
-// PyTorch's default allocator: with expandable segments growth is pages mapped, not segments).
+// PyTorch's default allocator: with expandable segments growth is pages mapped, not segments). A second
+// replay, with no capacity: the plan's own (in the GPU's memory) keeps no growth, as sweeps need none; the
+// two are the same replay unless the plan's ran short and freed its cache (its allocator line says so).
 std::vector<allocator_growth> replayed_segments(const measured_run& r, const plan_result& p) {
   std::vector<allocator_growth> growth;
   if (p.allocator && !r.run.expandable_segments)

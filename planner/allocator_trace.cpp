@@ -224,8 +224,6 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
 
 namespace {
 
-constexpr std::uint64_t small_pool_bytes = 1ull << 20;  // kSmallSize: larger requests use the large pool
-
 // One replay through either simulated allocator (they share the interface).
 template <class allocator>
 allocator_replay replay_through(allocator alloc, const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
@@ -252,7 +250,7 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
       }
       if (growth && alloc.reserved_bytes() > before)
         growth->push_back({schedule.inv->tensors[o.tensor].name, alloc.reserved_bytes(), o.step,
-                           alloc.reserved_bytes() - before, caching_allocator::round_size(bytes) <= small_pool_bytes});
+                           alloc.reserved_bytes() - before, caching_allocator::small_pool(bytes)});
     }
     if (stop_at_out_of_memory && alloc.out_of_memory()) break;
   }

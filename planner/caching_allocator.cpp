@@ -21,6 +21,8 @@ std::uint64_t caching_allocator::round_size(std::uint64_t bytes) {
   return checked_mul(min_block, (bytes + min_block - 1) / min_block, "allocation");
 }
 
+bool caching_allocator::small_pool(std::uint64_t bytes) { return round_size(bytes) <= small_size; }
+
 std::uint64_t caching_allocator::segment_size(std::uint64_t rounded) {
   if (rounded <= small_size) return small_buffer;
   if (rounded < min_large_alloc) return large_buffer;
@@ -65,7 +67,7 @@ void caching_allocator::release_cached_segments() {
 
 caching_allocator::handle caching_allocator::allocate(std::uint64_t bytes) {
   const std::uint64_t size = round_size(bytes);
-  const bool small = size <= small_size;
+  const bool small = small_pool(bytes);
   std::set<free_key>& free_blocks = pool(small);
   auto it = free_blocks.lower_bound({size, 0, 0, 0});
   std::uint64_t index;

@@ -45,6 +45,7 @@ class caching_allocator {
   std::uint64_t segments() const { return segment_count_; }  // cudaMalloc calls: released segments included
 
   static std::uint64_t round_size(std::uint64_t bytes);
+  static bool small_pool(std::uint64_t bytes);  // a request of at most kSmallSize (1 MiB), rounded: the small pool
   static std::uint64_t segment_size(std::uint64_t rounded);
 
  private:

@@ -130,12 +130,13 @@ def step_text(step):
     return "creation" if step == 0 else "step {}".format(step)
 
 
-def summary(label, segments, index_step):
+def summary(label, segments):
+    """Count and bytes of (bytes, pool, step, ...) segments, in all and by step."""
     total = sum(s[0] for s in segments)
     by_step = {}
     for s in segments:
-        n, b = by_step.get(s[index_step], (0, 0))
-        by_step[s[index_step]] = (n + 1, b + s[0])
+        n, b = by_step.get(s[2], (0, 0))
+        by_step[s[2]] = (n + 1, b + s[0])
     if not segments:
         return "{} no segments".format(label)
     steps = ", ".join("{}: {} ({:.2f} GiB)".format(step_text(k), n, b / (1 << 30)) for k, (n, b) in sorted(by_step.items()))
@@ -145,9 +146,9 @@ def summary(label, segments, index_step):
 def compare(run_id, measured, replayed, limit, lines):
     """Prints the comparison; True when the two lists are the same sizes in the same order."""
     print("{}:".format(run_id))
-    print("  " + summary("PyTorch", measured, 2) +
+    print("  " + summary("PyTorch", measured) +
           ("" if measured else " (the history has no segment_alloc: recorded from the model's creation on?)"))
-    print("  " + summary("replay ", replayed, 2))
+    print("  " + summary("replay ", replayed))
     a = [(s[0], s[1]) for s in measured]
     b = [(s[0], s[1]) for s in replayed]
     blocks = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
