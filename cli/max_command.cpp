@@ -43,6 +43,19 @@ void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, 
 // Sequences are probed around the boundary on multiples of this: the lengths people train at.
 constexpr std::uint64_t seq_grid = 64;
 
+// One value of the quantity, as a probe around the boundary sees it: fits, fails, or beyond (its tensors alone
+// exceed the budget, or it cannot exist). `keep` receives the summary.
+fit_probe probe_value(const std::string& what, std::uint64_t v, sweep_model& model, run_config& run, const sweep_gpu& gpu,
+                      double margin, std::optional<config_summary>* keep = nullptr) {
+  set_quantity(what, v, model, run);
+  std::optional<config_summary> s = summarize_config(model, gpu, run, margin);
+  const fit_probe verdict = !s || s->floor_bytes > s->budget_bytes ? fit_probe::beyond
+                            : s->fits                               ? fit_probe::fits
+                                                                    : fit_probe::fails;
+  if (keep) *keep = std::move(s);
+  return verdict;
+}
+
 // "2,752, 2,832-2,912": values on a grid of `stride`, runs of neighbours as ranges.
 std::string grid_ranges(const std::vector<std::uint64_t>& values, std::uint64_t stride) {
   std::string out;
@@ -135,12 +148,8 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       const std::uint64_t stride = args->what == "seq" ? seq_grid : 1;
       std::vector<std::uint64_t> misses_below;
       if (best && !params) {
-        const refined_fit around = refine_largest_fitting(*best, hi, stride, [&](std::uint64_t v) {
-          std::optional<config_summary> s;
-          const bool fits = try_value(v, &s);
-          if (!s || s->floor_bytes > s->budget_bytes) return fit_probe::beyond;
-          return fits ? fit_probe::fits : fit_probe::fails;
-        });
+        const refined_fit around = refine_largest_fitting(
+            *best, hi, stride, [&](std::uint64_t v) { return probe_value(args->what, v, model, run, gpu, args->margin); });
         best = around.best;
         misses_below = around.misses_below;
       }
@@ -169,8 +178,13 @@ void register_max_command(CLI::App& app, command_action& chosen) {
             const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin);
             return s && s->fits;
           };
-          const std::optional<std::uint64_t> v = largest_fitting(1, hi, fits_at);
+          std::optional<std::uint64_t> v = largest_fitting(1, hi, fits_at);
           if (!v) continue;
+          // The same climb past the bisection's boundary as the answer above, so that a row's value is what
+          // `plan max` gives with the row's flags.
+          if (!params)
+            v = climb_largest_fitting(*v, hi, stride,
+                                      [&](std::uint64_t x) { return probe_value(args->what, x, m, c, gpu, args->margin); });
           fits_at(*v);  // leaves m and c at the maximum
           const std::optional<config_summary> at = summarize_config(m, gpu, c, args->margin);
           rows.push_back({c, change_flags(r.run, candidate), change_costs(r.run, candidate),

@@ -17,12 +17,11 @@ std::optional<std::uint64_t> largest_fitting(std::uint64_t lo, std::uint64_t hi,
   return lo;
 }
 
-refined_fit refine_largest_fitting(std::uint64_t best, std::uint64_t hi, std::uint64_t stride,
-                                   const std::function<fit_probe(std::uint64_t)>& probe) {
-  constexpr std::uint64_t max_probes = 256, fits_in_a_row = 16;
+std::uint64_t climb_largest_fitting(std::uint64_t best, std::uint64_t hi, std::uint64_t stride,
+                                    const std::function<fit_probe(std::uint64_t)>& probe) {
+  constexpr std::uint64_t max_probes = 256;
   stride = std::max<std::uint64_t>(stride, 1);
-  refined_fit r{best, {}};
-  // Upward, on the grid: the first grid value above best, then every stride.
+  // On the grid: the first grid value above best, then every stride.
   std::uint64_t found = 0;
   std::uint64_t probes = 0;
   for (std::uint64_t v = (best / stride + 1) * stride; v <= hi && probes < max_probes; v += stride, ++probes) {
@@ -31,25 +30,40 @@ refined_fit refine_largest_fitting(std::uint64_t best, std::uint64_t hi, std::ui
     if (p == fit_probe::fits) found = v;
     if (v > hi - stride) break;  // the next grid value would pass hi (or wrap)
   }
-  if (found) {
-    r.best = found;
-    for (std::uint64_t v = found + 1; stride > 1 && v < found + stride && v <= hi; ++v)
-      if (probe(v) == fit_probe::fits) r.best = v;
-  }
-  // Downward, on the grid: the largest grid value below best, then every stride, to 16 fits in a row.
-  std::uint64_t in_a_row = 0;
-  probes = 0;
-  for (std::uint64_t v = (r.best - 1) / stride * stride; v >= 1 && in_a_row < fits_in_a_row && probes < max_probes;
+  if (!found) return best;
+  std::uint64_t climbed = found;
+  for (std::uint64_t v = found + 1; stride > 1 && v < found + stride && v <= hi; ++v)
+    if (probe(v) == fit_probe::fits) climbed = v;
+  return climbed;
+}
+
+std::vector<std::uint64_t> grid_misses_below(std::uint64_t best, std::uint64_t stride,
+                                             const std::function<fit_probe(std::uint64_t)>& probe) {
+  constexpr std::uint64_t max_probes = 256, fits_in_a_row = 16;
+  stride = std::max<std::uint64_t>(stride, 1);
+  std::vector<std::uint64_t> misses;
+  if (best == 0) return misses;
+  // The largest grid value below best, then every stride, to 16 fits in a row.
+  std::uint64_t in_a_row = 0, probes = 0;
+  for (std::uint64_t v = (best - 1) / stride * stride; v >= 1 && in_a_row < fits_in_a_row && probes < max_probes;
        v -= stride, ++probes) {
     if (probe(v) == fit_probe::fits) {
       ++in_a_row;
     } else {
-      r.misses_below.push_back(v);
+      misses.push_back(v);
       in_a_row = 0;
     }
     if (v < stride) break;
   }
-  std::reverse(r.misses_below.begin(), r.misses_below.end());
+  std::reverse(misses.begin(), misses.end());
+  return misses;
+}
+
+refined_fit refine_largest_fitting(std::uint64_t best, std::uint64_t hi, std::uint64_t stride,
+                                   const std::function<fit_probe(std::uint64_t)>& probe) {
+  refined_fit r;
+  r.best = climb_largest_fitting(best, hi, stride, probe);
+  r.misses_below = grid_misses_below(r.best, stride, probe);
   return r;
 }
 

@@ -21,12 +21,19 @@ enum class fit_probe { fits, fails, beyond };
 // Under the allocator replay, fitting is not monotone: how the caching allocator splits its segments depends
 // on exact sizes (tinyllama-1.1b, micro-batch 8, amp-bf16 on an H100: sequences 2,928 and 2,944 fit, 2,880
 // and 2,912 do not). The bisection's boundary is then one boundary, not always the last, and not every
-// smaller value fits. `refine_largest_fitting` looks around it on a grid of `stride` (1 for micro-batches;
-// for sequences the multiples people use):
-//   - upward, the grid values above `best` while their tensors fit (at most 256): the largest that fits
-//     becomes the answer, then the values between it and the next grid value are tried one by one;
-//   - downward, the grid values below `best`, naming those that do not fit, until 16 in a row fit (at most
-//     256 tried).
+// smaller value fits. Two looks around it, on a grid of `stride` (1 for micro-batches; for sequences the
+// multiples people use):
+//   - `climb_largest_fitting`: upward, the grid values above `best` while their tensors fit (at most 256):
+//     the largest that fits becomes the answer, then the values between it and the next grid value are tried
+//     one by one;
+//   - `grid_misses_below`: downward, the grid values below `best` that do not fit, until 16 in a row fit (at
+//     most 256 tried).
+// `refine_largest_fitting` does both: the answer `plan max` gives and the smaller values it warns about.
+std::uint64_t climb_largest_fitting(std::uint64_t best, std::uint64_t hi, std::uint64_t stride,
+                                    const std::function<fit_probe(std::uint64_t)>& probe);
+std::vector<std::uint64_t> grid_misses_below(std::uint64_t best, std::uint64_t stride,
+                                             const std::function<fit_probe(std::uint64_t)>& probe);
+
 struct refined_fit {
   std::uint64_t best = 0;
   std::vector<std::uint64_t> misses_below;  // ascending: values on the grid below best that do not fit

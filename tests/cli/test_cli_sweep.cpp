@@ -166,6 +166,27 @@ TEST_CASE("plan max --levers: a ladder, each row reaching further, each as print
   CHECK(run_plan("max seq " + run + " --levers seq").exit_code == 2);
 }
 
+TEST_CASE("plan max --levers: each row's value is plan max's answer with the row's flags", "[cli][max][levers]") {
+  // Under the allocator replay the verdict is not monotone in the sequence: for llama-3.1-8b with adafactor,
+  // full recompute and bf16, bisection alone stops at 26,734 tokens, where a loss segment made again in
+  // step 2 no longer fits, while longer sequences up to 31,817 fit again. A row must climb past such a
+  // boundary as plan max does, or the two answers differ.
+  const std::string run = "--model llama-3.1-8b --gpu h100 --optimizer adafactor";
+  const json ladder = json::parse(run_plan("max seq " + run + " --levers recompute,precision --json").out);
+  REQUIRE(ladder["with_levers"].size() >= 2);
+  bool not_monotone = false;
+  for (const json& row : ladder["with_levers"]) {
+    std::string flags;
+    for (const json& c : row["changes"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    const json alone = json::parse(run_plan("max seq " + run + flags + " --json").out);
+    CHECK(alone["value"] == row["value"]);
+    CHECK(alone["peak_bytes"] == row["peak_bytes"]);
+    if (!alone["not_fitting_below"].empty()) not_monotone = true;
+  }
+  CHECK(not_monotone);  // the case is one where bisection alone would stop short
+}
+
 TEST_CASE("plan max: the value fits and one more does not", "[cli][max]") {
   json seq = json::parse(run_plan("max seq --model llama-3.1-8b --gpu h200 --recompute full --framework trainplan --json").out);
   REQUIRE(seq["fits"] == true);

@@ -157,6 +157,10 @@ TEST_CASE("refine_largest_fitting finds a later boundary above and names the gri
   r = refine_largest_fitting(1000, 1 << 20, 10, counted);
   CHECK(r.best == 1130);
   CHECK(r.misses_below == std::vector<std::uint64_t>{900, 910, 920, 930, 940, 1010, 1020, 1030, 1040, 1050, 1060, 1070, 1080, 1090});
+  // The two looks alone (a ladder row of plan max --levers climbs without naming what fails below).
+  CHECK(climb_largest_fitting(1000, 1 << 20, 10, verdict) == 1130);
+  CHECK(climb_largest_fitting(1000, 1 << 20, 64, verdict) == 1000);
+  CHECK(grid_misses_below(1130, 10, verdict) == r.misses_below);
   // Every value: micro-batches (no stride) from a boundary of 5 in a verdict with holes at 2 and 4.
   auto holes = [](std::uint64_t v) { return v == 2 || v == 4 || v > 5 ? (v > 6 ? fit_probe::beyond : fit_probe::fails) : fit_probe::fits; };
   r = refine_largest_fitting(5, 100, 1, holes);
