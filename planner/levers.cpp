@@ -5,6 +5,7 @@
 #include <set>
 
 #include "planner/activations_hf.hpp"
+#include "planner/framework.hpp"
 #include "planner/input_error.hpp"
 #include "planner/inventory_llmc.hpp"
 #include "planner/sweep_axis.hpp"
@@ -111,7 +112,13 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
   if (from.attention != to.attention) flags.push_back(fmt::format("--attention {}", attention_name(to.attention)));
   if (from.micro_batch != to.micro_batch || from.grad_accum != to.grad_accum)
     flags.push_back(fmt::format("--micro-batch {} --grad-accum {}", to.micro_batch, to.grad_accum));
-  if (from.precision != to.precision) flags.push_back(fmt::format("--precision {}", precision_name(to.precision)));
+  // The precision is named when it changes, and also when the fine-tuning does while the precision stays:
+  // the default depends on it (hf: bf16 under --finetune lora, amp-bf16 otherwise), so a run that relied on
+  // the default would otherwise be run with another precision than the one evaluated.
+  const bool default_moves = from.finetune != to.finetune &&
+                             default_precision(to.framework, to.finetune == finetune_kind::lora) != to.precision;
+  if (from.precision != to.precision || default_moves)
+    flags.push_back(fmt::format("--precision {}", precision_name(to.precision)));
   if (from.grad_dtype != to.grad_dtype)
     flags.push_back(fmt::format("--grad-dtype {}", grad_dtype_choice_name(to.grad_dtype)));
   if (from.optimizer != to.optimizer) flags.push_back(fmt::format("--optimizer {}", optimizer_name(to.optimizer)));

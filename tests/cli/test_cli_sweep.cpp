@@ -144,6 +144,43 @@ TEST_CASE("plan search --levers finds pure bf16 and 8-bit AdamW with full recomp
   CHECK(run_plan(base + ",seq").exit_code == 2);
 }
 
+TEST_CASE("plan search's rows rerun as plan with their printed flags: same peak, LoRA's precision named", "[cli][search][levers]") {
+  // Under hf the default precision is bf16 with --finetune lora and amp-bf16 otherwise; search evaluates a
+  // LoRA on the run as given (amp-bf16), so its flags must name that precision or plan would run another.
+  const std::string run = "--model llama-3.1-8b --seq 4096 --gpu h100";
+  const json j = json::parse(run_plan("search " + run + " --levers adapters --json").out);
+  int lora_rows = 0;
+  for (const json& r : j["by_change_set"]) {
+    const std::string changes = r["changes"];
+    lora_rows += changes.find("--finetune lora") != std::string::npos;
+    const std::string flags = changes + " --micro-batch " + std::to_string(r["micro_batch"].get<int>()) + " --grad-accum " +
+                              std::to_string(r["grad_accum"].get<int>());
+    INFO(flags);
+    const json p = json::parse(run_plan(run + " " + flags + " --json").out);
+    CHECK(p["memory"]["peak_bytes"] == r["peak_bytes"]);
+    CHECK(p["run"]["precision"] == r["precision"]);
+  }
+  CHECK(lora_rows >= 2);  // at amp-bf16 (the run as given) and at bf16
+}
+
+TEST_CASE("plan search keeps its margin free beyond the peak plan reports, not by replaying in less memory", "[cli][search][allocator]") {
+  // mistral-7b, bf16, seq 2048 on an H100 peaks at 74.02 GiB in plan (the replay's reserved bytes on the whole
+  // GPU). Replayed in 90% of the GPU the allocator would free cached segments sooner and complete at 70.41 GiB,
+  // which search once listed as fitting a 10% margin. A margin now keeps its memory free beyond plan's peak.
+  const std::string run = "--model mistral-7b --seq 2048 --gpu h100 --precision bf16 --micro-batch 1 --recompute none";
+  const json p = json::parse(run_plan(run + " --grad-accum 2048 --json").out);
+  const double peak = p["memory"]["peak_bytes"], gpu = p["gpu"]["memory_bytes"];
+  for (const std::string margin : {"0.05", "0.1"}) {
+    INFO(margin);
+    const json s = json::parse(run_plan("search " + run + " --margin " + margin + " --json").out);
+    const bool within = peak <= gpu * (1 - std::stod(margin));
+    REQUIRE(s["best"].size() == (within ? 1u : 0u));
+    if (within) CHECK(s["best"][0]["peak_bytes"].get<double>() == peak);
+  }
+  CHECK(peak > gpu * 0.9);  // the case above is one the margin excludes
+  CHECK(peak <= gpu * 0.95);
+}
+
 TEST_CASE("plan max --levers: a ladder, each row reaching further, each as printed fitting", "[cli][max][levers]") {
   const std::string run = "--params 7B --gpu h100";
   plan_run r = run_plan("max seq " + run + " --levers precision,recompute,optimizer-impl --json");

@@ -48,6 +48,23 @@ TEST_CASE("a change's flags, levers and costs come from the difference of two ru
   CHECK(change_costs(base, wide) == (cost_hardware | cost_slower));
   CHECK(suggestion_cost_text(cost_hardware | cost_slower) == "more hardware, slower");
   CHECK(cost_rank(cost_hardware | cost_slower) > cost_rank(cost_numerics));
+
+  // Under hf the default precision moves with --finetune (bf16 with lora, amp-bf16 otherwise): a change of
+  // fine-tuning names the precision when the changed run's is not the default it would get, so that the
+  // printed flags rerun what was evaluated even where the user relied on the default.
+  REQUIRE(base.precision == precision_regime::amp_bf16);
+  run_config lora = base;
+  lora.finetune = finetune_kind::lora;
+  CHECK(change_flags(base, lora) == std::vector<std::string>{"--precision amp-bf16", "--finetune lora"});
+  lora.precision = precision_regime::bf16;  // the lora default: the flag is still named, as a change
+  CHECK(change_flags(base, lora) == std::vector<std::string>{"--precision bf16", "--finetune lora"});
+  run_config pure = base;
+  pure.precision = precision_regime::bf16;
+  lora.precision = precision_regime::bf16;
+  CHECK(change_flags(pure, lora) == std::vector<std::string>{"--finetune lora"});  // bf16 is lora's default
+  run_config qlora = base;
+  qlora.finetune = finetune_kind::qlora;  // qlora's default is amp-bf16, as the base's
+  CHECK(change_flags(base, qlora) == std::vector<std::string>{"--finetune qlora"});
   CHECK(cost_rank(cost_slower) > cost_rank(cost_none));
   CHECK(cost_rank(cost_slower) < cost_rank(cost_numerics));
 
