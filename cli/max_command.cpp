@@ -28,8 +28,10 @@ struct max_args {
 };
 
 // Sets the quantity `max` searches: the sequence, the micro-batch, or the model (a derived llama shape of
-// v million parameters).
-void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, run_config& run) {
+// v million parameters). `per_gpu_batch` (max micro-batch with --global-batch: the sequences each
+// data-parallel GPU takes a step) keeps the global batch: the accumulation makes up the rest.
+void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, run_config& run,
+                  std::uint64_t per_gpu_batch = 0) {
   if (what == "params") {
     model.spec = derive_llama_shape(v * 1'000'000ull);
     model.facts = describe_model(model.spec);
@@ -37,6 +39,7 @@ void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, 
     run.seq = v;
   } else {
     run.micro_batch = v;
+    if (per_gpu_batch) run.grad_accum = per_gpu_batch / v;
   }
 }
 
@@ -46,8 +49,8 @@ constexpr std::uint64_t seq_grid = 64;
 // One value of the quantity, as a probe around the boundary sees it: fits, fails, or beyond (its tensors alone
 // exceed the budget, or it cannot exist). `keep` receives the summary.
 fit_probe probe_value(const std::string& what, std::uint64_t v, sweep_model& model, run_config& run, const sweep_gpu& gpu,
-                      double margin, std::optional<config_summary>* keep = nullptr) {
-  set_quantity(what, v, model, run);
+                      double margin, std::uint64_t per_gpu_batch, std::optional<config_summary>* keep = nullptr) {
+  set_quantity(what, v, model, run, per_gpu_batch);
   std::optional<config_summary> s = summarize_config(model, gpu, run, margin);
   const fit_probe verdict = !s || s->floor_bytes > s->budget_bytes ? fit_probe::beyond
                             : s->fits                               ? fit_probe::fits
@@ -97,7 +100,8 @@ std::vector<lever_reach_row> reach_ladder(std::vector<lever_reach_row> rows) {
 void register_max_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<max_args>();
   CLI::App* cmd = app.add_subcommand(
-      "max", "the longest sequence, largest micro-batch or largest model (llama family) that fits (exit 1 if none)");
+      "max", "the longest sequence, largest micro-batch or largest model (llama family) that fits (exit 1 if none; with "
+      "--levers, if no combination fits either)");
   cmd->add_option("what", args->what, "seq | micro-batch | params")->required()->type_name("WHAT");
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default 0, as the fit check)")
@@ -119,50 +123,100 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         throw input_error(fmt::format("max: unknown quantity '{}' (known: seq, micro-batch, params)", args->what));
       if (params && !a.family.empty() && a.family != "llama")
         throw input_error("max params: derived shapes exist for the llama family only (see plan models for gpt presets)");
-      if (params && a.model.empty() && a.params.empty() && a.hf_config.empty()) a.params = "7B";  // placeholder shape
+      // The model is what max params searches: a flag that picks or shapes one would be ignored, so it is refused.
+      if (params)
+        for (const auto& [given, flag] : {std::pair{&a.model, "--model"}, {&a.params, "--params"}, {&a.hf_config, "--hf-config"},
+                                          {&a.layers, "--layers"}, {&a.hidden, "--hidden"}, {&a.heads, "--heads"},
+                                          {&a.kv_heads, "--kv-heads"}, {&a.ffn, "--ffn"}, {&a.vocab, "--vocab"},
+                                          {&a.experts, "--experts"}, {&a.experts_per_token, "--experts-per-token"}})
+          if (!given->empty())
+            throw input_error(fmt::format("max params searches derived llama-family shapes (vocabulary 32,000, as --params "
+                                          "derives them): {} does not apply",
+                                          flag));
+      if (params) a.params = "7B";  // a placeholder shape: the search replaces it
       if (args->what == "seq" && a.seq.empty()) a.seq = "1";
       resolved_run r = resolve_model_run(a);
       const sweep_gpu gpu{r.gpu, r.calib};
       sweep_model model{r.model, describe_model(r.model)};
       run_config run = r.run;
 
-      std::optional<config_summary> at_max, next;
-      auto try_value = [&](std::uint64_t v, std::optional<config_summary>* keep, bool replay_every_run = false) {
-        set_quantity(args->what, v, model, run);
-        std::string why;
-        std::optional<config_summary> s = summarize_config(model, gpu, run, args->margin, &why, replay_every_run);
-        // A configuration that cannot exist at the smallest value is an error in the options (exit 2),
-        // not "nothing fits".
-        if (!s && v == 1) throw input_error(why);
-        if (keep) *keep = s;
-        return s && s->fits;
-      };
+      // max micro-batch with --global-batch: each data-parallel GPU's share of the global batch stays, so only
+      // the micro-batches that divide it are candidates, the accumulation making up the rest.
+      const bool keeps_global_batch = args->what == "micro-batch" && !a.global_batch.empty();
       std::uint64_t hi = 1ull << 24;
       if (args->what == "seq" && r.model.max_positions) hi = r.model.max_positions;
       if (params) hi = 10'000'000;  // 10T parameters, in millions
-      std::optional<std::uint64_t> best = largest_fitting(1, hi, [&](std::uint64_t v) { return try_value(v, nullptr); });
-      // Under hf the verdict is the allocator replay's, which need not follow the quantity monotonically
-      // (planner/max_fit.hpp): look around the bisection's boundary, every micro-batch, or for sequences every
-      // multiple of 64, and name the smaller ones that do not fit. A model's size is searched as derived
-      // shapes, which change by whole layers and widths: bisection alone.
       const std::uint64_t stride = args->what == "seq" ? seq_grid : 1;
-      std::vector<std::uint64_t> misses_below;
-      if (best && !params) {
-        const refined_fit around = refine_largest_fitting(
-            *best, hi, stride, [&](std::uint64_t v) { return probe_value(args->what, v, model, run, gpu, args->margin); });
-        best = around.best;
-        misses_below = around.misses_below;
-      }
+
+      // The largest value that fits for one model and run (the answer, or one ladder row). Under hf the verdict
+      // is the allocator replay's, which need not follow the quantity monotonically (planner/max_fit.hpp):
+      // after the bisection, the climb over every micro-batch, or for sequences every multiple of 64, above its
+      // boundary, and with `name_misses` the smaller ones on that grid that do not fit. A model's size is
+      // searched as derived shapes, which change by whole layers and widths: bisection alone. With the global
+      // batch kept, every dividing micro-batch is tried from the top.
+      struct reach {
+        std::optional<std::uint64_t> best, next;
+        std::vector<std::uint64_t> misses_below;
+      };
+      auto reach_of = [&](sweep_model& m, run_config& c, bool name_misses) {
+        const std::uint64_t per_gpu_batch = keeps_global_batch ? c.micro_batch * c.grad_accum : 0;
+        auto probe = [&](std::uint64_t v) { return probe_value(args->what, v, m, c, gpu, args->margin, per_gpu_batch); };
+        reach out;
+        if (keeps_global_batch) {
+          const candidate_fit f = largest_fitting_candidate(divisors_up_to(per_gpu_batch, hi), probe, name_misses);
+          out.best = f.best, out.next = f.next, out.misses_below = f.misses_below;
+        } else {
+          out.best = largest_fitting(1, hi, [&](std::uint64_t v) {
+            set_quantity(args->what, v, m, c);
+            std::string why;
+            const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why);
+            // A configuration that cannot exist at the smallest value is an error in the options (exit 2),
+            // not "nothing fits".
+            if (!s && v == 1) throw input_error(why);
+            return s && s->fits;
+          });
+          if (out.best && !params) {
+            if (name_misses) {
+              const refined_fit around = refine_largest_fitting(*out.best, hi, stride, probe);
+              out.best = around.best, out.misses_below = around.misses_below;
+            } else {
+              out.best = climb_largest_fitting(*out.best, hi, stride, probe);
+            }
+          }
+          if (out.best && *out.best < hi) out.next = *out.best + 1;
+        }
+        if (out.best) set_quantity(args->what, *out.best, m, c, per_gpu_batch);  // leaves m and c at the maximum
+        return out;
+      };
+      auto summary_at = [&](sweep_model& m, run_config& c, bool replay_every_run) {
+        std::string why;
+        std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why, replay_every_run);
+        if (!s) throw input_error(why);
+        return *s;
+      };
+
+      const reach answer = reach_of(model, run, true);
+      const std::optional<std::uint64_t> best = answer.best;
+      const std::vector<std::uint64_t>& misses_below = answer.misses_below;
+      std::optional<config_summary> at_max, next;
       if (best) {
-        // its peak as plan gives it: the replay's least memory, not the estimate of tensors and slack
-        if (*best < hi) try_value(*best + 1, &next, true);
-        try_value(*best, &at_max);  // last, so that run and model describe the maximum
+        // one step more, its peak as plan gives it: the replay's least memory, not the estimate
+        if (answer.next) {
+          sweep_model m = model;
+          run_config c = run;
+          set_quantity(args->what, *answer.next, m, c, keeps_global_batch ? run.micro_batch * run.grad_accum : 0);
+          std::string why;
+          next = summarize_config(m, gpu, c, args->margin, &why, true);
+        }
+        at_max = summary_at(model, run, false);
       }
 
       const std::string unit = params ? "parameters" : args->what == "seq" ? "tokens" : "sequences";
       const std::uint64_t value = !best ? 0 : params ? count_params(model.spec).total : *best;
 
-      // With --levers: the same question for every combination of the levers (lever_space), as a ladder.
+      // With --levers: the same question for every combination of the levers (lever_space), as a ladder. Each row
+      // is reached as the answer is, without naming what fails below it, so that its value is what `plan max`
+      // gives with the row's flags.
       std::vector<lever_reach_row> ladder;
       const unsigned levers = args->levers.empty() ? 0u : parse_levers(args->levers, "--levers");
       if (!args->levers.empty()) {
@@ -173,22 +227,16 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         for (const run_config& candidate : lever_space(levers, r.model, r.run, r.gpu, lever_reach{8})) {
           sweep_model m = model;
           run_config c = candidate;
-          auto fits_at = [&](std::uint64_t v) {
-            set_quantity(args->what, v, m, c);
-            const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin);
-            return s && s->fits;
-          };
-          std::optional<std::uint64_t> v = largest_fitting(1, hi, fits_at);
+          std::optional<std::uint64_t> v;
+          try {
+            v = reach_of(m, c, false).best;
+          } catch (const input_error&) {
+            continue;  // a combination that cannot run at all reaches nothing
+          }
           if (!v) continue;
-          // The same climb past the bisection's boundary as the answer above, so that a row's value is what
-          // `plan max` gives with the row's flags.
-          if (!params)
-            v = climb_largest_fitting(*v, hi, stride,
-                                      [&](std::uint64_t x) { return probe_value(args->what, x, m, c, gpu, args->margin); });
-          fits_at(*v);  // leaves m and c at the maximum
-          const std::optional<config_summary> at = summarize_config(m, gpu, c, args->margin);
+          const config_summary at = summary_at(m, c, false);
           rows.push_back({c, change_flags(r.run, candidate), change_costs(r.run, candidate),
-                          params ? count_params(m.spec).total : *v, at ? at->peak_bytes : 0});
+                          params ? count_params(m.spec).total : *v, at.peak_bytes});
         }
         ladder = reach_ladder(std::move(rows));
         if (ladder.size() > args->top) ladder.resize(args->top);
@@ -199,12 +247,18 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           j["value"] = value;
           j["peak_bytes"] = at_max->peak_bytes;
           j["budget_bytes"] = at_max->budget_bytes;
-          if (params) j["model"] = {{"layers", model.spec.layers}, {"hidden", model.spec.hidden}, {"heads", model.spec.heads}, {"ffn", model.spec.ffn}};
+          if (params)
+            j["model"] = {{"family", "llama"},           {"layers", model.spec.layers},     {"hidden", model.spec.hidden},
+                          {"heads", model.spec.heads},   {"kv_heads", model.spec.kv_heads}, {"ffn", model.spec.ffn},
+                          {"vocab", model.spec.vocab}};
+          j["micro_batch"] = run.micro_batch;
+          j["grad_accum"] = run.grad_accum;
           if (next) j["next_peak_bytes"] = next->peak_bytes;
           if (!params) {
             j["not_fitting_below"] = misses_below;
-            j["not_fitting_below_stride"] = stride;
+            j["not_fitting_below_stride"] = stride;  // with the global batch kept: every dividing micro-batch tried
           }
+          if (keeps_global_batch) j["global_batch"] = run.micro_batch * run.grad_accum * run.data_parallel();
         }
         if (!args->levers.empty()) {
           j["with_levers"] = nlohmann::json::array();
@@ -240,24 +294,33 @@ void register_max_command(CLI::App& app, command_action& chosen) {
                                          : args->what == "seq" ? "sequence" : "micro-batch";
       fmt::print("Largest {} that fits on {}: {} {}, peak {} of {}.\n", subject, r.gpu.description, grouped(value), unit,
                  gib(at_max->peak_bytes), gib(at_max->budget_bytes));
-      // A derived shape's count is not the target's: the next target, not "1M more", names it.
-      const std::string step_more = params ? fmt::format("the shape derived for {}M parameters", *best + 1) : "+1";
+      // A derived shape's count is not the target's: the next target, not "1M more", names it; with the global
+      // batch kept, the next micro-batch that divides it.
+      const std::string step_more = params               ? fmt::format("the shape derived for {}M parameters", *best + 1)
+                                    : keeps_global_batch ? fmt::format("micro-batch {}, the next that divides the global batch",
+                                                                       answer.next.value_or(0))
+                                                         : "+1";
       if (next && next->peak_bytes > next->budget_bytes)
         fmt::print("One step more ({}) needs {} bytes, {} over the budget.\n", step_more,
                    grouped(next->peak_bytes), grouped(next->peak_bytes - next->budget_bytes));
       else if (next)  // within the GPU's budget: the host memory for offload is what runs out
         fmt::print("One step more ({}) needs {} bytes of GPU memory, within the budget, but more host memory than "
                    "--host-memory gives.\n", step_more, grouped(next->peak_bytes));
+      else if (keeps_global_batch)
+        fmt::print("That is each data-parallel GPU's whole share of the global batch: no accumulation.\n");
       else if (*best == hi) fmt::print("That is the search's upper limit ({}).\n", grouped(hi));
       if (!misses_below.empty())
         fmt::print("Not every smaller {} fits: {} {} not ({}the caching allocator, replayed, splits its segments "
                    "differently at each size; plan shows where one runs out).\n",
                    args->what == "seq" ? "sequence" : "micro-batch", grid_ranges(misses_below, stride),
                    misses_below.size() == 1 ? "does" : "do",
-                   stride > 1 ? fmt::format("of the multiples of {} tried below it; ", stride) : "");
-      fmt::print("Everything else as given: {}, {}, recompute {}, {} attention, seq {}, micro-batch {}.\n",
+                   stride > 1           ? fmt::format("of the multiples of {} tried below it; ", stride)
+                   : keeps_global_batch ? std::string("of the micro-batches that divide the global batch; ")
+                                        : std::string());
+      fmt::print("Everything else as given: {}, {}, recompute {}, {} attention, seq {}, micro-batch {}{}.\n",
                  precision_name(run.precision), optimizer_name(run.optimizer), recompute_name(run.recompute),
-                 attention_name(run.attention), run.seq, run.micro_batch);
+                 attention_name(run.attention), run.seq, run.micro_batch,
+                 run.grad_accum > 1 ? fmt::format(" x {} accumulation", run.grad_accum) : "");
       print_ladder();
       return 0;
     };

@@ -67,4 +67,39 @@ refined_fit refine_largest_fitting(std::uint64_t best, std::uint64_t hi, std::ui
   return r;
 }
 
+candidate_fit largest_fitting_candidate(const std::vector<std::uint64_t>& ascending,
+                                        const std::function<fit_probe(std::uint64_t)>& probe, bool name_misses) {
+  constexpr std::uint64_t fits_in_a_row = 16;
+  candidate_fit r;
+  std::size_t i = ascending.size();
+  while (i > 0 && !r.best) {
+    --i;
+    if (probe(ascending[i]) == fit_probe::fits) {
+      r.best = ascending[i];
+      if (i + 1 < ascending.size()) r.next = ascending[i + 1];
+    }
+  }
+  if (!r.best || !name_misses) return r;
+  std::uint64_t in_a_row = 0;
+  while (i > 0 && in_a_row < fits_in_a_row) {
+    --i;
+    if (probe(ascending[i]) == fit_probe::fits) {
+      ++in_a_row;
+    } else {
+      r.misses_below.push_back(ascending[i]);
+      in_a_row = 0;
+    }
+  }
+  std::reverse(r.misses_below.begin(), r.misses_below.end());
+  return r;
+}
+
+std::vector<std::uint64_t> divisors_up_to(std::uint64_t n, std::uint64_t hi) {
+  // Trial division up to hi (not sqrt(n): n may be near 2^64, hi is the search's limit, 2^24 at most).
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t d = 1; d <= std::min(n, hi); ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
 }  // namespace trainplan

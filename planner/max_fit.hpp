@@ -41,4 +41,18 @@ struct refined_fit {
 refined_fit refine_largest_fitting(std::uint64_t best, std::uint64_t hi, std::uint64_t stride,
                                    const std::function<fit_probe(std::uint64_t)>& probe);
 
+// Among given candidate values (ascending; `plan max micro-batch --global-batch`: the micro-batches that divide
+// what each data-parallel GPU takes a step), the largest that fits, probing from the top, since the verdict
+// need not be monotone; `next` is the candidate above it (what one step more needs). With `name_misses`,
+// also the candidates below it that do not fit, until 16 in a row fit.
+struct candidate_fit {
+  std::optional<std::uint64_t> best, next;
+  std::vector<std::uint64_t> misses_below;  // ascending
+};
+candidate_fit largest_fitting_candidate(const std::vector<std::uint64_t>& ascending,
+                                        const std::function<fit_probe(std::uint64_t)>& probe, bool name_misses);
+
+// The divisors of n that are at most `hi`, ascending.
+std::vector<std::uint64_t> divisors_up_to(std::uint64_t n, std::uint64_t hi);
+
 }  // namespace trainplan

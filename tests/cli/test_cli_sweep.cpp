@@ -243,7 +243,49 @@ TEST_CASE("plan max: the value fits and one more does not", "[cli][max]") {
   json params = json::parse(run_plan("max params --seq 4096 --gpu h100 --recompute full --json").out);
   CHECK(params["value"].get<std::uint64_t>() > 3'000'000'000ull);  // 16 bytes/param: at most ~5B on 80 GB
   CHECK(params["value"].get<std::uint64_t>() < 5'400'000'000ull);
+  // The JSON names the whole derived shape: rebuilt from it, plan gives the same peak.
+  const json& shape = params["model"];
+  auto field = [&](const char* name) { return std::to_string(shape[name].get<std::uint64_t>()); };
+  const json rebuilt = json::parse(run_plan("--family llama --layers " + field("layers") + " --hidden " + field("hidden") +
+                                            " --heads " + field("heads") + " --kv-heads " + field("kv_heads") + " --ffn " +
+                                            field("ffn") + " --vocab " + field("vocab") +
+                                            " --seq 4096 --gpu h100 --recompute full --json")
+                                       .out);
+  CHECK(rebuilt["memory"]["peak_bytes"] == params["peak_bytes"]);
+  CHECK(rebuilt["model"]["params"] == params["value"]);
+  // A flag that picks or shapes the model would be ignored by max params: refused, not silently replaced.
+  for (const char* flag : {"--model gpt2", "--params 7B", "--vocab 50000", "--layers 4"}) {
+    const plan_run refused = run_plan(std::string("max params --seq 1024 ") + flag);
+    CHECK(refused.exit_code == 2);
+    CHECK_THAT(refused.err, Catch::Contains("does not apply"));
+  }
   CHECK(run_plan("max seq --model llama-3.1-405b --gpu h100").exit_code == 1);
+}
+
+TEST_CASE("plan max micro-batch with --global-batch keeps the global batch: only dividing micro-batches", "[cli][max]") {
+  // Llama-3.2-1B, seq 1024, a global batch of 64 on an H100: 13 would be the largest micro-batch with the
+  // accumulation fixed, but 13 does not divide 64; 8 (x 8 accumulation) fits and 16 (x 4) does not.
+  const std::string run = "--model llama-3.2-1b --gpu h100 --global-batch 64 --seq 1024";
+  const json j = json::parse(run_plan("max micro-batch " + run + " --json").out);
+  REQUIRE(j["fits"] == true);
+  const std::uint64_t b = j["value"];
+  CHECK(64 % b == 0);
+  CHECK(j["grad_accum"] == 64 / b);
+  CHECK(j["global_batch"] == 64);
+  const json at = json::parse(run_plan(run + " --micro-batch " + std::to_string(b) + " --json").out);
+  CHECK(at["fits"] == true);
+  CHECK(at["memory"]["peak_bytes"] == j["peak_bytes"]);
+  REQUIRE(b < 64);
+  const json above = json::parse(run_plan(run + " --micro-batch " + std::to_string(2 * b) + " --json").out);
+  CHECK(above["fits"] == false);
+  CHECK(above["memory"]["peak_bytes"] == j["next_peak_bytes"]);
+  for (const std::uint64_t miss : j["not_fitting_below"].get<std::vector<std::uint64_t>>())
+    CHECK(run_plan(run + " --micro-batch " + std::to_string(miss)).exit_code == 1);
+  // The whole share fits: no accumulation, and no next value.
+  const json whole = json::parse(run_plan("max micro-batch --model gpt2 --gpu h100 --global-batch 4 --seq 1024 --json").out);
+  CHECK(whole["value"] == 4);
+  CHECK(whole["grad_accum"] == 1);
+  CHECK_FALSE(whole.contains("next_peak_bytes"));
 }
 
 TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller ones the allocator replay refuses", "[cli][max][allocator]") {

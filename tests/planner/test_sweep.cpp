@@ -175,6 +175,33 @@ TEST_CASE("refine_largest_fitting finds a later boundary above and names the gri
   CHECK(probes <= 256 + 63 + 256);
 }
 
+TEST_CASE("largest_fitting_candidate probes candidates from the top; divisors_up_to lists them", "[max]") {
+  CHECK(divisors_up_to(64, 1 << 24) == std::vector<std::uint64_t>{1, 2, 4, 8, 16, 32, 64});
+  CHECK(divisors_up_to(60, 10) == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 10});
+  CHECK(divisors_up_to(1, 5) == std::vector<std::uint64_t>{1});
+  CHECK(divisors_up_to(97, 1000) == std::vector<std::uint64_t>{1, 97});
+  CHECK(divisors_up_to(~0ull, 16) == std::vector<std::uint64_t>{1, 3, 5, 15});  // 2^64 - 1 = 3 x 5 x 17 x ...
+  // Not monotone: 12 fits, 6 and 3 do not, 1, 2 and 4 do; 24 and 48 are beyond.
+  auto verdict = [](std::uint64_t v) {
+    if (v > 12) return fit_probe::beyond;
+    return v == 6 || v == 3 ? fit_probe::fails : fit_probe::fits;
+  };
+  const std::vector<std::uint64_t> d = divisors_up_to(48, 1 << 24);
+  candidate_fit f = largest_fitting_candidate(d, verdict, true);
+  REQUIRE(f.best);
+  CHECK(*f.best == 12);
+  CHECK(f.next == 16);
+  CHECK(f.misses_below == std::vector<std::uint64_t>{3, 6});
+  f = largest_fitting_candidate(d, verdict, false);
+  CHECK(f.misses_below.empty());
+  f = largest_fitting_candidate(d, [](std::uint64_t) { return fit_probe::fails; }, true);
+  CHECK_FALSE(f.best);
+  CHECK_FALSE(f.next);
+  f = largest_fitting_candidate(d, [](std::uint64_t) { return fit_probe::fits; }, true);
+  CHECK(f.best == 48);
+  CHECK_FALSE(f.next);  // the largest candidate has none above it
+}
+
 TEST_CASE("search splits the target batch across data-parallel GPUs too", "[search]") {
   sweep_space s;
   const model_spec& m = data().model("gpt2").spec;
