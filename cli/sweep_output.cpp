@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "planner/input_error.hpp"
@@ -56,6 +57,8 @@ const std::vector<std::string>& sweep_columns() {
       "gpu", "memory_bytes",
       "seq", "micro_batch", "grad_accum", "global_batch", "tokens_per_step", "precision", "grad_dtype", "optimizer",
       "recompute", "attention", "dropout",
+      // the stack and the layout the row predicts (single-valued in a sweep, so that each row says it)
+      "framework", "optimizer_impl", "finetune", "gpus", "zero", "offload", "expandable_segments",
       "weights_bytes", "master_weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
       "activations_per_layer_bytes", "logits_bytes", "activation_grads_bytes", "overhead_bytes", "peak_bytes",
       "peak_phase", "fits", "headroom_bytes",
@@ -80,7 +83,7 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   const run_config& run = p.run;
   const bool ok = res.plan.has_value();
   std::string phase;
-  cell cells[42];
+  cell cells[64];  // at least sweep_columns().size(): checked below
   std::size_t n = 0;
   cells[n++] = t(m.name);
   cells[n++] = t(family_name(m.family));
@@ -105,6 +108,13 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   cells[n++] = t(recompute_name(run.recompute));
   cells[n++] = t(attention_name(run.attention));
   cells[n++] = r(run.dropout);
+  cells[n++] = t(framework_name(run.framework));
+  cells[n++] = t(optimizer_impl_name(run.optimizer_impl));
+  cells[n++] = t(finetune_name(run.finetune));
+  cells[n++] = u(run.gpus);
+  cells[n++] = u(static_cast<std::uint64_t>(run.zero));
+  cells[n++] = t(offload_name(run.offload));
+  cells[n++] = b(run.expandable_segments);
   if (ok) {
     const plan_result& pl = *res.plan;
     for (tensor_category c : {tensor_category::weights, tensor_category::master_weights, tensor_category::gradients,
@@ -127,12 +137,13 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
     cells[n++] = r(pl.time.hfu);
     cells[n++] = none();
   } else {
-    while (n < 41) cells[n++] = none();
+    while (n + 1 < sweep_columns().size()) cells[n++] = none();
     cells[n++] = t(res.error);
   }
 
   auto it = std::back_inserter(out);
   const std::vector<std::string>& names = sweep_columns();
+  if (n != names.size()) throw std::logic_error("sweep row: cells and columns differ");  // a column added on one side only
   if (format == sweep_format::jsonl) out.push_back('{');
   for (std::size_t k = 0; k < n; ++k) {
     const cell& c = cells[k];

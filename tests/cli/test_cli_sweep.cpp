@@ -22,8 +22,19 @@ TEST_CASE("plan sweep writes the cross product as CSV with plan's field names", 
   const std::vector<std::string> header = csv_split(lines[0]);
   for (const char* col : {"model", "seq", "micro_batch", "grad_accum", "precision", "recompute", "weights_bytes",
                           "optimizer_bytes", "activations_bytes", "peak_bytes", "peak_phase", "fits", "headroom_bytes",
-                          "model_per_step", "step_seconds", "tokens_per_second", "mfu"})
+                          "model_per_step", "step_seconds", "tokens_per_second", "mfu", "framework", "optimizer_impl",
+                          "finetune", "gpus", "zero", "offload", "expandable_segments"})
     CHECK(std::find(header.begin(), header.end(), col) != header.end());
+  {  // each row says which stack and layout it predicts
+    const std::vector<std::string> other = lines_of(run_plan("sweep --model gpt2 --seq 512 --framework trainplan --gpus 2 --zero 1").out);
+    REQUIRE(other.size() == 2);
+    const std::vector<std::string> h = csv_split(other[0]), row = csv_split(other[1]);
+    auto at = [&](const char* col) { return row[std::find(h.begin(), h.end(), col) - h.begin()]; };
+    CHECK(at("framework") == "trainplan");
+    CHECK(at("gpus") == "2");
+    CHECK(at("zero") == "1");
+    CHECK(at("expandable_segments") == "false");
+  }
   const std::size_t peak_col = std::find(header.begin(), header.end(), "peak_bytes") - header.begin();
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const std::vector<std::string> f = csv_split(lines[i]);
