@@ -175,7 +175,7 @@ TEST_CASE("refine_largest_fitting finds a later boundary above and names the gri
   CHECK(probes <= 256 + 63 + 256);
 }
 
-TEST_CASE("largest_fitting_candidate probes candidates from the top; divisors_up_to lists them", "[max]") {
+TEST_CASE("largest_fitting_candidate probes candidates from the top, and divisors_up_to lists them", "[max]") {
   CHECK(divisors_up_to(64, 1 << 24) == std::vector<std::uint64_t>{1, 2, 4, 8, 16, 32, 64});
   CHECK(divisors_up_to(60, 10) == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 10});
   CHECK(divisors_up_to(1, 5) == std::vector<std::uint64_t>{1});
