@@ -47,16 +47,13 @@ void set_quantity(const std::string& what, std::uint64_t v, sweep_model& model, 
 constexpr std::uint64_t seq_grid = 64;
 
 // One value of the quantity, as a probe around the boundary sees it: fits, fails, or beyond (its tensors alone
-// exceed the budget, or it cannot exist). `keep` receives the summary.
+// exceed the budget, or it cannot exist).
 fit_probe probe_value(const std::string& what, std::uint64_t v, sweep_model& model, run_config& run, const sweep_gpu& gpu,
-                      double margin, std::uint64_t per_gpu_batch, std::optional<config_summary>* keep = nullptr) {
+                      double margin, std::uint64_t per_gpu_batch) {
   set_quantity(what, v, model, run, per_gpu_batch);
-  std::optional<config_summary> s = summarize_config(model, gpu, run, margin);
-  const fit_probe verdict = !s || s->floor_bytes > s->budget_bytes ? fit_probe::beyond
-                            : s->fits                               ? fit_probe::fits
-                                                                    : fit_probe::fails;
-  if (keep) *keep = std::move(s);
-  return verdict;
+  const std::optional<config_summary> s = summarize_config(model, gpu, run, margin);
+  if (!s || s->floor_bytes > s->budget_bytes) return fit_probe::beyond;
+  return s->fits ? fit_probe::fits : fit_probe::fails;
 }
 
 // "2,752, 2,832-2,912": values on a grid of `stride`, runs of neighbours as ranges.
@@ -165,6 +162,11 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         if (keeps_global_batch) {
           const candidate_fit f = largest_fitting_candidate(divisors_up_to(per_gpu_batch, hi), probe, name_misses);
           out.best = f.best, out.next = f.next, out.misses_below = f.misses_below;
+          if (!out.best) {  // as below: a configuration that cannot exist even at micro-batch 1 is an error (exit 2)
+            set_quantity(args->what, 1, m, c, per_gpu_batch);
+            std::string why;
+            if (!summarize_config(m, gpu, c, args->margin, &why)) throw input_error(why);
+          }
         } else {
           out.best = largest_fitting(1, hi, [&](std::uint64_t v) {
             set_quantity(args->what, v, m, c);

@@ -297,6 +297,8 @@ TEST_CASE("plan max micro-batch with --global-batch keeps the global batch: only
   CHECK(whole["value"] == 4);
   CHECK(whole["grad_accum"] == 1);
   CHECK_FALSE(whole.contains("next_peak_bytes"));
+  // A configuration that cannot run at all is bad input (exit 2), not "nothing fits", as without --global-batch.
+  CHECK(run_plan("max micro-batch --model gpt2 --gpu v100 --precision bf16 --global-batch 8 --seq 1024").exit_code == 2);
 }
 
 TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller ones the allocator replay refuses", "[cli][max][allocator]") {
