@@ -48,7 +48,7 @@ constexpr bench_case cuda_bench_cases[] = {
     {"gpt2", 1024, 16, 317'700}, {"gpt2", 2048, 8, 0}, {"gpt2-xl", 1024, 8, 31'355}, {"gpt2-xl", 2048, 4, 0}};
 
 // Tokens/s, MFU and HFU of real harness steps (bf16-mixed, flash attention, no recomputation), written to
-// <report-dir>/<gpu>-<date>/bench.json; progress goes to the terminal line by line as each run ends.
+// <report-dir>/<gpu>-<date>/bench.json (rewritten as each run ends); progress goes to the terminal line by line.
 int bench_cuda(const bench_args& args) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a long run shows each line as it comes, even through a pipe
   const kernels::cuda::backend_api& backend = cuda_backend("--backend cuda");
@@ -110,9 +110,10 @@ int bench_cuda(const bench_args& args) {
       fmt::print("  {:<10} {:>5} {:>6} out of memory: {}\n", c.model, c.seq, c.micro_batch, run["out_of_memory"].get<std::string>());
     }
     runs.push_back(run);
+    // Written again after every run, so that a command stopped at a time limit keeps the runs it finished.
+    report["runs"] = runs;
+    write_output((dir / "bench.json").string(), report.dump(2) + "\n");
   }
-  report["runs"] = runs;
-  write_output((dir / "bench.json").string(), report.dump(2) + "\n");
   fmt::print("wrote {}\n", (dir / "bench.json").string());
   return failed == 0 ? 0 : 4;
 }

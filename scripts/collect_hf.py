@@ -272,6 +272,8 @@ def build_parser():
     s = p.add_argument_group("sweeps")
     s.add_argument("--preset", choices=sorted(PRESETS), help="run a built-in list of configurations, each in a fresh process: "
                    "shared-h100 (the reference file's 14), extra (Mistral/Qwen2, amp-fp16, grad accum 4, seq 8192, LoRA), all")
+    s.add_argument("--only", metavar="IDS", help="with --preset: only these of its configurations, comma-separated ids "
+                   "in the preset's order (e.g. S1,S5,S10: the shared runs the allocator gaps need)")
     s.add_argument("--dry-run", action="store_true", help="with --preset: print the commands instead of running them")
     return p
 
@@ -874,9 +876,23 @@ def preset_argv(entry, args):
     return argv
 
 
+def preset_entries(preset, only):
+    """The preset's configurations, or those of them `only` names (comma-separated ids); an unknown id is an error."""
+    entries = PRESETS[preset]
+    if only is None:
+        return entries
+    wanted = [i.strip() for i in only.split(",")]
+    known = [e["id"] for e in entries]
+    unknown = [i for i in wanted if i not in known]
+    if not wanted or unknown:
+        raise SystemExit("collect_hf: --only {!r}: not in preset {} (its ids: {})".format(
+            ",".join(unknown) if unknown else only, preset, ",".join(known)))
+    return [e for e in entries if e["id"] in wanted]
+
+
 def run_preset(args):
     me = [sys.executable, os.path.abspath(__file__)]
-    entries = PRESETS[args.preset]
+    entries = preset_entries(args.preset, args.only)
     cmds = []
     if not args.no_env and file_is_empty(args.output):
         env_cmd = me + ["--env-only"] + (["-o", args.output] if args.output else []) + (["--note", args.note] if args.note else [])
@@ -909,6 +925,8 @@ def _quote(a):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        if args.only is not None and not args.preset:
+            raise SystemExit("collect_hf: --only needs --preset")
         if args.preset:
             return run_preset(args)
         if not args.env_only:

@@ -16,13 +16,19 @@
 #
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
-# STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (with check), collect-shared (the
-# shared 14 again with --profile and the allocator's history, then check and the history set beside the
-# replay's segments); all by default. A machine that allows ten minutes a command
-# takes them in three or four calls (gpu-tests bench-kernels bench; suite; collect; collect-shared). Stage
-# limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S, COLLECT_S (the defaults of each call's stages add
-# up to less than ten minutes). The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name,
-# or GPU=NAME.
+# STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
+# collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
+# that matches, then check and the history set beside the replay's segments), collect-shared (all 14 so, and
+# profiled); all but collect-gaps by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
+# COLLECT_S, GAPS_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
+#
+# `one-call` is the plan for a session lent 15 minutes of device time (the machine's start included) and
+# ten minutes a command: gpu-tests, collect-gaps, bench, collect, in that order (what settles most first),
+# each under its limit (TESTS_S=90 GAPS_S=90 BENCH_S=150 unless set) and all within DEADLINE_S=570 seconds of
+# the script's start: a stage gets at most what is left before it (less 15 s to pack), the collector all that
+# is, so a run with timeout_s 600 returns everything measured. Stages stopped at their limit still return
+# what they wrote: the collector appends a line a run, the bench rewrites bench.json after each run.
+# DEADLINE_S applies to any list of stages where it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -31,10 +37,14 @@ out="${out%/}"  # OUT_DIR/ would put OUT_DIR.tar.gz inside the folder it packs
 [ -n "$out" ] || { echo "gpu_session.sh: OUT_DIR must not be /" >&2; exit 2; }
 shift || true
 stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
+if [ "$stages" = "one-call" ]; then
+  stages="gpu-tests collect-gaps bench collect"
+  : "${TESTS_S:=90}" "${GAPS_S:=90}" "${BENCH_S:=150}" "${DEADLINE_S:=570}"
+fi
 for s in $stages; do
   case "$s" in
-    gpu-tests | bench-kernels | bench | suite | collect | collect-shared) ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests bench-kernels bench suite collect collect-shared)" >&2; exit 2 ;;
+    gpu-tests | bench-kernels | bench | suite | collect | collect-gaps | collect-shared) ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests bench-kernels bench suite collect collect-gaps collect-shared, or one-call alone)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $stages " == *" $1 "* ]]; }
@@ -90,6 +100,14 @@ pack() {  # OUT_DIR.tar.gz (and the histories') now, and a copy in RETURN_DIR
 stage() {  # stage NAME LIMIT_S COMMAND...: runs it under a time limit, its output in OUT_DIR/NAME.txt
   local name="$1" limit="$2"
   shift 2
+  if [ -n "${DEADLINE_S:-}" ]; then  # what is left before the deadline, less the time to pack
+    local left=$((DEADLINE_S - SECONDS - 15))
+    if [ "$left" -lt 10 ]; then
+      echo "== $name: skipped (${DEADLINE_S} s deadline, ${SECONDS} s gone)" | tee -a "$log"
+      return 0
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+  fi
   local start=$SECONDS
   echo "== $name (limit ${limit}s): $*" | tee -a "$log"
   timeout --kill-after=10 "$limit" "$@" >"$out/$name.txt" 2>&1
@@ -109,6 +127,16 @@ if wants suite; then
   stage suite "${SUITE_S:-480}" "$plan" validate --suite gpu --gpu "$gpu" --report-dir "$out/suite"
   suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)
   [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
+fi
+# The runs whose reserved bytes the replay misses (S5 +12.7%, S10 -6.1%) and one it matches (S1), with the
+# allocator's history: the measured segments, in order, beside the replay's.
+if wants collect-gaps && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
+  stage collect-gaps "${GAPS_S:-90}" python3 scripts/collect_hf.py --preset shared-h100 --only S1,S5,S10 \
+    --memory-history "$out-history" -o "$out/gaps.jsonl"
+  [ -s "$out/gaps.jsonl" ] && stage check-gaps 30 "$plan" check --gpu "$gpu" "$out/gaps.jsonl" \
+    --segments-out "$out/replay-gaps.jsonl"
+  [ -s "$out/replay-gaps.jsonl" ] && [ -d "$out-history" ] &&
+    stage compare-gaps 30 python3 scripts/compare_allocator_history.py "$out-history" "$out/replay-gaps.jsonl"
 fi
 if wants collect && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
   stage collect "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset extra --profile -o "$out/collected.jsonl"

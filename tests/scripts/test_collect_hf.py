@@ -99,6 +99,18 @@ def main():
             expected = ["creation"] + ["step {} {}".format(k, p) for k in (1, 2, 3) for p in ("forward", "backward", "optimizer")] + [""]
             check(labels == expected, "--memory-history phase labels {}, expected {}".format(labels, expected))
 
+        # --only: a preset's named configurations, in the preset's order; an id it lacks is an error, run nothing.
+        only_report = os.path.join(tmp, "only.jsonl")
+        done = collect(["--preset", "shared-h100", "--only", "S10,S5", "-o", only_report])
+        lines = [json.loads(line) for line in open(only_report)] if os.path.exists(only_report) else []
+        check(done.returncode == 0 and [l.get("id") for l in lines] == ["env", "S5", "S10"],
+              "--only S10,S5: exit {}, ids {}".format(done.returncode, [l.get("id") for l in lines]))
+        for bad in (["--preset", "shared-h100", "--only", "S5,E1"], ["--only", "S5"]):
+            bad_report = os.path.join(tmp, "bad-only.jsonl")
+            done = collect(bad + ["-o", bad_report])
+            check(done.returncode == 1 and "--only" in done.stderr and not os.path.exists(bad_report),
+                  "{}: exit {}, {!r}".format(" ".join(bad), done.returncode, done.stderr[-200:]))
+
         oom_report = os.path.join(tmp, "oom.jsonl")
         done = collect(["--family", "llama", "--seq", "64", "--id", "o1", "--memory-history", history, "-o", oom_report],
                        {"FAKE_TORCH_OOM": "forward"})
