@@ -7,70 +7,181 @@
 
 #include "planner/input_error.hpp"
 
+// What each engine reads, and where it was read (the rules below cite these):
+//   DeepSpeed: deepspeed/runtime/engine.py (get_data_types, _do_optimizer_sanity_check, _configure_optimizer;
+//     a torch_autocast section in releases after February 2025), runtime/config.py (optimizer types, case
+//     folded), runtime/zero/config.py and docs/_pages/config-json.md (offload from stage 1, parameters at 3).
+//   Accelerate: commands/launch.py, utils/dataclasses.py FullyShardedDataParallelPlugin (fsdp_offload_params
+//     is FSDP's CPUOffload(offload_params=True): parameters, gradients and the optimizer step on the CPU).
+//   transformers: TrainingArguments and Trainer.get_optimizer_cls_and_kwargs (optim names; "sgd" builds
+//     torch.optim.SGD with the learning rate alone); peft: LoraConfig, docs/source/accelerate/fsdp.md (QLoRA
+//     under FSDP stores the 4-bit weights in the model's dtype, bnb_4bit_quant_storage).
+//   torchtitan v0.2 (the last TOML job config, February 2026): torchtitan/config/job_config.py,
+//     models/__init__.py (its model names), models/llama3/infra/parallelize.py (DDP only alone; FSDP's
+//     reshard_after_forward "default" is "not pipeline-parallel"), distributed/pipeline_parallel.py
+//     (microbatches = local_batch_size / pipeline_parallel_microbatch_size), components/optimizer.py (Adam,
+//     AdamW).
 namespace trainplan::cli {
 namespace {
 
 using json = nlohmann::json;
 
-bool is_bf16(const run_config& r) { return r.precision == precision_regime::bf16_mixed || r.precision == precision_regime::bf16 ||
-                                           r.precision == precision_regime::amp_bf16 || r.precision == precision_regime::megatron_bf16; }
-bool is_fp16(const run_config& r) { return r.precision == precision_regime::fp16_mixed; }
+enum class half_kind { none, bf16, fp16 };
+
+half_kind half_of(precision_regime p) {
+  switch (p) {
+    case precision_regime::bf16_mixed: case precision_regime::bf16: case precision_regime::amp_bf16:
+    case precision_regime::megatron_bf16: case precision_regime::fp8_mixed: return half_kind::bf16;
+    case precision_regime::fp16_mixed: case precision_regime::amp_fp16: return half_kind::fp16;
+    case precision_regime::fp32: return half_kind::none;
+  }
+  return half_kind::none;
+}
+bool is_autocast(const run_config& r) { return r.precision == precision_regime::amp_bf16 || r.precision == precision_regime::amp_fp16; }
 bool offloads_optimizer(const run_config& r) { return r.offload == offload_mode::optimizer || r.offload == offload_mode::both; }
 bool offloads_params(const run_config& r) { return r.offload == offload_mode::params || r.offload == offload_mode::both; }
 
-// Hugging Face module names of the LoRA targets (LlamaForCausalLM and GPT2LMHeadModel).
-std::vector<std::string> hf_target_modules(const model_spec& m, unsigned t) {
+[[noreturn]] void refuse(const std::string& engine, const std::string& why) {
+  throw input_error(fmt::format("--emit {}: {}", engine, why));
+}
+
+// Refusals every engine shares: what none of their config files expresses.
+void refuse_common(const std::string& engine, const model_spec& m, const run_config& r) {
+  if (r.ep > 1)
+    refuse(engine, "expert parallelism (--ep) is set in the model code (DeepSpeed-MoE's ep_size, torchtitan's MoE "
+                   "models), not emitted here");
+  if (r.finetune != finetune_kind::full && m.fused_projections && (r.lora_targets & (lora_q | lora_k | lora_v | lora_mlp)))
+    refuse(engine, fmt::format("{} fuses q/k/v into qkv_proj and gate/up into gate_up_proj, which peft adapts as single "
+                               "modules while the plan counts separate adapters: write target_modules by hand "
+                               "(--lora-targets o alone is emitted)", m.name));
+}
+
+// Pure bf16 (no fp32 master copy) is the model loaded in bf16, which no Trainer or Accelerate key says.
+void note_pure_bf16(const std::string& engine, const run_config& r, std::vector<std::string>& notes) {
+  if (r.precision == precision_regime::bf16)
+    notes.push_back(engine + ": pure bf16: load the model with torch_dtype=torch.bfloat16 (no config key says so)");
+}
+
+// Hugging Face module names of the LoRA targets (GPT2LMHeadModel, LlamaForCausalLM and the models with its
+// names, DeepseekV3Attention's latent projections).
+std::vector<std::string> hf_target_modules(const std::string& engine, const model_spec& m, unsigned t) {
   std::vector<std::string> out;
   if (m.family == model_family::gpt) {
     if (t & (lora_q | lora_k | lora_v)) out.push_back("c_attn");  // GPT-2 fuses q, k, v
     if (t & lora_o) out.push_back("attn.c_proj");
     if (t & lora_mlp) out.insert(out.end(), {"c_fc", "mlp.c_proj"});
+    return out;
+  }
+  if (m.is_mla()) {  // planner/lora.cpp counts the same modules
+    if (t & lora_q) {
+      if (m.q_lora_rank > 0) out.insert(out.end(), {"q_a_proj", "q_b_proj"});
+      else out.push_back("q_proj");
+    }
+    if (t & lora_k) out.push_back("kv_a_proj_with_mqa");
+    if (t & lora_v) out.push_back("kv_b_proj");
   } else {
     if (t & lora_q) out.push_back("q_proj");
     if (t & lora_k) out.push_back("k_proj");
     if (t & lora_v) out.push_back("v_proj");
-    if (t & lora_o) out.push_back("o_proj");
-    if (t & lora_mlp) out.insert(out.end(), {"gate_proj", "up_proj", "down_proj"});
+  }
+  if (t & lora_o) out.push_back("o_proj");
+  if (t & lora_mlp) {
+    if (m.is_moe())
+      refuse(engine, "the experts' MLP module names differ between transformers versions (separate linears or fused "
+                     "3-D weights): adapt the attention (--lora-targets q,k,v,o) or write target_modules by hand");
+    out.insert(out.end(), {"gate_proj", "up_proj", "down_proj"});
   }
   return out;
 }
 
-std::string hf_optim(optimizer_kind o) {
-  switch (o) {
-    case optimizer_kind::adamw: return "adamw_torch";
-    case optimizer_kind::adamw_8bit: return "adamw_bnb_8bit";
-    case optimizer_kind::adafactor: return "adafactor";
-    case optimizer_kind::sgd: case optimizer_kind::sgd_momentum: return "sgd";
-    case optimizer_kind::lion: return "lion_32bit";
-  }
-  return "adamw_torch";
-}
+json deepspeed(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+  const std::string e = "deepspeed";
+  refuse_common(e, m, r);
+  if (r.tp > 1 || r.pp > 1) refuse(e, "tensor and pipeline parallelism are Megatron-DeepSpeed's, not in a DeepSpeed config");
+  if (r.precision == precision_regime::fp8_mixed)
+    refuse(e, "a DeepSpeed config has no fp8 switch (Transformer Engine's fp8 is set in the model code)");
+  if (r.offload != offload_mode::none && r.zero == 0)
+    refuse(e, "DeepSpeed offloads the optimizer from ZeRO stage 1 on (and parameters at stage 3): use --zero 1 or more");
+  if (half_of(r.precision) == half_kind::fp16 && !is_autocast(r) && r.zero == 0 && r.grad_dtype == grad_dtype_choice::fp32)
+    refuse(e, "without ZeRO DeepSpeed rejects fp16 weights with fp32 gradient accumulation ('unsupported mix of model dtype "
+              "and gradient accumulation type'): use --zero 1 or more");
+  const bool adam_like = r.optimizer == optimizer_kind::adamw || r.optimizer == optimizer_kind::lion;
+  if (!adam_like && offloads_optimizer(r))
+    refuse(e, fmt::format("DeepSpeed's CPU offload steps its own CPU Adam, Adagrad or Lion, not {}", optimizer_name(r.optimizer)));
 
-json deepspeed(const run_config& r) {
-  if (r.tp > 1 || r.pp > 1)
-    throw input_error("--emit deepspeed: tensor and pipeline parallelism are Megatron-DeepSpeed's, not in a DeepSpeed config");
   json zero = {{"stage", r.zero}, {"overlap_comm", true}, {"contiguous_gradients", true}};
   if (offloads_optimizer(r)) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (offloads_params(r)) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+  const half_kind half = half_of(r.precision);
+  // bf16/fp16 "enabled" casts the model to 16 bits with an fp32 master copy in the optimizer; torch_autocast
+  // keeps the fp32 model and autocasts the forward, as PyTorch AMP does.
+  const bool cast_model = !is_autocast(r);
   json j = {{"train_batch_size", r.global_batch()},
             {"train_micro_batch_size_per_gpu", r.micro_batch},
             {"gradient_accumulation_steps", r.grad_accum},
             {"gradient_clipping", 1.0},
-            {"bf16", {{"enabled", is_bf16(r)}}},
-            {"fp16", {{"enabled", is_fp16(r)}, {"loss_scale", 0}, {"initial_scale_power", 16}}},
+            {"bf16", {{"enabled", cast_model && half == half_kind::bf16}}},
+            {"fp16", {{"enabled", cast_model && half == half_kind::fp16}, {"loss_scale", 0}, {"initial_scale_power", 16}}},
             {"zero_optimization", zero}};
+  if (is_autocast(r)) {
+    j["torch_autocast"] = {{"enabled", true}, {"dtype", half == half_kind::bf16 ? "bfloat16" : "float16"}};
+    notes.push_back("deepspeed: torch_autocast (autocast over the fp32 model, as the plan's " +
+                    std::string(precision_name(r.precision)) +
+                    ") is read by DeepSpeed releases after February 2025; an older one ignores it and trains in fp32");
+  } else if (r.precision == precision_regime::bf16) {
+    notes.push_back("deepspeed: its bf16 mode keeps an fp32 master copy of the weights in the optimizer (4 bytes a "
+                    "parameter, sharded by ZeRO), which the plan's pure bf16 does not have");
+  }
+  // Without ZeRO, bf16 weights accumulate their gradients in fp32 by default (get_data_types, BF16_Optimizer).
+  if (cast_model && half == half_kind::bf16 && r.zero == 0 && r.grad_dtype != grad_dtype_choice::fp32)
+    notes.push_back("deepspeed: without ZeRO its bf16 mode accumulates gradients in fp32 (4 bytes a parameter more than "
+                    "the plan: --grad-dtype fp32 plans that)");
   if (r.grad_dtype == grad_dtype_choice::fp32) j["data_types"] = {{"grad_accum_dtype", "fp32"}};
-  if (r.optimizer == optimizer_kind::adamw)
+  if (r.optimizer == optimizer_kind::adamw) {
     j["optimizer"] = {{"type", "AdamW"}, {"params", {{"lr", 3e-4}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", 0.01}}}};
+  } else if (r.optimizer == optimizer_kind::lion) {
+    j["optimizer"] = {{"type", "Lion"}, {"params", {{"lr", 1e-4}, {"betas", {0.9, 0.99}}, {"weight_decay", 0.01}}}};
+  } else {
+    // A client optimizer: ZeRO asserts on one outside its tested list unless told (runtime/zero/utils.py).
+    if (r.zero >= 1) j["zero_allow_untested_optimizer"] = true;
+    notes.push_back(fmt::format("deepspeed: no optimizer section: pass your {} to deepspeed.initialize(optimizer=...)",
+                                optimizer_name(r.optimizer)));
+  }
+  if (r.recompute != recompute_mode::none)
+    notes.push_back(fmt::format("deepspeed: activation checkpointing ({}) is the model's, not in a DeepSpeed config "
+                                "(model.gradient_checkpointing_enable() or deepspeed.checkpointing)",
+                                recompute_name(r.recompute)));
   return j;
 }
 
-std::string accelerate_fsdp(const run_config& r) {
-  if (r.zero == 1) throw input_error("--emit fsdp: FSDP has no ZeRO-1 (use --zero 2, 3 or 0)");
-  if (r.tp > 1 || r.pp > 1) throw input_error("--emit fsdp: tensor and pipeline parallelism are not part of an Accelerate FSDP config");
+// FSDP offloads parameters, gradients and the optimizer step together (CPUOffload(offload_params=True)).
+void refuse_partial_fsdp_offload(const std::string& engine, const run_config& r) {
+  if (r.offload == offload_mode::optimizer || r.offload == offload_mode::params)
+    refuse(engine, fmt::format("FSDP offloads parameters, gradients and the optimizer together (--offload both), not "
+                               "the {} alone (--emit deepspeed offloads the optimizer alone)", offload_name(r.offload)));
+}
+
+std::string accelerate_fsdp(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+  const std::string e = "fsdp";
+  refuse_common(e, m, r);
+  if (r.zero == 1) refuse(e, "FSDP has no ZeRO-1 (use --zero 2, 3 or 0)");
+  if (r.tp > 1 || r.pp > 1) refuse(e, "tensor and pipeline parallelism are not part of an Accelerate FSDP config");
+  if (r.precision == precision_regime::fp8_mixed) refuse(e, "Accelerate's FSDP config has no fp8 (Transformer Engine) setting here");
+  if (r.recompute == recompute_mode::selective)
+    refuse(e, "FSDP's activation checkpointing wraps whole layers: --recompute full or none");
+  refuse_partial_fsdp_offload(e, r);
+  const half_kind half = half_of(r.precision);
+  note_pure_bf16(e, r, notes);
+  if (r.finetune != finetune_kind::full)
+    notes.push_back("fsdp: the LoRA adapters are your script's (peft); --emit hf-trainer writes a LoraConfig");
   const char* strategy = r.zero >= 3 ? "FULL_SHARD" : r.zero == 2 ? "SHARD_GRAD_OP" : "NO_SHARD";
+  // num_processes counts the GPUs of every machine; one machine is all this file can know.
+  const std::string machines_note =
+      r.gpus > 8 ? fmt::format("# {} GPUs: set num_machines (and machine_rank on each) for your nodes.\n", r.gpus) : "";
+  if (r.gpus > 8) notes.push_back("fsdp: num_machines is 1: set it (and machine_rank on each node) for your nodes");
   return fmt::format(
       "# Hugging Face Accelerate config for PyTorch FSDP, written by trainplan (plan --emit fsdp).\n"
+      "{}"
       "compute_environment: LOCAL_MACHINE\n"
       "distributed_type: FSDP\n"
       "mixed_precision: {}\n"
@@ -85,74 +196,143 @@ std::string accelerate_fsdp(const run_config& r) {
       "  fsdp_use_orig_params: true\n"
       "  fsdp_activation_checkpointing: {}\n"
       "# per-GPU micro-batch {} with {} accumulation steps: pass them to your training script.\n",
-      is_bf16(r) ? "bf16" : is_fp16(r) ? "fp16" : "no", r.gpus, strategy, r.offload != offload_mode::none ? "true" : "false",
-      r.recompute == recompute_mode::full ? "true" : "false", r.micro_batch, r.grad_accum);
+      machines_note, half == half_kind::bf16 ? "bf16" : half == half_kind::fp16 ? "fp16" : "no", r.gpus, strategy,
+      r.offload == offload_mode::both ? "true" : "false", r.recompute == recompute_mode::full ? "true" : "false", r.micro_batch,
+      r.grad_accum);
 }
 
-json hf_trainer(const run_config& r, const std::string& lora_path) {
-  if (r.tp > 1 || r.pp > 1) throw input_error("--emit hf-trainer: the Trainer has no tensor or pipeline parallelism setting");
-  if (r.zero == 1) throw input_error("--emit hf-trainer: ZeRO-1 needs a DeepSpeed config (--emit deepspeed)");
+std::string hf_optim(const std::string& engine, const run_config& r) {
+  switch (r.optimizer) {
+    case optimizer_kind::adamw: return r.optimizer_impl == optimizer_impl_kind::fused ? "adamw_torch_fused" : "adamw_torch";
+    case optimizer_kind::adamw_8bit: return "adamw_bnb_8bit";
+    case optimizer_kind::adafactor: return "adafactor";
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::sgd_momentum: refuse(engine, "the Trainer's sgd has no momentum (it passes the learning rate alone)");
+    case optimizer_kind::lion: return "lion_32bit";
+  }
+  return "adamw_torch";
+}
+
+json hf_trainer(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+  const std::string e = "hf-trainer";
+  refuse_common(e, m, r);
+  if (r.tp > 1 || r.pp > 1) refuse(e, "the Trainer has no tensor or pipeline parallelism setting");
+  if (r.zero == 1) refuse(e, "ZeRO-1 needs a DeepSpeed config (--emit deepspeed)");
+  if (r.precision == precision_regime::fp8_mixed) refuse(e, "TrainingArguments has no fp8 switch");
+  if (r.recompute == recompute_mode::selective)
+    refuse(e, "Hugging Face checkpoints whole decoder layers: --recompute full or none");
+  if (r.offload != offload_mode::none && r.zero < 2)
+    refuse(e, "the Trainer offloads through FSDP (--zero 2 or 3) or a DeepSpeed config (--emit deepspeed)");
+  refuse_partial_fsdp_offload(e, r);
+  const half_kind half = half_of(r.precision);
+  note_pure_bf16(e, r, notes);  // bf16=True autocasts over the weights as the script loads them
   json j = {{"output_dir", "./output"},
             {"per_device_train_batch_size", r.micro_batch},
             {"gradient_accumulation_steps", r.grad_accum},
-            {"bf16", is_bf16(r)},
-            {"fp16", is_fp16(r)},
+            {"bf16", half == half_kind::bf16},
+            {"fp16", half == half_kind::fp16},
             {"gradient_checkpointing", r.recompute == recompute_mode::full},
-            {"optim", hf_optim(r.optimizer)}};
+            {"optim", hf_optim(e, r)}};
   if (r.zero >= 2)
     j["fsdp"] = std::string(r.zero >= 3 ? "full_shard" : "shard_grad_op") + " auto_wrap" +
-                (r.offload != offload_mode::none ? " offload" : "");
-  if (!lora_path.empty()) j["_lora_config"] = lora_path;
+                (r.offload == offload_mode::both ? " offload" : "");
   return j;
 }
 
+json peft_config(const model_spec& m, const run_config& r) {
+  json lora = {{"lora_config", {{"r", r.lora_rank}, {"lora_alpha", 2 * r.lora_rank}, {"lora_dropout", r.lora_dropout},
+                                {"target_modules", hf_target_modules("hf-trainer", m, r.lora_targets)},
+                                {"task_type", "CAUSAL_LM"}}}};
+  if (r.finetune == finetune_kind::qlora) {
+    lora["bnb_config"] = {{"load_in_4bit", true}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", true},
+                          {"bnb_4bit_compute_dtype", "bfloat16"}};
+    // Under FSDP the 4-bit weights are flattened with the rest: peft's FSDP + QLoRA recipe stores them in the
+    // model's dtype (and loads the model in it).
+    if (r.zero >= 2) lora["bnb_config"]["bnb_4bit_quant_storage"] = "bfloat16";
+  }
+  return lora;
+}
+
 std::string torchtitan(const model_spec& m, const run_config& r) {
-  if (r.finetune != finetune_kind::full) throw input_error("--emit torchtitan: torchtitan pre-trains; it has no LoRA");
-  if (r.offload != offload_mode::none) throw input_error("--emit torchtitan: torchtitan does not offload to CPU");
+  const std::string e = "torchtitan";
+  refuse_common(e, m, r);
+  if (r.finetune != finetune_kind::full) refuse(e, "torchtitan pre-trains; it has no LoRA");
+  if (m.family == model_family::gpt) refuse(e, "torchtitan has no GPT-2 model (its models: llama3, llama4, qwen3, deepseek_v3, ...)");
+  if (m.is_moe() || m.is_mla())
+    refuse(e, "torchtitan's MoE and latent-attention models (deepseek_v3, qwen3, llama4) are configured by their own "
+              "flavors: not emitted here");
+  if (half_of(r.precision) == half_kind::fp16) refuse(e, "torchtitan trains in bf16 or fp32 (no fp16 loss scaling)");
+  if (r.zero == 1) refuse(e, "torchtitan has no optimizer-only sharding (ZeRO-1): use --zero 0, 2 or 3");
+  if (r.zero == 0 && (r.tp > 1 || r.pp > 1))
+    refuse(e, "torchtitan's DDP (--zero 0) runs alone: with tensor or pipeline parallelism it shards (--zero 2 or 3)");
+  if (r.optimizer != optimizer_kind::adamw) refuse(e, fmt::format("torchtitan's optimizers are Adam and AdamW, not {}", optimizer_name(r.optimizer)));
+  if (r.recompute == recompute_mode::selective)
+    refuse(e, "torchtitan's selective checkpointing (per op or every n-th layer) is not the plan's (the attention core "
+              "alone): --recompute full or none");
+  if (r.offload == offload_mode::optimizer || r.offload == offload_mode::params)
+    refuse(e, "torchtitan offloads parameters, gradients and the optimizer together (--offload both with --zero 3)");
   const std::uint64_t dp = r.data_parallel();
-  // FSDP2 shards over data_parallel_shard_degree; ZeRO 0/1 has no sharding, so it replicates.
+  // FSDP2 shards over data_parallel_shard_degree; ZeRO 0 replicates (DDP). ZeRO-2 keeps the gathered
+  // weights from forward to backward (reshard "never"), ZeRO-3 frees them (reshard "always"); torchtitan's
+  // default would reshard without pipelining and not with it, whatever was planned.
   const std::uint64_t shard = r.zero >= 2 ? dp : 1, replicate = r.zero >= 2 ? 1 : dp;
-  const char* ac = r.recompute == recompute_mode::full ? "full" : r.recompute == recompute_mode::selective ? "selective" : "none";
+  const std::string reshard = r.zero >= 2 ? fmt::format("fsdp_reshard_after_forward = \"{}\"\n", r.zero >= 3 ? "always" : "never") : "";
+  // Pipelined, the step's micro-batches are the pipeline's microbatches: each rank takes micro x accumulation
+  // sequences a step, split into microbatches of the micro-batch (no accumulation beyond them). Otherwise
+  // torchtitan accumulates global / (local x data-parallel) micro-batches.
+  const std::uint64_t local = r.pp > 1 ? r.micro_batch * r.grad_accum : r.micro_batch;
+  const std::string microbatch = r.pp > 1 ? fmt::format("pipeline_parallel_microbatch_size = {}\n", r.micro_batch) : "";
+  const std::string dtype = r.precision == precision_regime::bf16 ? "dtype = \"bfloat16\"\n" : "";  // no fp32 master copy
+  const std::string offload = r.offload == offload_mode::both ? "enable_cpu_offload = true\n" : "";
+  const std::string converters = r.precision == precision_regime::fp8_mixed ? "converters = [\"float8\"]\n" : "";
+  const char* ac = r.recompute == recompute_mode::full ? "full" : "none";
   return fmt::format(
-      "# torchtitan train config, written by trainplan (plan --emit torchtitan). Set [model] flavor to your model's.\n"
-      "[model]\nname = \"{}\"\n\n"
-      "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n\n"
-      "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\ntensor_parallel_degree = {}\n"
-      "pipeline_parallel_degree = {}\n"
+      "# torchtitan train config (v0.2's TOML job config; later releases configure in Python), written by trainplan\n"
+      "# (plan --emit torchtitan). Set [model] flavor to your model's.\n"
+      "[model]\nname = \"llama3\"\n{}\n"
+      "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n{}{}\n"
+      "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n{}tensor_parallel_degree = {}\n"
+      "pipeline_parallel_degree = {}\n{}"
       "enable_async_tensor_parallel = false\n\n"
-      "[activation_checkpoint]\nmode = \"{}\"\nselective_ac_option = \"op\"\n\n"
-      "[optimizer]\nname = \"AdamW\"\nlr = 3e-4\n",
-      m.family == model_family::llama ? "llama3" : "gpt", r.micro_batch, r.global_batch(), r.seq,
-      is_fp16(r) ? "float16" : r.precision == precision_regime::fp32 ? "float32" : "bfloat16", replicate, shard, r.tp, r.pp, ac);
+      "[activation_checkpoint]\nmode = \"{}\"\n\n"
+      "[optimizer]\nname = \"AdamW\"\nimplementation = \"{}\"\nlr = 3e-4\n",
+      converters, local, r.global_batch(), r.seq, r.precision == precision_regime::fp32 ? "float32" : "bfloat16", dtype, offload,
+      replicate, shard, reshard, r.tp, r.pp, microbatch, ac,
+      r.optimizer_impl == optimizer_impl_kind::fused ? "fused" : "foreach");
+}
+
+// "-" and the descriptors of stdout would mix the config into the report printed there.
+bool names_stdout(const std::string& path) {
+  return path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1";
 }
 
 }  // namespace
 
-std::vector<emitted_file> emit_config(const std::string& engine, const std::string& path, const model_spec& m,
-                                      const run_config& run) {
+emitted_config emit_config(const std::string& engine, const std::string& path, const model_spec& m,
+                           const run_config& run) {
   if (path.empty()) throw input_error("--emit needs -o FILE");
-  if (engine == "deepspeed") return {{path, deepspeed(run).dump(2) + "\n"}};
-  if (engine == "fsdp") return {{path, accelerate_fsdp(run)}};
-  if (engine == "torchtitan") return {{path, torchtitan(m, run)}};
-  if (engine == "hf-trainer") {
-    std::vector<emitted_file> files;
-    std::string lora_path;
+  if (names_stdout(path)) throw input_error(fmt::format("--emit: -o {} is where the report goes: name a file", path));
+  emitted_config out;
+  if (engine == "deepspeed") {
+    out.files.push_back({path, deepspeed(m, run, out.notes).dump(2) + "\n"});
+  } else if (engine == "fsdp") {
+    out.files.push_back({path, accelerate_fsdp(m, run, out.notes)});
+  } else if (engine == "torchtitan") {
+    out.files.push_back({path, torchtitan(m, run)});
+  } else if (engine == "hf-trainer") {
+    out.files.push_back({path, hf_trainer(m, run, out.notes).dump(2) + "\n"});
     if (run.finetune != finetune_kind::full) {
+      // The LoraConfig stands beside the arguments (TrainingArguments rejects unknown keys): a second file,
+      // so -o must name one whose folder can hold it.
       const std::filesystem::path p(path);
-      lora_path = (p.parent_path() / (p.stem().string() + ".lora.json")).string();
-      json lora = {{"lora_config", {{"r", run.lora_rank}, {"lora_alpha", 2 * run.lora_rank}, {"lora_dropout", run.lora_dropout},
-                                    {"target_modules", hf_target_modules(m, run.lora_targets)}, {"task_type", "CAUSAL_LM"}}}};
-      if (run.finetune == finetune_kind::qlora)
-        lora["bnb_config"] = {{"load_in_4bit", true}, {"bnb_4bit_quant_type", "nf4"}, {"bnb_4bit_use_double_quant", true},
-                              {"bnb_4bit_compute_dtype", "bfloat16"}};
-      files.push_back({lora_path, lora.dump(2) + "\n"});
+      if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0)
+        throw input_error(fmt::format("--emit hf-trainer: with LoRA it writes a second file beside -o {}: name a regular file", path));
+      out.files.push_back({(p.parent_path() / (p.stem().string() + ".lora.json")).string(), peft_config(m, run).dump(2) + "\n"});
     }
-    json args = hf_trainer(run, lora_path);
-    args.erase("_lora_config");  // TrainingArguments rejects unknown keys; the LoRA file stands beside it
-    files.insert(files.begin(), {path, args.dump(2) + "\n"});
-    return files;
+  } else {
+    throw input_error(fmt::format("--emit: unknown engine '{}' (known: deepspeed, fsdp, hf-trainer, torchtitan)", engine));
   }
-  throw input_error(fmt::format("--emit: unknown engine '{}' (known: deepspeed, fsdp, hf-trainer, torchtitan)", engine));
+  return out;
 }
 
 }  // namespace trainplan::cli

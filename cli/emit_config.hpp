@@ -13,10 +13,19 @@ struct emitted_file {
   std::string content;
 };
 
+struct emitted_config {
+  std::vector<emitted_file> files;
+  // What the user must do beyond the files, or where the engine's layout differs from the plan's in a way
+  // no key expresses (printed on stderr, one line each).
+  std::vector<std::string> notes;
+};
+
 // deepspeed: DeepSpeed config JSON; fsdp: Hugging Face Accelerate config YAML (distributed_type FSDP);
 // hf-trainer: transformers TrainingArguments JSON (and, for LoRA, a PEFT LoraConfig JSON beside it);
-// torchtitan: train config TOML. Throws input_error for what the engine cannot express.
-std::vector<emitted_file> emit_config(const std::string& engine, const std::string& path, const model_spec& m,
-                                      const run_config& run);
+// torchtitan: train config TOML (v0.2's job config). Throws input_error for what the engine cannot express,
+// so that no file runs something other than what was planned without saying so. Each rule names the
+// engine's source it was read from.
+emitted_config emit_config(const std::string& engine, const std::string& path, const model_spec& m,
+                           const run_config& run);
 
 }  // namespace trainplan::cli

@@ -54,10 +54,12 @@ command_action register_fit_check(CLI::App& app) {
     plan_result plan = evaluate_plan(r.model, r.run, r.gpu, r.calib);
     if (!args->emit.empty() || !args->output.empty()) {
       if (args->emit.empty()) throw input_error("-o is for --emit: say which engine");
-      for (const emitted_file& f : emit_config(args->emit, args->output, r.model, r.run)) {
+      const emitted_config emitted = emit_config(args->emit, args->output, r.model, r.run);
+      for (const emitted_file& f : emitted.files) {
         write_output(f.path, f.content);
         fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       }
+      for (const std::string& note : emitted.notes) fmt::print(stderr, "note: {}\n", note);
       // No engine's config file holds the allocator's setting: it is the training process's environment.
       if (r.run.expandable_segments && r.run.framework == framework_kind::hf)
         fmt::print(stderr, "the prediction assumes PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the "

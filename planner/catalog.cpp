@@ -190,6 +190,7 @@ std::vector<model_preset> parse_models(std::string_view text) {
     m.max_positions = o.uint("max_positions");
     m.tied_embeddings = o.boolean("tied_embeddings");
     m.qkv_bias = o.has("qkv_bias") ? o.boolean("qkv_bias") : false;
+    if (o.has("fused_projections")) m.fused_projections = o.boolean("fused_projections");
     m.dropout = o.number("dropout");
     // Optional Gemma 2 / sliding-window keys (model_spec.hpp); absent, each keeps its plain-family default.
     if (o.has("norms_per_layer")) m.norms_per_layer = o.uint("norms_per_layer");

@@ -152,6 +152,7 @@ void read_llama_like(const reader& r, const std::string& type, model_spec& m) {
 // change no parameter.
 void read_phi3(const reader& r, model_spec& m) {
   read_llama_shape(r, m);
+  m.fused_projections = true;
   m.tied_embeddings = r.boolean_or("tie_word_embeddings", false);
   require_activation(r, "hidden_act", "silu", "phi3");
   if (r.boolean_or("attention_bias", false))

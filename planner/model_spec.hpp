@@ -36,6 +36,9 @@ struct model_spec {
   std::uint64_t max_positions = 0;  // rows of the learned position table; 0 with RoPE
   bool tied_embeddings = false;
   bool qkv_bias = false;            // llama family only: q/k/v projections carry biases (Qwen2)
+  bool fused_projections = false;   // llama family only: the Hugging Face model fuses q/k/v into one qkv_proj and
+                                    // gate/up into one gate_up_proj (Phi-3; same weights, concatenated), which
+                                    // LoRA through peft adapts as single modules
   double dropout = 0.0;             // the model's default dropout probability
 
   // Gemma 2 (Gemma Team 2024, "Gemma 2", Sec. 2; HF Gemma2DecoderLayer). Every default below leaves a

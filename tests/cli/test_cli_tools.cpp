@@ -130,19 +130,110 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
   CHECK_THAT(expandable.err, Catch::Contains("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the training job's environment"));
   CHECK_FALSE(json::parse(slurp(dir / "args2.json")).contains("expandable_segments"));  // TrainingArguments has no such key
 
-  REQUIRE(run_plan("--model llama-3.1-8b --seq 8k --gpu h100 --gpus 16 --tp 2 --zero 3 --recompute selective --framework trainplan --emit torchtitan -o " +
+  REQUIRE(run_plan("--model llama-3.1-8b --seq 8k --gpu h100 --gpus 16 --tp 2 --zero 3 --recompute full --framework trainplan --emit torchtitan -o " +
                    (dir / "tt.toml").string()).exit_code == 0);
   const std::string tt = slurp(dir / "tt.toml");
   CHECK_THAT(tt, Catch::Contains("seq_len = 8192") && Catch::Contains("data_parallel_shard_degree = 8") &&
-                     Catch::Contains("pipeline_parallel_degree = 1") &&
-                     Catch::Contains("tensor_parallel_degree = 2") && Catch::Contains("mode = \"selective\"") &&
-                     Catch::Contains("global_batch_size = 8"));
+                     Catch::Contains("pipeline_parallel_degree = 1") && Catch::Contains("fsdp_reshard_after_forward = \"always\"") &&
+                     Catch::Contains("tensor_parallel_degree = 2") && Catch::Contains("mode = \"full\"") &&
+                     Catch::Contains("global_batch_size = 8") && Catch::Contains("local_batch_size = 1"));
 
   for (const char* bad : {"--model gpt2 --emit megatron -o /tmp/x", "--model gpt2 --emit deepspeed",
                           "--model gpt2 --gpus 2 --zero 1 --emit fsdp -o /tmp/x.yaml",
                           "--model gpt2 --finetune lora --emit torchtitan -o /tmp/x.toml", "--model gpt2 -o /tmp/x.json"}) {
     expect_refused(bad);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Each case is a plan an engine would have run differently from what was planned, without a word, before an
+// audit against the engines' sources (cli/emit_config.cpp names them).
+TEST_CASE("option --emit writes what the engine runs as planned, or says why it cannot", "[cli][emit]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit-engines");
+  const auto emit = [&](const std::string& flags, const std::string& file) {
+    INFO("plan " << flags);
+    const plan_run r = run_plan(flags + " -o " + (dir / file).string());
+    REQUIRE(r.exit_code == 0);
+    return r;
+  };
+  // fp16 autocast (hf's amp-fp16) is fp16 in every engine that has it: DeepSpeed's torch_autocast keeps the
+  // fp32 model, as autocast does; its fp16 mode would cast the model.
+  const std::string amp_fp16 = "--params 1B --seq 2048 --gpu h100 --gpus 8 --zero 3 --precision amp-fp16 --emit ";
+  CHECK_THAT(emit(amp_fp16 + "deepspeed", "fp16.json").err, Catch::Contains("torch_autocast"));
+  json ds = json::parse(slurp(dir / "fp16.json"));
+  CHECK(ds["torch_autocast"] == json({{"enabled", true}, {"dtype", "float16"}}));
+  CHECK(ds["fp16"]["enabled"] == false);
+  CHECK(ds["bf16"]["enabled"] == false);
+  emit(amp_fp16 + "hf-trainer", "fp16-args.json");
+  json args = json::parse(slurp(dir / "fp16-args.json"));
+  CHECK(args["fp16"] == true);
+  CHECK(args["bf16"] == false);
+  emit(amp_fp16 + "fsdp", "fp16.yaml");
+  CHECK_THAT(slurp(dir / "fp16.yaml"), Catch::Contains("mixed_precision: fp16"));
+  // Cast 16-bit modes stay cast; pure bf16 is said to differ (DeepSpeed keeps an fp32 master copy).
+  CHECK_THAT(emit("--params 1B --gpu h100 --gpus 8 --zero 3 --precision bf16 --emit deepspeed", "bf16.json").err,
+             Catch::Contains("fp32 master copy"));
+  CHECK(json::parse(slurp(dir / "bf16.json"))["bf16"]["enabled"] == true);
+  CHECK_THAT(emit("--params 1B --gpu h100 --gpus 2 --zero 0 --framework trainplan --emit deepspeed", "z0.json").err,
+             Catch::Contains("accumulates gradients in fp32"));
+
+  // The Trainer: fused AdamW by its own name; QLoRA under FSDP stores its 4-bit weights in bf16.
+  emit("--params 7B --gpu h100 --optimizer-impl fused --precision bf16 --emit hf-trainer", "fused.json");
+  CHECK(json::parse(slurp(dir / "fused.json"))["optim"] == "adamw_torch_fused");
+  emit("--params 7B --gpu h100 --gpus 8 --zero 3 --finetune qlora --emit hf-trainer", "qlora.json");
+  json qlora = json::parse(slurp(dir / "qlora.lora.json"));
+  CHECK(qlora["bnb_config"]["bnb_4bit_quant_storage"] == "bfloat16");
+  // Multi-head latent attention's projections, as planner/lora.cpp counts them.
+  emit("--model deepseek-v3 --gpu h100 --gpus 64 --zero 3 --seq 1024 --recompute full --finetune lora --emit hf-trainer", "mla.json");
+  CHECK(json::parse(slurp(dir / "mla.lora.json"))["lora_config"]["target_modules"] ==
+        json({"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}));
+
+  // torchtitan: pipelined, the accumulation micro-batches are the pipeline's microbatches; ZeRO-2 keeps the
+  // gathered weights (no reshard); pure bf16 has no fp32 copy; fp8 is its float8 converter.
+  emit("--params 7B --seq 4096 --gpu h100 --gpus 8 --pp 4 --framework megatron --zero 3 --grad-accum 8 --emit torchtitan", "pp.toml");
+  CHECK_THAT(slurp(dir / "pp.toml"), Catch::Contains("local_batch_size = 8") && Catch::Contains("global_batch_size = 16") &&
+                                         Catch::Contains("pipeline_parallel_microbatch_size = 1"));
+  emit("--params 7B --gpu h100 --gpus 8 --zero 2 --framework trainplan --precision bf16 --emit torchtitan", "z2.toml");
+  CHECK_THAT(slurp(dir / "z2.toml"), Catch::Contains("fsdp_reshard_after_forward = \"never\"") &&
+                                         Catch::Contains("dtype = \"bfloat16\""));
+  emit("--params 1B --gpu h100 --gpus 8 --zero 3 --framework trainplan --precision fp8-mixed --emit torchtitan", "fp8.toml");
+  CHECK_THAT(slurp(dir / "fp8.toml"), Catch::Contains("converters = [\"float8\"]"));
+  emit("--params 1B --gpu h100 --gpus 8 --zero 3 --offload both --emit torchtitan", "offload.toml");
+  CHECK_THAT(slurp(dir / "offload.toml"), Catch::Contains("enable_cpu_offload = true"));
+
+  // What an engine cannot express is refused (exit 2, one line), and nothing is written.
+  const std::string out = " -o " + (dir / "refused.cfg").string();
+  for (const std::string bad : {
+           "--params 1B --gpus 8 --zero 3 --framework trainplan --precision fp8-mixed --emit deepspeed",
+           "--model qwen3-30b-a3b --gpus 8 --ep 8 --zero 1 --seq 2048 --emit deepspeed",
+           "--params 7B --gpus 4 --zero 0 --offload optimizer --emit hf-trainer",
+           "--params 7B --gpus 4 --zero 0 --offload optimizer --emit deepspeed",
+           "--params 7B --gpus 8 --zero 0 --framework trainplan --precision fp16-mixed --grad-dtype fp32 --emit deepspeed",
+           "--params 7B --gpus 8 --zero 2 --optimizer adafactor --offload optimizer --emit deepspeed",
+           "--params 7B --gpus 8 --tp 2 --framework megatron --zero 0 --emit torchtitan",
+           "--params 1B --family gpt --gpus 8 --zero 3 --framework trainplan --emit torchtitan",
+           "--params 1B --gpus 8 --zero 3 --precision amp-fp16 --emit torchtitan",
+           "--params 7B --gpus 8 --zero 3 --optimizer sgd --emit torchtitan",
+           "--params 7B --gpus 8 --zero 1 --emit torchtitan",
+           "--params 7B --gpus 8 --zero 3 --framework trainplan --recompute selective --emit torchtitan",
+           "--model mixtral-8x7b --gpus 8 --zero 3 --emit torchtitan",
+           "--params 7B --gpus 4 --zero 2 --offload optimizer --emit fsdp",
+           "--params 7B --gpus 4 --zero 3 --offload params --emit hf-trainer",
+           "--params 7B --gpus 8 --zero 3 --framework trainplan --recompute selective --emit fsdp",
+           "--params 7B --gpus 8 --zero 3 --framework trainplan --recompute selective --emit hf-trainer",
+           "--params 7B --optimizer sgd-momentum --emit hf-trainer",
+           "--model phi-3-mini --finetune lora --lora-targets q,k,v --emit hf-trainer",
+           "--model mixtral-8x7b --finetune lora --lora-targets q,mlp --gpus 8 --zero 3 --emit hf-trainer"}) {
+    expect_refused(bad + out, {"--emit"});
+    CHECK_FALSE(std::filesystem::exists(dir / "refused.cfg"));
+  }
+  // The report goes to stdout: the config never joins it there (and LoRA's second file is no '-.lora.json').
+  expect_refused("--params 1B --finetune lora --emit hf-trainer -o -", {"-o -"});
+  expect_refused("--params 1B --emit deepspeed -o /dev/stdout --json", {"/dev/stdout"});
+  CHECK_FALSE(std::filesystem::exists("-.lora.json"));
+  // Phi-3's o_proj alone has its own name: emitted.
+  emit("--model phi-3-mini --gpu h100 --finetune lora --lora-targets o --emit hf-trainer", "phi3.json");
+  CHECK(json::parse(slurp(dir / "phi3.lora.json"))["lora_config"]["target_modules"] == json({"o_proj"}));
   std::filesystem::remove_all(dir);
 }
 
