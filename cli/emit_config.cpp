@@ -50,10 +50,6 @@ void refuse_common(const std::string& engine, const model_spec& m, const run_con
   if (r.ep > 1)
     refuse(engine, "expert parallelism (--ep) is set in the model code (DeepSpeed-MoE's ep_size, torchtitan's MoE "
                    "models), not emitted here");
-  if (r.finetune != finetune_kind::full && m.fused_projections && (r.lora_targets & (lora_q | lora_k | lora_v | lora_mlp)))
-    refuse(engine, fmt::format("{} fuses q/k/v into qkv_proj and gate/up into gate_up_proj, which peft adapts as single "
-                               "modules while the plan counts separate adapters: write target_modules by hand "
-                               "(--lora-targets o alone is emitted)", m.name));
 }
 
 // Pure bf16 (no fp32 master copy) is the model loaded in bf16, which no Trainer or Accelerate key says.
@@ -63,7 +59,7 @@ void note_pure_bf16(const std::string& engine, const run_config& r, std::vector<
 }
 
 // Hugging Face module names of the LoRA targets (GPT2LMHeadModel, LlamaForCausalLM and the models with its
-// names, DeepseekV3Attention's latent projections).
+// names, Phi-3's fused projections, DeepseekV3Attention's latent projections).
 std::vector<std::string> hf_target_modules(const std::string& engine, const model_spec& m, unsigned t) {
   std::vector<std::string> out;
   if (m.family == model_family::gpt) {
@@ -79,6 +75,8 @@ std::vector<std::string> hf_target_modules(const std::string& engine, const mode
     }
     if (t & lora_k) out.push_back("kv_a_proj_with_mqa");
     if (t & lora_v) out.push_back("kv_b_proj");
+  } else if (m.fused_projections) {  // Phi-3: naming any of q, k, v adapts qkv_proj, as planner/lora.cpp counts
+    if (t & (lora_q | lora_k | lora_v)) out.push_back("qkv_proj");
   } else {
     if (t & lora_q) out.push_back("q_proj");
     if (t & lora_k) out.push_back("k_proj");
@@ -89,7 +87,8 @@ std::vector<std::string> hf_target_modules(const std::string& engine, const mode
     if (m.is_moe())
       refuse(engine, "the experts' MLP module names differ between transformers versions (separate linears or fused "
                      "3-D weights): adapt the attention (--lora-targets q,k,v,o) or write target_modules by hand");
-    out.insert(out.end(), {"gate_proj", "up_proj", "down_proj"});
+    if (m.fused_projections) out.insert(out.end(), {"gate_up_proj", "down_proj"});
+    else out.insert(out.end(), {"gate_proj", "up_proj", "down_proj"});
   }
   return out;
 }

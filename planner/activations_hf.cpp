@@ -11,7 +11,8 @@ namespace {
 enum class shape_rule {
   bsh,         // [b, s, h]
   bsf,         // [b, s, f]
-  bs_qkv,      // [b, s, q + 2kv]: GPT-2's fused c_attn output, of which q, k and v are views
+  bs_qkv,      // [b, s, q + 2kv]: GPT-2's fused c_attn output (Phi-3's qkv_proj), of which q, k and v are views
+  bs2f,        // [b, s, 2f]: Phi-3's gate_up_proj output, of which gate and up are views
   bs_q,        // [b, a, s, d]
   bs_kv,       // [b, kv, s, d]
   bs_v,        // [b, a, s, d_v]: the attention output (d_v = d but with multi-head latent attention)
@@ -105,6 +106,11 @@ enum when_bits : std::uint64_t {
   // peft's lora_dropout above 0: each adapted linear drops out its own input (so each saves a copy: with
   // peft_copies) and native_dropout saves a bool mask per module.
   peft_dropout = 1ull << 33,
+  // Phi-3 (model_spec::fused_projections): one qkv_proj and one gate_up_proj whose outputs are sliced into
+  // views (Phi3Attention, Phi3MLP), or Llama's separate projections.
+  fused_proj = 1ull << 34, separate_proj = 1ull << 35,
+  // SDPA saves the values as a view of qkv_proj's output (no repeat_kv copy), which keeps all of it.
+  v_in_qkv = 1ull << 36,
 };
 
 struct hf_row {
@@ -158,6 +164,7 @@ constexpr hf_row layer_rows[] = {
     // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
     // k after rotary embedding, v as projected), its output, and the log-sum-exp.
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv},
+    {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | v_in_qkv},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
     {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | gqa_values},
@@ -228,9 +235,11 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
-    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    // Phi-3's silu and mul save views of gate_up_proj's one output instead of gate and up.
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
+    {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
-    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
     {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,
      llama | dense_mlp | peft_mlp | peft_dropout},
@@ -315,22 +324,29 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (m.shared_expert_ffn > 0) holds |= shared_expert;
   if (m.shared_expert_ffn > 0 && m.shared_expert_gate) holds |= shared_gate;
   if (m.is_mla()) holds |= mla | (m.q_lora_rank > 0 ? mla_q_lora : when_bits{});
-  else holds |= gqa_values;
+  holds |= m.fused_projections ? fused_proj : separate_proj;
   const std::uint64_t T = b * s, R = routed_rows(m, run), E = m.experts, k = m.experts_per_token;
   // The MLP's input is cast once per linear that reads it under autocast: gate and up (dense); the router,
   // and the shared expert's gate, up and sigmoid gate (experts; each expert casts its gathered rows).
-  const std::uint64_t dense_mlp_casts = !autocast ? 1u : is_gpt ? 1u : 2u;
+  const std::uint64_t dense_mlp_casts = !autocast ? 1u : is_gpt || m.fused_projections ? 1u : 2u;
   const std::uint64_t moe_mlp_casts = !autocast ? 1u : 1u + (m.shared_expert_ffn > 0 ? 2u : 0u) + (holds & shared_gate ? 1u : 0u);
   // Set per kind of layer below: DeepSeek's dense first layers and its MoE layers differ.
   std::uint64_t mlp_input_casts = m.is_moe() ? moe_mlp_casts : dense_mlp_casts;
   std::uint64_t layer_matmul = counts.matmul_per_layer;
   // The norm output is cast for each projection that reads it: q, k and v; q_a (or q) and kv_a with MLA.
-  const std::uint64_t qkv_casts = is_gpt || !autocast ? 1u : m.is_mla() ? 2u : 3u;
+  const std::uint64_t qkv_casts = is_gpt || !autocast || m.fused_projections ? 1u : m.is_mla() ? 2u : 3u;
   if (!copies) holds |= sdpa_saves_qkv;
   if (copies) holds |= attn_copies | attn_probs;
   // A sequence no shorter than the sliding window: transformers builds the mask, and sdpa_attention_forward
   // then repeats k and v to every head (use_gqa_in_sdpa needs no mask).
   if (!copies && hf_sliding_window_mask(m, run)) holds |= sdpa_mask;
+  // The values SDPA saves: a projection's own output (every attention but MLA), or with Phi-3's qkv_proj a
+  // view of its whole output, unless repeat_kv copied them to every head (a mask with grouped heads);
+  // eager attention saves its own contiguous copy either way.
+  if (!m.is_mla()) {
+    const bool repeated = (holds & sdpa_mask) && m.kv_heads != m.heads;
+    holds |= m.fused_projections && !repeated && !copies ? v_in_qkv : gqa_values;
+  }
   if (copies && (probs_type != compute || drop)) holds |= probs_copy;
   holds |= copies && compute != dtype::fp32 && probs_type == dtype::fp32 ? scores_upcast : scores_same_dtype;
   if (backend == sdpa_backend::math) holds |= math_path;
@@ -358,8 +374,9 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
   // input they share when peft need not cast it (an fp32 model without autocast).
   const std::uint64_t rank = run.lora_rank;
-  const std::uint64_t peft_qkv_modules = is_gpt ? 1u : static_cast<std::uint64_t>(__builtin_popcount(qkv_targets));
-  const std::uint64_t peft_fc_modules = is_gpt ? 1u : 2u;
+  const bool one_qkv_module = is_gpt || m.fused_projections;  // c_attn, qkv_proj
+  const std::uint64_t peft_qkv_modules = one_qkv_module ? 1u : static_cast<std::uint64_t>(__builtin_popcount(qkv_targets));
+  const std::uint64_t peft_fc_modules = one_qkv_module ? 1u : 2u;  // c_fc, gate_up_proj | gate, up
   const std::uint64_t peft_qkv_copies = holds & peft_copies ? peft_qkv_modules : 1u;
   const std::uint64_t peft_fc_copies = holds & peft_copies ? peft_fc_modules : 1u;
   // Autocast copies of full weights; FSDP/ZeRO-3 gathers weights in their compute dtype instead.
@@ -369,6 +386,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     switch (r) {
       case shape_rule::bsh: return {b, s, h};
       case shape_rule::bsf: return {b, s, f};
+      case shape_rule::bs2f: return {b, s, 2 * f};
       case shape_rule::bs_qkv: return {b, s, m.qkv_width()};
       case shape_rule::bs_q: return {b, a, s, d};
       case shape_rule::bs_kv: return {b, holds & sdpa_mask ? a : m.kv_heads, s, d};  // repeat_kv under a mask

@@ -16,8 +16,9 @@ std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targ
     if (targets & lora_k) per_layer += h + m.kv_lora_rank + m.rope_head_dim;
     if (targets & lora_v) per_layer += m.kv_lora_rank + kv_up;
     if (targets & lora_o) per_layer += m.out_width() + h;
-  } else if (m.family == model_family::gpt) {
-    // GPT-2 fuses q, k and v into c_attn: naming any of them adapts that one module, out = q + k + v.
+  } else if (m.family == model_family::gpt || m.fused_projections) {
+    // GPT-2 fuses q, k and v into c_attn (Phi-3 into qkv_proj): naming any of them adapts that one module,
+    // out = q + k + v.
     if (targets & (lora_q | lora_k | lora_v)) per_layer += h + m.qkv_width();
     if (targets & lora_o) per_layer += hq + h;
   } else {
@@ -26,7 +27,11 @@ std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targ
     if (targets & lora_v) per_layer += h + kv;
     if (targets & lora_o) per_layer += hq + h;
   }
-  if (targets & lora_mlp) per_layer += m.family == model_family::gpt ? 2 * (h + f) : 3 * (h + f);  // fc, proj | gate, up, down
+  if (targets & lora_mlp) {
+    if (m.family == model_family::gpt) per_layer += 2 * (h + f);  // c_fc, c_proj
+    else if (m.fused_projections) per_layer += (h + 2 * f) + (f + h);  // gate_up_proj, down_proj
+    else per_layer += 3 * (h + f);  // gate, up, down
+  }
   return checked_product({per_layer, rank, m.layers}, "LoRA parameter count");
 }
 
@@ -34,10 +39,11 @@ unsigned lora_linears(const model_spec& m, unsigned targets) {
   unsigned n = 0;
   for (unsigned t : {lora_q, lora_k, lora_v, lora_o})
     if (targets & t) ++n;
-  // GPT-2's c_attn is one module for q, k and v.
-  if (m.family == model_family::gpt && (targets & (lora_q | lora_k | lora_v))) n = 1 + ((targets & lora_o) ? 1 : 0);
+  // GPT-2's c_attn (Phi-3's qkv_proj) is one module for q, k and v.
+  const bool fused = m.family == model_family::gpt || m.fused_projections;
+  if (fused && (targets & (lora_q | lora_k | lora_v))) n = 1 + ((targets & lora_o) ? 1 : 0);
   if (m.is_mla() && m.q_lora_rank > 0 && (targets & lora_q)) ++n;  // q_a_proj and q_b_proj
-  if (targets & lora_mlp) n += m.family == model_family::gpt ? 2 : 3;
+  if (targets & lora_mlp) n += fused ? 2 : 3;  // c_fc, c_proj | gate_up_proj, down_proj | gate, up, down
   return n;
 }
 

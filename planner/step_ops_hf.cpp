@@ -171,13 +171,19 @@ void add_gpt2_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
 }
 
 // LlamaMLP, down_proj(silu(gate_proj(x)) * up_proj(x)), over every token, of width `width`: the layer's MLP
-// or Qwen2-MoE's shared expert (names are literals: the ops keep views of them).
-void add_swiglu(ops::row_group& g, const hf_shape& x, bool shared_expert, double width) {
+// or Qwen2-MoE's shared expert (names are literals: the ops keep views of them). Phi-3 (`fused`) computes
+// gate and up as one gate_up_proj and chunks its output (Phi3MLP): one cast, one GEMM.
+void add_swiglu(ops::row_group& g, const hf_shape& x, bool shared_expert, double width, bool fused = false) {
   const double F = x.T * width;
-  input_cast(g, "autocast.input", x.E, x, 2);  // gate and up
-  g.add(shared_expert ? "moe.shared.grad_sum" : "mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
-  linear(g, shared_expert ? "moe.shared.gate_proj" : "mlp.gate_proj", "autocast.weight", width, x.h, x, false);
-  linear(g, shared_expert ? "moe.shared.up_proj" : "mlp.up_proj", "autocast.weight", width, x.h, x, false);
+  if (fused) {
+    input_cast(g, "autocast.input", x.E, x);
+    linear(g, "mlp.gate_up_proj", "autocast.weight", 2 * width, x.h, x, false);
+  } else {
+    input_cast(g, "autocast.input", x.E, x, 2);  // gate and up
+    g.add(shared_expert ? "moe.shared.grad_sum" : "mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
+    linear(g, shared_expert ? "moe.shared.gate_proj" : "mlp.gate_proj", "autocast.weight", width, x.h, x, false);
+    linear(g, shared_expert ? "moe.shared.up_proj" : "mlp.up_proj", "autocast.weight", width, x.h, x, false);
+  }
   // silu(gate) * up: two kernels forward; silu_backward and the product's two kernels backward.
   g.add(shared_expert ? "moe.shared.swiglu" : "mlp.swiglu", op_class::elementwise, 5 * F * x.c, 2, 9 * F * x.c, 3);
   linear(g, shared_expert ? "moe.shared.down_proj" : "mlp.down_proj", "autocast.weight", x.h, width, x, false);
@@ -259,6 +265,13 @@ void add_llama_attention(ops::row_group& g, const hf_shape& x, const model_spec&
   rms_norm(g, "norm.input_layernorm", x);
   if (m.is_mla()) {
     add_mla_projections(g, x, m);
+  } else if (m.fused_projections) {
+    // Phi3Attention: one qkv_proj, sliced into q, k and v (views), then rotary on q and k as Llama's.
+    input_cast(g, "autocast.input", x.E, x);
+    linear(g, "attention.qkv_proj", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, qkv_bias);
+    const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
+    g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
+    if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
   } else {
     input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
     g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
@@ -293,7 +306,7 @@ void add_lora_ops(ops::row_group& attention, ops::row_group& mlp, const hf_shape
     modules += 1, in += in_width, out += out_width;
     if (input_16bit) in16 += in_width;
   };
-  if (gpt) {
+  if (gpt || m.fused_projections) {  // GPT-2's c_attn, Phi-3's qkv_proj
     module((t & (lora_q | lora_k | lora_v)) != 0, x.h, x.qw + 2 * x.kvw, false);
   } else {
     module(t & lora_q, x.h, x.qw, false);
@@ -308,6 +321,9 @@ void add_lora_ops(ops::row_group& attention, ops::row_group& mlp, const hf_shape
   if (gpt) {
     module(true, x.h, f, false);  // c_fc
     module(true, f, x.h, false);  // c_proj, on gelu_new's fp32 output
+  } else if (m.fused_projections) {
+    module(true, x.h, 2 * f, false);  // gate_up_proj
+    module(true, f, x.h, x.amp);      // down_proj, on the bf16 product
   } else {
     module(true, x.h, f, false);  // gate_proj
     module(true, x.h, f, false);  // up_proj
@@ -352,7 +368,8 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
     add_gpt2_layer(layer, x, backend, drop);
   } else {
     add_llama_attention(layer, x, m, backend);
-    if (!m.is_moe() || m.dense_layers > 0) add_swiglu(dense_mlp, x, false, static_cast<double>(m.dense_mlp_width()));
+    if (!m.is_moe() || m.dense_layers > 0)
+      add_swiglu(dense_mlp, x, false, static_cast<double>(m.dense_mlp_width()), m.fused_projections);
     if (m.is_moe()) add_llama_moe(moe_mlp, x, m);
   }
   if (run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla()) add_lora_ops(layer, dense_mlp, x, m, run);

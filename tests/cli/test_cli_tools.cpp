@@ -222,7 +222,6 @@ TEST_CASE("option --emit writes what the engine runs as planned, or says why it 
            "--params 7B --gpus 8 --zero 3 --framework trainplan --recompute selective --emit fsdp",
            "--params 7B --gpus 8 --zero 3 --framework trainplan --recompute selective --emit hf-trainer",
            "--params 7B --optimizer sgd-momentum --emit hf-trainer",
-           "--model phi-3-mini --finetune lora --lora-targets q,k,v --emit hf-trainer",
            "--model mixtral-8x7b --finetune lora --lora-targets q,mlp --gpus 8 --zero 3 --emit hf-trainer"}) {
     expect_refused(bad + out, {"--emit"});
     CHECK_FALSE(std::filesystem::exists(dir / "refused.cfg"));
@@ -231,9 +230,10 @@ TEST_CASE("option --emit writes what the engine runs as planned, or says why it 
   expect_refused("--params 1B --finetune lora --emit hf-trainer -o -", {"-o -"});
   expect_refused("--params 1B --emit deepspeed -o /dev/stdout --json", {"/dev/stdout"});
   CHECK_FALSE(std::filesystem::exists("-.lora.json"));
-  // Phi-3's o_proj alone has its own name: emitted.
-  emit("--model phi-3-mini --gpu h100 --finetune lora --lora-targets o --emit hf-trainer", "phi3.json");
-  CHECK(json::parse(slurp(dir / "phi3.lora.json"))["lora_config"]["target_modules"] == json({"o_proj"}));
+  // Phi-3's fused projections are one module each (naming q adapts qkv_proj, as the plan counts it).
+  emit("--model phi-3-mini --gpu h100 --finetune lora --lora-targets q,o,mlp --emit hf-trainer", "phi3.json");
+  CHECK(json::parse(slurp(dir / "phi3.lora.json"))["lora_config"]["target_modules"] ==
+        json({"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}));
   std::filesystem::remove_all(dir);
 }
 
