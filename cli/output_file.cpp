@@ -114,6 +114,8 @@ output_file::output_file(std::string path) : path_(std::move(path)) {
   struct stat st {};
   const bool exists = ::stat(path_.c_str(), &st) == 0;  // follows symbolic links
   if (exists && S_ISDIR(st.st_mode)) throw input_error(fmt::format("cannot write {}: it is a folder", path_));
+  // "new/" names a folder that does not exist yet: refused before any folder is made for it.
+  if (!exists && path_.back() == '/') throw input_error(fmt::format("cannot write {}: it names a folder, not a file", path_));
   if (exists && !S_ISREG(st.st_mode)) {
     // A device, FIFO, socket or terminal: write into it, never replace it. A FIFO is opened without
     // blocking, so that one nobody reads is an error rather than a hang (open(2): ENXIO).

@@ -158,3 +158,14 @@ TEST_CASE("a read-only file is not replaced", "[cli][output]") {
   CHECK(r.exit_code == 2);
   CHECK(slurp(file) == "KEEP\n");
 }
+
+TEST_CASE("a path ending in a slash that names no folder yet is refused before any folder is made", "[cli][output]") {
+  const auto dir = fresh_dir("trainplan-output-slash");
+  const auto r = run_plan(small_sweep + " -o " + (dir / "new").string() + "/");
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("names a folder"));
+  CHECK_FALSE(std::filesystem::exists(dir / "new"));
+  // A missing parent folder of a file is still made.
+  CHECK(run_plan(small_sweep + " -o " + (dir / "made" / "out.csv").string()).exit_code == 0);
+  CHECK(std::filesystem::is_regular_file(dir / "made" / "out.csv"));
+}
