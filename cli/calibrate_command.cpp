@@ -103,7 +103,7 @@ void model_and_run(const json& j, const std::string& file, model_spec& m, run_co
 // The calibration file -o updates: the file when it is a regular one, else the built-in one.
 std::string calibration_text_of(const std::filesystem::path& path) {
   std::error_code ec;
-  if (std::filesystem::is_regular_file(path, ec)) return read_text_file(path);
+  if (std::filesystem::is_regular_file(path, ec)) return read_text_file(path, file_use::updated);
   for (const embedded_file& f : embedded_data_files())
     if (f.name == "calibration.json") return std::string(f.bytes);
   throw input_error("calibration.json: not embedded in this build");

@@ -22,6 +22,11 @@ std::string gib_signed(std::int64_t bytes) {
 
 std::string grouped(std::uint64_t n) { return grouped_count(n); }
 
+// Rounded, as --json's and the sweep's figures read (a floor printed 15,592 beside their 15593).
+std::string grouped_rate(double per_second) {
+  return grouped(per_second > 0 ? static_cast<std::uint64_t>(std::llround(per_second)) : 0);
+}
+
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
 std::string duration(double seconds) {

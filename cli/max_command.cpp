@@ -78,18 +78,12 @@ struct lever_reach_row {
   std::uint64_t peak_bytes = 0;
 };
 
-// Ranked as the fit check ranks its suggestions (cost, then fewest changes), each row kept only when it
-// reaches further than every row above it: a ladder of what each further step buys.
-std::vector<lever_reach_row> reach_ladder(std::vector<lever_reach_row> rows) {
-  std::stable_sort(rows.begin(), rows.end(), [](const lever_reach_row& a, const lever_reach_row& b) {
-    if (cost_rank(a.costs) != cost_rank(b.costs)) return cost_rank(a.costs) < cost_rank(b.costs);
-    if (a.changes.size() != b.changes.size()) return a.changes.size() < b.changes.size();
-    return a.value > b.value;
-  });
-  std::vector<lever_reach_row> ladder;
-  for (lever_reach_row& r : rows)
-    if (ladder.empty() || r.value > ladder.back().value) ladder.push_back(std::move(r));
-  return ladder;
+// The ladder's order, as the fit check ranks its suggestions: cost, then fewest changes. Within a group the
+// row reaching furthest is the group's; a group joins the ladder only when it reaches further than every row
+// above it: a ladder of what each further step buys.
+bool ladder_order(const lever_reach_row& a, const lever_reach_row& b) {
+  if (cost_rank(a.costs) != cost_rank(b.costs)) return cost_rank(a.costs) < cost_rank(b.costs);
+  return a.changes.size() < b.changes.size();
 }
 
 }  // namespace
@@ -190,9 +184,9 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         if (out.best) set_quantity(args->what, *out.best, m, c, per_gpu_batch);  // leaves m and c at the maximum
         return out;
       };
-      auto summary_at = [&](sweep_model& m, run_config& c, bool replay_every_run) {
+      auto summary_at = [&](sweep_model& m, run_config& c) {
         std::string why;
-        std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why, replay_every_run);
+        std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why);
         if (!s) throw input_error(why);
         return *s;
       };
@@ -208,9 +202,9 @@ void register_max_command(CLI::App& app, command_action& chosen) {
           run_config c = run;
           set_quantity(args->what, *answer.next, m, c, keeps_global_batch ? run.micro_batch * run.grad_accum : 0);
           std::string why;
-          next = summarize_config(m, gpu, c, args->margin, &why, true);
+          next = summarize_config(m, gpu, c, args->margin, &why, replay_when::always);
         }
-        at_max = summary_at(model, run, false);
+        at_max = summary_at(model, run);
       }
 
       const std::string unit = params ? "parameters" : args->what == "seq" ? "tokens" : "sequences";
@@ -225,22 +219,70 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         if ((levers & lever_batch) && args->what == "micro-batch")
           throw input_error("--levers: batch is the question itself in max micro-batch");
         if (levers & lever_seq) throw input_error("--levers: seq is not a lever of max (ask max seq instead)");
-        std::vector<lever_reach_row> rows;
+        // Reaching every combination as plan max does (bisection, then the climb with a replay at every step)
+        // took minutes for nine levers. A combination's value is at most the largest whose tensors alone fit
+        // the budget (no replay: tensor bytes grow with the quantity, and a fit needs them to), so the ladder
+        // is built in its own order and only a combination whose bound passes the rows above it is reached.
+        std::vector<lever_reach_row> rows;  // every combination that can run, value = its bound
         for (const run_config& candidate : lever_space(levers, r.model, r.run, r.gpu, lever_reach{8})) {
           sweep_model m = model;
           run_config c = candidate;
-          std::optional<std::uint64_t> v;
+          std::optional<std::uint64_t> bound;
           try {
-            v = reach_of(m, c, false).best;
+            const std::uint64_t per_gpu_batch = keeps_global_batch ? c.micro_batch * c.grad_accum : 0;
+            bound = largest_fitting(1, hi, [&](std::uint64_t v) {
+              set_quantity(args->what, v, m, c, per_gpu_batch);
+              std::string why;
+              const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why, replay_when::never);
+              if (!s && v == 1) throw input_error(why);
+              return s && s->floor_bytes <= s->budget_bytes;
+            });
           } catch (const input_error&) {
             continue;  // a combination that cannot run at all reaches nothing
           }
-          if (!v) continue;
-          const config_summary at = summary_at(m, c, false);
-          rows.push_back({c, change_flags(r.run, candidate), change_costs(r.run, candidate),
-                          params ? count_params(m.spec).total : *v, at.peak_bytes});
+          if (!bound) continue;
+          set_quantity(args->what, *bound, m, c, keeps_global_batch ? c.micro_batch * c.grad_accum : 0);
+          const std::uint64_t bound_value = params ? count_params(m.spec).total : *bound;  // in the ladder's unit
+          rows.push_back({candidate, change_flags(r.run, candidate), change_costs(r.run, candidate), bound_value, 0});
         }
-        ladder = reach_ladder(std::move(rows));
+        std::stable_sort(rows.begin(), rows.end(), ladder_order);
+        for (std::size_t i = 0; i < rows.size();) {  // a group: the same cost and number of changes
+          std::size_t end = i;
+          while (end < rows.size() && !ladder_order(rows[i], rows[end]) && !ladder_order(rows[end], rows[i])) ++end;
+          // Within the group, the largest bounds first: once the best reached passes a row's bound, that row cannot
+          // beat it (on a tie the row first in the combinations' order is the group's, as before the bounds).
+          std::vector<std::size_t> order(end - i);
+          for (std::size_t k = 0; k < order.size(); ++k) order[k] = i + k;
+          std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rows[a].value > rows[b].value; });
+          const std::uint64_t top = ladder.empty() ? 0 : ladder.back().value;
+          std::optional<lever_reach_row> group_best;
+          std::size_t best_index = 0;
+          for (const std::size_t k : order) {
+            const std::uint64_t bound = rows[k].value;
+            if (bound <= top) break;  // nor can any row after it: it cannot join the ladder
+            if (group_best && (bound < group_best->value || (bound == group_best->value && k > best_index))) continue;
+            sweep_model m = model;
+            run_config c = rows[k].run;
+            std::optional<std::uint64_t> v;
+            try {
+              v = reach_of(m, c, false).best;
+            } catch (const input_error&) {
+              continue;
+            }
+            if (!v) continue;
+            const std::uint64_t value = params ? count_params(m.spec).total : *v;
+            if (value <= top) continue;
+            if (!group_best || value > group_best->value || (value == group_best->value && k < best_index)) {
+              group_best = rows[k];
+              group_best->run = c;
+              group_best->value = value;
+              group_best->peak_bytes = summary_at(m, c).peak_bytes;
+              best_index = k;
+            }
+          }
+          if (group_best) ladder.push_back(std::move(*group_best));
+          i = end;
+        }
         if (ladder.size() > args->top) ladder.resize(args->top);
       }
       if (args->json) {
@@ -274,15 +316,19 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       // The ladder first when the run as given reaches nothing: it is then the only answer.
       auto print_ladder = [&]() {
         if (args->levers.empty()) return;
-        fmt::print("\nWith the levers {} (ranked as the fit check ranks its suggestions: cost, then fewest changes; each "
-                   "row reaches further than every row above it):\n  {:>2}  {:<56} {:>18} {:>10}  {}\n",
-                   lever_names(levers), "#", "changes", unit, "peak", "cost");
+        std::vector<std::string> flags(ladder.size());
+        std::size_t width = 56;  // the changes column, as wide as its longest row
         for (std::size_t i = 0; i < ladder.size(); ++i) {
-          std::string flags;
-          for (const std::string& c : ladder[i].changes) flags += (flags.empty() ? "" : " ") + c;
-          fmt::print("  {:>2}  {:<56} {:>18} {:>10}  {}\n", i + 1, flags.empty() ? "(as given)" : flags,
-                     grouped(ladder[i].value), gib(ladder[i].peak_bytes), suggestion_cost_text(ladder[i].costs));
+          for (const std::string& c : ladder[i].changes) flags[i] += (flags[i].empty() ? "" : " ") + c;
+          if (flags[i].empty()) flags[i] = "(as given)";
+          width = std::max(width, flags[i].size());
         }
+        fmt::print("\nWith the levers {} (ranked as the fit check ranks its suggestions: cost, then fewest changes; each "
+                   "row reaches further than every row above it):\n  {:>2}  {:<{}} {:>18} {:>10}  {}\n",
+                   lever_names(levers), "#", "changes", width, unit, "peak", "cost");
+        for (std::size_t i = 0; i < ladder.size(); ++i)
+          fmt::print("  {:>2}  {:<{}} {:>18} {:>10}  {}\n", i + 1, flags[i], width, grouped(ladder[i].value),
+                     gib(ladder[i].peak_bytes), suggestion_cost_text(ladder[i].costs));
         if (ladder.empty()) fmt::print("  nothing fits with any combination of them\n");
       };
       if (!best) {

@@ -176,8 +176,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
   if (!a.grad_accum.empty()) run.grad_accum = parse_binary_count(a.grad_accum, "--grad-accum");
   if (!a.global_batch.empty()) {
     const std::uint64_t global = parse_binary_count(a.global_batch, "--global-batch");
-    if (run.gpus % (run.tp * run.pp) != 0)
-      throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
+    check_parallel_layout(run);
     const std::uint64_t per_step = checked_mul(run.micro_batch, run.data_parallel(), "--global-batch");
     if (global % per_step != 0)
       throw input_error(fmt::format("--global-batch {} is not a multiple of --micro-batch {} x {} data-parallel GPUs", global,

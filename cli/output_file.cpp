@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "planner/input_error.hpp"
+#include "planner/text_file.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -134,6 +135,9 @@ output_file::output_file(std::string path) : path_(std::move(path)) {
     }
     return;
   }
+  // An input of this same command (a report, a config) is never replaced by its output.
+  if (exists && is_input_file(path_))
+    throw input_error(fmt::format("cannot write {}: this command reads it as an input, which the output would replace", path_));
   target_ = link_target(path_);
   // A file the user may not write is not replaced behind its permissions (the rename only needs the folder).
   if (exists && ::access(target_.c_str(), W_OK) != 0)

@@ -294,7 +294,7 @@ std::string render_plan_text(const plan_report_input& in) {
        duration(p.time.step_seconds), duration(p.time.compute_seconds),
        p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
        p.time.offload_seconds > 0 ? fmt::format(" + {} PCIe offload", duration(p.time.offload_seconds)) : std::string(),
-       grouped(static_cast<std::uint64_t>(p.time.tokens_per_second)), percent(p.time.mfu), percent(p.time.hfu));
+       grouped_rate(p.time.tokens_per_second), percent(p.time.mfu), percent(p.time.hfu));
   {
     std::string parts;
     const double total = p.time.breakdown.total();
@@ -347,14 +347,14 @@ std::string render_plan_text(const plan_report_input& in) {
         std::string flags;
         for (const std::string& c : s.changes) flags += (flags.empty() ? "" : " ") + c;
         line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({}{})", i + 1, flags, gib(s.peak_bytes),
-             gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped(static_cast<std::uint64_t>(s.tokens_per_second)),
+             gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped_rate(s.tokens_per_second),
              suggestion_cost_text(s.costs), tight_peak(s.peak_bytes, p.gpu, p.calib) ? ", tight" : "");
         if (s.roomiest) {
           std::string added;
           for (const std::string& c : s.roomiest->added) added += " " + c;
           line("     {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s (the most headroom these numerics reach{})", "+" + added,
                gib(s.roomiest->peak_bytes), gib_signed(s.roomiest->headroom_bytes),
-               grouped(static_cast<std::uint64_t>(s.roomiest->tokens_per_second)),
+               grouped_rate(s.roomiest->tokens_per_second),
                tight_peak(s.roomiest->peak_bytes, p.gpu, p.calib) ? ", tight" : "");
         }
       }

@@ -96,7 +96,7 @@ std::vector<const config_summary*> best_per_change_set(const search_result& r, c
 
 // Why the winner beats the runner-up, from the fields in which they differ.
 std::string why_first(const config_summary& a, const config_summary* b) {
-  std::string why = fmt::format("highest predicted tokens/s ({}), {} of the budget", grouped(static_cast<std::uint64_t>(a.tokens_per_second)),
+  std::string why = fmt::format("highest predicted tokens/s ({}), {} of the budget", grouped_rate(a.tokens_per_second),
                                 percent(static_cast<double>(a.peak_bytes) / static_cast<double>(a.budget_bytes)));
   if (!b) return why + "; the only configuration that fits";
   const double gain = a.tokens_per_second / b->tokens_per_second - 1.0;
@@ -173,6 +173,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
     chosen = [args, margin_given = margin_opt->count() > 0]() -> int {
       sweep_space space = resolve_sweep_space(args->model_run);
       const run_config base = space.at(0).run;  // the run as given: each option's first value
+      check_parallel_layout(base);  // a layout no GPU count splits is bad input, not "cannot split the batch"
       const bool with_levers = !args->levers.empty();
       const unsigned levers = with_levers ? parse_levers(args->levers, "--levers") : 0u;
       if (with_levers) widen_by_levers(space, levers);
@@ -232,7 +233,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
           const config_summary& s = r.fitting[i];
           fmt::print("  {:>2}  {:<16} {:<10} {:<80} {:>10} {:>9} {:>12} {:>7}\n", i + 1, s.model->spec.name, s.gpu->spec.name,
                      config_label(s), gib(s.peak_bytes), percent(static_cast<double>(s.peak_bytes) / s.budget_bytes),
-                     grouped(static_cast<std::uint64_t>(s.tokens_per_second)), percent(s.mfu));
+                     grouped_rate(s.tokens_per_second), percent(s.mfu));
         }
         fmt::print("Why #1: {}.\n\n", why_first(r.fitting[0], r.fitting.size() > 1 ? &r.fitting[1] : nullptr));
         if (with_levers) {
@@ -244,7 +245,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                      "#", "changes", "peak", "tokens/s", "micro-batch", "cost");
           for (std::size_t i = 0; i < shown; ++i)
             fmt::print("  {:>2}  {:<64} {:>10} {:>12}  {:<12}  {}\n", i + 1, lever_flags(base, *sets[i]),
-                       gib(sets[i]->peak_bytes), grouped(static_cast<std::uint64_t>(sets[i]->tokens_per_second)),
+                       gib(sets[i]->peak_bytes), grouped_rate(sets[i]->tokens_per_second),
                        sets[i]->run.micro_batch, suggestion_cost_text(change_costs(base, sets[i]->run)));
           if (shown < sets.size()) fmt::print("  ({} more; --json lists them all)\n", sets.size() - shown);
           fmt::print("\n");
@@ -252,7 +253,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         fmt::print("Pareto front (no other fitting configuration has both a lower peak and more tokens/s):\n");
         for (const config_summary& s : r.pareto)
           fmt::print("  peak {:>10}  {:>12} tokens/s  {} on {}: {}{}\n", gib(s.peak_bytes),
-                     grouped(static_cast<std::uint64_t>(s.tokens_per_second)), s.model->spec.name, s.gpu->spec.name,
+                     grouped_rate(s.tokens_per_second), s.model->spec.name, s.gpu->spec.name,
                      config_label(s), with_levers ? " [" + suggestion_cost_text(change_costs(base, s.run)) + "]" : "");
         fmt::print("\n");
       } else {
@@ -273,7 +274,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
               std::string flags;
               for (const std::string& c : w.changes) flags += (flags.empty() ? "" : " ") + c;
               fmt::print("  {:<50} peak {:>10}, {} tokens/s ({})\n", flags, gib(w.peak_bytes),
-                         grouped(static_cast<std::uint64_t>(w.tokens_per_second)), suggestion_cost_text(w.costs));
+                         grouped_rate(w.tokens_per_second), suggestion_cost_text(w.costs));
             }
           }
         }

@@ -100,8 +100,9 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   cells[n++] = u(run.micro_batch);
   cells[n++] = ok || run.grad_accum ? u(run.grad_accum) : none();
   const bool sizes_known = ok;
-  cells[n++] = sizes_known ? u(run.micro_batch * run.grad_accum) : none();
-  cells[n++] = sizes_known ? u(run.seq * run.micro_batch * run.grad_accum) : none();
+  // Over every data-parallel GPU, as plan --json counts them.
+  cells[n++] = sizes_known ? u(run.global_batch()) : none();
+  cells[n++] = sizes_known ? u(run.seq * run.global_batch()) : none();
   cells[n++] = t(precision_name(run.precision));
   cells[n++] = ok ? t(dtype_name(res.plan->layout.optimizer_grad_dtype())) : t(grad_dtype_choice_name(run.grad_dtype));
   cells[n++] = t(optimizer_name(run.optimizer));

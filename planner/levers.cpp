@@ -8,6 +8,7 @@
 #include "planner/framework.hpp"
 #include "planner/input_error.hpp"
 #include "planner/inventory_llmc.hpp"
+#include "planner/max_fit.hpp"
 #include "planner/sweep_axis.hpp"
 
 namespace trainplan {
@@ -160,15 +161,16 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
       if (base.attention == attention_kind::eager)
         out.push_back({lever, [](run_config& r) { r.attention = attention_kind::flash; }});
       break;
-    case lever_batch:  // every smaller divisor of the micro-batch, accumulation scaled to keep the global batch
-      for (std::uint64_t mb = base.micro_batch / 2; mb >= 1 && out.size() < 6; --mb) {
-        if (base.micro_batch % mb != 0) continue;
-        const std::uint64_t accum = base.grad_accum * (base.micro_batch / mb);
+    case lever_batch:  // the largest smaller divisors of the micro-batch, accumulation scaled to keep the global batch
+      for (std::uint64_t mb : largest_proper_divisors(base.micro_batch, 6)) {  // beyond six the list only repeats the lesson
+        const std::uint64_t factor = base.micro_batch / mb;
+        if (base.grad_accum > UINT64_MAX / factor) continue;  // an accumulation no counter holds
+        const std::uint64_t accum = base.grad_accum * factor;
         out.push_back({lever, [mb, accum](run_config& r) {
                          r.micro_batch = mb;
                          r.grad_accum = accum;
                        }});
-      }  // beyond six halvings the list only repeats the lesson
+      }
       break;
     case lever_precision: {
       const precision_regime p = base.precision;

@@ -94,6 +94,15 @@ candidate_fit largest_fitting_candidate(const std::vector<std::uint64_t>& ascend
   return r;
 }
 
+std::vector<std::uint64_t> largest_proper_divisors(std::uint64_t n, std::size_t count) {
+  std::vector<std::uint64_t> out;
+  constexpr std::uint64_t trial_limit = 1ull << 20;
+  for (std::uint64_t p = 2; p <= n && p <= trial_limit && out.size() < count; ++p)
+    if (n % p == 0) out.push_back(n / p);
+  if (n > 1 && out.size() < count && (out.empty() || out.back() != 1)) out.push_back(1);
+  return out;
+}
+
 std::vector<std::uint64_t> divisors_up_to(std::uint64_t n, std::uint64_t hi) {
   // Trial division up to hi (not sqrt(n): n may be near 2^64, hi is the search's limit, 2^24 at most).
   std::vector<std::uint64_t> out;

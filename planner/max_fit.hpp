@@ -55,4 +55,8 @@ candidate_fit largest_fitting_candidate(const std::vector<std::uint64_t>& ascend
 // The divisors of n that are at most `hi`, ascending.
 std::vector<std::uint64_t> divisors_up_to(std::uint64_t n, std::uint64_t hi);
 
+// The `count` largest divisors of n below n, descending: n/p for its smallest divisors p >= 2 (1 among them).
+// Trial division stops at 2^20, so n near 2^64 costs a millisecond, not an hour: past it only 1 is added.
+std::vector<std::uint64_t> largest_proper_divisors(std::uint64_t n, std::size_t count);
+
 }  // namespace trainplan

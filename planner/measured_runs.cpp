@@ -50,6 +50,7 @@ struct line_reader {
 };
 
 constexpr double max_step_seconds = 86400;              // a measured step of a day or more is no measurement
+constexpr double min_step_seconds = 1e-6;               // nor one shorter than a kernel launch
 constexpr std::uint64_t max_gpu_bytes = 1ull << 50;      // as gpus.json's memory_bytes
 
 // "segments": [["large", bytes], ["small", bytes], ...] (collect_hf.py's segment_sizes).
@@ -94,12 +95,17 @@ measured_allocator_counts read_allocator_counts(const line_reader& r) {
 // A measurement no real run gives is a broken report, not a prediction error: the errors in percent divide
 // by these (a step of 0 s printed +inf%), and calibrate fits its constants to them.
 void check_measured_step(const line_reader& r, const measured_run& run) {
-  if (!(std::isfinite(run.step_seconds) && run.step_seconds > 0 && run.step_seconds < max_step_seconds))
-    throw input_error(fmt::format("{}: field 'step_s' must be a number of seconds above 0 and below {} (1 day), not {}",
-                                  r.where, max_step_seconds, run.step_seconds));
+  if (!(std::isfinite(run.step_seconds) && run.step_seconds >= min_step_seconds && run.step_seconds < max_step_seconds))
+    throw input_error(fmt::format("{}: field 'step_s' must be a number of seconds from {} (a microsecond) to below {} "
+                                  "(1 day), not {}", r.where, min_step_seconds, max_step_seconds, run.step_seconds));
   if (!run.memory_measured) return;
   if (run.alloc_peak_bytes == 0)
     throw input_error(fmt::format("{}: field 'alloc_peak' must be at least 1: a training step allocates", r.where));
+  // At most what one GPU holds, so that the context plus the reserved bytes stays exact (a sum near 2^64
+  // wrapped to a small device peak).
+  if (run.reserved_peak_bytes > max_gpu_bytes)
+    throw input_error(fmt::format("{}: field 'reserved_peak' ({}) is beyond 2^50 bytes, more than any GPU holds", r.where,
+                                  run.reserved_peak_bytes));
   if (run.reserved_peak_bytes < run.alloc_peak_bytes)
     throw input_error(fmt::format("{}: field 'reserved_peak' ({}) must be at least alloc_peak ({}): the caching "
                                   "allocator reserves every byte it hands out", r.where, run.reserved_peak_bytes,
@@ -137,7 +143,8 @@ measured_run read_run(const line_reader& r) {
   s.head_dim = s.hidden / s.heads;
   s.ffn = mr.count_in(m, "ffn", 4 * s.hidden);
   s.vocab = mr.count("V");
-  s.tied_embeddings = gpt || (m.contains("tied") && m.at("tied").is_boolean() && m.at("tied").get<bool>());
+  const bool tied = mr.flag("tied", false);  // read (and type-checked) for GPT-2 too, which always ties
+  s.tied_embeddings = gpt || tied;
   s.qkv_bias = fam == "qwen2";
   s.max_positions = gpt ? mr.count_in(m, "max_positions", 1024) : 0;  // Llama's rotary positions are no parameters
   // A sliding window: "sliding_window" (null: none). A Mistral line without the field has MistralConfig's

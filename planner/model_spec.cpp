@@ -138,7 +138,7 @@ void validate_model(const model_spec& m) {
                           {m.sliding_window_tokens, "sliding_window_tokens"}, {m.experts, "experts"},
                           {m.shared_expert_ffn, "shared_expert_ffn"}, {m.dense_ffn, "dense_ffn"},
                           {m.kv_lora_rank, "kv_lora_rank"}, {m.q_lora_rank, "q_lora_rank"},
-                          {m.v_head_dim, "v_head_dim"}}) {
+                          {m.v_head_dim, "v_head_dim"}, {m.max_positions, "max_positions"}}) {
     if (v > max_dim)
       throw input_error(fmt::format("model {}: {} = {} is beyond any real model (limit {})", m.name, field, v, max_dim));
   }

@@ -37,12 +37,7 @@ void validate_run(const model_spec& m, const run_config& run) {
   if (run.attention == attention_kind::eager && !product_fits_64_bits({run.micro_batch, m.heads, run.seq, run.seq, 8}))
     throw input_error(fmt::format("--seq {} squared x --micro-batch {} x {} heads (eager attention's scores) is larger "
                                   "than 64 bits of bytes can hold", run.seq, run.micro_batch, m.heads));
-  if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
-  // The largest clusters have some 10^5 GPUs; more is a typo (4,294,967,297 once planned a run that fits).
-  constexpr std::uint64_t max_gpus = 1ull << 20;
-  if (run.gpus > max_gpus) throw input_error(fmt::format("--gpus {} is beyond any real cluster (limit {})", run.gpus, max_gpus));
-  if (run.pp > run.gpus / run.tp || run.gpus % (run.tp * run.pp) != 0)  // first test: tp*pp must not wrap to 0
-    throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
+  check_parallel_layout(run);
   if (m.layers % run.pp != 0)
     throw input_error(fmt::format("--pp {} must divide the {} layers of {}", run.pp, m.layers, m.name));
   if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0 || m.dense_mlp_width() % run.tp != 0)

@@ -101,9 +101,11 @@ struct plan_options {
 
 // The most buffer instances an allocator replay makes (count_schedule_instances): Llama-3.1-405B's three steps
 // with gradient accumulation (three micro-batches replayed a step) make 25,470 of them, about 200 a layer, and
-// about 70 a layer without. 30,000 layers took 136 s for a report with its suggestions, and a million layers
-// had taken 10.8 GB of host memory and not finished after 60 s, so beyond this the peak is the estimate.
-inline constexpr std::uint64_t max_replayed_instances = 1'000'000;
+// about 70 a layer without; ten times that is still no real model. The suggestions replay each candidate, so
+// the report's time grows with the count: 5,000 layers (350,000 instances) took 31 s, 30,000 layers 136 s,
+// and a million layers had taken 10.8 GB of host memory and not finished after 60 s; just under this limit a
+// report takes about 4 s (3,500 layers of width 512). Beyond it the peak is the estimate.
+inline constexpr std::uint64_t max_replayed_instances = 250'000;
 
 // Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
 bool replays_allocator(const run_config& run);

@@ -86,4 +86,13 @@ attention_kind parse_attention(std::string_view text) {
   throw input_error(fmt::format("--attention: unknown kind '{}' (known: eager, flash)", text));
 }
 
+void check_parallel_layout(const run_config& run) {
+  if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
+  // The largest clusters have some 10^5 GPUs; more is a typo (4,294,967,297 once planned a run that fits).
+  constexpr std::uint64_t max_gpus = 1ull << 20;
+  if (run.gpus > max_gpus) throw input_error(fmt::format("--gpus {} is beyond any real cluster (limit {})", run.gpus, max_gpus));
+  if (run.pp > run.gpus / run.tp || run.gpus % (run.tp * run.pp) != 0)  // first test: tp*pp must not wrap to 0
+    throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
+}
+
 }  // namespace trainplan

@@ -96,4 +96,8 @@ struct run_config {
   bool operator==(const run_config&) const = default;
 };
 
+// The GPUs' layout as given: at least one each, at most 2^20 GPUs, and a whole number of tp x pp groups.
+// Throws input_error naming the options (every command that takes them checks them before using them).
+void check_parallel_layout(const run_config& run);
+
 }  // namespace trainplan

@@ -19,7 +19,7 @@ bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration
 bool tight_fit(const plan_result& r) { return r.fits && tight_peak(r.peak_bytes, r.gpu, r.calib); }
 
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
-                                               double margin, std::string* why, bool replay_every_run) {
+                                               double margin, std::string* why, replay_when replay) {
   plan_options options;
   options.detail = timeline_detail::peak;
   options.facts = &model.facts;
@@ -37,8 +37,8 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
                                                                              p.overhead.cublas_workspace_bytes, "overhead"),
                                             "floor bytes");
     const std::uint64_t whole_gpu = memory_budget(gpu.spec, 0.0);
-    if (replay_every_run) apply_allocator_replay(p, model.facts, whole_gpu);
-    else if (floor <= budget) confirm_with_allocator_replay(p, model.facts, whole_gpu);
+    if (replay == replay_when::always) apply_allocator_replay(p, model.facts, whole_gpu);
+    else if (replay == replay_when::tensors_fit && floor <= budget) confirm_with_allocator_replay(p, model.facts, whole_gpu);
     config_summary s;
     s.model = &model;
     s.gpu = &gpu;

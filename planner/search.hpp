@@ -39,13 +39,17 @@ std::uint64_t memory_budget(const gpu_spec& gpu, double margin);
 bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib);  // a peak that fits (a suggestion's)
 bool tight_fit(const plan_result& r);
 
-// Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set. Under hf the
-// allocator replay runs where it can change the verdict (the tensors fit the budget); with `replay_every_run`,
-// also where they do not, so that the peak is plan's (the least memory the replay completes in), not the
-// estimate. The replay always gets the whole GPU, as in the fit check: the peak is the one `plan` reports,
-// and the margin is kept free beyond it.
+// When summarize_config replays the allocator (under hf): where it can change the verdict (the tensors fit the
+// budget); always, so that the peak is plan's (the least memory the replay completes in), not the estimate;
+// or never, for a bound (floor_bytes) before the verdict is needed.
+enum class replay_when { tensors_fit, always, never };
+
+// Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set. The replay
+// always gets the whole GPU, as in the fit check: the peak is the one `plan` reports, and the margin is kept
+// free beyond it.
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
-                                               double margin, std::string* why = nullptr, bool replay_every_run = false);
+                                               double margin, std::string* why = nullptr,
+                                               replay_when replay = replay_when::tensors_fit);
 
 struct search_result {
   std::vector<config_summary> fitting;  // best first: tokens/s, less recomputation, larger micro-batch, lower peak

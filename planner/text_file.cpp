@@ -4,14 +4,30 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <sys/stat.h>
+#include <utility>
+#include <vector>
 
 #include "planner/input_error.hpp"
 
 namespace trainplan {
 
-std::string read_text_file(const std::filesystem::path& path) {
+namespace {
+std::mutex inputs_mutex;
+std::vector<std::pair<dev_t, ino_t>> inputs;  // every file read as an input, by identity
+}  // namespace
+
+bool is_input_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.string().c_str(), &st) != 0) return false;
+  const std::lock_guard<std::mutex> lock(inputs_mutex);
+  return std::find(inputs.begin(), inputs.end(), std::pair<dev_t, ino_t>{st.st_dev, st.st_ino}) != inputs.end();
+}
+
+std::string read_text_file(const std::filesystem::path& path, file_use use) {
   const std::string name = path.string();
   struct stat st {};
   if (::stat(name.c_str(), &st) != 0) throw input_error(fmt::format("{}: cannot read the file: {}", name, std::strerror(errno)));
@@ -19,6 +35,10 @@ std::string read_text_file(const std::filesystem::path& path) {
   if (!S_ISREG(st.st_mode)) throw input_error(fmt::format("{}: not a regular file (a device, FIFO or socket)", name));
   if (static_cast<std::uintmax_t>(st.st_size) > max_input_file_bytes)
     throw input_error(fmt::format("{}: larger than {} MiB", name, max_input_file_bytes >> 20));
+  if (use == file_use::input) {
+    const std::lock_guard<std::mutex> lock(inputs_mutex);
+    inputs.emplace_back(st.st_dev, st.st_ino);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(fmt::format("{}: cannot read the file", name));
   std::string text(static_cast<std::size_t>(st.st_size), '\0');

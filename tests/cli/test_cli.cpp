@@ -302,3 +302,10 @@ TEST_CASE("a run with no suggestions asked for, or every lever kept, is not told
   CHECK(kept.exit_code == 1);
   CHECK_THAT(kept.out, Catch::Contains("levers --keep leaves free") && !Catch::Contains("shard it"));
 }
+
+TEST_CASE("a huge prime micro-batch gets its suggestions at once: the smaller divisors are not walked one by one", "[cli]") {
+  // 2^31 - 1 is prime: the batch lever once tried every integer below it (and hung on 1T).
+  const plan_run r = run_plan("--layers 2 --hidden 64 --heads 4 --vocab 64 --seq 16 --gpu h100 --micro-batch 2147483647");
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.out, Catch::Contains("--micro-batch 1 --grad-accum 2147483647"));
+}

@@ -495,3 +495,24 @@ TEST_CASE("a one-sequence chart without --seq takes plan's default, capped by th
   CHECK(t.exit_code == 2);
   CHECK_THAT(t.err, Catch::Contains("learned positions"));
 }
+
+TEST_CASE("plan sweep rows count the global batch and tokens over every data-parallel GPU, as plan --json", "[cli][sweep]") {
+  const std::string run = "--model llama-3.1-8b --seq 4096 --gpu h100 --gpus 8 --zero 3 --global-batch 64";
+  const plan_run swept = run_plan("sweep --quiet --format jsonl " + run);
+  REQUIRE(swept.exit_code == 0);
+  const json row = json::parse(lines_of(swept.out).at(0));
+  const json planned = json::parse(run_plan(run + " --json --suggestions 0").out);
+  CHECK(row["global_batch"] == 64);
+  CHECK(row["global_batch"] == planned["run"]["global_batch"]);
+  CHECK(row["tokens_per_step"] == planned["run"]["tokens_per_step"]);
+  CHECK(row["tokens_per_step"] == 64 * 4096);
+  CHECK(row["grad_accum"] == 8);
+}
+
+TEST_CASE("plan search refuses a GPU layout plan refuses, instead of finding nothing that splits the batch", "[cli][search]") {
+  for (const std::string bad : {"--model llama-2-7b --seq 512 --gpus 8 --framework megatron --tp 16",
+                                "--model gpt2 --seq 512 --gpus 2000000 --zero 1"}) {
+    expect_refused("search --tokens-per-step 64k " + bad, {"--gpus"});
+    expect_refused(bad, {"--gpus"});  // as plan itself says
+  }
+}

@@ -94,8 +94,11 @@ TEST_CASE("collector reports with impossible measurements are refused by check a
       {step, "\"step_s\": -1", "step_s"},
       {step, "\"step_s\": 18446744073709551616", "step_s"},
       {step, "\"step_s\": 86400", "step_s"},
+      {step, "\"step_s\": 1e-300", "step_s"},  // no step is shorter than a kernel launch
       {reserved, "\"reserved_peak\": 0", "reserved_peak"},
       {reserved, "\"reserved_peak\": 1000", "reserved_peak"},
+      {reserved, "\"reserved_peak\": 18446744073709551615", "reserved_peak"},  // + context wrapped to 0.60 GiB
+      {"\"V\": 50257}", "\"V\": 50257, \"tied\": \"true\"}", "tied"},  // not a boolean: was read as untied
       {alloc, "\"alloc_peak\": 0", "alloc_peak"},
       {context, "\"context_bytes\": 9223372036854775808", "context_bytes"},
       {context, "\"context_bytes\": 0", "context_bytes"},

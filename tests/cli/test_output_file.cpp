@@ -169,3 +169,28 @@ TEST_CASE("a path ending in a slash that names no folder yet is refused before a
   CHECK(run_plan(small_sweep + " -o " + (dir / "made" / "out.csv").string()).exit_code == 0);
   CHECK(std::filesystem::is_regular_file(dir / "made" / "out.csv"));
 }
+
+TEST_CASE("an output never replaces a file the same command reads as an input", "[cli][output]") {
+  const auto dir = fresh_dir("trainplan-output-input");
+  const auto report = dir / "runs.jsonl", config = dir / "gpt2.json";
+  std::filesystem::copy_file(trainplan::test::fixture("measurements/pytorch-hf-h100-2026-11-22.jsonl"), report);
+  std::filesystem::copy_file(trainplan::test::fixture("hf/gpt2.json"), config);
+  const std::string measured = slurp(report), original = slurp(config);
+  // The segments written over the GPU measurements they were replayed from.
+  trainplan::test::plan_run r = run_plan("check " + report.string() + " --segments-out " + report.string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("reads it as an input"));
+  CHECK(slurp(report) == measured);
+  // A sweep's rows written over the config it read, also through a symbolic link.
+  std::filesystem::create_symlink(config, dir / "link.json");
+  r = run_plan("sweep --quiet --hf-config " + config.string() + " --seq 512 -o " + (dir / "link.json").string());
+  CHECK(r.exit_code == 2);
+  CHECK(slurp(config) == original);
+  CHECK(partial_files(dir) == 0);
+  // calibrate updates the calibration file it writes: that is its job, not a lost input.
+  const auto calibration = dir / "calibration.json";
+  const std::string calibrate = "calibrate --framework hf --gpu h100 " + report.string() + " -o " + calibration.string();
+  CHECK(run_plan(calibrate).exit_code != 2);
+  CHECK(run_plan(calibrate).exit_code != 2);
+  CHECK(std::filesystem::is_regular_file(calibration));
+}

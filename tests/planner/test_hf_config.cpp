@@ -175,4 +175,8 @@ TEST_CASE("unmodelled activations, dropout probabilities out of range and bad po
   refused(gpt2 + R"(, "max_position_embeddings": "x"})", "max_position_embeddings");
   refused(gpt2 + R"(, "max_position_embeddings": 128})", "max_position_embeddings");  // n_positions says 64
   CHECK_NOTHROW(model_from_hf_config_text(llama + R"(, "max_position_embeddings": 4096, "hidden_act": "silu"})", "cfg.json"));
+  // A learned position table of 2^40 rows is no model (it planned 844 trillion parameters): the same limit as
+  // every other size.
+  refused(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100, "n_positions": 1099511627776})",
+          "max_positions");
 }

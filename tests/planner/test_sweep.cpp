@@ -268,3 +268,13 @@ TEST_CASE("a sweep that reuses inventories between points gets exactly what eval
   CHECK(compared == 2 * n);
   CHECK(forward_reuse.model == &s.models.back().spec);
 }
+
+TEST_CASE("largest_proper_divisors: the largest smaller divisors, found in a millisecond for any count", "[max][levers]") {
+  CHECK(largest_proper_divisors(64, 6) == std::vector<std::uint64_t>{32, 16, 8, 4, 2, 1});
+  CHECK(largest_proper_divisors(12, 6) == std::vector<std::uint64_t>{6, 4, 3, 2, 1});
+  CHECK(largest_proper_divisors(97, 6) == std::vector<std::uint64_t>{1});  // a prime: only 1
+  CHECK(largest_proper_divisors(1, 6).empty());
+  CHECK(largest_proper_divisors(1ull << 40, 3) == std::vector<std::uint64_t>{1ull << 39, 1ull << 38, 1ull << 37});
+  // A prime near 2^61 (2^61 - 1): trial division stops at 2^20, and 1 is still offered.
+  CHECK(largest_proper_divisors((1ull << 61) - 1, 6) == std::vector<std::uint64_t>{1});
+}
