@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +59,20 @@ void refuse_common(const std::string& engine, const model_spec& m, const run_con
 void note_pure_bf16(const std::string& engine, const run_config& r, std::vector<std::string>& notes) {
   if (r.precision == precision_regime::bf16)
     notes.push_back(engine + ": pure bf16: load the model with torch_dtype=torch.bfloat16 (no config key says so)");
+}
+
+// What the training script sets when it loads the Hugging Face model, which no engine config holds.
+void note_model_loading(const std::string& engine, const run_config& r, std::vector<std::string>& notes) {
+  if (r.framework == framework_kind::hf && r.attention == attention_kind::eager)
+    notes.push_back(engine + ": eager attention: load the model with attn_implementation=\"eager\"");
+  if (r.finetune != finetune_kind::full && !r.lora_fp32)
+    notes.push_back(engine + ": --lora-dtype model: cast the adapters to the model's dtype after get_peft_model "
+                             "(peft keeps them in fp32 otherwise)");
+  const bool sixteen_bit_grads = r.precision == precision_regime::bf16 || r.precision == precision_regime::bf16_mixed ||
+                                 r.precision == precision_regime::fp16_mixed;
+  if (r.grad_dtype == grad_dtype_choice::fp32 && sixteen_bit_grads && engine != "deepspeed")
+    notes.push_back(engine + ": --grad-dtype fp32 (an fp32 gradient accumulation buffer) is no setting of it: the run "
+                             "accumulates in the gradients' own dtype");
 }
 
 // Hugging Face module names of the LoRA targets (GPT2LMHeadModel, LlamaForCausalLM and the models with its
@@ -150,6 +167,12 @@ json deepspeed(const model_spec& m, const run_config& r, std::vector<std::string
     notes.push_back(fmt::format("deepspeed: activation checkpointing ({}) is the model's, not in a DeepSpeed config "
                                 "(model.gradient_checkpointing_enable() or deepspeed.checkpointing)",
                                 recompute_name(r.recompute)));
+  if (r.finetune != finetune_kind::full)
+    notes.push_back(fmt::format("deepspeed: the {} adapters are your script's (peft; --emit hf-trainer writes a "
+                                "LoraConfig){}", finetune_name(r.finetune),
+                                r.finetune == finetune_kind::qlora && is_autocast(r)
+                                    ? "; torch_autocast with a 4-bit base is untested here" : ""));
+  note_model_loading(e, r, notes);
   return j;
 }
 
@@ -173,6 +196,9 @@ std::string accelerate_fsdp(const model_spec& m, const run_config& r, std::vecto
   note_pure_bf16(e, r, notes);
   if (r.finetune != finetune_kind::full)
     notes.push_back("fsdp: the LoRA adapters are your script's (peft); --emit hf-trainer writes a LoraConfig");
+  notes.push_back(fmt::format("fsdp: the optimizer is your script's: the plan assumes {}{}", optimizer_name(r.optimizer),
+                              r.optimizer == optimizer_kind::adamw ? fmt::format(" ({})", optimizer_impl_name(r.optimizer_impl)) : ""));
+  note_model_loading(e, r, notes);
   const char* strategy = r.zero >= 3 ? "FULL_SHARD" : r.zero == 2 ? "SHARD_GRAD_OP" : "NO_SHARD";
   // num_processes counts the GPUs of every machine; one machine is all this file can know.
   const std::string machines_note =
@@ -225,6 +251,7 @@ json hf_trainer(const model_spec& m, const run_config& r, std::vector<std::strin
   refuse_partial_fsdp_offload(e, r);
   const half_kind half = half_of(r.precision);
   note_pure_bf16(e, r, notes);  // bf16=True autocasts over the weights as the script loads them
+  note_model_loading(e, r, notes);
   json j = {{"output_dir", "./output"},
             {"per_device_train_batch_size", r.micro_batch},
             {"gradient_accumulation_steps", r.grad_accum},
@@ -260,10 +287,21 @@ std::string torchtitan(const model_spec& m, const run_config& r) {
   if (m.is_moe() || m.is_mla())
     refuse(e, "torchtitan's MoE and latent-attention models (deepseek_v3, qwen3, llama4) are configured by their own "
               "flavors: not emitted here");
+  // torchtitan's dense models are llama3 and qwen3 (q/k norms): none has Qwen2's q/k/v biases, a sliding
+  // window shorter than the sequence, or Gemma 2's extra norms and soft caps.
+  if (m.qkv_bias) refuse(e, fmt::format("torchtitan has no model with {}'s q/k/v biases", m.name));
+  if (m.sliding_window_tokens > 0 && m.sliding_window_tokens < r.seq)
+    refuse(e, fmt::format("torchtitan has no sliding-window attention ({}'s {} tokens, shorter than --seq {})", m.name,
+                          m.sliding_window_tokens, r.seq));
+  if (m.norms_per_layer != 2 || m.attn_logit_softcap > 0 || m.final_logit_softcap > 0 || m.embed_scale_sqrt_hidden)
+    refuse(e, fmt::format("torchtitan has no model with {}'s extra norms, soft caps or scaled embeddings", m.name));
   if (half_of(r.precision) == half_kind::fp16) refuse(e, "torchtitan trains in bf16 or fp32 (no fp16 loss scaling)");
   if (r.zero == 1) refuse(e, "torchtitan has no optimizer-only sharding (ZeRO-1): use --zero 0, 2 or 3");
-  if (r.zero == 0 && (r.tp > 1 || r.pp > 1))
+  if (r.zero == 0 && r.data_parallel() > 1 && (r.tp > 1 || r.pp > 1))
     refuse(e, "torchtitan's DDP (--zero 0) runs alone: with tensor or pipeline parallelism it shards (--zero 2 or 3)");
+  if (r.pp > 1 && r.grad_accum < r.pp)
+    refuse(e, fmt::format("torchtitan's 1F1B pipeline needs at least one microbatch per stage: --grad-accum {} is below "
+                          "--pp {}", r.grad_accum, r.pp));
   if (r.optimizer != optimizer_kind::adamw) refuse(e, fmt::format("torchtitan's optimizers are Adam and AdamW, not {}", optimizer_name(r.optimizer)));
   if (r.recompute == recompute_mode::selective)
     refuse(e, "torchtitan's selective checkpointing (per op or every n-th layer) is not the plan's (the attention core "
@@ -288,21 +326,25 @@ std::string torchtitan(const model_spec& m, const run_config& r) {
   return fmt::format(
       "# torchtitan train config (v0.2's TOML job config; later releases configure in Python), written by trainplan\n"
       "# (plan --emit torchtitan). Set [model] flavor to your model's.\n"
-      "[model]\nname = \"llama3\"\n{}\n"
+      "[model]\nname = \"{}\"\n{}\n"
       "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n{}{}\n"
       "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n{}tensor_parallel_degree = {}\n"
       "pipeline_parallel_degree = {}\n{}"
       "enable_async_tensor_parallel = false\n\n"
       "[activation_checkpoint]\nmode = \"{}\"\n\n"
       "[optimizer]\nname = \"AdamW\"\nimplementation = \"{}\"\nlr = 3e-4\n",
-      converters, local, r.global_batch(), r.seq, r.precision == precision_regime::fp32 ? "float32" : "bfloat16", dtype, offload,
+      m.qk_norm ? "qwen3" : "llama3", converters, local, r.global_batch(), r.seq, r.precision == precision_regime::fp32 ? "float32" : "bfloat16", dtype, offload,
       replicate, shard, reshard, r.tp, r.pp, microbatch, ac,
       r.optimizer_impl == optimizer_impl_kind::fused ? "fused" : "foreach");
 }
 
-// "-" and the descriptors of stdout would mix the config into the report printed there.
+// "-", and any name of the file standard output goes to (/dev/stdout, //dev/stdout, /proc/self/fd/1, or the
+// file `> report.txt` made), would mix the config into the report printed there or rename it over the report.
 bool names_stdout(const std::string& path) {
-  return path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1";
+  if (path == "-") return true;
+  struct stat named {}, out {};
+  return ::stat(path.c_str(), &named) == 0 && ::fstat(STDOUT_FILENO, &out) == 0 && named.st_dev == out.st_dev &&
+         named.st_ino == out.st_ino;
 }
 
 }  // namespace
@@ -310,7 +352,7 @@ bool names_stdout(const std::string& path) {
 emitted_config emit_config(const std::string& engine, const std::string& path, const model_spec& m,
                            const run_config& run) {
   if (path.empty()) throw input_error("--emit needs -o FILE");
-  if (names_stdout(path)) throw input_error(fmt::format("--emit: -o {} is where the report goes: name a file", path));
+  if (names_stdout(path)) throw input_error(fmt::format("--emit: -o {} is where the report goes: name another file", path));
   emitted_config out;
   if (engine == "deepspeed") {
     out.files.push_back({path, deepspeed(m, run, out.notes).dump(2) + "\n"});

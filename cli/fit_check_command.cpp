@@ -55,10 +55,10 @@ command_action register_fit_check(CLI::App& app) {
     if (!args->emit.empty() || !args->output.empty()) {
       if (args->emit.empty()) throw input_error("-o is for --emit: say which engine");
       const emitted_config emitted = emit_config(args->emit, args->output, r.model, r.run);
-      for (const emitted_file& f : emitted.files) {
-        write_output(f.path, f.content);
-        fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
-      }
+      std::vector<std::pair<std::string, std::string>> files;
+      for (const emitted_file& f : emitted.files) files.emplace_back(f.path, f.content);
+      write_outputs(files);  // all or none
+      for (const emitted_file& f : emitted.files) fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       for (const std::string& note : emitted.notes) fmt::print(stderr, "note: {}\n", note);
       // No engine's config file holds the allocator's setting: it is the training process's environment.
       if (r.run.expandable_segments && r.run.framework == framework_kind::hf)

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -228,6 +229,15 @@ void write_output(const std::string& path, const std::string& content) {
   output_file out(path);
   out.write(content);
   out.commit();
+}
+
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& path_and_content) {
+  std::vector<std::unique_ptr<output_file>> outs;
+  for (const auto& [path, content] : path_and_content) {
+    outs.push_back(std::make_unique<output_file>(path));
+    outs.back()->write(content);
+  }
+  for (const auto& out : outs) out->commit();
 }
 
 }  // namespace trainplan::cli

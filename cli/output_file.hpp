@@ -15,6 +15,8 @@
 // Write errors (a full disk, a closed pipe) throw input_error naming the file (exit 2).
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trainplan::cli {
 
@@ -43,6 +45,10 @@ class output_file {
 
 // Writes `content` to `path` through output_file (creating missing parent folders for regular files).
 void write_output(const std::string& path, const std::string& content);
+
+// Several files that belong together (a config and its LoRA file): each is opened and written before any is
+// committed, so that one refused or failing leaves none of them written.
+void write_outputs(const std::vector<std::pair<std::string, std::string>>& path_and_content);
 
 // Installs SIGINT/SIGTERM handlers that remove every temporary file still open, then exit 130 / 143;
 // ignores SIGPIPE so a closed pipe is a write error (exit 2), not a silent death. Called once by main.

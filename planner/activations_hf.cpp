@@ -260,7 +260,9 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp},
     {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
     {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
-    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp | separate_proj},
+    // Phi-3: chunk's backward writes gate_up_proj's whole [b, s, 2f] output gradient.
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bs2f, dtype_role::compute, keep_class::backward_working, dense_mlp | fused_proj},
 };
 
 

@@ -220,7 +220,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   const std::uint64_t largest_layer_matmul =
       std::max(local_weights(share(pc.matmul_per_layer, tp), layer_experts), share(pc.matmul_per_dense_layer, tp));
   // What the optimizer updates: every weight, or the LoRA adapters (split by tp like their layers).
-  const std::uint64_t trainable = adapters ? share(lora_params(m, run.lora_rank, run.lora_targets), tp) : P;
+  const std::uint64_t trainable = adapters ? share(lora_params(m, run.lora_rank, run.lora_targets, run.framework), tp) : P;
   if (run.finetune == finetune_kind::qlora) {
     // QLoRA quantizes the layers' linear weights to NF4; embeddings, norms and the head stay bf16.
     const std::uint64_t linear = share(pc.matmul_layers_total, tp);

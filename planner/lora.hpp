@@ -4,15 +4,19 @@
 // frozen linear weights in 4-bit NF4 with double quantization.
 #include <cstdint>
 
+#include "planner/framework.hpp"
 #include "planner/model_spec.hpp"
 
 namespace trainplan {
 
-// Trainable adapter parameters over all layers for the given targets (lora_target bits).
-std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets);
+// Trainable adapter parameters over all layers for the given targets (lora_target bits). Under hf (peft on
+// the Hugging Face model) a model's fused projections (model_spec::fused_projections: Phi-3's qkv_proj and
+// gate_up_proj) are one adapted module each; other frameworks keep the separate projections.
+std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets,
+                          framework_kind framework = framework_kind::hf);
 
 // How many linear layers of one transformer layer the targets adapt (mlp: fc and proj, or gate, up, down).
-unsigned lora_linears(const model_spec& m, unsigned targets);
+unsigned lora_linears(const model_spec& m, unsigned targets, framework_kind framework = framework_kind::hf);
 
 // Bytes of n weights in NF4 with double quantization: 4 bits each, one 8-bit absmax per 64-weight block,
 // one fp32 constant per 256 blocks (QLoRA Sec. 3: 4 + 8/64 + 32/(64*256) = 4.127 bits per weight).

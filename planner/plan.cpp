@@ -316,7 +316,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
   r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
-  r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets);
+  r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets, run.framework);
   if (reuse) {
     std::optional<timeline_result>& known = reuse->timelines[run.grad_accum > 1 ? 1 : 0];
     if (!known) known = walk_timeline(r.inv, run.grad_accum, options.detail);
@@ -369,7 +369,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   if (run.finetune == finetune_kind::full) {
     trained_tensors = static_cast<double>(facts->tensor_instances);  // counted once per model (describe_model)
   } else {
-    trained_tensors = 2.0 * lora_linears(model, run.lora_targets) * static_cast<double>(model.layers);  // A and B
+    trained_tensors = 2.0 * lora_linears(model, run.lora_targets, run.framework) * static_cast<double>(model.layers);  // A and B
   }
   const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
   // The three figures depend on the model, the inventory and the run's sharding, not on the accumulation:

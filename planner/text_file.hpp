@@ -17,7 +17,8 @@ enum class file_use { input, updated };
 
 std::string read_text_file(const std::filesystem::path& path, file_use use = file_use::input);  // throws input_error
 
-// Whether `path` is (by device and inode: links and other names included) a file this process read as an input.
+// Whether `path` is (by device and inode: links and other names included) a file this process read as an input
+// and does not update.
 bool is_input_file(const std::filesystem::path& path);
 
 }  // namespace trainplan

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Everything this project needs a GPU for, in one run, in the order that pays most for device time:
-# the kernel tests, the per-kernel benchmark, the harness benchmark, the validation suite and its
-# calibration, then the Hugging Face collector (issue 9's further runs) checked with `plan check`.
+# Everything this project needs a GPU for, in one run, in the order that pays most for device time
+# (whatever order the stages are named in): the kernel tests, the allocator histories of the reserved-bytes
+# gaps, the per-kernel benchmark, the harness benchmark, the validation suite and its calibration, then the
+# Hugging Face collector (issue 9's further runs) checked with `plan check`.
 # Each stage has its own time limit, so one that hangs does not take the others' time; a failed stage
 # is reported and the next one runs. Everything measured lands in OUT_DIR (default reports/gpu-session),
 # and OUT_DIR.tar.gz holds it all, packed again after every stage, for machines that return one file and
@@ -120,14 +121,6 @@ stage() {  # stage NAME LIMIT_S COMMAND...: runs it under a time limit, its outp
 
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 wants gpu-tests && stage gpu-tests "${TESTS_S:-150}" "$gpu_tests"
-# bench.json and kernels.json go apart from the suite's reports: calibrate reads every .json of its folder.
-wants bench-kernels && stage bench-kernels "${KERNELS_S:-90}" "$plan" bench --backend cuda --kernels --gpu "$gpu" --report-dir "$out/bench"
-wants bench && stage bench "${BENCH_S:-240}" "$plan" bench --backend cuda --gpu "$gpu" --report-dir "$out/bench"
-if wants suite; then
-  stage suite "${SUITE_S:-480}" "$plan" validate --suite gpu --gpu "$gpu" --report-dir "$out/suite"
-  suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)
-  [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
-fi
 # The runs whose reserved bytes the replay misses (S5 +12.7%, S10 -6.1%) and one it matches (S1), with the
 # allocator's history: the measured segments, in order, beside the replay's.
 if wants collect-gaps && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
@@ -137,6 +130,14 @@ if wants collect-gaps && command -v python3 >/dev/null && python3 -c "import tor
     --segments-out "$out/replay-gaps.jsonl"
   [ -s "$out/replay-gaps.jsonl" ] && [ -d "$out-history" ] &&
     stage compare-gaps 30 python3 scripts/compare_allocator_history.py "$out-history" "$out/replay-gaps.jsonl"
+fi
+# bench.json and kernels.json go apart from the suite's reports: calibrate reads every .json of its folder.
+wants bench-kernels && stage bench-kernels "${KERNELS_S:-90}" "$plan" bench --backend cuda --kernels --gpu "$gpu" --report-dir "$out/bench"
+wants bench && stage bench "${BENCH_S:-240}" "$plan" bench --backend cuda --gpu "$gpu" --report-dir "$out/bench"
+if wants suite; then
+  stage suite "${SUITE_S:-480}" "$plan" validate --suite gpu --gpu "$gpu" --report-dir "$out/suite"
+  suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)
+  [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
 fi
 if wants collect && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
   stage collect "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset extra --profile -o "$out/collected.jsonl"

@@ -230,6 +230,25 @@ TEST_CASE("option --emit writes what the engine runs as planned, or says why it 
   expect_refused("--params 1B --finetune lora --emit hf-trainer -o -", {"-o -"});
   expect_refused("--params 1B --emit deepspeed -o /dev/stdout --json", {"/dev/stdout"});
   CHECK_FALSE(std::filesystem::exists("-.lora.json"));
+  // A plan parallel in tensors or stages alone has no DDP beside them: emitted (torchtitan rejects DDP only
+  // beside other dimensions). A pipeline needs a microbatch per stage.
+  emit("--params 7B --seq 4096 --gpu h100 --gpus 2 --tp 2 --framework megatron --emit torchtitan", "tp.toml");
+  CHECK_THAT(slurp(dir / "tp.toml"), Catch::Contains("tensor_parallel_degree = 2") && Catch::Contains("data_parallel_replicate_degree = 1"));
+  expect_refused("--params 7B --seq 4096 --gpu h100 --gpus 4 --pp 4 --framework megatron --zero 3 --emit torchtitan" + out,
+                 {"microbatch per stage"});
+  // Models torchtitan does not have: Qwen2's biases, a window shorter than the sequence, Gemma 2.
+  for (const std::string model : {"qwen2.5-7b", "gemma-2-9b"})
+    expect_refused("--model " + model + " --seq 8192 --gpu h100 --gpus 8 --zero 3 --emit torchtitan" + out, {"torchtitan has no"});
+  // What the script sets when it loads the model is said on stderr; FSDP's optimizer is the script's.
+  CHECK_THAT(emit("--params 1B --gpu h100 --gpus 8 --zero 3 --attention eager --optimizer-impl fused --emit fsdp", "eager.yaml").err,
+             Catch::Contains("attn_implementation=\"eager\"") && Catch::Contains("the plan assumes adamw (fused)"));
+  // A second file refused leaves the first unwritten: -o x.json when x.lora.json is this run's --hf-config.
+  std::filesystem::copy_file(fixture("hf/llama-3.2-1b.json"), dir / "cfg.lora.json");
+  expect_refused("--hf-config " + (dir / "cfg.lora.json").string() + " --seq 1024 --gpu h100 --finetune lora --emit hf-trainer -o " +
+                     (dir / "cfg.json").string(),
+                 {"reads it as an input"});
+  CHECK_FALSE(std::filesystem::exists(dir / "cfg.json"));
+  expect_refused("--params 1B --emit deepspeed -o //dev/stdout", {"where the report goes"});
   // Phi-3's fused projections are one module each (naming q adapts qkv_proj, as the plan counts it).
   emit("--model phi-3-mini --gpu h100 --finetune lora --lora-targets q,o,mlp --emit hf-trainer", "phi3.json");
   CHECK(json::parse(slurp(dir / "phi3.lora.json"))["lora_config"]["target_modules"] ==

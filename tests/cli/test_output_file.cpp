@@ -187,10 +187,18 @@ TEST_CASE("an output never replaces a file the same command reads as an input", 
   CHECK(r.exit_code == 2);
   CHECK(slurp(config) == original);
   CHECK(partial_files(dir) == 0);
-  // calibrate updates the calibration file it writes: that is its job, not a lost input.
+  // calibrate updates the calibration file it writes: that is its job, not a lost input, also when --data-dir
+  // loaded the same file (the README's `-o data/calibration.json`, then `--data-dir data`).
   const auto calibration = dir / "calibration.json";
   const std::string calibrate = "calibrate --framework hf --gpu h100 " + report.string() + " -o " + calibration.string();
   CHECK(run_plan(calibrate).exit_code != 2);
   CHECK(run_plan(calibrate).exit_code != 2);
   CHECK(std::filesystem::is_regular_file(calibration));
+  const auto data = dir / "data";
+  std::filesystem::create_directories(data);
+  for (const char* name : {"gpus.json", "models.json", "calibration.json"})
+    std::filesystem::copy_file(std::filesystem::path(TRAINPLAN_TEST_DATA) / ".." / ".." / "data" / name, data / name);
+  r = run_plan(calibrate.substr(0, calibrate.find(" -o ")) + " --data-dir " + data.string() + " -o " + (data / "calibration.json").string());
+  CHECK(r.exit_code != 2);
+  CHECK_THAT(slurp(data / "calibration.json"), Catch::Contains("hf_cuda_context_bytes"));
 }

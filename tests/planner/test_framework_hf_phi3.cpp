@@ -101,6 +101,9 @@ TEST_CASE("hf Phi-3: one GEMM per fused projection in the step, and LoRA adapts 
   CHECK(lora_params(m, r, lora_q | lora_k | lora_v | lora_o | lora_mlp) ==
         r * L * ((h + m.qkv_width()) + (m.q_width() + h) + (h + 2 * f) + (f + h)));
   CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o | lora_mlp) == 4);
+  // Only peft on the Hugging Face model fuses them: the other frameworks keep their separate projections.
+  CHECK(lora_params(m, r, lora_q, framework_kind::trainplan) == lora_params(unfused(m), r, lora_q, framework_kind::trainplan));
+  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o | lora_mlp, framework_kind::megatron) == 7);
   CHECK(lora_linears(unfused(m), lora_q | lora_k | lora_v | lora_o | lora_mlp) == 7);
   // lora_A saves one fp32 copy of the norm output for qkv_proj (Llama: one per adapted q, k, v).
   run_config lora = hf_run(1024, precision_regime::bf16);

@@ -88,7 +88,8 @@ TEST_CASE("hf tied embeddings: the embedding's backward adds a whole [V, h] grad
   CHECK(phase_name(p.timeline.peak) == "backward embedding");
   CHECK(p.category_bytes(tensor_category::gradients) == 494032768ull * 2 + sum->bytes);
   // Untied models steal the embedding's gradient as their .grad: a sum only in later micro-batches.
-  const tensor_spec* untied = tensor_named(plan_of(test::data().model("qwen2.5-7b").spec, r).inv, "grads.embedding.incoming");
+  const plan_result untied_plan = plan_of(test::data().model("qwen2.5-7b").spec, r);  // outlives the pointer into it
+  const tensor_spec* untied = tensor_named(untied_plan.inv, "grads.embedding.incoming");
   REQUIRE(untied);
   CHECK(untied->lifetime == state_lifetime::later_micro_batches);
 }
