@@ -266,11 +266,13 @@ void add_llama_attention(ops::row_group& g, const hf_shape& x, const model_spec&
   if (m.is_mla()) {
     add_mla_projections(g, x, m);
   } else if (m.fused_projections) {
-    // Phi3Attention: one qkv_proj, sliced into q, k and v (views), then rotary on q and k as Llama's.
+    // Phi3Attention: one qkv_proj, sliced into q, k and v (views), then rotary on q and k as Llama's, whose
+    // result Phi-3's apply_rotary_pos_emb concatenates with the non-rotary part (a copy each of q and k).
     input_cast(g, "autocast.input", x.E, x);
     linear(g, "attention.qkv_proj", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, qkv_bias);
     const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
     g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
+    g.add("attention.rotary_cat", op_class::elementwise, 2 * qk * o, 2, 2 * qk * o, 2);
     if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
   } else {
     input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
