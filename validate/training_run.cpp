@@ -92,7 +92,18 @@ step_record training_run::step() {
 }
 
 void training_run::run() {
-  for (int i = 0; i < options.steps; ++i) step();
+  for (int i = 0; i < options.steps || (!reached_steady_state() && i < options.steps + max_extra_steps); ++i) step();
+}
+
+int training_run::first_applied_step() const {
+  for (const step_record& r : records)
+    if (!r.skipped) return r.step;
+  return 0;
+}
+
+bool training_run::reached_steady_state() const {
+  const int first = first_applied_step();
+  return first > 0 && static_cast<int>(records.size()) > first;
 }
 
 }  // namespace trainplan::validate

@@ -42,7 +42,14 @@ class training_run {
                const kernels::kernel_ops& ops = kernels::cpu_kernel_ops());
 
   step_record step();  // one optimizer step: all micro-batches, then the update
-  void run();          // options.steps steps
+  void run();          // options.steps steps, and more while the steady state is not reached (below)
+
+  // The planner's steady state ("step 2 and later") is a step after the first update, which creates AdamW's
+  // state. Under fp16 a skipped update (GradScaler: non-finite gradients) creates none, so the run needs at
+  // least one step after its first applied one before its peak is the planner's; this many more steps at most.
+  static constexpr int max_extra_steps = 32;  // the scale halves from 2^16 past 1 in 17
+  bool reached_steady_state() const;
+  int first_applied_step() const;  // 1-based; 0 while every step so far was skipped
 
   const model_spec model;
   const run_config config;

@@ -77,13 +77,16 @@ validation_result compare_with_planner(const training_run& run) {
   for (auto& [name, c] : components) r.components.push_back(c);
 
   // Timeline: every event the harness ran against the planner's (later steps and micro-batches repeat
-  // step 2 and micro-batch 2).
+  // step 2 and micro-batch 2). The planner's step 1 is the run's steps up to its first applied update (fp16
+  // may skip some: their updates create no state, and are marked), step 2 every one after it.
+  const int first_applied = run.first_applied_step();
   for (const phase_record& p : alloc.phases()) {
     auto kind = kind_from_name(p.kind);
     if (!kind) continue;
-    const int step = std::min(p.step, 2);
+    const int step = first_applied > 0 && p.step > first_applied ? 2 : 1;
     const std::uint64_t mb = std::min<std::uint64_t>(p.micro_batch, 1);
-    timeline_row row{p.label, 0, p.max_live_bytes};
+    const bool skipped_update = *kind == event_kind::optimizer && (first_applied == 0 || p.step < first_applied);
+    timeline_row row{skipped_update ? p.label + " (update skipped: fp16 overflow)" : p.label, 0, p.max_live_bytes};
     for (const timeline_point& q : predicted.points)
       if (q.step == step && q.micro_batch == mb && q.kind == *kind && q.layer == p.layer) row.predicted_bytes = q.live_bytes;
     r.timeline.push_back(row);
@@ -104,12 +107,13 @@ validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& 
   training_run harness(m, run, options, ops);
   const auto start = std::chrono::steady_clock::now();
   double steady_seconds = 0;
-  for (int k = 0; k < options.steps; ++k) {
+  const int steps = options.steps;
+  for (int k = 0; k < steps || (!harness.reached_steady_state() && k < steps + training_run::max_extra_steps); ++k) {
     ops.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     harness.step();
     ops.synchronize();
-    if (k > 0 || options.steps == 1) steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (k > 0 || steps == 1) steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   const auto stop = std::chrono::steady_clock::now();
   validation_result r = compare_with_planner(harness);
@@ -117,7 +121,7 @@ validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& 
   r.seconds = std::chrono::duration<double>(stop - start).count();
   if (measured) {
     measured->device_peak_bytes = harness.alloc.device_peak_bytes();
-    measured->step_seconds = steady_seconds / std::max(1, options.steps - 1);
+    measured->step_seconds = steady_seconds / std::max(1, static_cast<int>(harness.records.size()) - 1);
     r.device = measured;
   }
   return r;

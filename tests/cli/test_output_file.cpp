@@ -1,12 +1,12 @@
 // The one output path (cli/output_file.hpp): regular files replaced atomically, devices and FIFOs written
 // directly and never replaced, "-" for standard output, no temporary file left after an interrupt.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "tests/cli/run_plan.hpp"
 
@@ -57,10 +57,17 @@ TEST_CASE("output into a FIFO is written through it instead of replacing it", "[
   const auto dir = fresh_dir("trainplan-fifo");
   const auto fifo = dir / "pipe";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  std::string read_back;
-  std::thread reader([&] { read_back = slurp(fifo); });
+  // The test holds the read end open (O_RDWR opens a FIFO at once) before plan runs, so plan always finds a
+  // reader: a reader thread could still be starting when plan looked, and then both waited forever. The
+  // sweep's two rows fit the pipe's buffer; read back once plan is done.
+  const int fd = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);
+  REQUIRE(fd >= 0);
   const auto r = run_plan(small_sweep + " -o " + fifo.string());
-  reader.join();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::string read_back;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) > 0;) read_back.append(buffer, static_cast<std::size_t>(n));
+  ::close(fd);
   CHECK(r.exit_code == 0);
   struct stat st {};
   REQUIRE(::stat(fifo.c_str(), &st) == 0);
