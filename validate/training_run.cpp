@@ -9,6 +9,11 @@
 namespace trainplan::validate {
 
 void check_harness_supports(const model_spec& m, const run_config& run) {
+  // A learned position table has a row per position: a longer sequence would index past it (the harness's
+  // embedding read and wrote the neighbouring buffers), as plan refuses it.
+  if (m.max_positions > 0 && run.seq > m.max_positions)
+    throw input_error(fmt::format("--seq {} is longer than model {}'s {} learned positions", run.seq, m.name,
+                                  m.max_positions));
   // The harness's transformer is the plain gpt/llama block; running a Gemma-2-style model on it would
   // silently measure a different model. A window no shorter than the sequence changes nothing.
   if (m.norms_per_layer != 2 || m.mlp_gate != gate_activation::silu || m.embed_scale_sqrt_hidden ||

@@ -328,3 +328,9 @@ TEST_CASE("plan validate runs one step past the first applied fp16 update, so th
     marked = marked || t["phase"].get<std::string>().find("(update skipped: fp16 overflow)") != std::string::npos;
   CHECK(marked);
 }
+
+TEST_CASE("plan validate refuses a sequence longer than the learned positions, as plan does", "[cli][validate]") {
+  // The harness's embedding once indexed past GPT-2's 1,024-row position table (a fuzz found it; ASan saw it).
+  expect_refused("validate --model gpt2 --layers 1 --hidden 16 --heads 1 --vocab 32 --seq 1025", {"learned positions"});
+  expect_refused("--model gpt2 --layers 1 --hidden 16 --heads 1 --vocab 32 --seq 1025", {"learned positions"});
+}
