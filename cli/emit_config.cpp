@@ -49,7 +49,7 @@ bool offloads_params(const run_config& r) { return r.offload == offload_mode::pa
 }
 
 // Refusals every engine shares: what none of their config files expresses.
-void refuse_common(const std::string& engine, const model_spec& m, const run_config& r) {
+void refuse_common(const std::string& engine, const run_config& r) {
   if (r.ep > 1)
     refuse(engine, "expert parallelism (--ep) is set in the model code (DeepSpeed-MoE's ep_size, torchtitan's MoE "
                    "models), not emitted here");
@@ -61,8 +61,10 @@ void note_pure_bf16(const std::string& engine, const run_config& r, std::vector<
     notes.push_back(engine + ": pure bf16: load the model with torch_dtype=torch.bfloat16 (no config key says so)");
 }
 
-// What the training script sets when it loads the Hugging Face model, which no engine config holds.
-void note_model_loading(const std::string& engine, const run_config& r, std::vector<std::string>& notes) {
+// What the training script sets when it loads the Hugging Face model, which no engine config holds (and an
+// fp32 accumulation buffer, which only DeepSpeed's config holds: `holds_grad_accum_dtype`).
+void note_model_loading(const std::string& engine, const run_config& r, bool holds_grad_accum_dtype,
+                        std::vector<std::string>& notes) {
   if (r.framework == framework_kind::hf && r.attention == attention_kind::eager)
     notes.push_back(engine + ": eager attention: load the model with attn_implementation=\"eager\"");
   if (r.finetune != finetune_kind::full && !r.lora_fp32)
@@ -70,7 +72,7 @@ void note_model_loading(const std::string& engine, const run_config& r, std::vec
                              "(peft keeps them in fp32 otherwise)");
   const bool sixteen_bit_grads = r.precision == precision_regime::bf16 || r.precision == precision_regime::bf16_mixed ||
                                  r.precision == precision_regime::fp16_mixed;
-  if (r.grad_dtype == grad_dtype_choice::fp32 && sixteen_bit_grads && engine != "deepspeed")
+  if (r.grad_dtype == grad_dtype_choice::fp32 && sixteen_bit_grads && !holds_grad_accum_dtype)
     notes.push_back(engine + ": --grad-dtype fp32 (an fp32 gradient accumulation buffer) is no setting of it: the run "
                              "accumulates in the gradients' own dtype");
 }
@@ -110,9 +112,9 @@ std::vector<std::string> hf_target_modules(const std::string& engine, const mode
   return out;
 }
 
-json deepspeed(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+json deepspeed(const run_config& r, std::vector<std::string>& notes) {
   const std::string e = "deepspeed";
-  refuse_common(e, m, r);
+  refuse_common(e, r);
   if (r.tp > 1 || r.pp > 1) refuse(e, "tensor and pipeline parallelism are Megatron-DeepSpeed's, not in a DeepSpeed config");
   if (r.precision == precision_regime::fp8_mixed)
     refuse(e, "a DeepSpeed config has no fp8 switch (Transformer Engine's fp8 is set in the model code)");
@@ -172,7 +174,7 @@ json deepspeed(const model_spec& m, const run_config& r, std::vector<std::string
                                 "LoraConfig){}", finetune_name(r.finetune),
                                 r.finetune == finetune_kind::qlora && is_autocast(r)
                                     ? "; torch_autocast with a 4-bit base is untested here" : ""));
-  note_model_loading(e, r, notes);
+  note_model_loading(e, r, true, notes);
   return j;
 }
 
@@ -183,9 +185,9 @@ void refuse_partial_fsdp_offload(const std::string& engine, const run_config& r)
                                "the {} alone (--emit deepspeed offloads the optimizer alone)", offload_name(r.offload)));
 }
 
-std::string accelerate_fsdp(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+std::string accelerate_fsdp(const run_config& r, std::vector<std::string>& notes) {
   const std::string e = "fsdp";
-  refuse_common(e, m, r);
+  refuse_common(e, r);
   if (r.zero == 1) refuse(e, "FSDP has no ZeRO-1 (use --zero 2, 3 or 0)");
   if (r.tp > 1 || r.pp > 1) refuse(e, "tensor and pipeline parallelism are not part of an Accelerate FSDP config");
   if (r.precision == precision_regime::fp8_mixed) refuse(e, "Accelerate's FSDP config has no fp8 (Transformer Engine) setting here");
@@ -198,7 +200,7 @@ std::string accelerate_fsdp(const model_spec& m, const run_config& r, std::vecto
     notes.push_back("fsdp: the LoRA adapters are your script's (peft); --emit hf-trainer writes a LoraConfig");
   notes.push_back(fmt::format("fsdp: the optimizer is your script's: the plan assumes {}{}", optimizer_name(r.optimizer),
                               r.optimizer == optimizer_kind::adamw ? fmt::format(" ({})", optimizer_impl_name(r.optimizer_impl)) : ""));
-  note_model_loading(e, r, notes);
+  note_model_loading(e, r, false, notes);
   const char* strategy = r.zero >= 3 ? "FULL_SHARD" : r.zero == 2 ? "SHARD_GRAD_OP" : "NO_SHARD";
   // num_processes counts the GPUs of every machine; one machine is all this file can know.
   const std::string machines_note =
@@ -238,9 +240,9 @@ std::string hf_optim(const std::string& engine, const run_config& r) {
   return "adamw_torch";
 }
 
-json hf_trainer(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+json hf_trainer(const run_config& r, std::vector<std::string>& notes) {
   const std::string e = "hf-trainer";
-  refuse_common(e, m, r);
+  refuse_common(e, r);
   if (r.tp > 1 || r.pp > 1) refuse(e, "the Trainer has no tensor or pipeline parallelism setting");
   if (r.zero == 1) refuse(e, "ZeRO-1 needs a DeepSpeed config (--emit deepspeed)");
   if (r.precision == precision_regime::fp8_mixed) refuse(e, "TrainingArguments has no fp8 switch");
@@ -251,7 +253,7 @@ json hf_trainer(const model_spec& m, const run_config& r, std::vector<std::strin
   refuse_partial_fsdp_offload(e, r);
   const half_kind half = half_of(r.precision);
   note_pure_bf16(e, r, notes);  // bf16=True autocasts over the weights as the script loads them
-  note_model_loading(e, r, notes);
+  note_model_loading(e, r, false, notes);
   json j = {{"output_dir", "./output"},
             {"per_device_train_batch_size", r.micro_batch},
             {"gradient_accumulation_steps", r.grad_accum},
@@ -281,7 +283,7 @@ json peft_config(const model_spec& m, const run_config& r) {
 
 std::string torchtitan(const model_spec& m, const run_config& r) {
   const std::string e = "torchtitan";
-  refuse_common(e, m, r);
+  refuse_common(e, r);
   if (r.finetune != finetune_kind::full) refuse(e, "torchtitan pre-trains; it has no LoRA");
   if (m.family == model_family::gpt) refuse(e, "torchtitan has no GPT-2 model (its models: llama3, llama4, qwen3, deepseek_v3, ...)");
   if (m.is_moe() || m.is_mla())
@@ -355,13 +357,13 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
   if (names_stdout(path)) throw input_error(fmt::format("--emit: -o {} is where the report goes: name another file", path));
   emitted_config out;
   if (engine == "deepspeed") {
-    out.files.push_back({path, deepspeed(m, run, out.notes).dump(2) + "\n"});
+    out.files.push_back({path, deepspeed(run, out.notes).dump(2) + "\n"});
   } else if (engine == "fsdp") {
-    out.files.push_back({path, accelerate_fsdp(m, run, out.notes)});
+    out.files.push_back({path, accelerate_fsdp(run, out.notes)});
   } else if (engine == "torchtitan") {
     out.files.push_back({path, torchtitan(m, run)});
   } else if (engine == "hf-trainer") {
-    out.files.push_back({path, hf_trainer(m, run, out.notes).dump(2) + "\n"});
+    out.files.push_back({path, hf_trainer(run, out.notes).dump(2) + "\n"});
     if (run.finetune != finetune_kind::full) {
       // The LoraConfig stands beside the arguments (TrainingArguments rejects unknown keys): a second file,
       // so -o must name one whose folder can hold it.

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -86,6 +87,37 @@ bool ladder_order(const lever_reach_row& a, const lever_reach_row& b) {
   return a.changes.size() < b.changes.size();
 }
 
+// The ladder from every combination with its bound as its value (at least what it reaches): `reach` gives a
+// row's exact value and peak (nullopt: it reaches nothing), and is asked only of the rows whose bound passes
+// the ladder's top and the best of their group so far, the group's largest bounds first. On a tie the row
+// first in the combinations' order is the group's, as when every row was reached.
+std::vector<lever_reach_row> build_ladder(std::vector<lever_reach_row> bounded,
+                                          const std::function<std::optional<lever_reach_row>(const lever_reach_row&)>& reach) {
+  std::stable_sort(bounded.begin(), bounded.end(), ladder_order);
+  std::vector<lever_reach_row> ladder;
+  for (std::size_t i = 0; i < bounded.size();) {  // a group: the same cost and number of changes
+    std::size_t end = i;
+    while (end < bounded.size() && !ladder_order(bounded[i], bounded[end]) && !ladder_order(bounded[end], bounded[i])) ++end;
+    std::vector<std::size_t> order(end - i);
+    for (std::size_t k = 0; k < order.size(); ++k) order[k] = i + k;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return bounded[a].value > bounded[b].value; });
+    const std::uint64_t top = ladder.empty() ? 0 : ladder.back().value;
+    std::optional<lever_reach_row> best;
+    std::size_t best_index = 0;
+    for (const std::size_t k : order) {
+      const std::uint64_t bound = bounded[k].value;
+      if (bound <= top) break;  // nor can any row after it: it cannot join the ladder
+      if (best && (bound < best->value || (bound == best->value && k > best_index))) continue;
+      std::optional<lever_reach_row> row = reach(bounded[k]);
+      if (!row || row->value <= top) continue;
+      if (!best || row->value > best->value || (row->value == best->value && k < best_index)) best = std::move(row), best_index = k;
+    }
+    if (best) ladder.push_back(std::move(*best));
+    i = end;
+  }
+  return ladder;
+}
+
 }  // namespace
 
 void register_max_command(CLI::App& app, command_action& chosen) {
@@ -149,6 +181,17 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         std::optional<std::uint64_t> best, next;
         std::vector<std::uint64_t> misses_below;
       };
+      // The bisection's boundary: the largest value whose summary passes `passes`. A configuration that cannot
+      // exist at the smallest value is an error in the options (exit 2), not "nothing fits".
+      auto bisect = [&](sweep_model& m, run_config& c, std::uint64_t per_gpu_batch, replay_when replay, auto passes) {
+        return largest_fitting(1, hi, [&](std::uint64_t v) {
+          set_quantity(args->what, v, m, c, per_gpu_batch);
+          std::string why;
+          const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why, replay);
+          if (!s && v == 1) throw input_error(why);
+          return s && passes(*s);
+        });
+      };
       auto reach_of = [&](sweep_model& m, run_config& c, bool name_misses) {
         const std::uint64_t per_gpu_batch = keeps_global_batch ? c.micro_batch * c.grad_accum : 0;
         auto probe = [&](std::uint64_t v) { return probe_value(args->what, v, m, c, gpu, args->margin, per_gpu_batch); };
@@ -162,15 +205,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
             if (!summarize_config(m, gpu, c, args->margin, &why)) throw input_error(why);
           }
         } else {
-          out.best = largest_fitting(1, hi, [&](std::uint64_t v) {
-            set_quantity(args->what, v, m, c);
-            std::string why;
-            const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why);
-            // A configuration that cannot exist at the smallest value is an error in the options (exit 2),
-            // not "nothing fits".
-            if (!s && v == 1) throw input_error(why);
-            return s && s->fits;
-          });
+          out.best = bisect(m, c, 0, replay_when::tensors_fit, [](const config_summary& s) { return s.fits; });
           if (out.best && !params) {
             if (name_misses) {
               const refined_fit around = refine_largest_fitting(*out.best, hi, stride, probe);
@@ -223,66 +258,39 @@ void register_max_command(CLI::App& app, command_action& chosen) {
         // took minutes for nine levers. A combination's value is at most the largest whose tensors alone fit
         // the budget (no replay: tensor bytes grow with the quantity, and a fit needs them to), so the ladder
         // is built in its own order and only a combination whose bound passes the rows above it is reached.
-        std::vector<lever_reach_row> rows;  // every combination that can run, value = its bound
+        std::vector<lever_reach_row> bounded;  // every combination that can run, value = its bound
         for (const run_config& candidate : lever_space(levers, r.model, r.run, r.gpu, lever_reach{8})) {
           sweep_model m = model;
           run_config c = candidate;
+          const std::uint64_t per_gpu_batch = keeps_global_batch ? c.micro_batch * c.grad_accum : 0;
           std::optional<std::uint64_t> bound;
           try {
-            const std::uint64_t per_gpu_batch = keeps_global_batch ? c.micro_batch * c.grad_accum : 0;
-            bound = largest_fitting(1, hi, [&](std::uint64_t v) {
-              set_quantity(args->what, v, m, c, per_gpu_batch);
-              std::string why;
-              const std::optional<config_summary> s = summarize_config(m, gpu, c, args->margin, &why, replay_when::never);
-              if (!s && v == 1) throw input_error(why);
-              return s && s->floor_bytes <= s->budget_bytes;
-            });
+            bound = bisect(m, c, per_gpu_batch, replay_when::never,
+                           [](const config_summary& s) { return s.floor_bytes <= s.budget_bytes; });
           } catch (const input_error&) {
             continue;  // a combination that cannot run at all reaches nothing
           }
           if (!bound) continue;
-          set_quantity(args->what, *bound, m, c, keeps_global_batch ? c.micro_batch * c.grad_accum : 0);
+          set_quantity(args->what, *bound, m, c, per_gpu_batch);
           const std::uint64_t bound_value = params ? count_params(m.spec).total : *bound;  // in the ladder's unit
-          rows.push_back({candidate, change_flags(r.run, candidate), change_costs(r.run, candidate), bound_value, 0});
+          bounded.push_back({candidate, change_flags(r.run, candidate), change_costs(r.run, candidate), bound_value, 0});
         }
-        std::stable_sort(rows.begin(), rows.end(), ladder_order);
-        for (std::size_t i = 0; i < rows.size();) {  // a group: the same cost and number of changes
-          std::size_t end = i;
-          while (end < rows.size() && !ladder_order(rows[i], rows[end]) && !ladder_order(rows[end], rows[i])) ++end;
-          // Within the group, the largest bounds first: once the best reached passes a row's bound, that row cannot
-          // beat it (on a tie the row first in the combinations' order is the group's, as before the bounds).
-          std::vector<std::size_t> order(end - i);
-          for (std::size_t k = 0; k < order.size(); ++k) order[k] = i + k;
-          std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rows[a].value > rows[b].value; });
-          const std::uint64_t top = ladder.empty() ? 0 : ladder.back().value;
-          std::optional<lever_reach_row> group_best;
-          std::size_t best_index = 0;
-          for (const std::size_t k : order) {
-            const std::uint64_t bound = rows[k].value;
-            if (bound <= top) break;  // nor can any row after it: it cannot join the ladder
-            if (group_best && (bound < group_best->value || (bound == group_best->value && k > best_index))) continue;
-            sweep_model m = model;
-            run_config c = rows[k].run;
-            std::optional<std::uint64_t> v;
-            try {
-              v = reach_of(m, c, false).best;
-            } catch (const input_error&) {
-              continue;
-            }
-            if (!v) continue;
-            const std::uint64_t value = params ? count_params(m.spec).total : *v;
-            if (value <= top) continue;
-            if (!group_best || value > group_best->value || (value == group_best->value && k < best_index)) {
-              group_best = rows[k];
-              group_best->run = c;
-              group_best->value = value;
-              group_best->peak_bytes = summary_at(m, c).peak_bytes;
-              best_index = k;
-            }
+        ladder = build_ladder(std::move(bounded), [&](const lever_reach_row& row) -> std::optional<lever_reach_row> {
+          sweep_model m = model;
+          run_config c = row.run;
+          std::optional<std::uint64_t> v;
+          try {
+            v = reach_of(m, c, false).best;
+          } catch (const input_error&) {
+            return std::nullopt;
           }
-          if (group_best) ladder.push_back(std::move(*group_best));
-          i = end;
-        }
+          if (!v) return std::nullopt;
+          lever_reach_row reached = row;
+          reached.run = c;
+          reached.value = params ? count_params(m.spec).total : *v;
+          reached.peak_bytes = summary_at(m, c).peak_bytes;
+          return reached;
+        });
         if (ladder.size() > args->top) ladder.resize(args->top);
       }
       if (args->json) {

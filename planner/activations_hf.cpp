@@ -91,7 +91,7 @@ enum when_bits : std::uint64_t {
   shared_gate = 1u << 21,    // Qwen2-MoE's sigmoid gate on the shared expert (DeepSeek's has none)
   mla = 1u << 22,            // multi-head latent attention (DeepSeek-V2/V3)
   mla_q_lora = 1u << 23,     // with the query latent (q_lora_rank > 0)
-  gqa_values = 1u << 24,     // values a projection of their own writes (every attention but MLA)
+  gqa_values = 1u << 24,     // values a tensor of their own (every attention but MLA, and Phi-3's SDPA: v_in_qkv)
   // LoRA through peft on a dense GPT-2 or Llama-family model (QLoRA, MoE and MLA adapters keep the
   // trains_* rows): which adapted linears' inputs lora_A saves, and whether each module saves a copy
   // of its own (under autocast, or when peft casts the input to the adapters' fp32).
