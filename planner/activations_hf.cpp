@@ -187,9 +187,10 @@ constexpr hf_row layer_rows[] = {
     // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
     {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
     {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
-    // SDPA's math path: _safe_softmax computes softmax, then where(all-masked row, 0, softmax), so the
-    // softmax output and the saved result coexist, with the bool mask of -inf scores.
-    {"layer{}.fwd.safe_softmax_out", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, math_path},
+    // SDPA's math path: _safe_softmax's bool mask of -inf scores (and its row reduction, [b,a,s,1]) is made
+    // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
+    // is all -inf. torch 2.11's recorded allocator history (S10, data/measurements/allocator-history-*)
+    // shows per layer the scores, the softmax output and the 256 MiB mask, and no third [b,a,s,s] buffer.
     {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
     // The backward of the matmul that reads the probabilities writes their gradient, and softmax's backward

@@ -1,0 +1,83 @@
+// --framework hf against runs it was not built from: the project's own collector (scripts/collect_hf.py)
+// on an H100 on 2026-11-26 (data/measurements/), with torch 2.11 and transformers 5.17 as in the shared
+// data. "extra": 13 configurations (Mistral- and Qwen2-shaped Llamas, amp-fp16 with a GradScaler, gradient
+// accumulation, s8192 with and without checkpointing, LoRA through peft); "gaps": S1, S5 and S10 of the
+// shared 14 measured again, with their allocator histories.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+#include <fmt/format.h>
+
+#include "planner/allocator_trace.hpp"
+#include "planner/plan.hpp"
+#include "tests/planner/measured_runs.hpp"
+#include "tests/planner/test_helpers.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
+
+struct run_errors {
+  double tensor_pct = 0, reserved_pct = 0;
+};
+
+// As plan check computes them: the tensors and PyTorch's cuBLAS workspaces (max_memory_allocated), the
+// replayed segments and the workspaces (max_memory_reserved).
+run_errors errors_of(const measured_run& r) {
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const plan_result p = evaluate_plan(r.model, r.run, h100, test::data().calibration_for(h100));
+  const allocator_replay sim = replay_allocator(p.inv, describe_model(r.model), r.run.grad_accum);
+  const double ws = static_cast<double>(p.overhead.cublas_workspace_bytes);
+  return {error_pct(static_cast<double>(p.tensor_peak_bytes) + ws, static_cast<double>(r.alloc_peak_bytes)),
+          error_pct(static_cast<double>(sim.peak_reserved_bytes) + ws, static_cast<double>(r.reserved_peak_bytes))};
+}
+
+}  // namespace
+
+TEST_CASE("hf profile: unseen H100 runs, tensor peak within 3% and reserved within 5%", "[framework][hf][measured]") {
+  const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-26-extra.jsonl");
+  REQUIRE(f.runs.size() == 13);
+  // Known gaps, both LoRA runs: E13 (GPT-2, adapters on q,k,v,o and the MLP) reserved a fourth segment of the
+  // loss's [b*s, V] fp32 size (786 MiB) that the replay fits into a free block; E12 (TinyLlama,
+  // checkpointed) reserved fewer 16 and 10 MiB segments than the replay and more 32 MiB and 2 MiB ones. Both
+  // have their tensor peak within 0.4%. Neither run recorded its allocator history.
+  const std::set<std::string> known_gaps = {"E12", "E13"};
+  std::string table = "run   tensor error  reserved error\n";
+  for (const measured_run& r : f.runs) {
+    INFO(r.id);
+    REQUIRE(describe_model(r.model).counts.total == r.params);
+    const run_errors e = errors_of(r);
+    table += fmt::format("{:<5} {:>+11.2f}% {:>+13.2f}%\n", r.id, e.tensor_pct, e.reserved_pct);
+    CHECK(std::abs(e.tensor_pct) <= 3.0);
+    if (!known_gaps.count(r.id)) CHECK(std::abs(e.reserved_pct) <= 5.0);
+  }
+  WARN(table);
+}
+
+TEST_CASE("hf profile: S1 S5 S10 measured again", "[framework][hf][measured]") {
+  // The same configurations and software as the shared data, four days later on another H100 machine.
+  // S1 reserved the same bytes, to the byte; S10 32 MiB less (one cuBLAS workspace). S5 (GPT-2,
+  // checkpointed) reserved 16% more than the shared measurement (5.39 against 4.65 GiB) with its tensor
+  // peak 2 MiB apart: one more segment of the loss's [b*s, V] fp32 size (786 MiB). The replay (5.26 GiB
+  // with the workspaces) lies between the two, 2.5% under today's. S10 stays a known gap (-6%): with its
+  // recorded history the allocator simulation makes PyTorch's 64 segments exactly
+  // (test_caching_allocator_history.cpp), so what differs is the order of the inventory's transients.
+  const measured_file again = test::project_measurements("pytorch-hf-h100-2026-11-26-gaps.jsonl");
+  const measured_file shared = test::shared_h100_measurements();
+  REQUIRE(again.runs.size() == 3);
+  for (const measured_run& r : again.runs) {
+    INFO(r.id);
+    const measured_run* before = nullptr;
+    for (const measured_run& s : shared.runs)
+      if (s.id == r.id) before = &s;
+    REQUIRE(before != nullptr);
+    CHECK(std::abs(error_pct(static_cast<double>(r.alloc_peak_bytes), static_cast<double>(before->alloc_peak_bytes))) < 0.1);
+    const run_errors e = errors_of(r);
+    CHECK(std::abs(e.tensor_pct) <= 3.0);
+    if (r.id != "S10") CHECK(std::abs(e.reserved_pct) <= 5.0);
+    if (r.id == "S1") CHECK(r.reserved_peak_bytes == before->reserved_peak_bytes);
+    if (r.id == "S5") CHECK(r.reserved_peak_bytes > before->reserved_peak_bytes + (700ull << 20));
+  }
+}
