@@ -6,6 +6,7 @@
 //   "gpu": {"name": "h100"},
 //   "device": {"context_bytes", "workspace_bytes", "device_peak_bytes", "step_seconds"}
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <type_traits>
 
 #include "cli/output_file.hpp"
@@ -40,6 +42,26 @@ json timing_json(const timing_constants& k) {
           {"kernel_seconds", k.kernel_seconds},         {"step_seconds", k.step_seconds},
           {"foreach_tensor_seconds", k.foreach_tensor_seconds},
           {"forward_kernel_seconds", k.forward_kernel_seconds}, {"backward_kernel_seconds", k.backward_kernel_seconds}};
+}
+
+// A GPU's entry holds one "source": what each fit wrote there, "; "-separated, each part starting with its
+// own prefix. A fit replaces its own part and keeps the other's (the trainplan fit and --framework hf's
+// fill different keys of the same entry).
+constexpr std::string_view trainplan_source_prefix = "plan calibrate on ";
+constexpr std::string_view hf_source_prefix = "plan calibrate --framework hf on ";
+
+std::string merged_source(const json& entry, std::string_view own_prefix, const std::string& own_text) {
+  std::string merged = own_text;
+  if (!entry.contains("source") || !entry["source"].is_string()) return merged;
+  const std::string old = entry["source"].get<std::string>();
+  for (std::size_t begin = 0; begin <= old.size();) {
+    std::size_t end = old.find("; ", begin);
+    if (end == std::string::npos) end = old.size();
+    const std::string_view part = std::string_view(old).substr(begin, end - begin);
+    if (!part.empty() && !part.starts_with(own_prefix)) merged += fmt::format("; {}", part);
+    begin = end + 2;
+  }
+  return merged;
 }
 
 struct calibrate_args {
@@ -172,9 +194,10 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
     std::string names;
     for (const std::string& path : args.inputs)
       names += (names.empty() ? "" : ", ") + std::filesystem::path(path).filename().string();
-    entry["source"] = fmt::format("plan calibrate --framework hf on {} ({} runs): PyTorch's CUDA context and the hf "
-                                  "profile's step-time constants",
-                                  names, timed.size());
+    entry["source"] = merged_source(entry, hf_source_prefix,
+                                    fmt::format("{}{} ({} runs): PyTorch's CUDA context and the hf profile's step-time "
+                                                "constants",
+                                                hf_source_prefix, names, timed.size()));
     const std::string text = doc.dump(2) + "\n";
     catalog check = data;
     check.apply_calibration(text, false);  // never write what the loader would reject
@@ -251,12 +274,13 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       const calibration& c = fit.fitted;
       const bool within = fit.max_memory_error_pct <= memory_target_pct && fit.max_time_error_pct <= time_target_pct;
 
-      json entry{{"cuda_context_bytes", c.cuda_context_bytes},
+      json entry{{"trainplan_cuda_context_bytes", c.trainplan_cuda_context_bytes},
                  {"cublas_workspace_bytes", c.cublas_workspace_bytes},
-                 {"allocator_slack_fraction", c.allocator_slack_fraction},
+                 {"trainplan_allocator_slack_fraction", c.trainplan_allocator_slack_fraction},
                  {"timing", {{"trainplan", timing_json(c.timing_for(framework_kind::trainplan))}}},
-                 {"source", fmt::format("plan calibrate on {} run{} (max errors: memory {:.2f}%, time {:.2f}%)", runs.size(),
-                                        runs.size() == 1 ? "" : "s", fit.max_memory_error_pct, fit.max_time_error_pct)}};
+                 {"source", fmt::format("{}{} run{} of {} (this project's harness; max errors: memory {:.2f}%, time {:.2f}%)",
+                                        trainplan_source_prefix, runs.size(), runs.size() == 1 ? "" : "s",
+                                        fmt::join(args->inputs, ", "), fit.max_memory_error_pct, fit.max_time_error_pct)}};
       if (!args->output.empty()) {
         json doc;
         try {
@@ -264,9 +288,17 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         } catch (const json::exception& e) {
           throw input_error(fmt::format("{}: not valid JSON ({})", args->output, e.what()));
         }
-        if (!doc.is_object() || (doc.contains("gpus") && !doc["gpus"].is_object()))
+        if (!doc.is_object() || (doc.contains("gpus") && !doc["gpus"].is_object()) ||
+            (doc.contains("gpus") && doc["gpus"].contains(g.name) && !doc["gpus"][g.name].is_object()))
           throw input_error(fmt::format("{}: not a calibration file (an object with a \"gpus\" object)", args->output));
-        doc["gpus"][g.name] = entry;
+        // The fit's keys replace theirs in the GPU's entry; what --framework hf fitted there stays.
+        json& existing = doc["gpus"][g.name];
+        if (existing.contains("timing") && !existing["timing"].is_object())
+          throw input_error(fmt::format("{}: gpus.{}.timing is not an object", args->output, g.name));
+        for (const char* key : {"trainplan_cuda_context_bytes", "cublas_workspace_bytes", "trainplan_allocator_slack_fraction"})
+          existing[key] = entry[key];
+        existing["timing"]["trainplan"] = entry["timing"]["trainplan"];
+        existing["source"] = merged_source(existing, trainplan_source_prefix, entry["source"].get<std::string>());
         const std::string text = doc.dump(2) + "\n";
         // Never write what the loader would reject: read it back the way `plan --data-dir` will.
         catalog check = data;
@@ -286,8 +318,8 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         return within ? 0 : 1;
       }
       fmt::print("plan calibrate: {} ({}) from {} run{}\n", g.name, g.description, runs.size(), runs.size() == 1 ? "" : "s");
-      fmt::print("  CUDA context       {}\n  cuBLAS workspace   {}\n  allocator slack    {} of tensor bytes\n", gib(c.cuda_context_bytes),
-                 gib(c.cublas_workspace_bytes), percent(c.allocator_slack_fraction));
+      fmt::print("  CUDA context       {}\n  cuBLAS workspace   {}\n  allocator slack    {} of tensor bytes\n",
+                 gib(c.trainplan_cuda_context_bytes), gib(c.cublas_workspace_bytes), percent(c.trainplan_allocator_slack_fraction));
       const timing_constants& k = c.timing_for(framework_kind::trainplan);
       fmt::print("  step time          GEMMs {} x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
                  "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step, host {:.2f} us per forward and {:.2f} us per "

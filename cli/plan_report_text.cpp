@@ -72,7 +72,7 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                     "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
   const std::string cached = p.allocator ? std::string("PyTorch's caching allocator replayed over 3 steps (what it "
                                                         "reserves beyond the tensor peak)")
-                                          : fmt::format("allocator slack {} of tensor bytes{}", percent(p.calib.allocator_slack_fraction),
+                                          : fmt::format("allocator slack {} of tensor bytes{}", percent(p.calib.slack_fraction_for(p.run.framework)),
                                                         p.allocator_replay_skipped_instances
                                                             ? std::string(" (PyTorch's caching allocator not replayed: "
                                                                           "the model is too large, see the memory above)")
@@ -82,7 +82,9 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                           p.run.framework == framework_kind::hf
                               ? "PyTorch's context from data/calibration.json, measured with torch 2.11 on an H100 unless "
                                 "calibrated; two 32 MiB workspaces, PyTorch's on sm_90, one per thread that runs GEMMs"
-                              : "data/calibration.json; initial literature values until calibrated"));
+                              : p.run.framework == framework_kind::trainplan && p.calib.trainplan_calibrated()
+                                    ? "data/calibration.json: this harness measured by plan calibrate on this GPU"
+                                    : "data/calibration.json; initial literature values until calibrated"));
   const timing_constants& k = p.calib.timing_for(p.run.framework);
   const bool host_model = k.forward_kernel_seconds > 0 || k.backward_kernel_seconds > 0;
   const std::string shape = k.gemm_half_dim > 0 ? fmt::format(" x m/(m+{0:.0f}) x n/(n+{0:.0f}) x k/(k+{0:.0f})", k.gemm_half_dim)
@@ -188,7 +190,7 @@ std::string render_plan_text(const plan_report_input& in) {
   row("  CUDA context", p.overhead.cuda_context_bytes);
   row("  cuBLAS workspace", p.overhead.cublas_workspace_bytes);
   row(p.allocator ? std::string("  allocator cache, unused (replay)")
-                  : fmt::format("  allocator slack ({} of tensors)", percent(p.calib.allocator_slack_fraction)),
+                  : fmt::format("  allocator slack ({} of tensors)", percent(p.calib.slack_fraction_for(p.run.framework))),
       p.overhead.allocator_slack_bytes);
   line("  {:-<80}", "");
   row("peak", p.peak_bytes);
@@ -196,7 +198,7 @@ std::string render_plan_text(const plan_report_input& in) {
   if (p.allocator_replay_skipped_instances)
     line("  PyTorch's caching allocator is not replayed: {} buffer instances over 3 steps are more than the {} a replay "
          "takes; the peak is the tensors plus {} slack", grouped(p.allocator_replay_skipped_instances),
-         grouped(max_replayed_instances), percent(p.calib.allocator_slack_fraction));
+         grouped(max_replayed_instances), percent(p.calib.slack_fraction_for(p.run.framework)));
   if (p.allocator) {
     const allocator_replay& a = *p.allocator;
     const bool expandable = p.run.expandable_segments;

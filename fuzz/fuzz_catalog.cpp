@@ -49,9 +49,12 @@ void check_catalog(const catalog& c) {
     for (const std::string& alias : g.aliases) require(&c.gpu(alias) == &g, "a GPU is not found by its alias");
     const calibration k = c.calibration_for(g);
     require(k.cuda_context_bytes <= (1ull << 50) && k.hf_cuda_context_bytes <= (1ull << 50) &&
-                k.cublas_workspace_bytes <= (1ull << 50),
+                k.cublas_workspace_bytes <= (1ull << 50) && k.trainplan_cuda_context_bytes <= (1ull << 50),
             "calibration bytes escaped their range");
     require(k.allocator_slack_fraction >= 0 && k.allocator_slack_fraction <= 1, "allocator_slack_fraction escaped [0, 1]");
+    require(k.trainplan_allocator_slack_fraction == -1 ||
+                (k.trainplan_allocator_slack_fraction >= 0 && k.trainplan_allocator_slack_fraction <= 1),
+            "trainplan_allocator_slack_fraction escaped [0, 1]");
     require(k.safety_margin_fraction >= 0 && k.safety_margin_fraction < 1, "safety_margin_fraction escaped [0, 1)");
     for (const timing_constants& t : k.timing) {
       require(t.gemm_efficiency > 0 && t.gemm_efficiency <= 1 && t.fp32_gemm_efficiency > 0 &&

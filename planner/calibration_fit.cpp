@@ -28,7 +28,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   std::vector<std::uint64_t> contexts;
   for (const auto& r : runs) contexts.push_back(r.context_bytes);
   std::sort(contexts.begin(), contexts.end());
-  c.cuda_context_bytes = contexts[contexts.size() / 2];
+  c.trainplan_cuda_context_bytes = contexts[contexts.size() / 2];
   c.cublas_workspace_bytes = 0;
   for (const auto& r : runs) c.cublas_workspace_bytes = std::max(c.cublas_workspace_bytes, r.workspace_bytes);
 
@@ -36,12 +36,12 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   double xy = 0, xx = 0;
   for (const auto& r : runs) {
     const double x = static_cast<double>(r.tensor_peak_bytes);
-    const double y = static_cast<double>(r.device_peak_bytes) - x - static_cast<double>(c.cuda_context_bytes) -
+    const double y = static_cast<double>(r.device_peak_bytes) - x - static_cast<double>(c.trainplan_cuda_context_bytes) -
                      static_cast<double>(c.cublas_workspace_bytes);
     xy += x * y;
     xx += x * x;
   }
-  c.allocator_slack_fraction = xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0.0;
+  c.trainplan_allocator_slack_fraction = xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0.0;
 
   // Step time: the harness's roofline constants.
   std::vector<timing_observation> timed;
@@ -57,8 +57,8 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
     // Each term is at most 2^50 (checked above; the slack fraction is at most 1): the sum stays exact.
     res.predicted_device_peak_bytes =
         r.tensor_peak_bytes +
-        static_cast<std::uint64_t>(std::floor(static_cast<double>(r.tensor_peak_bytes) * c.allocator_slack_fraction)) +
-        c.cuda_context_bytes + c.cublas_workspace_bytes;
+        static_cast<std::uint64_t>(std::floor(static_cast<double>(r.tensor_peak_bytes) * c.trainplan_allocator_slack_fraction)) +
+        c.trainplan_cuda_context_bytes + c.cublas_workspace_bytes;
     res.measured_step_seconds = r.step_seconds;
     res.predicted_step_seconds = time_fit.predicted_seconds[run_index++];
     res.memory_error_pct = 100.0 * (static_cast<double>(res.predicted_device_peak_bytes) - static_cast<double>(r.device_peak_bytes)) /

@@ -288,11 +288,19 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   pick_uint("cublas_workspace_bytes", c.cublas_workspace_bytes);
   pick_uint("hf_cuda_context_bytes", c.hf_cuda_context_bytes);
   pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
+  // Written by `plan calibrate` into a GPU's entry; optional everywhere.
+  if (o.has("trainplan_cuda_context_bytes")) c.trainplan_cuda_context_bytes = o.uint("trainplan_cuda_context_bytes");
+  if (o.has("trainplan_allocator_slack_fraction")) {
+    c.trainplan_allocator_slack_fraction = o.number("trainplan_allocator_slack_fraction");
+    if (c.trainplan_allocator_slack_fraction < 0 || c.trainplan_allocator_slack_fraction > 1)
+      throw input_error(where + ": trainplan_allocator_slack_fraction must be within [0, 1]");
+  }
   pick_number("safety_margin_fraction", c.safety_margin_fraction);
   if (!base || o.has("timing")) parse_timing(o.at("timing"), where + ".timing", c, base != nullptr);
   if (!base || o.has("source")) c.source = o.string("source");
   o.finish();
-  if (c.cuda_context_bytes > (1ull << 50) || c.hf_cuda_context_bytes > (1ull << 50) || c.cublas_workspace_bytes > (1ull << 50))
+  if (c.cuda_context_bytes > (1ull << 50) || c.hf_cuda_context_bytes > (1ull << 50) || c.cublas_workspace_bytes > (1ull << 50) ||
+      c.trainplan_cuda_context_bytes > (1ull << 50))
     throw input_error(where + ": context and workspace bytes must be at most 2^50 (1 PiB)");
   if (c.allocator_slack_fraction < 0 || c.allocator_slack_fraction > 1)
     throw input_error(where + ": allocator_slack_fraction must be within [0, 1]");

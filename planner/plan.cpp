@@ -326,12 +326,11 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
   r.tensor_peak_bytes = r.timeline.peak.live_bytes;
 
-  r.overhead.cuda_context_bytes = calib.cuda_context_bytes;
+  // hf: PyTorch's CUDA context (data/calibration.json: measured with torch 2.11 on an H100 until a collector
+  // report calibrates it for a GPU); trainplan: the harness's where `plan calibrate` measured it.
+  r.overhead.cuda_context_bytes = calib.context_bytes_for(run.framework);
   r.overhead.cublas_workspace_bytes = calib.cublas_workspace_bytes;
   if (run.framework == framework_kind::hf) {
-    // PyTorch's CUDA context (data/calibration.json: measured with torch 2.11 on an H100 until a collector
-    // report calibrates it for a GPU).
-    r.overhead.cuda_context_bytes = calib.hf_cuda_context_bytes;
     // PyTorch keeps a cuBLAS workspace per (handle, stream) and a handle per thread: the forward's and the
     // autograd engine's (aten/src/ATen/cuda/CublasHandlePool.cpp). It allocates them through its caching
     // allocator, so they count in memory_allocated.
@@ -342,7 +341,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     r.overhead.cublas_workspace_bytes = llmc_cublaslt_workspace_bytes;
   }
   // llm.c takes its few large blocks straight from cudaMalloc: no caching allocator, no slack.
-  const double slack_fraction = run.framework == framework_kind::llmc ? 0.0 : calib.allocator_slack_fraction;
+  const double slack_fraction = run.framework == framework_kind::llmc ? 0.0 : calib.slack_fraction_for(run.framework);
   const double slack = std::floor(static_cast<double>(r.tensor_peak_bytes) * slack_fraction);
   if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
     throw input_error("allocator slack is larger than 64 bits can hold");

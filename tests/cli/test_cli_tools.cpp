@@ -21,8 +21,10 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   const auto dir = trainplan::test::scratch_dir("trainplan-calibrate");
   std::filesystem::create_directories(dir / "reports");
   int k = 0;
+  json first;  // what the planner assumes now: the fit must give it back
   for (const char* config : {"--seq 512 --micro-batch 1", "--seq 1024 --micro-batch 4", "--seq 1024 --micro-batch 16"}) {
     json p = json::parse(run_plan(std::string("--model gpt2 --gpu h100 --framework trainplan --json ") + config).out);
+    if (first.is_null()) first = p;
     json report = {{"backend", "cuda"},
                    {"gpu", {{"name", "h100"}}},
                    {"model", p["model"]},
@@ -41,10 +43,19 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("met") && Catch::Contains("Wrote the h100 entry"));
   json written = json::parse(slurp(out));
-  CHECK(written["gpus"]["h100"]["cuda_context_bytes"] == 1073741824ull);
-  CHECK(written["gpus"]["h100"]["allocator_slack_fraction"].get<double>() == Approx(0.02).margin(1e-4));
+  const json& overhead = first["memory"]["overhead"];
+  CHECK(written["gpus"]["h100"]["trainplan_cuda_context_bytes"] == overhead["cuda_context_bytes"]);
+  CHECK(written["gpus"]["h100"]["trainplan_allocator_slack_fraction"].get<double>() ==
+        Approx(overhead["allocator_slack_bytes"].get<double>() / first["memory"]["tensor_peak_bytes"].get<double>()).margin(1e-4));
+  // The harness's fit is its own: Megatron's context stays the literature value.
+  CHECK_FALSE(written["gpus"]["h100"].contains("cuda_context_bytes"));
   CHECK(written["gpus"]["h100"]["timing"]["trainplan"]["gemm_efficiency"].is_number());
   CHECK(written["gpus"].contains("a100-40gb"));  // the other entries are kept
+  // and what --framework hf fitted in this GPU's entry (it once replaced the whole entry)
+  CHECK(written["gpus"]["h100"]["hf_cuda_context_bytes"] == 648871936ull);
+  CHECK(written["gpus"]["h100"]["timing"]["hf"]["gemm_efficiency"].is_number());
+  CHECK_THAT(written["gpus"]["h100"]["source"].get<std::string>(),
+             Catch::StartsWith("plan calibrate on 3 runs") && Catch::Contains("; plan calibrate --framework hf on"));
   // The planner loads the new file through --data-dir.
   CHECK(run_plan("--model gpt2 --seq 512 --data-dir " + out.parent_path().string()).exit_code == 0);
 

@@ -6,6 +6,7 @@
 #include "planner/calibration_fit.hpp"
 #include "planner/input_error.hpp"
 #include "planner/timing_fit.hpp"
+#include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
 
@@ -102,9 +103,14 @@ TEST_CASE("calibration fitting recovers known constants", "[calibrate]") {
   calibration base;
   base.safety_margin_fraction = 0.05;
   const calibration_fit fit = fit_calibration(runs_from(truth), base);
-  CHECK(fit.fitted.cuda_context_bytes == truth.cuda_context_bytes);
+  // The harness's own keys: the literature's context and slack (Megatron's) stay as the base had them.
+  CHECK(fit.fitted.trainplan_cuda_context_bytes == truth.cuda_context_bytes);
   CHECK(fit.fitted.cublas_workspace_bytes == truth.cublas_workspace_bytes);
-  CHECK(fit.fitted.allocator_slack_fraction == Approx(0.03).epsilon(1e-6));
+  CHECK(fit.fitted.trainplan_allocator_slack_fraction == Approx(0.03).epsilon(1e-6));
+  CHECK(fit.fitted.cuda_context_bytes == base.cuda_context_bytes);
+  CHECK(fit.fitted.allocator_slack_fraction == base.allocator_slack_fraction);
+  CHECK(fit.fitted.context_bytes_for(framework_kind::trainplan) == truth.cuda_context_bytes);
+  CHECK(fit.fitted.slack_fraction_for(framework_kind::megatron) == base.allocator_slack_fraction);
   const timing_constants& t = fit.fitted.timing_for(framework_kind::trainplan);
   CHECK(t.gemm_efficiency == Approx(0.6));
   CHECK(t.gemm_half_dim == 128);
@@ -194,4 +200,20 @@ TEST_CASE("the timing fit follows the schedules of accumulating and GradScaler s
   CHECK(fit.constants.forward_kernel_seconds == Approx(25e-6).epsilon(1e-6));
   CHECK(fit.constants.backward_kernel_seconds == Approx(7e-6).epsilon(1e-6));
   CHECK(fit.constants.foreach_tensor_seconds == Approx(8e-5).epsilon(1e-6));
+}
+
+TEST_CASE("the H100's harness calibration applies to the trainplan profile alone", "[calibrate]") {
+  // data/calibration.json's h100 entry: plan calibrate on the GPU suite of 2026-11-26 (reports/).
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const calibration c = test::data().calibration_for(h100);
+  REQUIRE(c.trainplan_calibrated());
+  CHECK(c.context_bytes_for(framework_kind::trainplan) == 623706112);  // 0.58 GiB, measured
+  CHECK(c.context_bytes_for(framework_kind::megatron) == 1ull << 30);  // the literature's 1 GiB
+  CHECK(c.context_bytes_for(framework_kind::hf) == c.hf_cuda_context_bytes);
+  CHECK(c.slack_fraction_for(framework_kind::trainplan) < 0.01);
+  CHECK(c.slack_fraction_for(framework_kind::megatron) == 0.02);
+  // Another GPU has no harness measurement: its trainplan profile keeps the literature's values.
+  const calibration a100 = test::data().calibration_for(test::data().gpu("a100-80gb"));
+  CHECK_FALSE(a100.trainplan_calibrated());
+  CHECK(a100.context_bytes_for(framework_kind::trainplan) == 1ull << 30);
 }
