@@ -24,11 +24,14 @@
 # COLLECT_S, GAPS_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
 #
 # `one-call` is the plan for a session lent 15 minutes of device time (the machine's start included) and
-# ten minutes a command: gpu-tests, collect-gaps, bench, collect, in that order (what settles most first),
-# each under its limit (TESTS_S=90 GAPS_S=90 BENCH_S=150 unless set) and all within DEADLINE_S=570 seconds of
-# the script's start: a stage gets at most what is left before it (less 15 s to pack), the collector all that
-# is, so a run with timeout_s 600 returns everything measured. Stages stopped at their limit still return
-# what they wrote: the collector appends a line a run, the bench rewrites bench.json after each run.
+# ten minutes a command: gpu-tests, bench-kernels, bench, suite (with calibrate), collect, in that order
+# (what settles most first), each under its limit (TESTS_S=60 KERNELS_S=45 BENCH_S=150 SUITE_S=150 unless
+# set) and all within DEADLINE_S=570 seconds of the script's start: a stage gets at most what is left before
+# it (less 15 s to pack), the collector all that is, so a run with timeout_s 600 returns everything
+# measured. Stages stopped at their limit still return what they wrote: the collector appends a line a run,
+# the bench rewrites bench.json after each run, the suite its summary. The collector runs the configurations
+# of `--preset extra` named in COLLECT_ONLY (comma-separated ids; one-call's default: E14-E19, those the
+# 2026-11-26 session did not reach), all of them when it is empty. collect-gaps ran on 2026-11-26.
 # DEADLINE_S applies to any list of stages where it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -39,8 +42,9 @@ out="${out%/}"  # OUT_DIR/ would put OUT_DIR.tar.gz inside the folder it packs
 shift || true
 stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
 if [ "$stages" = "one-call" ]; then
-  stages="gpu-tests collect-gaps bench collect"
-  : "${TESTS_S:=90}" "${GAPS_S:=90}" "${BENCH_S:=150}" "${DEADLINE_S:=570}"
+  stages="gpu-tests bench-kernels bench suite collect"
+  : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=150}" "${DEADLINE_S:=570}"
+  : "${COLLECT_ONLY=E14,E15,E16,E17,E18,E19}"
 fi
 for s in $stages; do
   case "$s" in
@@ -140,7 +144,8 @@ if wants suite; then
   [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
 fi
 if wants collect && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
-  stage collect "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset extra --profile -o "$out/collected.jsonl"
+  stage collect "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset extra ${COLLECT_ONLY:+--only "$COLLECT_ONLY"} \
+    --profile -o "$out/collected.jsonl"
   [ -s "$out/collected.jsonl" ] && stage check 60 "$plan" check --gpu "$gpu" "$out/collected.jsonl"
 fi
 # The shared 14 again, profiled: GPU busy time and kernels per step against step_s, which tells a run bound
