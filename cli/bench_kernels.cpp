@@ -41,6 +41,9 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
                                         std::uint64_t batch, std::uint64_t seq) {
   const std::uint64_t T = checked_mul(batch, seq, "tokens"), h = m.hidden, f = m.ffn, V = m.vocab, a = m.heads,
                       d = m.head_dim, qkv_w = m.qkv_width(), out_w = a * d;
+  // The harness's vocabulary tables and logits are padded as llm.c's (planner/param_count.hpp vocab_rows); V
+  // stays the class count.
+  const std::uint64_t Vp = vocab_rows(m, framework_kind::trainplan);
   const bool gpt = m.family == model_family::gpt;
   const dtype bf16 = dtype::bf16, fp32 = dtype::fp32;
   const double peak_flops = gpu.peak_flops_per_s(bf16).value_or(0), bandwidth = gpu.memory_bandwidth_bytes_per_s;
@@ -72,9 +75,9 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
          [&] { ops.linear_backward_weight(y.view(), in.view(), dw.view(), nullptr, T, fc_n, h); });
   }
   {
-    bench_buffer in(ops, T * h, bf16), w(ops, V * h, bf16), logits(ops, T * V, bf16);
-    time("linear_forward (head)", fmt::format("{}x{}x{}", T, V, h), 2.0 * T * V * h, b2 * (T * h + V * h + T * V),
-         [&] { ops.linear_forward(in.view(), w.view(), nullptr, logits.view(), T, V, h); });
+    bench_buffer in(ops, T * h, bf16), w(ops, Vp * h, bf16), logits(ops, T * Vp, bf16);
+    time("linear_forward (head)", fmt::format("{}x{}x{}", T, Vp, h), 2.0 * T * Vp * h, b2 * (T * h + Vp * h + T * Vp),
+         [&] { ops.linear_forward(in.view(), w.view(), nullptr, logits.view(), T, Vp, h); });
   }
   {  // norms over (T, h)
     bench_buffer x(ops, T * h, bf16), w(ops, h, bf16), bias(ops, h, bf16), y(ops, T * h, bf16), dy(ops, T * h, bf16),
@@ -130,15 +133,15 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
     });
   }
   {  // the loss as the harness runs it: the fused classifier, the gradient written over the bf16 logits
-    bench_buffer logits(ops, T * V, bf16), targets(ops, T, dtype::i32), losses(ops, T, fp32);
-    time("cross_entropy_forward_backward", fmt::format("{} x {}, in place", T, V), 0, 2 * b2 * T * V, [&] {
-      ops.cross_entropy_forward_backward(logits.view(), targets.view(), logits.view(), losses.view(), T, V, 1.0f);
+    bench_buffer logits(ops, T * Vp, bf16), targets(ops, T, dtype::i32), losses(ops, T, fp32);
+    time("cross_entropy_forward_backward", fmt::format("{} x {} of {}, in place", T, V, Vp), 0, b2 * T * (V + Vp), [&] {
+      ops.cross_entropy_forward_backward(logits.view(), targets.view(), logits.view(), losses.view(), T, V, Vp, 1.0f);
     });
   }
   {  // embeddings (and their fp32 gradient scratch)
     const std::uint64_t positions = m.max_positions > 0 ? seq : 0;
-    bench_buffer tokens_buf(ops, T, dtype::i32), wte(ops, V * h, bf16), wpe(ops, std::max<std::uint64_t>(positions, 1) * h, bf16),
-        x(ops, T * h, bf16), d_wte(ops, V * h, bf16), d_wpe(ops, std::max<std::uint64_t>(positions, 1) * h, bf16),
+    bench_buffer tokens_buf(ops, T, dtype::i32), wte(ops, Vp * h, bf16), wpe(ops, std::max<std::uint64_t>(positions, 1) * h, bf16),
+        x(ops, T * h, bf16), d_wte(ops, Vp * h, bf16), d_wpe(ops, std::max<std::uint64_t>(positions, 1) * h, bf16),
         scratch(ops, (V + positions) * h, fp32);
     const kernels::view no_positions{};
     const std::string shape = fmt::format("{} x {}, vocab {}", T, h, V);
@@ -151,7 +154,7 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
     });
   }
   {  // AdamW over every parameter: fp32 master, m, v read and written, bf16 gradient read, bf16 weights written
-    const std::uint64_t P = count_params(m).total;
+    const std::uint64_t P = count_params(with_vocab_rows(m, framework_kind::trainplan)).total;
     bench_buffer master(ops, P, fp32), grads(ops, P, bf16), mom(ops, P, fp32), var(ops, P, fp32), weights(ops, P, bf16);
     const kernels::adamw_config cfg;
     time("adamw_step", fmt::format("{} parameters", P), 0, (b4 * 6 + b2 * 2) * P, [&] {

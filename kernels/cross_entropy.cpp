@@ -8,9 +8,13 @@
 namespace trainplan::kernels {
 
 void cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits,
-                                    const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale) {
+                                    const view& token_losses, std::size_t rows, std::size_t vocab,
+                                    std::size_t padded_vocab, float grad_scale) {
+  if (padded_vocab < vocab)
+    throw std::invalid_argument("cross entropy: rows of " + std::to_string(padded_vocab) + " logits cannot hold " +
+                                std::to_string(vocab) + " classes");
   for (std::size_t r = 0; r < rows; ++r) {
-    const std::size_t base = r * vocab;
+    const std::size_t base = r * padded_vocab;
     float max_logit = -std::numeric_limits<float>::infinity();
     for (std::size_t v = 0; v < vocab; ++v) max_logit = std::max(max_logit, logits.get(base + v));
     double sum = 0;
@@ -26,6 +30,7 @@ void cross_entropy_forward_backward(const view& logits, const view& targets, con
       const double prob = std::exp(static_cast<double>(logits.get(base + v)) - log_sum);
       d_logits.set(base + v, static_cast<float>((prob - (v == target ? 1.0 : 0.0)) * grad_scale));
     }
+    for (std::size_t v = vocab; v < padded_vocab; ++v) d_logits.set(base + v, 0.0f);  // padding: not a class
   }
 }
 

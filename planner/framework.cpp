@@ -61,7 +61,8 @@ std::string_view framework_assumption(framework_kind f) {
     case framework_kind::trainplan:
       return "framework trainplan: exactly the buffers this project's harness allocates (plan validate checks them "
              "byte for byte); activation gradients use a fixed set of backward buffers reused by every layer (as "
-             "llm.c); the loss is computed on an fp32 copy of the logits";
+             "llm.c); the vocabulary tables and the logits padded to a multiple of 128 rows (llm.c's Vp), the "
+             "fused classifier writing the logits' gradient over them";
   }
   return "";
 }

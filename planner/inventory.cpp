@@ -89,6 +89,25 @@ model_facts describe_model(const model_spec& m) {
 
 namespace {
 
+// `f` with the vocabulary tables it holds (the token embedding, an untied head or a pipeline stage's copy of a
+// tied one) padded from m.vocab to `rows` rows (vocab_rows): what a framework that pads stores and trains.
+// The counts the report shows come from describe_model, unpadded; these feed the inventory alone.
+model_facts with_padded_vocab_tables(model_facts f, const model_spec& m, std::uint64_t rows) {
+  const char* what = "padded vocabulary";
+  const std::uint64_t extra = checked_mul(rows - m.vocab, m.hidden, what);
+  for (param_tensor& t : f.tensors) {
+    const bool embed = t.name == "embed.tokens";
+    if (!embed && t.name != "lm_head.weight") continue;
+    t.shape[0] = rows;
+    t.count = checked_add(t.count, extra, what);
+    t.active = checked_add(t.active, extra, what);
+    (embed ? f.counts.embedding : f.counts.lm_head) += extra;
+    f.counts.total = checked_add(f.counts.total, extra, what);
+    f.counts.active = checked_add(f.counts.active, extra, what);
+  }
+  return f;
+}
+
 // What trainplan's own kernels need beyond the tensors of the model, allocated by name like every other
 // buffer so that the harness's memory identity stays exact (issue 11: no device memory outside the
 // tracker). Sizes follow the kernels (kernels/norm.hpp, embedding.hpp, cross_entropy.hpp, adamw.hpp).
@@ -99,7 +118,9 @@ void add_harness_scratch(inventory_builder& inv, const model_spec& m, const run_
   const std::uint64_t norm_params = m.family == model_family::gpt ? 2 : 1;
   inv.span("bwd.norm_partials", {std::min(rows, harness_norm_partial_rows), norm_params * h}, dtype::fp32,
            tensor_category::activation_grads, event_kind::bwd_head, event_kind::bwd_embed);
-  if (stage.first)  // the embedding gradients summed in fp32, then added to the stored ones once (rounded once)
+  // The embedding gradients summed in fp32, then added to the stored ones once (rounded once): the V rows of
+  // real tokens only, the padded rows get no gradient (vocab_rows).
+  if (stage.first)
     inv.span("bwd.embed_grad_fp32", {checked_mul(m.vocab + (m.max_positions > 0 ? s : 0), h, "embedding gradient")},
              dtype::fp32, tensor_category::activation_grads, event_kind::bwd_embed, event_kind::bwd_embed);
   // Each token's loss, summed over the step's micro-batches on the device and read once after the last.
@@ -167,6 +188,13 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   model_facts local;
   if (!facts) {
     local = describe_model(m);
+    facts = &local;
+  }
+  // The harness pads the vocabulary tables as llm.c does (vocab_rows): the model state grows by their padded
+  // rows, and the logits are that wide; V stays the number of classes.
+  const std::uint64_t V_rows = vocab_rows(m, run.framework);
+  if (V_rows != V) {
+    local = with_padded_vocab_tables(*facts, m, V_rows);
     facts = &local;
   }
   const param_counts& pc = facts->counts;
@@ -351,7 +379,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   // vocabulary split across tp GPUs; the layer's other tensors (norm inputs and outputs, dropout masks:
   // the "10sbh") stay whole, unless sequence parallelism splits them along the sequence.
   const std::uint64_t a_tp = share(a, tp), qkv_tp = share(qkv, tp), hq_tp = share(hq, tp), f_tp = share(f, tp),
-                      V_tp = share(V, tp), s_rep = run.sequence_parallel ? share(s, tp) : s;
+                      V_tp = share(V_rows, tp), s_rep = run.sequence_parallel ? share(s, tp) : s;
 
   if (hf) {
     check_hf_run(run, layout);
@@ -474,7 +502,8 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
         .role = tensor_role::frozen_weights;
   if (run.framework == framework_kind::trainplan) {
     // The harness's fused classifier (llm.c's): softmax and cross-entropy in fp32 registers, the logits'
-    // gradient written over the logits, which live on into the head's backward.
+    // gradient written over the logits, which live on into the head's backward. V_rows wide (llm.c's padded
+    // vocabulary); the padded columns get zero gradient and never enter the loss.
     inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::bwd_head);
   } else {
     inv.span("logits", {b, s, V_tp}, act, tensor_category::logits, event_kind::fwd_head, event_kind::loss);

@@ -3,10 +3,11 @@
 #include <algorithm>
 
 #include "planner/inventory_builder.hpp"
+#include "planner/param_count.hpp"
 
 namespace trainplan {
 
-std::uint64_t llmc_padded_vocab(std::uint64_t vocab) { return (vocab + 127) / 128 * 128; }
+std::uint64_t llmc_padded_vocab(std::uint64_t vocab) { return vocab_padded_to_128(vocab); }
 
 void check_llmc_run(const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (m.family != model_family::gpt) throw input_error("--framework llmc: llm.c's train_gpt2.cu trains the GPT-2 family only");

@@ -176,4 +176,16 @@ param_counts count_params(const model_spec& m) {
   return c;
 }
 
+std::uint64_t vocab_padded_to_128(std::uint64_t vocab) { return checked_add(vocab, 127, "padded vocabulary") / 128 * 128; }
+
+std::uint64_t vocab_rows(const model_spec& m, framework_kind f) {
+  return f == framework_kind::trainplan || f == framework_kind::llmc ? vocab_padded_to_128(m.vocab) : m.vocab;
+}
+
+model_spec with_vocab_rows(const model_spec& m, framework_kind f) {
+  model_spec padded = m;
+  padded.vocab = vocab_rows(m, f);
+  return padded;
+}
+
 }  // namespace trainplan

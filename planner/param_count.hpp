@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/framework.hpp"
 #include "planner/model_spec.hpp"
 
 namespace trainplan {
@@ -67,5 +68,16 @@ struct param_counts {
 std::vector<param_tensor> param_tensors(const model_spec& m);
 
 param_counts count_params(const model_spec& m);
+
+// The rows a framework's vocabulary tables (the token embedding, an untied head) and its logits hold.
+// llm.c pads the vocabulary to a multiple of 128 (train_gpt2.cu: padded_vocab_size, 50257 -> 50304) so that
+// the logits' rows and the head's three GEMMs are aligned for cuBLAS; our harness (--framework trainplan)
+// does the same. The padded rows are zero, receive no gradient and never enter the loss: m.vocab stays the
+// number of classes. The other frameworks store V rows.
+std::uint64_t vocab_padded_to_128(std::uint64_t vocab);
+std::uint64_t vocab_rows(const model_spec& m, framework_kind f);
+// m as `f` lays out its parameters: vocab is vocab_rows(m, f), the table's rows. Only for what allocates or
+// counts the stored parameter tensors (validate/model_state); the class count stays m.vocab.
+model_spec with_vocab_rows(const model_spec& m, framework_kind f);
 
 }  // namespace trainplan

@@ -27,6 +27,7 @@ class model_state {
   // name is the planner's parameter name with the layer filled in: "layer3.attn.qkv.weight".
   kernels::view weight(const std::string& name) const { return slot_view(weights, name); }
   kernels::view grad(const std::string& name) const { return slot_view(grads, name); }
+  kernels::view master_weight(const std::string& name) const { return slot_view(master, name); }  // needs a master copy
 
   void ensure_grads();  // first backward of a step: grads (and the fp32 accumulation buffer), zeroed
   void ensure_optimizer_state();  // first optimizer step: adam.m, adam.v

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "planner/input_error.hpp"
+#include "planner/param_count.hpp"
 
 namespace trainplan::validate {
 
@@ -50,7 +51,8 @@ training_run::training_run(const model_spec& m, const run_config& run, const tra
       layout(make_precision_layout(run.precision, run.grad_dtype)),
       options(opts),
       alloc(ops),
-      state(model, layout, alloc, opts.seed),
+      // The parameters as the harness stores them: the vocabulary tables padded as llm.c's (vocab_rows).
+      state(with_vocab_rows(model, config.framework), layout, alloc, opts.seed),
       buffers(build_inventory(model, config, layout)),
       net(model, config, layout, buffers, alloc, state, opts.seed),
       loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {

@@ -15,6 +15,7 @@
 #include "kernels/norm.hpp"
 #include "planner/input_error.hpp"
 #include "planner/moe.hpp"
+#include "planner/param_count.hpp"
 
 namespace trainplan::validate {
 
@@ -39,6 +40,24 @@ transformer::transformer(const model_spec& m, const run_config& run, const preci
     dispatch_ = {rows_, m.experts, m.experts_per_token, run.capacity_factor > 0 ? routed_rows(m, run) / m.experts : 0};
   }
   token_losses_ = act("loss.token_losses");
+  vocab_rows_ = vocab_rows(m, run.framework);
+  zero_padded_vocab_rows();
+}
+
+void transformer::zero_padded_vocab_rows() {
+  // llm.c's padded rows are zero and stay zero: no token indexes them, the loss gives their logits zero
+  // gradient, so AdamW (weight decay included) leaves zero as it is. model_state fills every element, so the
+  // padding is cleared here, in the weights and their master copy.
+  const std::uint64_t h = m_.hidden, pad = (vocab_rows_ - m_.vocab) * h;
+  if (pad == 0) return;
+  for (const char* name : {"embed.tokens", "lm_head.weight"}) {
+    if (!state_.has(name)) continue;
+    const view w = state_.weight(name);
+    if (w.size != vocab_rows_ * h)
+      throw std::logic_error(fmt::format("{} holds {} elements, not {} padded rows of {}", name, w.size, vocab_rows_, h));
+    ops_.fill(w.slice(m_.vocab * h, pad), 0.0f, pad);
+    if (state_.master) ops_.fill(state_.master_weight(name).slice(m_.vocab * h, pad), 0.0f, pad);
+  }
 }
 
 void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label) {
@@ -344,19 +363,21 @@ void transformer::head_forward_and_loss(int step, std::uint64_t mb, float loss_s
   else
     ops_.rms_norm_forward(final_norm_in_.view(), state_.weight("final_norm.weight"), lm_head_in_.view(), rows_, h);
   logits_ = act("logits");
+  // Over the padded vocabulary (llm.c's Vp, a multiple of 128): the logits' rows 16-byte aligned for cuBLAS.
   const view head = state_.weight(m_.tied_embeddings ? "embed.tokens" : "lm_head.weight");
-  ops_.linear_forward(lm_head_in_.view(), head, nullptr, logits_.view(), rows_, V, h);
+  ops_.linear_forward(lm_head_in_.view(), head, nullptr, logits_.view(), rows_, vocab_rows_, h);
 
   mark(step, mb, "loss", 0, "loss");
-  // The fused classifier: the softmax in fp32 registers, the gradient written over the logits.
+  // The fused classifier: the softmax in fp32 registers over the V classes, the gradient written over the
+  // logits (zero in the padded columns).
   const float grad_scale = loss_scale / static_cast<float>(rows_ * run_.grad_accum);
   ops_.cross_entropy_forward_backward(logits_.view(), targets_.view(), logits_.view(), token_losses_.view(), rows_, V,
-                                      grad_scale);
+                                      vocab_rows_, grad_scale);
   targets_.reset();
 }
 
 void transformer::head_backward() {
-  const std::uint64_t h = m_.hidden, V = m_.vocab;
+  const std::uint64_t h = m_.hidden;
   const bool gpt = m_.family == model_family::gpt;
   state_.ensure_grads();
   bwd_.d_residual = act("bwd.d_residual");
@@ -370,8 +391,9 @@ void transformer::head_backward() {
 
   const char* head_name = m_.tied_embeddings ? "embed.tokens" : "lm_head.weight";
   const view d_logits = logits_.view();  // the loss wrote the logits' gradient over them
-  ops_.linear_backward_weight(d_logits, lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, V, h);
-  ops_.linear_backward_input(d_logits, state_.weight(head_name), bwd_.d_hidden.view(), rows_, V, h, false);
+  // The padded rows' gradient is zero: d_logits is zero in their columns.
+  ops_.linear_backward_weight(d_logits, lm_head_in_.view(), state_.grad(head_name), nullptr, rows_, vocab_rows_, h);
+  ops_.linear_backward_input(d_logits, state_.weight(head_name), bwd_.d_hidden.view(), rows_, vocab_rows_, h, false);
   bwd_.d_residual.fill(0.0f);
   if (gpt)
     ops_.layer_norm_backward(final_norm_in_.view(), state_.weight("final_norm.weight"), bwd_.d_hidden.view(),
@@ -457,7 +479,7 @@ void transformer::embed_backward() {
   const float keep_scale = 1.0f / (1.0f - static_cast<float>(run_.dropout));
   ops_.dropout_apply(bwd_.d_residual.view(), run_.dropout > 0 ? &mask : nullptr, keep_scale, bwd_.d_hidden.view(), rows_ * h);
   const view d_wpe = state_.has("embed.positions") ? state_.grad("embed.positions") : view{};
-  const tensor scratch = act("bwd.embed_grad_fp32");
+  const tensor scratch = act("bwd.embed_grad_fp32");  // the V rows of real tokens: the padded ones get none
   ops_.embedding_backward(tokens_.view(), bwd_.d_hidden.view(), state_.grad("embed.tokens"), d_wpe, scratch.view(), b, s, h,
                           m_.vocab);
   tokens_.reset();

@@ -64,6 +64,7 @@ class transformer {
   void moe_backward(std::uint64_t i);
   kernels::moe_row_map moe_rows(const layer_buffers& l) const;  // from the layer's top-k indices
   void drop_unkept(layer_buffers& l);
+  void zero_padded_vocab_rows();  // once, at construction
   void head_forward_and_loss(int step, std::uint64_t mb, float loss_scale);
   void head_backward();
   void layer_backward(std::uint64_t i, int step, std::uint64_t mb);
@@ -79,12 +80,15 @@ class transformer {
   std::uint64_t seed_;
   kernels::attention_shape shape_;
   std::uint64_t rows_;  // b * s
+  // The rows of the vocabulary tables and the logits' width: V padded to a multiple of 128 as llm.c's
+  // (planner/param_count.hpp vocab_rows); the first m_.vocab are the classes.
+  std::uint64_t vocab_rows_;
   kernels::moe_dispatch dispatch_;  // tokens, experts, top-k, capacity (MoE only)
 
   tensor token_losses_;  // (b * s) fp32, summed over the micro-batches until take_mean_loss
   std::uint64_t micro_batches_in_losses_ = 0;
   tensor tokens_, targets_, embed_mask_, final_norm_in_, lm_head_in_;
-  tensor logits_;  // (b, s, V); after the loss, their gradient
+  tensor logits_;  // (b, s, vocab_rows_); after the loss, their gradient (zero in the padded columns)
   std::vector<layer_buffers> layers_;
   backward_buffers bwd_;
 };

@@ -62,7 +62,8 @@ void swiglu_backward(const view& gate, const view& up, const view& dy, const vie
 void dropout_mask(std::uint64_t seed, std::uint64_t site, float p, const view& mask, std::size_t n);
 
 void cross_entropy_forward_backward(const view& logits, const view& targets, const view& d_logits,
-                                    const view& token_losses, std::size_t rows, std::size_t vocab, float grad_scale);
+                                    const view& token_losses, std::size_t rows, std::size_t vocab,
+                                    std::size_t padded_vocab, float grad_scale);
 
 void adamw_step(const adamw_config& cfg, int step, const view& params, const view& grads, float grad_scale,
                 const view& m, const view& v, const view& low_precision_copy, std::size_t n);

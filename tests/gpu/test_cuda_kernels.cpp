@@ -230,16 +230,30 @@ TEST_CASE("cross-entropy, AdamW, the overflow check and embeddings match the CPU
   for (std::size_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int32_t>((r * 37) % vocab);
   twin t(targets);
   twin losses(random(rows, 27), dtype::fp32);  // the row losses are added to what is there
-  cpu::cross_entropy_forward_backward(logits.host(), t.host(), d.host(), losses.host(), rows, vocab, 0.25f);
-  gpu::cross_entropy_forward_backward(logits.dev(), t.dev(), d.dev(), losses.dev(), rows, vocab, 0.25f);
+  cpu::cross_entropy_forward_backward(logits.host(), t.host(), d.host(), losses.host(), rows, vocab, vocab, 0.25f);
+  gpu::cross_entropy_forward_backward(logits.dev(), t.dev(), d.dev(), losses.dev(), rows, vocab, vocab, 0.25f);
   check_close("token losses", losses, dtype::fp32);
   check_close("d_logits", d, dtype::bf16);
   // In place, as the harness runs it (the fused classifier): bf16 logits overwritten by their gradient.
   twin fused(random(rows * vocab, 29, 4.0f), dtype::bf16), fused_losses(std::vector<float>(rows), dtype::fp32);
-  cpu::cross_entropy_forward_backward(fused.host(), t.host(), fused.host(), fused_losses.host(), rows, vocab, 0.25f);
-  gpu::cross_entropy_forward_backward(fused.dev(), t.dev(), fused.dev(), fused_losses.dev(), rows, vocab, 0.25f);
+  cpu::cross_entropy_forward_backward(fused.host(), t.host(), fused.host(), fused_losses.host(), rows, vocab, vocab, 0.25f);
+  gpu::cross_entropy_forward_backward(fused.dev(), t.dev(), fused.dev(), fused_losses.dev(), rows, vocab, vocab, 0.25f);
   check_close("in-place token losses", fused_losses, dtype::fp32);
   check_close("in-place d_logits", fused, dtype::bf16);
+  // Rows padded as the harness's (llm.c's padded vocabulary): the padded columns hold large values that would
+  // dominate the softmax if read; both backends ignore them and write zero gradient there.
+  const std::size_t padded = 1024;
+  std::vector<float> wide_values = random(rows * padded, 31, 4.0f);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t v = vocab; v < padded; ++v) wide_values[r * padded + v] = 1e4f;
+  twin wide(wide_values, dtype::bf16), wide_losses(std::vector<float>(rows), dtype::fp32);
+  cpu::cross_entropy_forward_backward(wide.host(), t.host(), wide.host(), wide_losses.host(), rows, vocab, padded, 0.25f);
+  gpu::cross_entropy_forward_backward(wide.dev(), t.dev(), wide.dev(), wide_losses.dev(), rows, vocab, padded, 0.25f);
+  check_close("padded token losses", wide_losses, dtype::fp32);
+  check_close("padded d_logits", wide, dtype::bf16);
+  const std::vector<float> wide_grad = wide.fetch();
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t v = vocab; v < padded; ++v) REQUIRE(wide_grad[r * padded + v] == 0.0f);
 
   const std::size_t n = 5000;
   twin master(random(n, 17), dtype::fp32), g(random(n, 18, 0.01f), dtype::bf16), m(random(n, 19, 0.001f), dtype::fp32),

@@ -20,27 +20,51 @@ TEST_CASE("cross-entropy gradient matches finite differences, and the loss of un
   const view t{targets.data(), dtype::i32, rows};
   auto loss = [&](const std::vector<float>& x) {
     std::vector<float> xc = x, scratch(rows * vocab), token_losses(rows, 0.0f);
-    cross_entropy_forward_backward(fp32_view(xc), t, fp32_view(scratch), fp32_view(token_losses), rows, vocab, 1.0f);
+    cross_entropy_forward_backward(fp32_view(xc), t, fp32_view(scratch), fp32_view(token_losses), rows, vocab, vocab, 1.0f);
     double total = 0;
     for (float l : token_losses) total += l;
     return total;
   };
   std::vector<float> token_losses(rows, 0.0f);
-  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(token_losses), rows, vocab, 1.0f);
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(token_losses), rows, vocab, vocab, 1.0f);
   check_gradient("cross-entropy", logits, d, loss);
   std::vector<float> zeros(rows * vocab, 0.0f);
   CHECK(loss(zeros) == Approx(rows * std::log(11.0)));
   // grad_scale scales the gradient only
   std::vector<float> d2(rows * vocab), once = token_losses;
-  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d2), fp32_view(token_losses), rows, vocab, 0.5f);
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d2), fp32_view(token_losses), rows, vocab, vocab, 0.5f);
   for (std::size_t i = 0; i < d.size(); ++i) CHECK(d2[i] == Approx(0.5f * d[i]));
   // Each call adds its row losses: a step's micro-batches sum on the device, read once.
   for (std::size_t r = 0; r < rows; ++r) CHECK(token_losses[r] == Approx(2.0f * once[r]));
   // In place (the fused classifier): the gradient written over the logits, the same values and losses.
   std::vector<float> in_place = logits, in_place_losses(rows, 0.0f);
-  cross_entropy_forward_backward(fp32_view(in_place), t, fp32_view(in_place), fp32_view(in_place_losses), rows, vocab, 0.5f);
+  cross_entropy_forward_backward(fp32_view(in_place), t, fp32_view(in_place), fp32_view(in_place_losses), rows, vocab, vocab, 0.5f);
   CHECK(in_place == d2);
   for (std::size_t r = 0; r < rows; ++r) CHECK(in_place_losses[r] == once[r]);
+}
+
+TEST_CASE("padded logit columns are not classes and get zero gradient", "[kernels][loss]") {
+  // llm.c's padded vocabulary: rows of 16 logits, 11 classes. Huge values in the padding would dominate the
+  // softmax if it read them; the losses and the classes' gradient must be those of the unpadded rows.
+  const std::size_t rows = 6, vocab = 11, padded = 16;
+  std::vector<float> logits = random_vector(rows * vocab, 17, 3.0f);
+  std::vector<std::int32_t> targets = {0, 3, 10, 5, 5, 1};
+  const view t{targets.data(), dtype::i32, rows};
+  std::vector<float> d(rows * vocab), losses(rows, 0.0f);
+  cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(losses), rows, vocab, vocab, 0.5f);
+  std::vector<float> wide(rows * padded, 1e4f), wide_losses(rows, 0.0f);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t v = 0; v < vocab; ++v) wide[r * padded + v] = logits[r * vocab + v];
+  // In place, as the harness runs it.
+  cross_entropy_forward_backward(fp32_view(wide), t, fp32_view(wide), fp32_view(wide_losses), rows, vocab, padded, 0.5f);
+  for (std::size_t r = 0; r < rows; ++r) {
+    CHECK(wide_losses[r] == losses[r]);
+    for (std::size_t v = 0; v < vocab; ++v) CHECK(wide[r * padded + v] == d[r * vocab + v]);
+    for (std::size_t v = vocab; v < padded; ++v) CHECK(wide[r * padded + v] == 0.0f);
+  }
+  CHECK_THROWS_WITH(cross_entropy_forward_backward(fp32_view(wide), t, fp32_view(wide), fp32_view(wide_losses), rows, vocab,
+                                                   vocab - 1, 1.0f),
+                    Catch::Contains("cannot hold 11 classes"));
 }
 
 TEST_CASE("embedding backward matches finite differences", "[kernels][embedding]") {
@@ -73,7 +97,7 @@ TEST_CASE("ids outside the vocabulary are refused by the embedding and the cross
                       Catch::Contains("token id " + std::to_string(bad) + " at position 1"));
     CHECK_THROWS_WITH(embedding_backward(t, fp32_view(up), fp32_view(dte), view{}, fp32_view(scratch), b, s, h, vocab),
                       Catch::Contains("outside the vocabulary of 4"));
-    CHECK_THROWS_WITH(cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(losses), s, vocab, 1.0f),
+    CHECK_THROWS_WITH(cross_entropy_forward_backward(fp32_view(logits), t, fp32_view(d), fp32_view(losses), s, vocab, vocab, 1.0f),
                       Catch::Contains("target id " + std::to_string(bad) + " at row 1"));
   }
 }

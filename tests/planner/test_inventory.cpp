@@ -121,6 +121,51 @@ TEST_CASE("llama layer: norms, GQA qkv, SwiGLU gate/up/down, no dropout", "[acti
   CHECK(per_layer_bytes(m, r) == 10 * s * h + 2 * s * qkv + 6 * s * f + 2 * a * s * s);
 }
 
+TEST_CASE("trainplan pads the vocabulary tables and logits to 128 rows", "[inventory][vocab]") {
+  // llm.c's layout (train_gpt2.cu, Vp a multiple of 128), for the harness's head GEMMs: weights, gradients,
+  // master copy and AdamW state grow by the padded rows of each table (tied GPT: one; untied Llama: two), the
+  // logits are Vp wide. The fp32 embedding-gradient scratch keeps the V rows of real tokens. Other profiles
+  // store V rows.
+  const std::uint64_t V = 1000, Vp = 1024, h = 64, b = 3, s = 32;
+  model_spec llama = gpt_shape(2, h, 4, V);
+  llama.family = model_family::llama;
+  llama.tied_embeddings = false;
+  llama.dropout = 0;
+  for (const model_spec& m : {gpt_shape(2, h, 4, V), llama}) {
+    INFO(family_name(m.family));
+    const std::uint64_t tables = m.tied_embeddings ? 1 : 2, P = count_params(m).total, Pp = P + tables * (Vp - V) * h;
+    run_config r = run_of(s, b, recompute_mode::none, attention_kind::flash, 0.0);
+    const precision_layout layout = make_precision_layout(r.precision, r.grad_dtype);
+    const inventory inv = build_inventory(m, r, layout);
+    REQUIRE(find(inv, "logits"));
+    CHECK(find(inv, "logits")->shape == std::vector<std::uint64_t>{b, s, Vp});
+    for (const char* name : {"weights.bf16", "master.fp32", "grads.bf16", "adam.m", "adam.v"}) {
+      INFO(name);
+      REQUIRE(find(inv, name));
+      CHECK(find(inv, name)->shape == std::vector<std::uint64_t>{Pp});
+    }
+    REQUIRE(find(inv, "bwd.embed_grad_fp32"));
+    CHECK(find(inv, "bwd.embed_grad_fp32")->shape == std::vector<std::uint64_t>{V * h});
+    CHECK(describe_model(m).counts.total == P);  // what plan reports: the model's own parameters
+    for (framework_kind f : {framework_kind::megatron, framework_kind::hf}) {
+      INFO(framework_name(f));
+      run_config other = r;
+      other.framework = f;
+      other.precision = default_precision(f);
+      const inventory o = build_inventory(m, other, make_precision_layout(other.precision, other.grad_dtype));
+      REQUIRE(find(o, "logits"));
+      CHECK(find(o, "logits")->shape == std::vector<std::uint64_t>{b, s, V});
+      REQUIRE(find(o, "adam.m"));
+      CHECK(find(o, "adam.m")->shape == std::vector<std::uint64_t>{P});
+    }
+  }
+  // A vocabulary that is a multiple of 128 already is left as it is.
+  const model_spec even = gpt_shape(2, h, 4, 1024);
+  const run_config r = run_of(s, b, recompute_mode::none, attention_kind::flash, 0.0);
+  const inventory inv = build_inventory(even, r, make_precision_layout(r.precision, r.grad_dtype));
+  CHECK(find(inv, "weights.bf16")->shape == std::vector<std::uint64_t>{count_params(even).total});
+}
+
 TEST_CASE("buffers carry DESIGN.md's names, shapes and dtypes", "[inventory]") {
   model_spec m = gpt_shape(2, 64, 4, 100);
   run_config r = run_of(32, 3, recompute_mode::none, attention_kind::eager, 0.1);
@@ -142,7 +187,7 @@ TEST_CASE("buffers carry DESIGN.md's names, shapes and dtypes", "[inventory]") {
   CHECK(find(inv, "logits.fp32") == nullptr);
   CHECK(find(inv, "logits.grad") == nullptr);
   REQUIRE(find(inv, "logits"));
-  CHECK(find(inv, "logits")->bytes == 3ull * 32 * 100 * 2);
+  CHECK(find(inv, "logits")->bytes == 3ull * 32 * 128 * 2);  // V = 100 padded to 128 rows (llm.c's Vp)
   run_config megatron = r;  // Megatron's loss upcasts the logits
   megatron.framework = framework_kind::megatron;
   const inventory minv = build_inventory(m, megatron, make_precision_layout(r.precision, r.grad_dtype));

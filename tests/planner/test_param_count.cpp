@@ -182,3 +182,21 @@ TEST_CASE("the --params rule refuses a count no derived shape comes within 3% of
   // plan max searches over derive_llama_shape, which still returns the closest shape.
   CHECK(count_params(derive_llama_shape(1)).total == 8'716'928ull);
 }
+
+TEST_CASE("trainplan and llmc pad the vocabulary rows to 128, V stays the class count", "[params][vocab]") {
+  // llm.c's train_gpt2.cu pads V to a multiple of 128: GPT-2's 50257 to 50304.
+  const model_spec& gpt2 = data().model("gpt2").spec;
+  CHECK(vocab_padded_to_128(50257) == 50304);
+  CHECK(vocab_padded_to_128(50304) == 50304);
+  CHECK(vocab_padded_to_128(1) == 128);
+  CHECK(vocab_rows(gpt2, framework_kind::trainplan) == 50304);
+  CHECK(vocab_rows(gpt2, framework_kind::llmc) == 50304);
+  CHECK(vocab_rows(gpt2, framework_kind::hf) == 50257);
+  CHECK(vocab_rows(gpt2, framework_kind::megatron) == 50257);
+  // The stored layout grows by the padded rows of the (tied) table; the model's own count does not change.
+  const model_spec stored = with_vocab_rows(gpt2, framework_kind::trainplan);
+  CHECK(stored.vocab == 50304);
+  CHECK(count_params(stored).total == 124'439'808ull + 47 * 768);  // llm.c's num_parameters: 124,475,904
+  CHECK(params_of("gpt2") == 124'439'808ull);
+  CHECK(with_vocab_rows(gpt2, framework_kind::hf).vocab == 50257);
+}

@@ -65,6 +65,50 @@ TEST_CASE("recomputation in bf16 reproduces the forward bit for bit", "[validate
   CHECK(max_relative_difference(none, gradients(m, r)) == 0.0);
 }
 
+TEST_CASE("the padded vocabulary matches the planner and keeps V classes", "[validate][vocab]") {
+  // The harness pads V = 301 to 384 rows as llm.c does (planner/param_count.hpp vocab_rows). The planner's
+  // trainplan inventory must still match to the byte, and the loss must be over the 301 classes only.
+  const std::uint64_t V = 301, Vp = 384;
+  for (model_family family : {model_family::gpt, model_family::llama})
+    for (precision_regime p : {precision_regime::fp32, precision_regime::bf16_mixed}) {
+      const model_spec m = tiny_model(family, V);
+      INFO(family_name(m.family) << " " << precision_name(p));
+      run_config r = run_of(16, 2, recompute_mode::none, attention_kind::flash, 0.0);
+      r.precision = p;
+      const validate::validation_result v = validate::validate_on_cpu(m, r, {});
+      CHECK(v.measured_peak_bytes == v.predicted_peak_bytes);
+      for (const validate::tensor_comparison& t : v.tensors) {
+        INFO(t.name << " predicted " << t.predicted_bytes << " measured " << t.measured_bytes);
+        CHECK(t.matches());
+        if (t.name == "logits") CHECK(t.measured_bytes == 2 * 16 * Vp * dtype_bytes(make_precision_layout(p, r.grad_dtype).activations));
+      }
+      // At initialization the logits are near zero (weights 0.02 * u, h = 32: |z| about 0.1), so the loss is
+      // within 0.05 of ln V; over the padded columns too it would be near ln Vp, 0.24 more.
+      REQUIRE_FALSE(v.steps_run.empty());
+      CHECK(std::abs(v.steps_run.front().loss - std::log(static_cast<double>(V))) < 0.1);
+
+      validate::training_run run(m, r);
+      const std::uint64_t tables = m.tied_embeddings ? 1 : 2;
+      CHECK(run.state.params() == count_params(m).total + tables * (Vp - V) * m.hidden);
+      run.step();
+      run.step();
+      // The padded rows stay zero through AdamW, in the weights and the fp32 master copy.
+      for (const char* table : {"embed.tokens", "lm_head.weight"}) {
+        if (!run.state.has(table)) continue;
+        const kernels::view w = run.state.weight(table);
+        REQUIRE(w.size == Vp * m.hidden);
+        for (std::size_t i = V * m.hidden; i < w.size; ++i) REQUIRE(w.get(i) == 0.0f);
+        if (!run.state.master) continue;
+        // The master copy has the weights' layout: the same element offset.
+        const std::size_t offset = static_cast<std::size_t>(static_cast<const std::byte*>(w.data) -
+                                                            static_cast<const std::byte*>(run.state.weights.view().data)) /
+                                   dtype_bytes(w.type);
+        const kernels::view master = run.state.master.view().slice(offset, w.size);
+        for (std::size_t i = V * m.hidden; i < w.size; ++i) REQUIRE(master.get(i) == 0.0f);
+      }
+    }
+}
+
 TEST_CASE("training on one batch lowers the loss", "[validate]") {
   for (precision_regime p : {precision_regime::fp32, precision_regime::bf16_mixed, precision_regime::fp16_mixed}) {
     INFO(precision_name(p));
