@@ -254,6 +254,23 @@ TEST_CASE("cross-entropy, AdamW, the overflow check and embeddings match the CPU
   const std::vector<float> wide_grad = wide.fetch();
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t v = vocab; v < padded; ++v) REQUIRE(wide_grad[r * padded + v] == 0.0f);
+  // The packed kernel's edge: a last class in the middle of a 16-byte pack (GPT-2's 50,257 of 50,304), in
+  // bf16 and fp16, and fp32 logits (the generic kernel).
+  for (const dtype type : {dtype::bf16, dtype::fp16, dtype::fp32}) {
+    INFO(dtype_name(type));
+    const std::size_t classes = 1001;
+    std::vector<float> values = random(rows * padded, 37, 4.0f);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t v = classes; v < padded; ++v) values[r * padded + v] = 1e4f;
+    twin edge(values, type), edge_losses(std::vector<float>(rows), dtype::fp32);
+    cpu::cross_entropy_forward_backward(edge.host(), t.host(), edge.host(), edge_losses.host(), rows, classes, padded, 0.25f);
+    gpu::cross_entropy_forward_backward(edge.dev(), t.dev(), edge.dev(), edge_losses.dev(), rows, classes, padded, 0.25f);
+    check_close("straddling token losses", edge_losses, dtype::fp32);
+    check_close("straddling d_logits", edge, type);
+    const std::vector<float> edge_grad = edge.fetch();
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t v = classes; v < padded; ++v) REQUIRE(edge_grad[r * padded + v] == 0.0f);
+  }
 
   const std::size_t n = 5000;
   twin master(random(n, 17), dtype::fp32), g(random(n, 18, 0.01f), dtype::bf16), m(random(n, 19, 0.001f), dtype::fp32),
