@@ -45,8 +45,8 @@ json timing_json(const timing_constants& k) {
 }
 
 // A GPU's entry holds one "source": what each fit wrote there, "; "-separated, each part starting with its
-// own prefix. A fit replaces its own part and keeps the other's (the trainplan fit and --framework hf's
-// fill different keys of the same entry).
+// own prefix (and holding no "; " itself). A fit replaces its own part and keeps the other's (the trainplan
+// fit and --framework hf's fill different keys of the same entry).
 constexpr std::string_view trainplan_source_prefix = "plan calibrate on ";
 constexpr std::string_view hf_source_prefix = "plan calibrate --framework hf on ";
 
@@ -278,7 +278,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                  {"cublas_workspace_bytes", c.cublas_workspace_bytes},
                  {"trainplan_allocator_slack_fraction", c.trainplan_allocator_slack_fraction},
                  {"timing", {{"trainplan", timing_json(c.timing_for(framework_kind::trainplan))}}},
-                 {"source", fmt::format("{}{} run{} of {} (this project's harness; max errors: memory {:.2f}%, time {:.2f}%)",
+                 {"source", fmt::format("{}{} run{} of {} (this project's harness, max errors: memory {:.2f}%, time {:.2f}%)",
                                         trainplan_source_prefix, runs.size(), runs.size() == 1 ? "" : "s",
                                         fmt::join(args->inputs, ", "), fit.max_memory_error_pct, fit.max_time_error_pct)}};
       if (!args->output.empty()) {
@@ -295,8 +295,8 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         json& existing = doc["gpus"][g.name];
         if (existing.contains("timing") && !existing["timing"].is_object())
           throw input_error(fmt::format("{}: gpus.{}.timing is not an object", args->output, g.name));
-        for (const char* key : {"trainplan_cuda_context_bytes", "cublas_workspace_bytes", "trainplan_allocator_slack_fraction"})
-          existing[key] = entry[key];
+        // Not cublas_workspace_bytes: the harness sets its own workspace's size, and the key is every profile's.
+        for (const char* key : {"trainplan_cuda_context_bytes", "trainplan_allocator_slack_fraction"}) existing[key] = entry[key];
         existing["timing"]["trainplan"] = entry["timing"]["trainplan"];
         existing["source"] = merged_source(existing, trainplan_source_prefix, entry["source"].get<std::string>());
         const std::string text = doc.dump(2) + "\n";

@@ -26,6 +26,7 @@ struct calibration {
     return cuda_context_bytes;
   }
   double slack_fraction_for(framework_kind f) const {
+    if (f == framework_kind::llmc) return 0.0;  // llm.c takes its few large blocks straight from cudaMalloc
     return f == framework_kind::trainplan && trainplan_allocator_slack_fraction >= 0 ? trainplan_allocator_slack_fraction
                                                                                      : allocator_slack_fraction;
   }

@@ -288,7 +288,10 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   pick_uint("cublas_workspace_bytes", c.cublas_workspace_bytes);
   pick_uint("hf_cuda_context_bytes", c.hf_cuda_context_bytes);
   pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
-  // Written by `plan calibrate` into a GPU's entry; optional everywhere.
+  // Written by `plan calibrate` into a GPU's entry: a measurement of one GPU, never a default.
+  if (!base && (o.has("trainplan_cuda_context_bytes") || o.has("trainplan_allocator_slack_fraction")))
+    throw input_error(where + ": trainplan_cuda_context_bytes and trainplan_allocator_slack_fraction belong in a GPU's "
+                              "entry (what plan calibrate measured there), not in the default");
   if (o.has("trainplan_cuda_context_bytes")) c.trainplan_cuda_context_bytes = o.uint("trainplan_cuda_context_bytes");
   if (o.has("trainplan_allocator_slack_fraction")) {
     c.trainplan_allocator_slack_fraction = o.number("trainplan_allocator_slack_fraction");

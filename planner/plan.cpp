@@ -341,7 +341,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     r.overhead.cublas_workspace_bytes = llmc_cublaslt_workspace_bytes;
   }
   // llm.c takes its few large blocks straight from cudaMalloc: no caching allocator, no slack.
-  const double slack_fraction = run.framework == framework_kind::llmc ? 0.0 : calib.slack_fraction_for(run.framework);
+  const double slack_fraction = calib.slack_fraction_for(run.framework);
   const double slack = std::floor(static_cast<double>(r.tensor_peak_bytes) * slack_fraction);
   if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
     throw input_error("allocator slack is larger than 64 bits can hold");

@@ -24,7 +24,7 @@ import sys
 
 def main():
     if len(sys.argv) != 3:
-        print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
+        print("usage: allocator_trace_from_history.py HISTORY.pickle TRACE", file=sys.stderr)
         return 2
     try:
         with open(sys.argv[1], "rb") as f:
@@ -41,9 +41,9 @@ def main():
             segments += 1
             reserved += e["size"]
             lines.append(f"s {e['size']}")
-        elif action == "segment_free":
-            print(f"allocator_trace_from_history: {sys.argv[1]} releases a segment: the trace format has no event for it",
-                  file=sys.stderr)
+        elif action in ("segment_free", "segment_map", "segment_unmap"):
+            print(f"allocator_trace_from_history: {sys.argv[1]} has a {action} (a released segment, or expandable "
+                  "segments): the trace format has no event for it", file=sys.stderr)
             return 2
         elif action == "alloc":
             live[e["addr"]] = (next_id, e["size"])

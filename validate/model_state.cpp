@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "kernels/dropout.hpp"
@@ -96,9 +97,17 @@ model_state::model_state(const model_spec& m, const precision_layout& lay, track
   const std::uint64_t threads = std::clamp<std::uint64_t>(std::thread::hardware_concurrency(), 1, 32);
   const std::uint64_t per_thread = (params_ + threads - 1) / threads;
   std::vector<std::thread> workers;
-  for (std::uint64_t t = 1; t < threads && t * per_thread < params_; ++t)
-    workers.emplace_back(fill_range, t * per_thread, std::min(params_, (t + 1) * per_thread));
+  std::uint64_t filled_from = params_;  // what no worker took: this thread fills it
+  for (std::uint64_t t = 1; t < threads && t * per_thread < params_; ++t) {
+    try {
+      workers.emplace_back(fill_range, t * per_thread, std::min(params_, (t + 1) * per_thread));
+    } catch (const std::system_error&) {  // no thread to be had: the rest here
+      filled_from = t * per_thread;
+      break;
+    }
+  }
   fill_range(0, std::min(params_, per_thread));
+  if (filled_from < params_) fill_range(filled_from, params_);
   for (std::thread& w : workers) w.join();
   alloc_.ops().upload(weights.view().data, weights_host.data(), weights_host.size());
   if (lay.master) alloc_.ops().upload(master.view().data, master_host.data(), master_host.size());

@@ -70,6 +70,7 @@ __global__ void __launch_bounds__(fast_threads)
       v[k] = first + k < vocab ? to_float(pack[k]) : -INFINITY;  // a pack may straddle the last class
       pack_max = fmaxf(pack_max, v[k]);
     }
+    if (pack_max == -INFINITY) continue;  // every class here at -inf: adds nothing (and exp(-inf - -inf) is NaN)
     float pack_sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < pack_elements; ++k) pack_sum += expf(v[k] - pack_max);  // exp(-inf) = 0

@@ -56,6 +56,9 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   CHECK(written["gpus"]["h100"]["timing"]["hf"]["gemm_efficiency"].is_number());
   CHECK_THAT(written["gpus"]["h100"]["source"].get<std::string>(),
              Catch::StartsWith("plan calibrate on 3 runs") && Catch::Contains("; plan calibrate --framework hf on"));
+  // Calibrating again replaces the fit's own part of the source, whole: the file comes out the same.
+  REQUIRE(run_plan("calibrate " + (dir / "reports").string() + " -o " + out.string()).exit_code == 0);
+  CHECK(json::parse(slurp(out)) == written);
   // The planner loads the new file through --data-dir.
   CHECK(run_plan("--model gpt2 --seq 512 --data-dir " + out.parent_path().string()).exit_code == 0);
 

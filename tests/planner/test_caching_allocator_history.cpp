@@ -36,7 +36,7 @@ bool replay_trace(const std::string& path, trace_replay& out, std::string& error
   while (std::getline(in, line)) {
     std::istringstream fields(line);
     std::string kind;
-    fields >> kind;
+    if (!(fields >> kind)) continue;  // a blank line
     if (kind == "#") {
       std::string word, source;
       fields >> word >> source >> word >> out.pytorch_segments >> word >> out.pytorch_reserved;
