@@ -7,8 +7,6 @@
 
 namespace trainplan {
 
-std::uint64_t llmc_padded_vocab(std::uint64_t vocab) { return vocab_padded_to_128(vocab); }
-
 void check_llmc_run(const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (m.family != model_family::gpt) throw input_error("--framework llmc: llm.c's train_gpt2.cu trains the GPT-2 family only");
   if (run.dropout > 0) throw input_error("--framework llmc: llm.c has no dropout (give --dropout 0)");
@@ -27,7 +25,7 @@ inventory build_llmc_inventory(const model_spec& m, const run_config& run, const
   inventory out;
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   const std::uint64_t L = m.layers, B = run.micro_batch, T = run.seq, C = m.hidden, NH = m.heads,
-                      Vp = llmc_padded_vocab(m.vocab), maxT = m.max_positions > 0 ? m.max_positions : T;
+                      Vp = vocab_rows(m, framework_kind::llmc), maxT = m.max_positions > 0 ? m.max_positions : T;
   const dtype floatX = layout.activations;  // bf16, or fp32 in an fp32 build
   const bool bf16 = layout.regime == precision_regime::bf16_mixed;
   const char* what = "llm.c buffers";

@@ -9,9 +9,6 @@
 
 namespace trainplan {
 
-// llm.c pads the vocabulary to a multiple of 128 in its embedding table (50257 -> 50304).
-std::uint64_t llmc_padded_vocab(std::uint64_t vocab);
-
 // A C++/CUDA/cuBLAS process's CUDA context on an H100 (driver 580, CUDA 13.0): about 0.51 GiB, as measured
 // for this project's own harness, a program of the same kind (issue 11's H100 run).
 constexpr std::uint64_t cuda_program_context_bytes = 547608330;  // 0.51 GiB

@@ -39,10 +39,14 @@ float model_state::init_value(std::uint64_t seed, std::size_t param_index, const
   return initial_value(classify(name), seed, param_index, i);
 }
 
-model_state::model_state(const model_spec& m, const precision_layout& lay, tracking_allocator& alloc, std::uint64_t seed)
+model_state::model_state(const model_spec& m, std::uint64_t vocab_rows, const precision_layout& lay,
+                         tracking_allocator& alloc, std::uint64_t seed)
     : layout(lay), alloc_(alloc) {
+  if (vocab_rows < m.vocab) throw std::logic_error("model_state: fewer table rows than classes");
+  model_spec stored = m;
+  stored.vocab = vocab_rows;
   std::vector<std::pair<std::string, std::uint64_t>> expanded;
-  for (const param_tensor& p : param_tensors(m)) {
+  for (const param_tensor& p : param_tensors(stored)) {
     if (!p.per_layer) {
       expanded.emplace_back(p.name, p.count);
       continue;
@@ -78,9 +82,13 @@ model_state::model_state(const model_spec& m, const precision_layout& lay, track
   struct fill {
     std::uint64_t offset, count;
     init_kind kind;
+    std::uint64_t zero_from;  // elements from here on are a table's padded rows: zero
   };
   std::vector<fill> fills;  // by parameter index, in slot order: offsets increase
-  for (const auto& [name, count] : ordered) fills.push_back({slots_[name].offset, count, classify(name)});
+  for (const auto& [name, count] : ordered) {
+    const bool table = name == "embed.tokens" || name == "lm_head.weight";
+    fills.push_back({slots_[name].offset, count, classify(name), table ? m.vocab * m.hidden : count});
+  }
   // Every element's value depends on (seed, parameter, element) alone, so the buffer is cut into one range
   // a thread; each fills the parts of the parameters its range covers.
   auto fill_range = [&](std::uint64_t begin, std::uint64_t end) {
@@ -88,7 +96,7 @@ model_state::model_state(const model_spec& m, const precision_layout& lay, track
       const fill& f = fills[index];
       const std::uint64_t from = std::max(begin, f.offset), to = std::min(end, f.offset + f.count);
       for (std::uint64_t e = from; e < to; ++e) {
-        const float v = initial_value(f.kind, seed, index, e - f.offset);
+        const float v = e - f.offset < f.zero_from ? initial_value(f.kind, seed, index, e - f.offset) : 0.0f;
         if (lay.master) mh.set(e, v);
         wh.set(e, v);
       }

@@ -19,15 +19,17 @@ struct param_slot {
 
 class model_state {
  public:
-  // Allocates the weights (and the master copy) and fills them from `seed` (see init_value).
-  model_state(const model_spec& m, const precision_layout& layout, tracking_allocator& alloc, std::uint64_t seed);
+  // Allocates the weights (and the master copy) and fills them from `seed` (see init_value). The vocabulary
+  // tables (the token embedding, an untied head) hold `vocab_rows` rows, at least m.vocab: the rows past
+  // m.vocab are llm.c's padding (planner/param_count.hpp vocab_rows) and start, and stay, zero.
+  model_state(const model_spec& m, std::uint64_t vocab_rows, const precision_layout& layout, tracking_allocator& alloc,
+              std::uint64_t seed);
 
   std::uint64_t params() const { return params_; }
   bool has(const std::string& name) const { return slots_.count(name) > 0; }
   // name is the planner's parameter name with the layer filled in: "layer3.attn.qkv.weight".
   kernels::view weight(const std::string& name) const { return slot_view(weights, name); }
   kernels::view grad(const std::string& name) const { return slot_view(grads, name); }
-  kernels::view master_weight(const std::string& name) const { return slot_view(master, name); }  // needs a master copy
 
   void ensure_grads();  // first backward of a step: grads (and the fp32 accumulation buffer), zeroed
   void ensure_optimizer_state();  // first optimizer step: adam.m, adam.v

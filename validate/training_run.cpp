@@ -52,7 +52,7 @@ training_run::training_run(const model_spec& m, const run_config& run, const tra
       options(opts),
       alloc(ops),
       // The parameters as the harness stores them: the vocabulary tables padded as llm.c's (vocab_rows).
-      state(with_vocab_rows(model, config.framework), layout, alloc, opts.seed),
+      state(model, vocab_rows(model, config.framework), layout, alloc, opts.seed),
       buffers(build_inventory(model, config, layout)),
       net(model, config, layout, buffers, alloc, state, opts.seed),
       loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {

@@ -40,24 +40,9 @@ transformer::transformer(const model_spec& m, const run_config& run, const preci
     dispatch_ = {rows_, m.experts, m.experts_per_token, run.capacity_factor > 0 ? routed_rows(m, run) / m.experts : 0};
   }
   token_losses_ = act("loss.token_losses");
+  // llm.c's padded rows: zero from model_state on, and zero they stay (no token indexes them, the loss
+  // gives their logits zero gradient, so AdamW, weight decay included, leaves them at zero).
   vocab_rows_ = vocab_rows(m, run.framework);
-  zero_padded_vocab_rows();
-}
-
-void transformer::zero_padded_vocab_rows() {
-  // llm.c's padded rows are zero and stay zero: no token indexes them, the loss gives their logits zero
-  // gradient, so AdamW (weight decay included) leaves zero as it is. model_state fills every element, so the
-  // padding is cleared here, in the weights and their master copy.
-  const std::uint64_t h = m_.hidden, pad = (vocab_rows_ - m_.vocab) * h;
-  if (pad == 0) return;
-  for (const char* name : {"embed.tokens", "lm_head.weight"}) {
-    if (!state_.has(name)) continue;
-    const view w = state_.weight(name);
-    if (w.size != vocab_rows_ * h)
-      throw std::logic_error(fmt::format("{} holds {} elements, not {} padded rows of {}", name, w.size, vocab_rows_, h));
-    ops_.fill(w.slice(m_.vocab * h, pad), 0.0f, pad);
-    if (state_.master) ops_.fill(state_.master_weight(name).slice(m_.vocab * h, pad), 0.0f, pad);
-  }
 }
 
 void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label) {

@@ -64,7 +64,6 @@ class transformer {
   void moe_backward(std::uint64_t i);
   kernels::moe_row_map moe_rows(const layer_buffers& l) const;  // from the layer's top-k indices
   void drop_unkept(layer_buffers& l);
-  void zero_padded_vocab_rows();  // once, at construction
   void head_forward_and_loss(int step, std::uint64_t mb, float loss_scale);
   void head_backward();
   void layer_backward(std::uint64_t i, int step, std::uint64_t mb);
