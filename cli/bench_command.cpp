@@ -62,7 +62,7 @@ int bench_cuda(const bench_args& args) {
                backend.device_name(), gpu.name);
     fmt::print("  {:<32} {:<28} {:>10} {:>12} {:>9}\n", "kernel", "shape", "ms", "roofline ms", "of peak");
     nlohmann::json rows = nlohmann::json::array();
-    for (const kernel_timing& k : time_kernels(backend.kernel_table(), gpu, m, 16, 1024)) {
+    for (const kernel_timing& k : time_kernels(backend.kernel_table(), gpu, m, 16, 1024, backend.flash_kernel)) {
       fmt::print("  {:<32} {:<28} {:>10.4f} {:>12.4f} {:>8.1f}%\n", k.kernel, k.shape, 1e3 * k.seconds, 1e3 * k.roofline_seconds,
                  100 * k.roofline_seconds / k.seconds);
       rows.push_back({{"kernel", k.kernel}, {"shape", k.shape}, {"flops", k.flops}, {"bytes", k.bytes},
@@ -73,7 +73,9 @@ int bench_cuda(const bench_args& args) {
     fmt::print("wrote {}\n", (dir / "kernels.json").string());
     return 0;
   }
-  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {})\n", backend.device_name(), gpu.name);
+  fmt::print("plan bench --backend cuda on {} (planner peak from --gpu {}; flash attention kernels: {})\n",
+             backend.device_name(), gpu.name, backend.flash_kernel(nullptr));
+  report["flash_kernel"] = backend.flash_kernel(nullptr);
   fmt::print("  {:<10} {:>5} {:>6} {:>12} {:>12} {:>8} {:>8} {:>16}\n", "model", "seq", "batch", "step s", "tokens/s", "MFU",
              "HFU", "llm.c tokens/s");
   nlohmann::json runs = nlohmann::json::array();

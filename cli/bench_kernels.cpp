@@ -38,7 +38,8 @@ constexpr int repetitions = 10;  // after one warm-up call; the mean includes ea
 }  // namespace
 
 std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gpu_spec& gpu, const model_spec& m,
-                                        std::uint64_t batch, std::uint64_t seq) {
+                                        std::uint64_t batch, std::uint64_t seq,
+                                        const char* (*flash_kernel)(const char*)) {
   const std::uint64_t T = checked_mul(batch, seq, "tokens"), h = m.hidden, f = m.ffn, V = m.vocab, a = m.heads,
                       d = m.head_dim, qkv_w = m.qkv_width(), out_w = a * d;
   // The harness's vocabulary tables and logits are padded as llm.c's (planner/param_count.hpp vocab_rows); V
@@ -118,10 +119,18 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
     const double io = b2 * (T * qkv_w + T * out_w);
     const std::string shape = fmt::format("{} a{} kv{} d{}", tokens, a, m.kv_heads, d);
     if (!gpt) time("rope_apply", shape, 0, b2 * 2 * T * (a + m.kv_heads) * d, [&] { ops.rope_apply(sh, qkv.view(), false); });
-    time("flash_attention_forward", shape, fwd_flops, io, [&] { ops.flash_attention_forward(sh, qkv.view(), none, o.view(), lse.view()); });
-    time("flash_attention_backward", shape, 2.5 * fwd_flops, 2 * io, [&] {
-      ops.flash_attention_backward(sh, qkv.view(), o.view(), lse.view(), none, d_out.view(), delta.view(), d_qkv.view());
-    });
+    const std::string selected = flash_kernel ? flash_kernel(nullptr) : "";
+    for (const char* variant : {"mma", "wmma"}) {
+      if (flash_kernel && flash_kernel(variant) == nullptr) continue;
+      const std::string suffix = flash_kernel ? fmt::format(" ({})", variant) : "";
+      time(("flash_attention_forward" + suffix).c_str(), shape, fwd_flops, io,
+           [&] { ops.flash_attention_forward(sh, qkv.view(), none, o.view(), lse.view()); });
+      time(("flash_attention_backward" + suffix).c_str(), shape, 2.5 * fwd_flops, 2 * io, [&] {
+        ops.flash_attention_backward(sh, qkv.view(), o.view(), lse.view(), none, d_out.view(), delta.view(), d_qkv.view());
+      });
+      if (!flash_kernel) break;  // the backend's own choice, timed once
+    }
+    if (flash_kernel) flash_kernel(selected.c_str());
     const std::uint64_t probs = checked_product({batch, a, seq, seq}, "attention probabilities");
     bench_buffer softmax(ops, probs, bf16), d_scores(ops, probs, bf16);
     const kernels::view empty{};

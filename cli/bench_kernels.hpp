@@ -23,8 +23,11 @@ struct kernel_timing {
 
 // Times every kernel the harness's bf16-mixed step calls for model `m` at (batch, seq): GEMMs, norms,
 // activations, attention (flash and eager), the loss, AdamW, embeddings. Buffers come from `ops` (the
-// device arena); their contents are zeros, which no kernel's speed depends on.
+// device arena); their contents are zeros, which no kernel's speed depends on. With `flash_kernel` (the
+// backend's selector, kernels/cuda/backend_api.hpp), flash attention is timed once per kernel variant ("mma",
+// "wmma"), the variant in the row's name, and the selection is restored after.
 std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gpu_spec& gpu, const model_spec& m,
-                                        std::uint64_t batch, std::uint64_t seq);
+                                        std::uint64_t batch, std::uint64_t seq,
+                                        const char* (*flash_kernel)(const char*) = nullptr);
 
 }  // namespace trainplan::cli

@@ -4,10 +4,14 @@
 // recomputed from lse and D). Layouts and dropout indices are those of kernels/attention_flash.cpp, the
 // CPU reference.
 //
-// The public ops run the tiled tensor-core kernels (attention_flash_tiled.cu) where they apply; fp32 qkv,
+// The public ops run the tensor-core kernels where they apply (attention_flash_mma.cu, or with
+// set_flash_kernel(wmma) attention_flash_tiled.cu); fp32 qkv,
 // other head dims, misaligned views or too little shared memory run the simple kernels here (one thread
 // per row), as before.
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -112,12 +116,27 @@ __global__ void flash_delta_kernel(std::size_t seq, std::size_t heads, std::size
 }
 
 
+std::atomic<flash_kernel>& flash_kernel_setting() {
+  static std::atomic<flash_kernel> setting{[] {
+    const char* env = std::getenv("TRAINPLAN_FLASH_KERNEL");
+    return env != nullptr && std::strcmp(env, "wmma") == 0 ? flash_kernel::wmma : flash_kernel::mma;
+  }()};
+  return setting;
+}
+
 }  // namespace
+
+void set_flash_kernel(flash_kernel k) { flash_kernel_setting().store(k, std::memory_order_relaxed); }
+flash_kernel selected_flash_kernel() { return flash_kernel_setting().load(std::memory_order_relaxed); }
+const char* flash_kernel_name(flash_kernel k) { return k == flash_kernel::mma ? "mma" : "wmma"; }
 
 void flash_attention_forward(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out,
                              const view& lse) {
   if (sh.batch * sh.seq * sh.heads == 0) return;
-  if (tiled_flash_usable(sh, qkv)) return tiled_flash_forward(sh, qkv, drop, out, lse);
+  if (tiled_flash_usable(sh, qkv)) {
+    if (selected_flash_kernel() == flash_kernel::mma) return mma_flash_forward(sh, qkv, drop, out, lse);
+    return tiled_flash_forward(sh, qkv, drop, out, lse);
+  }
   const layout L = make_layout(sh, "flash attention");
   const std::size_t rows = sh.batch * sh.heads * sh.seq;
   flash_forward_fallback_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), drop, device(out), device(lse), scale_of(sh),
@@ -132,7 +151,10 @@ void flash_attention_backward(const attention_shape& sh, const view& qkv, const 
   flash_delta_kernel<<<blocks_for(rows * 32, 128), 128>>>(sh.seq, sh.heads, sh.head_dim, device(out), device(d_out),
                                                           device(delta), rows);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
-  if (tiled_flash_usable(sh, qkv)) return tiled_flash_backward(sh, qkv, lse, drop, d_out, delta, d_qkv);
+  if (tiled_flash_usable(sh, qkv)) {
+    if (selected_flash_kernel() == flash_kernel::mma) return mma_flash_backward(sh, qkv, lse, drop, d_out, delta, d_qkv);
+    return tiled_flash_backward(sh, qkv, lse, drop, d_out, delta, d_qkv);
+  }
   const layout L = make_layout(sh, "flash attention");
   const float scale = scale_of(sh);
   flash_dq_fallback_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), device(lse), device(delta), device(d_out), drop,

@@ -12,6 +12,9 @@ struct backend_api {
   std::string (*unavailable_reason)();  // empty when a CUDA device can be used
   const kernel_ops& (*kernel_table)();  // the harness's kernels on the GPU
   std::string (*device_name)();
+  // The flash attention kernels of 16-bit qkv (kernels/cuda/ops.hpp flash_kernel): with a name ("mma" or
+  // "wmma") selects them and returns that name, nullptr for an unknown one; with nullptr returns the current.
+  const char* (*flash_kernel)(const char* select);
 };
 
 }  // namespace trainplan::kernels::cuda

@@ -79,6 +79,16 @@ void eager_attention_forward(const attention_shape& sh, const view& qkv, const v
 void eager_attention_backward(const attention_shape& sh, const view& qkv, const view& softmax, const view& mask,
                               const view& dropped, const attention_dropout& drop, const view& d_out,
                               const view& d_scores, const view& d_qkv);
+// Which tensor-core kernels the flash ops run for 16-bit qkv: mma (PTX mma.sync, the scores kept in
+// registers: attention_flash_mma.cu) or wmma (nvcuda::wmma, the score tiles staged in shared memory:
+// attention_flash_tiled.cu). The default is mma; the environment variable TRAINPLAN_FLASH_KERNEL=wmma picks
+// the other at start-up (a fallback should the mma kernels fail on some GPU). Shapes neither takes run the
+// simple kernels either way.
+enum class flash_kernel { mma, wmma };
+void set_flash_kernel(flash_kernel k);
+flash_kernel selected_flash_kernel();
+const char* flash_kernel_name(flash_kernel k);
+
 void flash_attention_forward(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out,
                              const view& lse);
 void flash_attention_backward(const attention_shape& sh, const view& qkv, const view& out, const view& lse,

@@ -369,19 +369,26 @@ TEST_CASE("eager attention in 16-bit types matches the CPU reference", "[gpu][at
       }
 }
 
-TEST_CASE("tiled tensor-core flash attention matches the CPU reference", "[gpu][attention][flash]") {
+// Both tensor-core kernel sets (kernels/cuda/ops.hpp flash_kernel) take the same shapes; each is checked.
+TEST_CASE("tensor-core flash attention, mma and wmma, matches the CPU reference", "[gpu][attention][flash]") {
+  const gpu::flash_kernel kernel = GENERATE(gpu::flash_kernel::mma, gpu::flash_kernel::wmma);
+  INFO("flash kernels " << gpu::flash_kernel_name(kernel));
+  const gpu::flash_kernel before = gpu::selected_flash_kernel();
+  gpu::set_flash_kernel(kernel);
   struct flash_run {
     cpu::attention_shape sh;
     float p;
     dtype type;
   };
-  // s is never a multiple of the 64-row tile, so every run has a ragged last query and key tile.
+  // Most runs have a ragged last query and key tile (s not a multiple of the 64-row tile); one has none.
   const flash_run runs[] = {
       {{2, 200, 4, 2, 64}, 0.0f, dtype::bf16},   // GPT-2's head_dim, GQA groups of 2, 3 tiles + 8 rows
       {{2, 200, 4, 2, 64}, 0.1f, dtype::bf16},   // the same with dropout on the probabilities
       {{1, 130, 4, 1, 128}, 0.1f, dtype::bf16},  // Llama's head_dim, one group of 4, a last tile of 2 rows
       {{2, 72, 2, 1, 32}, 0.0f, dtype::fp16},    // fp16, head_dim 32
       {{2, 40, 4, 2, 16}, 0.2f, dtype::bf16},    // the fallback test's shape: a single partial tile
+      {{1, 256, 6, 2, 64}, 0.0f, dtype::bf16},   // whole tiles only (s a multiple of 64), groups of 3
+      {{1, 100, 2, 2, 96}, 0.1f, dtype::fp16},   // no grouping, head_dim 96, fp16 with dropout
   };
   for (const flash_run& run : runs) {
     const cpu::attention_shape& sh = run.sh;
@@ -405,6 +412,7 @@ TEST_CASE("tiled tensor-core flash attention matches the CPU reference", "[gpu][
     check_close("flash delta", delta, dtype::fp32);
     check_tensor_core("tiled flash backward", dqkv, run.type);
   }
+  gpu::set_flash_kernel(before);
 }
 
 TEST_CASE("16-bit flash attention with a head_dim off the tiled path falls back and matches", "[gpu][attention][flash]") {
