@@ -1,5 +1,6 @@
-// LayerNorm and RMSNorm over rows: the forward one thread block per row, the backward one per group of
-// rows. As on the CPU, the backward recomputes the row statistics from the input. Weight and bias
+// LayerNorm and RMSNorm over rows: one warp per row for rows of one float type whose width is a multiple
+// of 8, else (and the fused residual + norm always) one thread block per row in the forward and per group
+// of rows in the backward. As on the CPU, the backward recomputes the row statistics from the input. Weight and bias
 // gradients are summed per block in the caller's fp32 partials (a tracked buffer, bwd.norm_partials),
 // then over blocks, and added to their stored values once: no allocation, no atomics.
 #include <algorithm>
@@ -58,6 +59,64 @@ __global__ void norm_forward_kernel(dview x, dview w, dview b, bool has_bias, dv
   }
 }
 
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The forward with one warp per row (8 rows a block), for x and y of one float type and a width that is a
+// multiple of 8 with aligned rows: the sums by warp shuffles, no block barrier; x read in packs of 8 three
+// times (mean, variance: the CPU's two-pass statistics; then the output), from L1 after the first.
+template <class T>
+__global__ void __launch_bounds__(threads)
+    norm_forward_warp_kernel(const T* x, dview w, dview b, bool has_bias, T* y, std::size_t width, std::size_t rows,
+                             bool center) {
+  const std::size_t row = static_cast<std::size_t>(blockIdx.x) * (threads / 32) + threadIdx.x / 32;
+  if (row >= rows) return;  // whole warps leave together
+  const unsigned lane = threadIdx.x % 32;
+  constexpr std::size_t step = 32 * pack_elements;
+  const T* xr = x + row * width;
+  float v[pack_elements];
+  float sum = 0;
+  for (std::size_t c = lane * pack_elements; c < width; c += step) {
+    load_floats<pack_elements>(xr, c, v);
+    for (int k = 0; k < pack_elements; ++k) sum += v[k];
+  }
+  const float mean = center ? warp_sum(sum) / width : 0.0f;
+  float sq = 0;
+  for (std::size_t c = lane * pack_elements; c < width; c += step) {
+    load_floats<pack_elements>(xr, c, v);
+    for (int k = 0; k < pack_elements; ++k) sq += (v[k] - mean) * (v[k] - mean);
+  }
+  const float rstd = rsqrtf(warp_sum(sq) / width + norm_epsilon);
+  for (std::size_t c = lane * pack_elements; c < width; c += step) {
+    load_floats<pack_elements>(xr, c, v);
+    for (int k = 0; k < pack_elements; ++k) {
+      v[k] = (v[k] - mean) * rstd * w.get(c + k);
+      if (has_bias) v[k] += b.get(c + k);
+    }
+    store_floats<pack_elements>(y + row * width, c, v);
+  }
+}
+
+// Launches the warp forward when x and y share a float type, the width is a multiple of the pack and both
+// are pack-aligned; returns whether it did.
+bool launch_warp_forward(const view& x, const view& w, const view& b, bool has_bias, const view& y, std::size_t rows,
+                         std::size_t width, bool center) {
+  if (x.type != y.type || width % pack_elements != 0) return false;
+  return with_float_type(x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data);
+    T* yp = static_cast<T*>(y.data);
+    if (!all_pack_aligned(xp, static_cast<const T*>(yp))) return false;
+    const std::size_t rows_per_block = threads / 32;
+    norm_forward_warp_kernel<T><<<static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block), threads>>>(
+        xp, device(w), device(b), has_bias, yp, width, rows, center);
+    TRAINPLAN_CUDA_LAUNCH_CHECK();
+    return true;
+  });
+}
+
 // Block p takes rows [p * chunk, (p + 1) * chunk) and sums their weight (and bias) gradients into its own
 // fp32 row of `partials` (d_weight's width sums, then d_bias's); thread t owns columns t, t + blockDim...
 // of that row, so no two threads write one address and nothing is atomic.
@@ -89,6 +148,94 @@ __global__ void norm_backward_kernel(dview x, dview w, dview dy, dview dx, float
   }
 }
 
+// The same sums with one warp per row (llm.c's layernorm_backward_kernel10 arrangement): the row's sums by
+// warp shuffles, with no block barrier per row; x, dy and dx moved in packs of 8 (width a multiple of 8,
+// pointers aligned: backward() checks); the 8 warps of a block take its chunk's rows in turn and add their
+// weight (and bias) gradients into the block's fp32 sums in shared memory (shared-memory atomics: the
+// warps share columns), written to the block's partials row once at the end. Three reads of each row of x
+// (mean, variance, then the sums and the update: the CPU reference's two-pass statistics) hit L1 after the
+// first.
+
+template <class T>
+__global__ void __launch_bounds__(threads)
+    norm_backward_warp_kernel(const T* x, dview w, const T* dy, T* dx, float* partials, std::size_t sums, std::size_t width,
+                              std::size_t rows, std::size_t chunk, bool center, bool has_bias) {
+  extern __shared__ float block_sums[];  // `sums` floats: d_weight's width, then d_bias's
+  for (std::size_t i = threadIdx.x; i < sums; i += blockDim.x) block_sums[i] = 0.0f;
+  __syncthreads();
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const std::size_t first = blockIdx.x * chunk, last = first + chunk < rows ? first + chunk : rows;
+  constexpr std::size_t step = 32 * pack_elements;  // columns a warp covers per pass
+  for (std::size_t row = first + warp; row < last; row += warps) {
+    const T* xr = x + row * width;
+    const T* gr = dy + row * width;
+    T* dxr = dx + row * width;
+    float v[pack_elements], g[pack_elements], d[pack_elements];
+    float sum = 0;
+    for (std::size_t c = lane * pack_elements; c < width; c += step) {
+      load_floats<pack_elements>(xr, c, v);
+      for (int k = 0; k < pack_elements; ++k) sum += v[k];
+    }
+    const float mean = center ? warp_sum(sum) / width : 0.0f;
+    float sq = 0;
+    for (std::size_t c = lane * pack_elements; c < width; c += step) {
+      load_floats<pack_elements>(xr, c, v);
+      for (int k = 0; k < pack_elements; ++k) sq += (v[k] - mean) * (v[k] - mean);
+    }
+    const float rstd = rsqrtf(warp_sum(sq) / width + norm_epsilon);
+    float s_dxhat = 0, s_dxhat_xhat = 0;
+    for (std::size_t c = lane * pack_elements; c < width; c += step) {
+      load_floats<pack_elements>(xr, c, v);
+      load_floats<pack_elements>(gr, c, g);
+      for (int k = 0; k < pack_elements; ++k) {
+        const float dxhat = g[k] * w.get(c + k);
+        s_dxhat += dxhat;
+        s_dxhat_xhat += dxhat * (v[k] - mean) * rstd;
+      }
+    }
+    const float mean_dxhat = center ? warp_sum(s_dxhat) / width : 0.0f;
+    const float mean_dxhat_xhat = warp_sum(s_dxhat_xhat) / width;
+    for (std::size_t c = lane * pack_elements; c < width; c += step) {
+      load_floats<pack_elements>(xr, c, v);
+      load_floats<pack_elements>(gr, c, g);
+      load_floats<pack_elements>(dxr, c, d);
+      for (int k = 0; k < pack_elements; ++k) {
+        const float xhat = (v[k] - mean) * rstd, dxhat = g[k] * w.get(c + k);
+        d[k] += rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
+        atomicAdd(&block_sums[c + k], g[k] * xhat);
+        if (has_bias) atomicAdd(&block_sums[width + c + k], g[k]);
+      }
+      store_floats<pack_elements>(dxr, c, d);
+    }
+  }
+  __syncthreads();
+  for (std::size_t i = threadIdx.x; i < sums; i += blockDim.x) partials[blockIdx.x * sums + i] = block_sums[i];
+}
+
+// The warp kernel's block sums live in shared memory: up to the default 48 KB (a width of 6,144 with a bias,
+// 12,288 without); wider rows take the block kernel.
+constexpr std::size_t warp_kernel_max_smem = 48 * 1024;
+
+// Launches the warp kernel when x, dy and dx share a float type, the width is a multiple of the pack and
+// every row start is pack-aligned; returns whether it did.
+bool launch_warp_backward(const view& x, const view& w, const view& dy, const view& dx, float* scratch, std::size_t sums,
+                          std::size_t width, std::size_t rows, std::size_t chunk, std::size_t blocks, bool center,
+                          bool has_bias) {
+  if (x.type != dy.type || x.type != dx.type || width % pack_elements != 0 || sums * sizeof(float) > warp_kernel_max_smem)
+    return false;
+  return with_float_type(x.type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(x.data);
+    const T* gp = static_cast<const T*>(dy.data);
+    T* dp = static_cast<T*>(dx.data);
+    if (!all_pack_aligned(xp, gp, static_cast<const T*>(dp))) return false;
+    norm_backward_warp_kernel<T><<<static_cast<unsigned>(blocks), threads, sums * sizeof(float)>>>(
+        xp, device(w), gp, dp, scratch, sums, width, rows, chunk, center, has_bias);
+    TRAINPLAN_CUDA_LAUNCH_CHECK();
+    return true;
+  });
+}
+
 // Column i of the used partial rows, summed and added to the stored gradient once.
 __global__ void norm_partials_sum_kernel(const float* partials, std::size_t blocks, std::size_t sums, std::size_t width,
                                          dview d_weight, dview d_bias) {
@@ -110,9 +257,11 @@ void backward(const view& x, const view& w, const view& dy, const view& dx, cons
   const std::size_t chunk = (rows + std::min(capacity, rows) - 1) / std::min(capacity, rows);
   const std::size_t blocks = (rows + chunk - 1) / chunk;  // <= capacity: every used row is zeroed first
   float* scratch = static_cast<float*>(partials.data);
-  norm_backward_kernel<<<static_cast<unsigned>(blocks), threads>>>(device(x), device(w), device(dy), device(dx), scratch,
-                                                                   sums, width, rows, chunk, center, d_bias != nullptr);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
+  if (!launch_warp_backward(x, w, dy, dx, scratch, sums, width, rows, chunk, blocks, center, d_bias != nullptr)) {
+    norm_backward_kernel<<<static_cast<unsigned>(blocks), threads>>>(device(x), device(w), device(dy), device(dx), scratch,
+                                                                     sums, width, rows, chunk, center, d_bias != nullptr);
+    TRAINPLAN_CUDA_LAUNCH_CHECK();
+  }
   norm_partials_sum_kernel<<<blocks_for(sums, 256), 256>>>(scratch, blocks, sums, width, device(d_weight),
                                                            d_bias ? device(*d_bias) : dview{nullptr, dtype::fp32});
   TRAINPLAN_CUDA_LAUNCH_CHECK();
@@ -122,7 +271,7 @@ void backward(const view& x, const view& w, const view& dy, const view& dx, cons
 
 void layer_norm_forward(const view& x, const view& weight, const view& bias, const view& y, std::size_t rows,
                         std::size_t width) {
-  if (rows == 0) return;
+  if (rows == 0 || launch_warp_forward(x, weight, bias, true, y, rows, width, true)) return;
   norm_forward_kernel<<<static_cast<unsigned>(rows), threads>>>(device(x), device(weight), device(bias), true, device(y),
                                                                 width, true);
   TRAINPLAN_CUDA_LAUNCH_CHECK();
@@ -144,7 +293,7 @@ void residual_norm_forward(const view& residual, const view* mask, float keep_sc
 }
 
 void rms_norm_forward(const view& x, const view& weight, const view& y, std::size_t rows, std::size_t width) {
-  if (rows == 0) return;
+  if (rows == 0 || launch_warp_forward(x, weight, view{}, false, y, rows, width, false)) return;
   norm_forward_kernel<<<static_cast<unsigned>(rows), threads>>>(device(x), device(weight), dview{nullptr, dtype::fp32},
                                                                 false, device(y), width, false);
   TRAINPLAN_CUDA_LAUNCH_CHECK();

@@ -223,6 +223,35 @@ TEST_CASE("norms, activations and dropout masks match the CPU reference", "[gpu]
   CHECK(mask.fetch() == mask.host_values());  // the same hash: exactly the same elements dropped
 }
 
+// Widths that are a multiple of 8 take the warp-per-row kernels (kernels/cuda/norm.cu); 264 leaves lanes
+// with one pack and lanes with two. Two partial rows for 37 rows: chunks of 19 and 18 rows, so each of a
+// block's 8 warps takes several rows in turn.
+TEST_CASE("norms one warp per row match the CPU reference", "[gpu][norm]") {
+  for (dtype t : {dtype::fp32, dtype::bf16}) {
+    INFO((t == dtype::fp32 ? "fp32" : "bf16"));
+    const std::size_t rows = 37, width = 264;
+    twin x(random(rows * width, 40, 2.0f), t), w(random(width, 41), t), dy(random(rows * width, 42), t),
+        dx(random(rows * width, 43), t), dw(random(width, 44), t), db(random(width, 45), t),
+        partials(std::vector<float>(2 * 2 * width), dtype::fp32), b(random(width, 46), t),
+        y(std::vector<float>(rows * width), t);
+    cpu::layer_norm_forward(x.host(), w.host(), b.host(), y.host(), rows, width);
+    gpu::layer_norm_forward(x.dev(), w.dev(), b.dev(), y.dev(), rows, width);
+    check_close("layer norm forward", y, t);
+    cpu::rms_norm_forward(x.host(), w.host(), y.host(), rows, width);
+    gpu::rms_norm_forward(x.dev(), w.dev(), y.dev(), rows, width);
+    check_close("rms norm forward", y, t);
+    cpu::layer_norm_backward(x.host(), w.host(), dy.host(), dx.host(), dw.host(), db.host(), partials.host(), rows, width);
+    gpu::layer_norm_backward(x.dev(), w.dev(), dy.dev(), dx.dev(), dw.dev(), db.dev(), partials.dev(), rows, width);
+    check_close("layer norm dx", dx, t);
+    check_close("layer norm dw", dw, t);
+    check_close("layer norm db", db, t);
+    cpu::rms_norm_backward(x.host(), w.host(), dy.host(), dx.host(), dw.host(), partials.host(), rows, width);
+    gpu::rms_norm_backward(x.dev(), w.dev(), dy.dev(), dx.dev(), dw.dev(), partials.dev(), rows, width);
+    check_close("rms norm dx", dx, t);
+    check_close("rms norm dw", dw, t);
+  }
+}
+
 TEST_CASE("cross-entropy, AdamW, the overflow check and embeddings match the CPU reference", "[gpu][loss][adamw]") {
   const std::size_t rows = 24, vocab = 1000;
   twin logits(random(rows * vocab, 16, 4.0f), dtype::fp32), d(std::vector<float>(rows * vocab), dtype::bf16);
