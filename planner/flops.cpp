@@ -32,7 +32,10 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   } else if (run.recompute == recompute_mode::selective || run.attention == attention_kind::flash) {
     f.recompute_per_step = attention_core;
   }
-  f.hardware_per_step = f.model_per_step + f.recompute_per_step + f.masked_attention_per_step;
+  // The head's forward, input-gradient and (unless frozen) weight-gradient GEMMs run over every stored row.
+  const double padded_rows = static_cast<double>(vocab_rows(m, run.framework) - m.vocab);
+  f.padded_vocab_per_step = passes * 2.0 * static_cast<double>(m.hidden) * padded_rows * f.tokens_per_step;
+  f.hardware_per_step = f.model_per_step + f.recompute_per_step + f.masked_attention_per_step + f.padded_vocab_per_step;
   f.six_n_per_step = 6.0 * static_cast<double>(params.active) * f.tokens_per_step;  // 6 x active with MoE
   return f;
 }

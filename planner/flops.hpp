@@ -17,7 +17,9 @@ struct step_flops {
   double recompute_per_step = 0;           // forward work redone in backward
   double masked_attention_per_step = 0;    // scores computed and then masked out: a sliding window that the
                                            // kernel does not skip (eager attention, Hugging Face's SDPA)
-  double hardware_per_step = 0;            // model + recompute
+  double padded_vocab_per_step = 0;        // the head's GEMMs over the vocabulary rows past V (llm.c and the
+                                           // harness pad V to a multiple of 128: param_count.hpp vocab_rows)
+  double hardware_per_step = 0;            // model + recompute + masked attention + padded vocabulary
   double six_n_per_step = 0;               // the rule of thumb 6 * params * tokens (active params with MoE)
 };
 

@@ -5,6 +5,7 @@
 
 #include "planner/flops.hpp"
 #include "planner/moe.hpp"
+#include "planner/param_count.hpp"
 #include "planner/step_ops_builder.hpp"
 #include "planner/step_ops_hf.hpp"
 
@@ -142,9 +143,13 @@ void add_fused_layer(ops::row_group& layer, ops::row_group& norms, ops::row_grou
 void add_fused_head(ops::row_group& head, const model_spec& m, const run_config& run, double c, double w) {
   const double T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
   const double h = static_cast<double>(m.hidden), V = static_cast<double>(m.vocab), E = T * h;
-  head.add("embedding", op_class::embedding, E * (w + c), 1, E * c + V * h * 4, 2);
+  // llm.c and the harness store the vocabulary padded to a multiple of 128 (planner/param_count.hpp
+  // vocab_rows): the head's GEMMs and the embedding's gradient table run over the padded rows, the loss
+  // over the V classes only.
+  const double Vp = static_cast<double>(vocab_rows(m, run.framework));
+  head.add("embedding", op_class::embedding, E * (w + c), 1, E * c + Vp * h * 4, 2);
   head.add("norm.final", op_class::elementwise, 2 * E * c, 1, 4 * E * c, 2);
-  head.gemm("lm_head", T, V, h, c, c);
+  head.gemm("lm_head", T, Vp, h, c, c);
   // llm.c's fused classifier: softmax, loss and the logits' gradient in one kernel, written in place.
   if (run.framework == framework_kind::llmc)
     head.add("loss.fused_classifier", op_class::loss, 2 * T * V * c, 1, 0, 0);

@@ -18,7 +18,13 @@ TEST_CASE("model FLOPs equal Megatron's 72BsLh^2(1 + s/6h + V/12hL) for a GPT wi
     const step_flops f = count_flops(m, r, count_params(m));
     const double megatron = 72.0 * B * s * L * double(h) * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * L));
     CHECK(f.model_per_step == Approx(megatron).epsilon(1e-12));
-    CHECK(f.hardware_per_step == f.model_per_step);  // eager, no recomputation: nothing redone
+    // Eager, no recomputation: nothing redone. The harness's head runs over the vocabulary padded to a
+    // multiple of 128 (50,257 -> 50,304; 51,200 stays): its forward and two backward GEMMs over the extra rows.
+    const double padded_rows = static_cast<double>(vocab_padded_to_128(V) - V);
+    CHECK(f.padded_vocab_per_step == 3.0 * 2.0 * h * padded_rows * B * s);
+    CHECK(f.hardware_per_step == f.model_per_step + f.padded_vocab_per_step);
+    r.framework = framework_kind::hf;  // stores V rows
+    CHECK(count_flops(m, r, count_params(m)).hardware_per_step == f.model_per_step);
   }
 }
 
