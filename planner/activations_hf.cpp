@@ -65,6 +65,7 @@ enum class keep_class {
   saved,             // saved by autograd from the layer's forward to its backward (recomputed under checkpointing)
   forward_working,   // exists while the layer's forward runs
   backward_working,  // exists while the layer's backward runs
+  backward_moment,   // exists for a moment within the layer's backward (tensor_spec::momentary)
   autocast_cache,    // autocast's weight copies: saved, or under checkpointing cached until the forward ends
   frozen_cast,       // autocast's copies of frozen weights: not cached, saved by the GEMM's backward
 };
@@ -199,6 +200,12 @@ constexpr hf_row layer_rows[] = {
     // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
     // 16-bit copies of either exist only before or after that moment).
     {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // SDPA's math path: a third [b,a,s,s] buffer lives for a moment while both gradients above exist (made and
+    // freed inside the softmax's backward, before the probabilities' gradient is released). torch 2.11's
+    // recorded allocator history of S10 shows it in every layer's backward: three 1 GiB blocks at once, the
+    // reason PyTorch reserves a third 1 GiB segment there (data/measurements/allocator-history-*). By then
+    // the layer's MLP buffers are freed, which the peak timeline's events cannot say: it is momentary.
+    {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, math_path},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
@@ -454,8 +461,9 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     const dtype type = type_of(row.type);
     const tensor_category cat = row.keep == keep_class::autocast_cache || row.keep == keep_class::frozen_cast
                                     ? tensor_category::weights
-                                : row.keep == keep_class::backward_working ? tensor_category::activation_grads
-                                                                           : tensor_category::activations;
+                                : row.keep == keep_class::backward_working || row.keep == keep_class::backward_moment
+                                    ? tensor_category::activation_grads
+                                    : tensor_category::activations;
     switch (row.keep) {
       case keep_class::layer_input: inv.layer(row.name, shape, type, true, true, cat); break;
       case keep_class::saved:
@@ -465,6 +473,9 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         break;
       case keep_class::forward_working: inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer}); break;
       case keep_class::backward_working: inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}); break;
+      case keep_class::backward_moment:
+        inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}).momentary = true;
+        break;
       case keep_class::autocast_cache: {
         // Autocast caches each weight's cast until the autocast region (the whole forward, loss included)
         // ends; under checkpointing nothing else keeps it, and the recomputation casts it again.

@@ -116,6 +116,11 @@ struct tensor_spec {
   bool per_layer = false;             // one instance per layer in [layer_begin, layer_end)
   std::uint32_t layer_begin = 0, layer_end = 0;  // every layer, or (DeepSeek-V3) the dense or the MoE ones
   bool kept_to_backward = false;      // per-layer buffer kept from its forward to its backward
+  // Exists for a moment inside its event, when fewer buffers are live than the event's total (hf's SDPA math
+  // path: a third s x s buffer inside the softmax's backward, after the layer's MLP buffers are freed). The
+  // allocator replay makes and frees it (it is what reserves a segment); the peak timeline, which counts an
+  // event's buffers as live all at once, leaves it out rather than overstate the peak with it.
+  bool momentary = false;
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
   std::array<event_interval, 2> intervals{};
 

@@ -205,13 +205,14 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
     // Builders add runs of buffers with one lifetime (a layer's saved tensors): such a buffer joins its
     // predecessor's group without hashing, and a run's bytes are summed in a register and added to its
     // group once, when the run ends (not through memory, buffer by buffer).
+    const std::uint64_t counted = t.momentary ? 0 : t.bytes;  // planner/inventory.hpp: tensor_spec::momentary
     if (i > 0 && same_lifetime(inv.tensors[i - 1], t)) {
-      run_bytes += t.bytes;
+      run_bytes += counted;
       members[i] = members[i - 1];
       continue;
     }
     if (i > 0) groups[members[i - 1]].bytes += run_bytes;
-    run_bytes = t.bytes;
+    run_bytes = counted;
     const std::uint64_t hash = lifetime_hash(t);
     std::size_t at = static_cast<std::size_t>(hash >> (64 - std::countr_zero(slots)));  // the best-mixed bits
     while (slot[at] != 0 && !(hashes[slot[at] - 1] == hash && same_lifetime(*groups[slot[at] - 1].like, t)))
@@ -392,7 +393,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
         run = 0;
         run_category = t.category;
       }
-      run += static_cast<u128>(counts[members[i]]) * t.bytes;
+      if (!t.momentary) run += static_cast<u128>(counts[members[i]]) * t.bytes;
     }
     category[static_cast<int>(run_category)] += run;
     for (int c = 0; c < tensor_category_count; ++c) out.category_bytes_at_peak[c] = static_cast<std::uint64_t>(category[c]);
@@ -405,7 +406,7 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
                              ? inv.events_per_micro_batch
                              : event_index(p.kind, static_cast<std::int64_t>(p.layer), L);
   for (const tensor_spec& t : inv.tensors) {
-    const std::uint64_t n = instances_at(t, p, first_backward, e, L);
+    const std::uint64_t n = t.momentary ? 0 : instances_at(t, p, first_backward, e, L);
     if (n) out.live_at_peak.push_back({&t, n, n * t.bytes});
   }
   return out;

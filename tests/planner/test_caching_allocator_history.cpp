@@ -63,7 +63,8 @@ bool replay_trace(const std::string& path, trace_replay& out, std::string& error
 
 TEST_CASE("PyTorch's recorded allocations and frees make PyTorch's segments in the simulation", "[allocator][measured]") {
   // S1: GPT-2 amp-bf16 SDPA (cuDNN); S5: the same, checkpointed; S10: a 4-layer Llama in fp32 on SDPA's
-  // math path. S5 and S10 are the runs whose reserved bytes `plan check` replays 2.5% and 5.8% off.
+  // math path. S5 and S10 are the runs whose reserved bytes `plan check` replayed 2.5% and 5.8% off (S10 is
+  // within 0.7% since the profile lists the third s x s buffer its history shows in the softmax backward).
   for (const char* id : {"S1", "S5", "S10"}) {
     INFO(id);
     trace_replay r;
