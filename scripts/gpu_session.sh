@@ -18,14 +18,16 @@
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
 # STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
+# collect-lora (E12 and E13 of the extra preset with the allocator's history: the LoRA runs the replay misses),
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
 # that matches, then check and the history set beside the replay's segments), collect-shared (all 14 so, and
 # profiled); all but collect-gaps by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
-# COLLECT_S, GAPS_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
+# COLLECT_S, GAPS_S, LORA_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
 #
 # `one-call` is the plan for a session lent 15 minutes of device time (the machine's start included) and
-# ten minutes a command: gpu-tests, bench-kernels, bench, suite (with calibrate), collect, in that order
-# (what settles most first), each under its limit (TESTS_S=60 KERNELS_S=45 BENCH_S=150 SUITE_S=150 unless
+# ten minutes a command: gpu-tests, bench-kernels, bench, suite (with calibrate), collect-lora (E12 and E13
+# with the allocator's history, then check and the history beside the replay), collect, in that order
+# (what settles most first), each under its limit (TESTS_S=60 KERNELS_S=45 BENCH_S=150 SUITE_S=150 LORA_S=60 unless
 # set) and all within DEADLINE_S=570 seconds of the script's start: a stage gets at most what is left before
 # it (less 15 s to pack), the collector all that is, so a run with timeout_s 600 returns everything
 # measured. Stages stopped at their limit still return what they wrote: the collector appends a line a run,
@@ -42,14 +44,14 @@ out="${out%/}"  # OUT_DIR/ would put OUT_DIR.tar.gz inside the folder it packs
 shift || true
 stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
 if [ "$stages" = "one-call" ]; then
-  stages="gpu-tests bench-kernels bench suite collect"
-  : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=150}" "${DEADLINE_S:=570}"
+  stages="gpu-tests bench-kernels bench suite collect-lora collect"
+  : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=150}" "${LORA_S:=60}" "${DEADLINE_S:=570}"
   : "${COLLECT_ONLY=E14,E15,E16,E17,E18,E19}"
 fi
 for s in $stages; do
   case "$s" in
-    gpu-tests | bench-kernels | bench | suite | collect | collect-gaps | collect-shared) ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests bench-kernels bench suite collect collect-gaps collect-shared, or one-call alone)" >&2; exit 2 ;;
+    gpu-tests | bench-kernels | bench | suite | collect | collect-gaps | collect-lora | collect-shared) ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests bench-kernels bench suite collect collect-gaps collect-lora collect-shared, or one-call alone)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $stages " == *" $1 "* ]]; }
@@ -149,6 +151,16 @@ if wants suite; then
   stage suite "${SUITE_S:-480}" "$plan" validate --suite gpu --gpu "$gpu" --report-dir "$out/suite"
   suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)
   [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
+fi
+# The two LoRA runs whose reserved bytes the replay misses (E12 +5.6%, E13 -10.3%), with the allocator's
+# history, as S10's history showed the buffer the profile lacked.
+if wants collect-lora && command -v python3 >/dev/null && python3 -c "import torch, transformers, peft" 2>/dev/null; then
+  stage collect-lora "${LORA_S:-90}" python3 scripts/collect_hf.py --preset extra --only E12,E13 \
+    --memory-history "$out-history" -o "$out/lora.jsonl"
+  [ -s "$out/lora.jsonl" ] && stage check-lora 30 "$plan" check --gpu "$gpu" "$out/lora.jsonl" \
+    --segments-out "$out/replay-lora.jsonl"
+  [ -s "$out/replay-lora.jsonl" ] && [ -d "$out-history" ] &&
+    stage compare-lora 30 python3 scripts/compare_allocator_history.py "$out-history" "$out/replay-lora.jsonl"
 fi
 if wants collect && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
   stage collect "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset extra ${COLLECT_ONLY:+--only "$COLLECT_ONLY"} \
