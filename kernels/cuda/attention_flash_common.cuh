@@ -3,6 +3,7 @@
 // shared memory; attention_flash_mma.cu: mma.sync with the scores in registers): the 64-row tiles and their
 // loads, the layout of qkv, shared-memory opt-in, and the dispatch on dtype and head_dim.
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <type_traits>
@@ -50,6 +51,30 @@ __device__ void load_tile(T* dst, int ld, dview src, std::size_t first, std::siz
   }
 }
 
+// Key tile k0 of kv head kvh in sequence b: its K and V rows (zeros past the sequence) into shared memory.
+template <class T, int D>
+__device__ void load_key_tile(T* sk, T* sv, int ld, const fast_layout& L, dview qkv, int b, int kvh, int k0) {
+  const std::size_t first = (static_cast<std::size_t>(b) * L.seq + k0) * L.qkv_width;
+  load_tile<T, D>(sk, ld, qkv, first + static_cast<std::size_t>(L.heads + kvh) * D, L.qkv_width, L.seq - k0, true);
+  load_tile<T, D>(sv, ld, qkv, first + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D, L.qkv_width, L.seq - k0, true);
+}
+
+// The dK/dV kernels' per-query-tile inputs: query tile q0 of head h in sequence b, its Q and dO rows (zeros
+// past the sequence) and its log-sum-exp and delta (FlashAttention-2, Alg. 2) into shared memory.
+template <class T, int D>
+__device__ void load_query_tile(T* sq, T* sdo, float* slse, float* sdelta, int ld, const fast_layout& L, dview qkv,
+                                dview d_out, bool d_out_vector, dview lse, dview delta, int b, int h, int q0) {
+  const std::size_t seq0 = static_cast<std::size_t>(b) * L.seq * L.qkv_width;
+  const std::size_t row0 = (static_cast<std::size_t>(b) * L.heads + h) * L.seq + q0;  // lse/delta index of q0
+  load_tile<T, D>(sq, ld, qkv, seq0 + q0 * L.qkv_width + static_cast<std::size_t>(h) * D, L.qkv_width, L.seq - q0, true);
+  load_tile<T, D>(sdo, ld, d_out, (static_cast<std::size_t>(b) * L.seq + q0) * L.out_width + static_cast<std::size_t>(h) * D,
+                  L.out_width, L.seq - q0, d_out_vector);
+  for (int c = threadIdx.x; c < tile; c += tile_threads) {
+    slse[c] = q0 + c < L.seq ? lse.get(row0 + c) : 0.0f;
+    sdelta[c] = q0 + c < L.seq ? delta.get(row0 + c) : 0.0f;
+  }
+}
+
 inline bool aligned16(const view& v) { return reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0; }
 
 inline int current_device() {
@@ -89,6 +114,38 @@ void allow_smem(std::size_t bytes) {
 inline fast_layout make_fast_layout(const attention_shape& sh) {
   return {static_cast<int>(sh.seq), static_cast<int>(sh.heads), static_cast<int>(sh.kv_heads),
           static_cast<int>(sh.heads / sh.kv_heads), sh.qkv_width(), sh.out_width()};
+}
+
+// The forward's launch, the same for both kernel sets: one block per (query tile, head, batch), the last
+// query tile first (blockIdx.x reversed inside the kernel), with `smem_bytes` of dynamic shared memory.
+template <auto Kernel, int D>
+void launch_flash_forward(std::size_t smem_bytes, const attention_shape& sh, const view& qkv, const attention_dropout& drop,
+                          const view& out, const view& lse) {
+  allow_smem<Kernel>(smem_bytes);
+  const dim3 grid(static_cast<unsigned>((sh.seq + tile - 1) / tile), static_cast<unsigned>(sh.heads),
+                  static_cast<unsigned>(sh.batch));
+  Kernel<<<grid, tile_threads, smem_bytes>>>(make_fast_layout(sh), device(qkv), drop, device(out), device(lse),
+                                             1.0f / std::sqrt(static_cast<float>(D)));
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
+}
+
+// The backward's two launches: dK/dV per (key tile, kv head, batch), then dQ per (query tile, head, batch).
+template <auto DkvKernel, auto DqKernel, class T, int D>
+void launch_flash_backward(std::size_t dkv_bytes, std::size_t dq_bytes, const attention_shape& sh, const view& qkv,
+                           const view& lse, const attention_dropout& drop, const view& d_out, const view& delta,
+                           const view& d_qkv) {
+  allow_smem<DkvKernel>(dkv_bytes);
+  allow_smem<DqKernel>(dq_bytes);
+  const fast_layout L = make_fast_layout(sh);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const bool d_out_vector = d_out.type == dtype_of<T>() && aligned16(d_out);
+  const unsigned n_tiles = static_cast<unsigned>((sh.seq + tile - 1) / tile);
+  DkvKernel<<<dim3(n_tiles, static_cast<unsigned>(sh.kv_heads), static_cast<unsigned>(sh.batch)), tile_threads, dkv_bytes>>>(
+      L, device(qkv), device(lse), device(delta), device(d_out), d_out_vector, drop, device(d_qkv), scale);
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
+  DqKernel<<<dim3(n_tiles, static_cast<unsigned>(sh.heads), static_cast<unsigned>(sh.batch)), tile_threads, dq_bytes>>>(
+      L, device(qkv), device(lse), device(delta), device(d_out), d_out_vector, drop, device(d_qkv), scale);
+  TRAINPLAN_CUDA_LAUNCH_CHECK();
 }
 
 template <int D> using dim_tag = std::integral_constant<int, D>;

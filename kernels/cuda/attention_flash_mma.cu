@@ -109,6 +109,45 @@ __device__ inline void a_from_accumulators(std::uint32_t (&a)[4], const float (&
   a[3] = pack2<T>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
 }
 
+// Two (16, 64) products of a warp at once, x = A1 B1^T and y = A2 B2^T: A1, A2 rows [row0, row0 + 16) and
+// B1, B2 all 64 rows of row-major (tile, D) shared-memory tiles, k along D (S and dP, or S^T and dP^T).
+template <class T, int D>
+__device__ inline void two_strip_products(float (&x)[key_tiles8][4], float (&y)[key_tiles8][4], const T* a1, const T* b1,
+                                          const T* a2, const T* b2, int row0, int g, int t) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    std::uint32_t f1[4], f2[4];
+    a_from_rows<T, D>(f1, a1, row0, ks, g, t);
+    a_from_rows<T, D>(f2, a2, row0, ks, g, t);
+#pragma unroll
+    for (int nt = 0; nt < key_tiles8; ++nt) {
+      std::uint32_t h1[2], h2[2];
+      b_from_rows<T, D>(h1, b1, nt * 8, ks, g, t);
+      b_from_rows<T, D>(h2, b2, nt * 8, ks, g, t);
+      mma16816<T>(x[nt], f1, h1);
+      mma16816<T>(y[nt], f2, h2);
+    }
+  }
+}
+
+// acc += C X for a warp: C its (16, 64) fp32 accumulator strip (rounded to T as the A operand), X a row-major
+// (64, D) shared-memory tile (through ldmatrix.trans), acc a (16, D) accumulator: P V, P~^T dO, dS^T Q, dS K.
+template <class T, int D>
+__device__ inline void accumulate_strip_times_tile(float (&acc)[D / 8][4], const float (&c)[key_tiles8][4], const T* x,
+                                                   int lane) {
+#pragma unroll
+  for (int kk = 0; kk < k_steps; ++kk) {
+    std::uint32_t af[4];
+    a_from_accumulators<T>(af, c, kk);
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      std::uint32_t bf[2];
+      b_from_columns<T, D>(bf, x, kk, dn, lane);
+      mma16816<T>(acc[dn], af, bf);
+    }
+  }
+}
+
 // The max (or sum) of a row over the four lanes t = 0..3 that hold it.
 __device__ inline float quad_max(float v) {
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
@@ -148,10 +187,7 @@ __global__ void __launch_bounds__(tile_threads)
   for (int kt = 0; kt <= qt; ++kt) {  // B_r == B_c: key tiles past the diagonal are fully masked
     const int k0 = kt * tile;
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<T, D>(sk, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + kvh) * D, L.qkv_width,
-                    L.seq - k0, true);
-    load_tile<T, D>(sv, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D,
-                    L.qkv_width, L.seq - k0, true);
+    load_key_tile<T, D>(sk, sv, ld, L, qkv, b, kvh, k0);
     __syncthreads();
 
     float s[key_tiles8][4] = {};  // S = Q K^T for the warp's rows, unscaled
@@ -203,18 +239,7 @@ __global__ void __launch_bounds__(tile_threads)
         s[nt][e] = p;
       }
 
-    // O += P V: P from the registers, V through ldmatrix.trans.
-#pragma unroll
-    for (int kk = 0; kk < k_steps; ++kk) {
-      std::uint32_t pf[4];
-      a_from_accumulators<T>(pf, s, kk);
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        std::uint32_t vf[2];
-        b_from_columns<T, D>(vf, sv, kk, dn, lane);
-        mma16816<T>(o[dn], pf, vf);
-      }
-    }
+    accumulate_strip_times_tile<T, D>(o, s, sv, lane);  // O += P V: P from the registers
   }
 
 #pragma unroll
@@ -254,8 +279,7 @@ __global__ void __launch_bounds__(tile_threads)
   const std::size_t seq0 = static_cast<std::size_t>(b) * L.seq * L.qkv_width;
   const std::size_t k_first = seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + kvh) * D;
   const std::size_t v_first = seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D;
-  load_tile<T, D>(sk, ld, qkv, k_first, L.qkv_width, L.seq - k0, true);
-  load_tile<T, D>(sv, ld, qkv, v_first, L.qkv_width, L.seq - k0, true);
+  load_key_tile<T, D>(sk, sv, ld, L, qkv, b, kvh, k0);
 
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
   const float keep_scale = drop.p > 0 ? 1.0f / (1.0f - drop.p) : 1.0f;
@@ -266,30 +290,11 @@ __global__ void __launch_bounds__(tile_threads)
       const int q0 = qt * tile;
       const std::size_t row0 = (static_cast<std::size_t>(b) * L.heads + h) * L.seq + q0;  // lse/delta index of q0
       __syncthreads();  // every warp is done with the previous Q, dO, lse and delta (and, at the start, K and V are written)
-      load_tile<T, D>(sq, ld, qkv, seq0 + q0 * L.qkv_width + static_cast<std::size_t>(h) * D, L.qkv_width, L.seq - q0, true);
-      load_tile<T, D>(sdo, ld, d_out, (static_cast<std::size_t>(b) * L.seq + q0) * L.out_width + static_cast<std::size_t>(h) * D,
-                      L.out_width, L.seq - q0, d_out_vector);
-      for (int c = threadIdx.x; c < tile; c += tile_threads) {
-        slse[c] = q0 + c < L.seq ? lse.get(row0 + c) : 0.0f;
-        sdelta[c] = q0 + c < L.seq ? delta.get(row0 + c) : 0.0f;
-      }
+      load_query_tile<T, D>(sq, sdo, slse, sdelta, ld, L, qkv, d_out, d_out_vector, lse, delta, b, h, q0);
       __syncthreads();
 
-      float st[key_tiles8][4] = {}, dpt[key_tiles8][4] = {};  // S^T and dP~^T: (16 keys, 64 queries) per warp
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        std::uint32_t kf[4], vf[4];
-        a_from_rows<T, D>(kf, sk, warp * 16, ks, g, t);
-        a_from_rows<T, D>(vf, sv, warp * 16, ks, g, t);
-#pragma unroll
-        for (int nt = 0; nt < key_tiles8; ++nt) {
-          std::uint32_t qf[2], of[2];
-          b_from_rows<T, D>(qf, sq, nt * 8, ks, g, t);
-          b_from_rows<T, D>(of, sdo, nt * 8, ks, g, t);
-          mma16816<T>(st[nt], kf, qf);
-          mma16816<T>(dpt[nt], vf, of);
-        }
-      }
+      float st[key_tiles8][4] = {}, dpt[key_tiles8][4] = {};  // S^T = K Q^T and dP~^T = V dO^T: (16 keys, 64 queries)
+      two_strip_products<T, D>(st, dpt, sk, sq, sv, sdo, warp * 16, g, t);
 
       // st becomes P~^T (dropped probabilities), dpt becomes dS^T.
 #pragma unroll
@@ -313,20 +318,8 @@ __global__ void __launch_bounds__(tile_threads)
           dpt[nt][e] = ds;
         }
 
-#pragma unroll
-      for (int kk = 0; kk < k_steps; ++kk) {
-        std::uint32_t pf[4], sf[4];
-        a_from_accumulators<T>(pf, st, kk);
-        a_from_accumulators<T>(sf, dpt, kk);
-#pragma unroll
-        for (int dn = 0; dn < D / 8; ++dn) {
-          std::uint32_t of[2], qf[2];
-          b_from_columns<T, D>(of, sdo, kk, dn, lane);
-          b_from_columns<T, D>(qf, sq, kk, dn, lane);
-          mma16816<T>(dv[dn], pf, of);  // dV += P~^T dO
-          mma16816<T>(dk[dn], sf, qf);  // dK += dS^T Q
-        }
-      }
+      accumulate_strip_times_tile<T, D>(dv, st, sdo, lane);  // dV += P~^T dO
+      accumulate_strip_times_tile<T, D>(dk, dpt, sq, lane);  // dK += dS^T Q
     }
 
 #pragma unroll
@@ -378,27 +371,11 @@ __global__ void __launch_bounds__(tile_threads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * tile;
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<T, D>(sk, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + kvh) * D, L.qkv_width,
-                    L.seq - k0, true);
-    load_tile<T, D>(sv, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D,
-                    L.qkv_width, L.seq - k0, true);
+    load_key_tile<T, D>(sk, sv, ld, L, qkv, b, kvh, k0);
     __syncthreads();  // K, V (and at kt = 0 Q and dO) visible to every warp
 
     float s[key_tiles8][4] = {}, dp[key_tiles8][4] = {};  // S = Q K^T and dP~ = dO V^T
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      std::uint32_t qf[4], of[4];
-      a_from_rows<T, D>(qf, sq, warp * 16, ks, g, t);
-      a_from_rows<T, D>(of, sdo, warp * 16, ks, g, t);
-#pragma unroll
-      for (int nt = 0; nt < key_tiles8; ++nt) {
-        std::uint32_t kf[2], vf[2];
-        b_from_rows<T, D>(kf, sk, nt * 8, ks, g, t);
-        b_from_rows<T, D>(vf, sv, nt * 8, ks, g, t);
-        mma16816<T>(s[nt], qf, kf);
-        mma16816<T>(dp[nt], of, vf);
-      }
-    }
+    two_strip_products<T, D>(s, dp, sq, sk, sdo, sv, warp * 16, g, t);
 
 #pragma unroll
     for (int nt = 0; nt < key_tiles8; ++nt)
@@ -415,17 +392,7 @@ __global__ void __launch_bounds__(tile_threads)
         s[nt][e] = ds;
       }
 
-#pragma unroll
-    for (int kk = 0; kk < k_steps; ++kk) {
-      std::uint32_t sf[4];
-      a_from_accumulators<T>(sf, s, kk);
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        std::uint32_t kf[2];
-        b_from_columns<T, D>(kf, sk, kk, dn, lane);
-        mma16816<T>(dq[dn], sf, kf);  // dQ += dS K
-      }
-    }
+    accumulate_strip_times_tile<T, D>(dq, s, sk, lane);  // dQ += dS K
   }
 
 #pragma unroll
@@ -444,50 +411,24 @@ template <int D> constexpr std::size_t forward_bytes = 3 * tile_bytes<D>;       
 template <int D> constexpr std::size_t dkv_bytes = 4 * tile_bytes<D> + 2 * tile * sizeof(float);         // + lse, delta
 template <int D> constexpr std::size_t dq_bytes = 4 * tile_bytes<D>;                                     // Q, dO, K, V
 
-template <class T, int D>
-void forward_mma(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out, const view& lse) {
-  constexpr std::size_t smem_bytes = forward_bytes<D>;
-  allow_smem<flash_forward_mma_kernel<T, D>>(smem_bytes);
-  const dim3 grid(static_cast<unsigned>((sh.seq + tile - 1) / tile), static_cast<unsigned>(sh.heads),
-                  static_cast<unsigned>(sh.batch));
-  flash_forward_mma_kernel<T, D><<<grid, tile_threads, smem_bytes>>>(
-      make_fast_layout(sh), device(qkv), drop, device(out), device(lse), 1.0f / std::sqrt(static_cast<float>(D)));
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-}
-
-template <class T, int D>
-void backward_mma(const attention_shape& sh, const view& qkv, const view& lse, const attention_dropout& drop,
-                  const view& d_out, const view& delta, const view& d_qkv) {
-  constexpr std::size_t dkv_smem = dkv_bytes<D>, dq_smem = dq_bytes<D>;
-  allow_smem<flash_dkv_mma_kernel<T, D>>(dkv_smem);
-  allow_smem<flash_dq_mma_kernel<T, D>>(dq_smem);
-  const fast_layout L = make_fast_layout(sh);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const bool d_out_vector = d_out.type == dtype_of<T>() && aligned16(d_out);
-  const unsigned n_tiles = static_cast<unsigned>((sh.seq + tile - 1) / tile);
-  flash_dkv_mma_kernel<T, D><<<dim3(n_tiles, static_cast<unsigned>(sh.kv_heads), static_cast<unsigned>(sh.batch)),
-                               tile_threads, dkv_smem>>>(L, device(qkv), device(lse), device(delta), device(d_out),
-                                                            d_out_vector, drop, device(d_qkv), scale);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-  flash_dq_mma_kernel<T, D><<<dim3(n_tiles, static_cast<unsigned>(sh.heads), static_cast<unsigned>(sh.batch)),
-                              tile_threads, dq_smem>>>(L, device(qkv), device(lse), device(delta), device(d_out),
-                                                          d_out_vector, drop, device(d_qkv), scale);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-}
-
 }  // namespace
 
 void mma_flash_forward(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out,
                        const view& lse) {
   dispatch(qkv.type, sh.head_dim, [&](auto t, auto d) {
-    forward_mma<typename decltype(t)::type, decltype(d)::value>(sh, qkv, drop, out, lse);
+    using T = typename decltype(t)::type;
+    constexpr int D = decltype(d)::value;
+    launch_flash_forward<flash_forward_mma_kernel<T, D>, D>(forward_bytes<D>, sh, qkv, drop, out, lse);
   });
 }
 
 void mma_flash_backward(const attention_shape& sh, const view& qkv, const view& lse, const attention_dropout& drop,
                         const view& d_out, const view& delta, const view& d_qkv) {
   dispatch(qkv.type, sh.head_dim, [&](auto t, auto d) {
-    backward_mma<typename decltype(t)::type, decltype(d)::value>(sh, qkv, lse, drop, d_out, delta, d_qkv);
+    using T = typename decltype(t)::type;
+    constexpr int D = decltype(d)::value;
+    launch_flash_backward<flash_dkv_mma_kernel<T, D>, flash_dq_mma_kernel<T, D>, T, D>(dkv_bytes<D>, dq_bytes<D>, sh, qkv, lse,
+                                                                                     drop, d_out, delta, d_qkv);
   });
 }
 

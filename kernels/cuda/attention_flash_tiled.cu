@@ -152,10 +152,7 @@ __global__ void __launch_bounds__(tile_threads)
   for (int kt = 0; kt <= qt; ++kt) {  // B_r == B_c: key tiles past the diagonal are fully masked
     const int k0 = kt * tile;
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<T, D>(sk, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + kvh) * D, L.qkv_width,
-                    L.seq - k0, true);
-    load_tile<T, D>(sv, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D,
-                    L.qkv_width, L.seq - k0, true);
+    load_key_tile<T, D>(sk, sv, ld, L, qkv, b, kvh, k0);
     __syncthreads();  // K, V (and at kt = 0 Q and the zeroed O) visible to every warp
 
     strip_a_bt<T, D>(sq + warp * wm * ld, sk, ld, ss + warp * wm * ld_s);  // S = Q K^T, unscaled
@@ -242,8 +239,7 @@ __global__ void __launch_bounds__(tile_threads)
   const std::size_t seq0 = static_cast<std::size_t>(b) * L.seq * L.qkv_width;
   const std::size_t k_first = seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + kvh) * D;
   const std::size_t v_first = seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D;
-  load_tile<T, D>(sk, ld, qkv, k_first, L.qkv_width, L.seq - k0, true);
-  load_tile<T, D>(sv, ld, qkv, v_first, L.qkv_width, L.seq - k0, true);
+  load_key_tile<T, D>(sk, sv, ld, L, qkv, b, kvh, k0);
 
   wmma::fragment<wmma::accumulator, wm, wm, wm, float> dk[D / wm], dv[D / wm];
 #pragma unroll
@@ -260,13 +256,7 @@ __global__ void __launch_bounds__(tile_threads)
       const int q0 = qt * tile;
       const std::size_t row0 = (static_cast<std::size_t>(b) * L.heads + h) * L.seq + q0;  // lse/delta index of q0
       __syncthreads();  // every warp is done with the previous Q, dO, lse and delta
-      load_tile<T, D>(sq, ld, qkv, seq0 + q0 * L.qkv_width + static_cast<std::size_t>(h) * D, L.qkv_width, L.seq - q0, true);
-      load_tile<T, D>(sdo, ld, d_out, (static_cast<std::size_t>(b) * L.seq + q0) * L.out_width + static_cast<std::size_t>(h) * D,
-                      L.out_width, L.seq - q0, d_out_vector);
-      for (int c = threadIdx.x; c < tile; c += tile_threads) {
-        slse[c] = q0 + c < L.seq ? lse.get(row0 + c) : 0.0f;
-        sdelta[c] = q0 + c < L.seq ? delta.get(row0 + c) : 0.0f;
-      }
+      load_query_tile<T, D>(sq, sdo, slse, sdelta, ld, L, qkv, d_out, d_out_vector, lse, delta, b, h, q0);
       __syncthreads();
 
       strip_a_bt<T, D>(sk + warp * wm * ld, sq, ld, sst + warp * wm * ld_s);    // S^T = K Q^T, unscaled
@@ -345,10 +335,7 @@ __global__ void __launch_bounds__(tile_threads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int k0 = kt * tile;
     __syncthreads();  // every warp is done with the previous K and V
-    load_tile<T, D>(sk, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + kvh) * D, L.qkv_width,
-                    L.seq - k0, true);
-    load_tile<T, D>(sv, ld, qkv, seq0 + k0 * L.qkv_width + static_cast<std::size_t>(L.heads + L.kv_heads + kvh) * D,
-                    L.qkv_width, L.seq - k0, true);
+    load_key_tile<T, D>(sk, sv, ld, L, qkv, b, kvh, k0);
     __syncthreads();  // K, V (and at kt = 0 Q and dO) visible to every warp
 
     strip_a_bt<T, D>(sq + warp * wm * ld, sk, ld, ss + warp * wm * ld_s);    // S = Q K^T, unscaled
@@ -380,37 +367,6 @@ __global__ void __launch_bounds__(tile_threads)
 }
 
 // ---- fast-path dispatch ------------------------------------------------------------------------------
-
-template <class T, int D>
-void forward_tiled(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out, const view& lse) {
-  constexpr std::size_t bytes = forward_smem<D>::bytes;
-  allow_smem<flash_forward_tiled_kernel<T, D>>(bytes);
-  const dim3 grid(static_cast<unsigned>((sh.seq + tile - 1) / tile), static_cast<unsigned>(sh.heads),
-                  static_cast<unsigned>(sh.batch));
-  flash_forward_tiled_kernel<T, D><<<grid, tile_threads, bytes>>>(make_fast_layout(sh), device(qkv), drop, device(out),
-                                                                  device(lse), 1.0f / std::sqrt(static_cast<float>(D)));
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-}
-
-template <class T, int D>
-void backward_tiled(const attention_shape& sh, const view& qkv, const view& lse, const attention_dropout& drop,
-                    const view& d_out, const view& delta, const view& d_qkv) {
-  constexpr std::size_t dkv_bytes = dkv_smem<D>::bytes, dq_bytes = dq_smem<D>::bytes;
-  allow_smem<flash_dkv_tiled_kernel<T, D>>(dkv_bytes);
-  allow_smem<flash_dq_tiled_kernel<T, D>>(dq_bytes);
-  const fast_layout L = make_fast_layout(sh);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const bool d_out_vector = d_out.type == dtype_of<T>() && aligned16(d_out);
-  const unsigned n_tiles = static_cast<unsigned>((sh.seq + tile - 1) / tile);
-  flash_dkv_tiled_kernel<T, D><<<dim3(n_tiles, static_cast<unsigned>(sh.kv_heads), static_cast<unsigned>(sh.batch)),
-                                 tile_threads, dkv_bytes>>>(L, device(qkv), device(lse), device(delta), device(d_out),
-                                                            d_out_vector, drop, device(d_qkv), scale);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-  flash_dq_tiled_kernel<T, D><<<dim3(n_tiles, static_cast<unsigned>(sh.heads), static_cast<unsigned>(sh.batch)),
-                                tile_threads, dq_bytes>>>(L, device(qkv), device(lse), device(delta), device(d_out),
-                                                          d_out_vector, drop, device(d_qkv), scale);
-  TRAINPLAN_CUDA_LAUNCH_CHECK();
-}
 
 // The largest block of the fast path for head_dim D (the dK/dV kernel's).
 std::size_t fast_smem_bytes(std::size_t d) {
@@ -444,14 +400,19 @@ bool tiled_flash_usable(const attention_shape& sh, const view& qkv) { return fas
 void tiled_flash_forward(const attention_shape& sh, const view& qkv, const attention_dropout& drop, const view& out,
                          const view& lse) {
   dispatch(qkv.type, sh.head_dim, [&](auto t, auto d) {
-    forward_tiled<typename decltype(t)::type, decltype(d)::value>(sh, qkv, drop, out, lse);
+    using T = typename decltype(t)::type;
+    constexpr int D = decltype(d)::value;
+    launch_flash_forward<flash_forward_tiled_kernel<T, D>, D>(forward_smem<D>::bytes, sh, qkv, drop, out, lse);
   });
 }
 
 void tiled_flash_backward(const attention_shape& sh, const view& qkv, const view& lse, const attention_dropout& drop,
                           const view& d_out, const view& delta, const view& d_qkv) {
   dispatch(qkv.type, sh.head_dim, [&](auto t, auto d) {
-    backward_tiled<typename decltype(t)::type, decltype(d)::value>(sh, qkv, lse, drop, d_out, delta, d_qkv);
+    using T = typename decltype(t)::type;
+    constexpr int D = decltype(d)::value;
+    launch_flash_backward<flash_dkv_tiled_kernel<T, D>, flash_dq_tiled_kernel<T, D>, T, D>(
+        dkv_smem<D>::bytes, dq_smem<D>::bytes, sh, qkv, lse, drop, d_out, delta, d_qkv);
   });
 }
 

@@ -64,6 +64,26 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
+// A row's mean (0 without centering) and 1 / sqrt(variance + eps) over one warp, in the CPU's two passes
+// (the mean, then the squared deviations), x read in packs of 8 by lane-strided columns.
+template <class T>
+__device__ void warp_row_stats(const T* xr, std::size_t width, unsigned lane, bool center, float& mean, float& rstd) {
+  constexpr std::size_t step = 32 * pack_elements;  // columns a warp covers per pass
+  float v[pack_elements];
+  float sum = 0;
+  for (std::size_t c = lane * pack_elements; c < width; c += step) {
+    load_floats<pack_elements>(xr, c, v);
+    for (int k = 0; k < pack_elements; ++k) sum += v[k];
+  }
+  mean = center ? warp_sum(sum) / width : 0.0f;
+  float sq = 0;
+  for (std::size_t c = lane * pack_elements; c < width; c += step) {
+    load_floats<pack_elements>(xr, c, v);
+    for (int k = 0; k < pack_elements; ++k) sq += (v[k] - mean) * (v[k] - mean);
+  }
+  rstd = rsqrtf(warp_sum(sq) / width + norm_epsilon);
+}
+
 // The forward with one warp per row (8 rows a block), for x and y of one float type and a width that is a
 // multiple of 8 with aligned rows: the sums by warp shuffles, no block barrier; x read in packs of 8 three
 // times (mean, variance: the CPU's two-pass statistics; then the output), from L1 after the first.
@@ -77,18 +97,8 @@ __global__ void __launch_bounds__(threads)
   constexpr std::size_t step = 32 * pack_elements;
   const T* xr = x + row * width;
   float v[pack_elements];
-  float sum = 0;
-  for (std::size_t c = lane * pack_elements; c < width; c += step) {
-    load_floats<pack_elements>(xr, c, v);
-    for (int k = 0; k < pack_elements; ++k) sum += v[k];
-  }
-  const float mean = center ? warp_sum(sum) / width : 0.0f;
-  float sq = 0;
-  for (std::size_t c = lane * pack_elements; c < width; c += step) {
-    load_floats<pack_elements>(xr, c, v);
-    for (int k = 0; k < pack_elements; ++k) sq += (v[k] - mean) * (v[k] - mean);
-  }
-  const float rstd = rsqrtf(warp_sum(sq) / width + norm_epsilon);
+  float mean, rstd;
+  warp_row_stats(xr, width, lane, center, mean, rstd);
   for (std::size_t c = lane * pack_elements; c < width; c += step) {
     load_floats<pack_elements>(xr, c, v);
     for (int k = 0; k < pack_elements; ++k) {
@@ -171,18 +181,8 @@ __global__ void __launch_bounds__(threads)
     const T* gr = dy + row * width;
     T* dxr = dx + row * width;
     float v[pack_elements], g[pack_elements], d[pack_elements];
-    float sum = 0;
-    for (std::size_t c = lane * pack_elements; c < width; c += step) {
-      load_floats<pack_elements>(xr, c, v);
-      for (int k = 0; k < pack_elements; ++k) sum += v[k];
-    }
-    const float mean = center ? warp_sum(sum) / width : 0.0f;
-    float sq = 0;
-    for (std::size_t c = lane * pack_elements; c < width; c += step) {
-      load_floats<pack_elements>(xr, c, v);
-      for (int k = 0; k < pack_elements; ++k) sq += (v[k] - mean) * (v[k] - mean);
-    }
-    const float rstd = rsqrtf(warp_sum(sq) / width + norm_epsilon);
+    float mean, rstd;
+    warp_row_stats(xr, width, lane, center, mean, rstd);
     float s_dxhat = 0, s_dxhat_xhat = 0;
     for (std::size_t c = lane * pack_elements; c < width; c += step) {
       load_floats<pack_elements>(xr, c, v);

@@ -9,24 +9,33 @@
 
 using namespace trainplan;
 
+namespace {
+
+// llm.c's measured runs: GPT-2 shapes at T = 1024, built without cuDNN, its default -r 1.
+plan_result plan_llmc(std::uint64_t layers, std::uint64_t hidden, std::uint64_t heads, std::uint64_t batch) {
+  const gpu_spec& h100 = test::data().gpu("h100");
+  model_spec m = test::gpt_shape(layers, hidden, heads, 50257);
+  m.max_positions = 1024;
+  run_config run;
+  run.framework = framework_kind::llmc;
+  run.seq = 1024;
+  run.micro_batch = batch;
+  run.dropout = 0;
+  run.attention = attention_kind::eager;      // built without cuDNN
+  run.recompute = recompute_mode::selective;  // llm.c -r 1, its default
+  return evaluate_plan(m, run, h100, test::data().calibration_for(h100));
+}
+
+}  // namespace
+
 TEST_CASE("llmc profile: llm.c's device memory on an H100 within 5%", "[framework][llmc]") {
   struct row {
     std::uint64_t layers, hidden, heads, batch, measured_mib;
   };
   // GPT-2 124M (d12) at B16, GPT-2 1.56B (d48) at B4 and B8; T = 1024.
   const row rows[] = {{12, 768, 12, 16, 12370}, {48, 1600, 25, 4, 41672}, {48, 1600, 25, 8, 59006}};
-  const gpu_spec& h100 = test::data().gpu("h100");
   for (const row& r : rows) {
-    model_spec m = test::gpt_shape(r.layers, r.hidden, r.heads, 50257);
-    m.max_positions = 1024;
-    run_config run;
-    run.framework = framework_kind::llmc;
-    run.seq = 1024;
-    run.micro_batch = r.batch;
-    run.dropout = 0;
-    run.attention = attention_kind::eager;       // built without cuDNN
-    run.recompute = recompute_mode::selective;   // llm.c -r 1, its default
-    const plan_result p = evaluate_plan(m, run, h100, test::data().calibration_for(h100));
+    const plan_result p = plan_llmc(r.layers, r.hidden, r.heads, r.batch);
     const double measured = static_cast<double>(r.measured_mib) * 1048576.0;
     WARN("d" << r.layers << " B" << r.batch << ": predicted " << p.peak_bytes / 1048576.0 << " MiB, measured " << r.measured_mib);
     // Tolerance: issue 9's 5% for the device level.
@@ -44,18 +53,8 @@ TEST_CASE("llmc profile: llm.c's step times on an H100 within 15%", "[framework]
     double measured_s;
   };
   const row rows[] = {{12, 768, 12, 16, 0.0514}, {48, 1600, 25, 4, 0.1461}, {48, 1600, 25, 8, 0.2610}};
-  const gpu_spec& h100 = test::data().gpu("h100");
   for (const row& r : rows) {
-    model_spec m = test::gpt_shape(r.layers, r.hidden, r.heads, 50257);
-    m.max_positions = 1024;
-    run_config run;
-    run.framework = framework_kind::llmc;
-    run.seq = 1024;
-    run.micro_batch = r.batch;
-    run.dropout = 0;
-    run.attention = attention_kind::eager;
-    run.recompute = recompute_mode::selective;
-    const plan_result p = evaluate_plan(m, run, h100, test::data().calibration_for(h100));
+    const plan_result p = plan_llmc(r.layers, r.hidden, r.heads, r.batch);
     WARN("d" << r.layers << " B" << r.batch << ": predicted " << p.time.step_seconds << " s, measured " << r.measured_s);
     CHECK(std::abs(p.time.step_seconds - r.measured_s) <= 0.15 * r.measured_s);
   }
