@@ -129,8 +129,8 @@ measured_run read_run(const line_reader& r) {
   if (!m.is_object()) throw input_error(fmt::format("{}: field 'model' must be an object", r.where));
   const line_reader mr{m, r.where + " model"};
   const std::string fam = mr.text("fam");
-  if (fam != "gpt2" && fam != "llama" && fam != "mistral" && fam != "qwen2")
-    throw input_error(fmt::format("{}: unknown model family '{}' (known: gpt2, llama, mistral, qwen2)", r.where, fam));
+  if (fam != "gpt2" && fam != "llama" && fam != "mistral" && fam != "qwen2" && fam != "phi3")
+    throw input_error(fmt::format("{}: unknown model family '{}' (known: gpt2, llama, mistral, qwen2, phi3)", r.where, fam));
   const bool gpt = fam == "gpt2";
   model_spec& s = run.model;
   s.name = run.id;
@@ -146,13 +146,15 @@ measured_run read_run(const line_reader& r) {
   const bool tied = mr.flag("tied", false);  // read (and type-checked) for GPT-2 too, which always ties
   s.tied_embeddings = gpt || tied;
   s.qkv_bias = fam == "qwen2";
+  s.fused_projections = fam == "phi3";  // Phi3Config: one qkv_proj, one gate_up_proj (planner/hf_config.cpp read_phi3)
   s.max_positions = gpt ? mr.count_in(m, "max_positions", 1024) : 0;  // Llama's rotary positions are no parameters
   // A sliding window: "sliding_window" (null: none). A Mistral line without the field has MistralConfig's
   // default, 4096, on every layer. Qwen2 has none unless it names one (use_sliding_window defaults to false),
   // and then only on the layers from Qwen2Config's default max_window_layers (28) on, which the collector
   // leaves as it is: no layer of a model of 28 layers or fewer slides.
   if (m.contains("sliding_window") && !m.at("sliding_window").is_null()) {
-    if (gpt || fam == "llama") throw input_error(fmt::format("{}: field 'sliding_window' is for mistral or qwen2 models", r.where));
+    if (gpt || fam == "llama")
+      throw input_error(fmt::format("{}: field 'sliding_window' is for mistral, qwen2 or phi3 models", r.where));
     s.sliding_window_tokens = mr.count(m.at("sliding_window"), "sliding_window");
     if (s.sliding_window_tokens == 0) throw input_error(fmt::format("{}: field 'sliding_window' must be at least 1 (null: none)", r.where));
     if (fam == "qwen2")

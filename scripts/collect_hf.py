@@ -5,8 +5,8 @@ What it measures
 ----------------
 The configurations that trainplan's `--framework hf` profile models, measured the same way as the reference
 file tests/data/measurements/pytorch-hf-h100-2026-11-22.jsonl (a copy of the project's shared measurements; definitions: tests/data/measurements/README.md and the fields below).
-A model is built from a config with random initialisation (GPT2Config, LlamaConfig, MistralConfig or
-Qwen2Config from the command line flags: no download, no hub access) and trained on random token ids
+A model is built from a config with random initialisation (GPT2Config, LlamaConfig, MistralConfig,
+Qwen2Config or Phi3Config from the command line flags: no download, no hub access) and trained on random token ids
 (`labels = input_ids`) with torch.optim.AdamW(lr=1e-4). One training step is
 
     for each micro-batch:  out = model(input_ids=x, labels=x)     # forward (under torch.autocast for amp-*)
@@ -113,7 +113,7 @@ import subprocess
 import sys
 import time
 
-FAMILIES = ("gpt2", "llama", "mistral", "qwen2")
+FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "phi3")
 REGIMES = ("amp-bf16", "amp-fp16", "bf16", "fp32")
 
 # Shapes used when a flag is left out: GPT-2 small, the reference file's small Llama (S6..S10), and small
@@ -123,6 +123,9 @@ FAMILY_DEFAULTS = {
     "llama": dict(layers=4, hidden=1024, heads=16, kv_heads=4, ffn=2816, vocab=32000),
     "mistral": dict(layers=4, hidden=1024, heads=16, kv_heads=4, ffn=3584, vocab=32768),
     "qwen2": dict(layers=4, hidden=896, heads=14, kv_heads=2, ffn=4864, vocab=151936),
+    # Phi-3-mini's vocabulary and full multi-head attention, with the small Llama's width (Phi3Config's fused
+    # qkv_proj and gate_up_proj are what the hf profile's phi3 rows model).
+    "phi3": dict(layers=4, hidden=1024, heads=16, kv_heads=16, ffn=2816, vocab=32064),
 }
 
 GPT2_SMALL = dict(fam="gpt2", L=12, h=768, a=12, V=50257)
@@ -131,6 +134,7 @@ LLAMA_SMALL = dict(fam="llama", L=4, h=1024, a=16, kv=4, ffn=2816, V=32000, tied
 TINYLLAMA = dict(fam="llama", L=22, h=2048, a=32, kv=4, ffn=5632, V=32000, tied=False)
 MISTRAL_SMALL = dict(fam="mistral", L=4, h=1024, a=16, kv=4, ffn=3584, V=32768, tied=False)
 QWEN2_SMALL = dict(fam="qwen2", L=4, h=896, a=14, kv=2, ffn=4864, V=151936, tied=True)
+PHI3_SMALL = dict(fam="phi3", L=4, h=1024, a=16, kv=16, ffn=2816, V=32064, tied=False)
 
 
 def _cfg(id_, model, seq, mbs, regime, attn="sdpa", gc=False, drop=0.0, opt="foreach", **extra):
@@ -183,6 +187,9 @@ PRESETS = {
         _cfg("E17", LLAMA_SMALL, 2048, 4, "fp32", expandable=True),
         _cfg("E18", LLAMA_SMALL, 2048, 4, "bf16", attn="eager", expandable=True),
         _cfg("E19", GPT2_SMALL, 1024, 4, "amp-bf16", gc=True, drop=0.1, expandable=True),
+        # Phi-3's fused projections: one qkv_proj sliced into q, k and v views, one gate_up_proj chunked.
+        _cfg("E20", PHI3_SMALL, 2048, 4, "bf16"),
+        _cfg("E21", PHI3_SMALL, 2048, 4, "amp-bf16"),
     ],
 }
 PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
@@ -224,16 +231,16 @@ def build_parser():
         epilog="Example: python3 scripts/collect_hf.py --preset shared-h100 -o my-gpu.jsonl",
     )
     m = p.add_argument_group("model (random initialisation from a config; omitted shape flags take the family's small default)")
-    m.add_argument("--family", choices=FAMILIES, default="gpt2", help="GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (default gpt2)")
+    m.add_argument("--family", choices=FAMILIES, default="gpt2", help="GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Phi3ForCausalLM (default gpt2)")
     m.add_argument("--layers", type=int, help="decoder layers L")
     m.add_argument("--hidden", type=int, help="hidden size h")
     m.add_argument("--heads", type=int, help="attention heads a")
-    m.add_argument("--kv-heads", type=int, help="key/value heads (llama/mistral/qwen2; gpt2: = heads)")
+    m.add_argument("--kv-heads", type=int, help="key/value heads (llama/mistral/qwen2/phi3; gpt2: = heads)")
     m.add_argument("--ffn", type=int, help="MLP width (gpt2: n_inner, default 4h)")
     m.add_argument("--vocab", type=int, help="vocabulary size V")
     m.add_argument("--tied", action="store_true", help="tie input and output embeddings (gpt2: always tied)")
     m.add_argument("--max-positions", type=int, help="gpt2 n_positions (default max(1024, seq)); others max_position_embeddings (default max(2048, seq))")
-    m.add_argument("--sliding-window", type=int, default=None, help="mistral/qwen2 sliding window (default: none)")
+    m.add_argument("--sliding-window", type=int, default=None, help="mistral/qwen2/phi3 sliding window (default: none)")
     r = p.add_argument_group("run")
     r.add_argument("--seq", type=int, default=1024, help="sequence length (default 1024)")
     r.add_argument("--micro-batch", type=int, default=4, help="micro-batch size (default 4)")
@@ -326,13 +333,14 @@ def model_field(args):
         return m
     m = dict(fam=args.family, L=args.layers, h=args.hidden, a=args.heads, kv=args.kv_heads, ffn=args.ffn,
              V=args.vocab, tied=bool(args.tied))
-    if args.family in ("mistral", "qwen2"):
+    if args.family in ("mistral", "qwen2", "phi3"):
         m["sliding_window"] = args.sliding_window  # null: none (trainplan takes MistralConfig's 4096 when absent)
     return m
 
 
 # LoRA targets: trainplan's q,k,v,o,mlp (planner/run_config.hpp) mapped to each family's module names.
 LLAMA_LORA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"], "mlp": ["gate_proj", "up_proj", "down_proj"]}
+PHI3_LORA = {"q": ["qkv_proj"], "k": ["qkv_proj"], "v": ["qkv_proj"], "o": ["o_proj"], "mlp": ["gate_up_proj", "down_proj"]}
 GPT2_LORA = {"q": ["attn.c_attn"], "k": ["attn.c_attn"], "v": ["attn.c_attn"], "o": ["attn.c_proj"], "mlp": ["mlp.c_fc", "mlp.c_proj"]}
 
 
@@ -340,15 +348,17 @@ def lora_modules(args):
     """(peft target_modules, module list for the output, trainplan targets text or None)."""
     parts = [t.strip() for t in args.lora_targets.split(",") if t.strip()]
     if parts and all(t in LLAMA_LORA for t in parts):
-        table = GPT2_LORA if args.family == "gpt2" else LLAMA_LORA
+        table = {"gpt2": GPT2_LORA, "phi3": PHI3_LORA}.get(args.family, LLAMA_LORA)
         mods = []
         for t in parts:
             for name in table[t]:
                 if name not in mods:
                     mods.append(name)
-        if args.family == "gpt2":
+        if args.family in ("gpt2", "phi3"):
             if any(t in parts for t in "qkv") and not all(t in parts for t in "qkv"):
-                print("collect_hf: note: gpt2's c_attn holds q, k and v together: all three get adapters", file=sys.stderr)
+                print("collect_hf: note: {} holds q, k and v in one projection: all three get adapters".format(
+                    "gpt2's c_attn" if args.family == "gpt2" else "phi3's qkv_proj"), file=sys.stderr)
+        if args.family == "gpt2":
             # c_proj exists in both attn and mlp: a full-name regex selects exactly the wanted ones.
             target = r".*\.(" + "|".join(n.replace(".", r"\.") for n in mods) + r")$"
         else:
@@ -422,7 +432,10 @@ def make_config(args, transformers):
             n_layer=args.layers, n_embd=args.hidden, n_head=args.heads, n_inner=args.ffn, n_positions=args.max_positions,
             resid_pdrop=args.dropout, embd_pdrop=args.dropout, attn_pdrop=args.dropout, **common)
     else:
-        cls = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig, "qwen2": transformers.Qwen2Config}[args.family]
+        cls = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig, "qwen2": transformers.Qwen2Config,
+               "phi3": getattr(transformers, "Phi3Config", None)}[args.family]
+        if cls is None:
+            raise SystemExit("collect_hf: this transformers has no Phi3Config")
         kw = dict(hidden_size=args.hidden, intermediate_size=args.ffn, num_hidden_layers=args.layers,
                   num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
                   max_position_embeddings=args.max_positions, tie_word_embeddings=bool(args.tied),
@@ -432,6 +445,8 @@ def make_config(args, transformers):
         elif args.family == "qwen2":
             kw["use_sliding_window"] = args.sliding_window is not None
             kw["sliding_window"] = args.sliding_window
+        elif args.family == "phi3":
+            kw["sliding_window"] = args.sliding_window  # None: every layer attends to the whole sequence
         cfg = cls(**kw)
     try:
         cfg._attn_implementation = args.attn

@@ -32,7 +32,7 @@
 # it (less 15 s to pack), the collector all that is, so a run with timeout_s 600 returns everything
 # measured. Stages stopped at their limit still return what they wrote: the collector appends a line a run,
 # the bench rewrites bench.json after each run, the suite its summary. The collector runs the configurations
-# of `--preset extra` named in COLLECT_ONLY (comma-separated ids; one-call's default: E14-E19, those the
+# of `--preset extra` named in COLLECT_ONLY (comma-separated ids; one-call's default: E14-E21, those the
 # 2026-11-26 session did not reach), all of them when it is empty. collect-gaps ran on 2026-11-26.
 # DEADLINE_S applies to any list of stages where it is set.
 set -uo pipefail
@@ -46,7 +46,7 @@ stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
 if [ "$stages" = "one-call" ]; then
   stages="gpu-tests bench-kernels bench suite collect-lora collect"
   : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=150}" "${LORA_S:=60}" "${DEADLINE_S:=570}"
-  : "${COLLECT_ONLY=E14,E15,E16,E17,E18,E19}"
+  : "${COLLECT_ONLY=E14,E15,E16,E17,E18,E19,E20,E21}"
 fi
 for s in $stages; do
   case "$s" in

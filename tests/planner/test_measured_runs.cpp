@@ -48,9 +48,19 @@ TEST_CASE("collector reports: a Mistral model's sliding window, MistralConfig's 
   CHECK_THROWS_WITH(s11_with_model({{"fam", "qwen2"}, {"L", 32}, {"sliding_window", 2048}}),
                     Catch::Contains("edited.jsonl") && Catch::Contains("layers 28 to 31"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "llama"}, {"sliding_window", 1024}}),
-                    Catch::Contains("edited.jsonl") && Catch::Contains("'sliding_window' is for mistral or qwen2"));
+                    Catch::Contains("edited.jsonl") && Catch::Contains("'sliding_window' is for mistral, qwen2 or phi3"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", 0}}), Catch::Contains("at least 1"));
   CHECK_THROWS_WITH(s11_with_model({{"fam", "mistral"}, {"sliding_window", "wide"}}), Catch::Contains("non-negative integer"));
+}
+
+TEST_CASE("collector reports: Phi-3's fused projections and its window on every layer", "[measured][hf]") {
+  const measured_run phi3 = s11_with_model({{"fam", "phi3"}, {"sliding_window", nullptr}});
+  CHECK(phi3.model.fused_projections);
+  CHECK(phi3.model.sliding_window_tokens == 0);
+  CHECK_FALSE(s11_with_model({{"fam", "llama"}}).model.fused_projections);
+  CHECK(s11_with_model({{"fam", "phi3"}, {"sliding_window", 1024}}).model.sliding_window_tokens == 1024);
+  CHECK(s11_with_model({{"fam", "phi3"}}).model.sliding_window_tokens == 0);  // Phi3Config's default: none
+  CHECK_THROWS_WITH(s11_with_model({{"fam", "phi4"}}), Catch::Contains("unknown model family 'phi4'") && Catch::Contains("phi3"));
 }
 
 TEST_CASE("collector reports: LoRA's rank, targets and adapter dtype", "[measured][hf][lora]") {

@@ -33,7 +33,7 @@ def main():
         done = collect(["--preset", "all", "--profile", "-o", report])
         check(done.returncode == 0, "--preset all exited {}: {}".format(done.returncode, done.stderr[-500:]))
         lines = [json.loads(line) for line in open(report)] if os.path.exists(report) else []
-        check(len(lines) == 1 + 14 + 19, "{} lines, expected the env line and 33 runs".format(len(lines)))
+        check(len(lines) == 1 + 14 + 21, "{} lines, expected the env line and 35 runs".format(len(lines)))
         check(bool(lines) and lines[0].get("id") == "env", "the first line is not the env line")
         for run in lines[1:]:
             rid = run.get("id")
@@ -58,6 +58,10 @@ def main():
             check(run.get("skipped_steps", []) == [], "{}: skipped steps {}".format(rid, run.get("skipped_steps")))
             check(run.get("grad_accum") == (4 if rid in ("E7", "E8") else 1), "{}: grad_accum".format(rid))
             check(run.get("expandable_segments") is (rid in ("E17", "E18", "E19")), "{}: expandable_segments".format(rid))
+            # Phi-3 (E20, E21): its family and the window field plan check reads (null: none).
+            if rid in ("E20", "E21"):
+                check(run.get("model", {}).get("fam") == "phi3" and "sliding_window" in run.get("model", {}),
+                      "{}: model {}".format(rid, run.get("model")))
             if run.get("lora"):
                 check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
                 check(run.get("lora_dtype") == "float32", "{}: lora_dtype {!r}".format(rid, run.get("lora_dtype")))

@@ -1,4 +1,4 @@
-"""transformers as tests/scripts/fake_torch needs it: the four config classes the collector builds and a
+"""transformers as tests/scripts/fake_torch needs it: the five config classes the collector builds and a
 model factory returning torch's fake model (see torch/__init__.py there)."""
 import torch
 
@@ -27,6 +27,10 @@ class MistralConfig(_Config):
 
 
 class Qwen2Config(_Config):
+    pass
+
+
+class Phi3Config(_Config):
     pass
 
 
