@@ -464,17 +464,19 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
                                 : row.keep == keep_class::backward_working || row.keep == keep_class::backward_moment
                                     ? tensor_category::activation_grads
                                     : tensor_category::activations;
+    tensor_spec* made = nullptr;
     switch (row.keep) {
-      case keep_class::layer_input: inv.layer(row.name, shape, type, true, true, cat); break;
+      case keep_class::layer_input: made = &inv.layer(row.name, shape, type, true, true, cat); break;
       case keep_class::saved:
         // Non-reentrant checkpointing discards what the forward saves and rebuilds it in the layer's backward.
-        if (checkpointed) inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer});
-        else inv.layer(row.name, shape, type, true, false, cat);
+        made = checkpointed ? &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer})
+                            : &inv.layer(row.name, shape, type, true, false, cat);
         break;
-      case keep_class::forward_working: inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer}); break;
-      case keep_class::backward_working: inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}); break;
+      case keep_class::forward_working: made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer}); break;
+      case keep_class::backward_working: made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}); break;
       case keep_class::backward_moment:
-        inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}).momentary = true;
+        made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer});
+        made->momentary = true;
         break;
       case keep_class::autocast_cache: {
         // Autocast caches each weight's cast until the autocast region (the whole forward, loss included)
@@ -495,6 +497,11 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         break;
       }
     }
+    // peft's per-module buffers: one allocation per adapted module (each module casts its own input copy and
+    // writes its own lora_A output).
+    const bool per_module = row.shape == shape_rule::peft_qkv_in || row.shape == shape_rule::peft_qkv_a ||
+                            row.shape == shape_rule::peft_fc_in || row.shape == shape_rule::peft_fc_a;
+    if (made && per_module) made->allocations = static_cast<std::uint32_t>(shape.dims[0]);
     if (from_layer1) inv.all_layers();
   };
   if (m.dense_layers == 0) {

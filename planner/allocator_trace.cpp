@@ -11,11 +11,13 @@ namespace trainplan {
 namespace {
 
 // The parameter tensors a model-state buffer stands for (its scope), when its bytes are exactly theirs in its
-// dtype; otherwise (sharded, adapters, quantized) it stays one allocation.
+// dtype; otherwise (sharded, quantized) it stays one allocation.
 // A per-layer buffer stands for the tensors of the layers it covers (DeepSeek-V3's dense first layers hold
 // other MLP tensors than its MoE layers).
-std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts) {
+std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts, const inventory& inv) {
   const std::uint64_t width = dtype_bytes(t.type);
+  if (t.allocations > 1 && t.scope == param_scope::none && t.bytes % t.allocations == 0)
+    return std::vector<std::uint64_t>(t.allocations, t.bytes / t.allocations);  // peft's per-module copies
   std::vector<std::uint64_t> sizes;
   auto take = [&](auto keep, std::uint64_t copies) {
     for (const param_tensor& p : facts.tensors)
@@ -40,6 +42,10 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
       break;
     }
     case param_scope::embedding: take([](const param_tensor& p) { return p.name.starts_with("embed."); }, 1); break;
+    case param_scope::adapters:  // every layer's lora_A and lora_B of each adapted module, in model order
+      for (std::uint64_t layer = 0; layer < inv.layers; ++layer)
+        for (std::uint64_t elements : inv.adapter_layer_tensors) sizes.push_back(elements * width);
+      break;
   }
   std::uint64_t sum = 0;
   for (std::uint64_t s : sizes) sum += s;
@@ -216,7 +222,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   for (const op& o : ops) {
     const instance& in = instances[o.index];
     std::vector<std::uint64_t>& sizes = schedule.sizes[in.tensor];
-    if (o.kind == 0 && sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts);
+    if (o.kind == 0 && sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts, inv);
     schedule.ops.push_back({o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1});
   }
   return schedule;

@@ -268,13 +268,17 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (m.router_score_bias && m.moe_layers() > 0)
     inv.model_state("moe.router_score_bias", checked_mul(m.experts, m.moe_layers(), "routing bias"), dtype::fp32,
                     tensor_category::weights, state_lifetime::whole_run, tensor_role::frozen_weights);
+  // Each adapter is its own PyTorch tensor, and so is its gradient and each optimizer state: the allocator
+  // replay allocates them one by one (most are under 1 MiB: PyTorch's small pool), where they are unsharded.
+  if (adapters) out.adapter_layer_tensors = lora_layer_tensors(m, run.lora_rank, run.lora_targets, run.framework);
+  const param_scope adapter_scope = adapters ? param_scope::adapters : param_scope::all;
   if (adapters)
     inv.model_state("lora.weights", share(trainable, w_div), trained_layout.weights, tensor_category::weights,
-                    state_lifetime::whole_run, tensor_role::trained_weights);
+                    state_lifetime::whole_run, tensor_role::trained_weights, param_scope::adapters);
   if (trained_layout.master)
     state(offload_optimizer, adapters ? std::string_view("lora.master.fp32") : state_buffer_name("master", *layout.master),
           shard(trainable, o_div), *layout.master, tensor_category::master_weights, state_lifetime::whole_run,
-          tensor_role::master_weights, adapters ? param_scope::none : param_scope::all);
+          tensor_role::master_weights, adapter_scope);
   if (layout.fp8_weight_cache) {
     // Only GEMM weights are cast: the layers' matmul weights, and the head unless it is tied (TE keeps
     // the embedding table in bf16; a tied head is cast on the fly).
@@ -314,12 +318,12 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   } else {
     state(false, adapters ? std::string_view("lora.grads") : state_buffer_name("grads", layout.grads), shard(trainable, g_div),
           trained_layout.grads, tensor_category::gradients, state_lifetime::backward_to_optimizer, tensor_role::gradients,
-          adapters ? param_scope::none : param_scope::all);
+          adapter_scope);
   }
   if (trained_layout.grad_accum)
     state(offload_optimizer, adapters ? std::string_view("lora.grads.fp32") : state_buffer_name("grads", *layout.grad_accum),
           shard(trainable, g_div), *layout.grad_accum, tensor_category::gradients, state_lifetime::backward_to_optimizer,
-          tensor_role::gradients, adapters ? param_scope::none : param_scope::all);
+          tensor_role::gradients, adapter_scope);
   // Optimizer state over what trains; adapters are counted as one matrix per the optimizer's rules.
   std::vector<param_tensor> adapter_tensors;
   if (adapters) adapter_tensors.push_back({"lora", {trainable}, trainable, false, true});
@@ -343,7 +347,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
     ++state_index;
     std::vector<tensor_spec>& target = *place(offload_optimizer);
     inventory_builder b(static_cast<std::int64_t>(m.layers), target);
-    const param_scope scope = adapters ? param_scope::none : param_scope::all;
+    const param_scope scope = adapter_scope;
     tensor_spec& t = b.add(st.name, {bytes / dtype_bytes(st.type)}, st.type, tensor_category::optimizer);
     t.bytes = bytes;  // adamw-8bit carries block scales beyond one byte per element
     t.lifetime = state_lifetime::from_first_optimizer;

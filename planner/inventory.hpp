@@ -82,7 +82,8 @@ enum class tensor_role {
 
 // Which parameters a model-state buffer holds, one tensor per parameter in PyTorch (the allocator replay
 // allocates them one by one): all of them, one layer's (or its GEMM weights'), the head's, the embedding's.
-enum class param_scope { none, all, layer, layer_matmul, head, embedding };
+// adapters: the LoRA adapters' tensors (inventory::adapter_layer_tensors, every layer).
+enum class param_scope { none, all, layer, layer_matmul, head, embedding, adapters };
 
 // Up to four dimensions, stored inline: an inventory is built per configuration, millions of times in
 // a sweep, so it allocates nothing per buffer.
@@ -121,6 +122,9 @@ struct tensor_spec {
   // allocator replay makes and frees it (it is what reserves a segment); the peak timeline, which counts an
   // event's buffers as live all at once, leaves it out rather than overstate the peak with it.
   bool momentary = false;
+  // The buffer is this many equal allocations in PyTorch (dimension 0: peft's per-module copies of a
+  // layer's input and its per-module lora_A outputs); the allocator replay makes them one by one.
+  std::uint32_t allocations = 1;
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
   std::array<event_interval, 2> intervals{};
 
@@ -142,6 +146,9 @@ struct inventory {
   std::int64_t events_per_micro_batch = 0;
   std::vector<tensor_spec> tensors;       // on the GPU
   std::vector<tensor_spec> host_tensors;  // offloaded to CPU memory (ZeRO-Offload / ZeRO-Infinity)
+  // LoRA: the element counts of one layer's adapter tensors (planner/lora.hpp lora_layer_tensors), which every
+  // layer holds; what a buffer of param_scope::adapters stands for. Empty without adapters.
+  std::vector<std::uint64_t> adapter_layer_tensors;
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)
   std::uint64_t activations_all_layers_bytes = 0;  // every layer's

@@ -3,11 +3,26 @@
 // r * (in + out) trainable parameters, while W stays frozen. QLoRA (Dettmers et al. 2023) stores the
 // frozen linear weights in 4-bit NF4 with double quantization.
 #include <cstdint>
+#include <vector>
 
 #include "planner/framework.hpp"
 #include "planner/model_spec.hpp"
 
 namespace trainplan {
+
+// One adapted linear layer of a transformer layer: W is (out x in).
+struct lora_module {
+  std::uint64_t in = 0, out = 0;
+};
+
+// The linear layers one transformer layer's targets adapt, in the model's module order (attention q, k, v, o,
+// then the MLP: the order peft creates them in). Under hf a model's fused projections (Phi-3) are one module.
+std::vector<lora_module> lora_layer_modules(const model_spec& m, unsigned targets, framework_kind framework = framework_kind::hf);
+
+// The adapter tensors of one layer, each module's lora_A (r x in) then lora_B (out x r): PyTorch holds each
+// as its own tensor, and so each gradient and optimizer state (the allocator replay allocates them so).
+std::vector<std::uint64_t> lora_layer_tensors(const model_spec& m, std::uint64_t rank, unsigned targets,
+                                              framework_kind framework = framework_kind::hf);
 
 // Trainable adapter parameters over all layers for the given targets (lora_target bits). Under hf (peft on
 // the Hugging Face model) a model's fused projections (model_spec::fused_projections: Phi-3's qkv_proj and

@@ -18,7 +18,7 @@
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
 # STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
-# collect-lora (E12 and E13 of the extra preset with the allocator's history: the LoRA runs the replay misses),
+# collect-lora (E12 and E13 of the extra preset with the allocator's history: the LoRA runs the replay missed),
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
 # that matches, then check and the history set beside the replay's segments), collect-shared (all 14 so, and
 # profiled); all but collect-gaps by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
@@ -152,7 +152,7 @@ if wants suite; then
   suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)
   [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
 fi
-# The two LoRA runs whose reserved bytes the replay misses (E12 +5.6%, E13 -10.3%), with the allocator's
+# The two LoRA runs whose reserved bytes the replay missed (E12 +5.6%, now -2.9%; E13 -10.1%), with the allocator's
 # history, as S10's history showed the buffer the profile lacked.
 if wants collect-lora && command -v python3 >/dev/null && python3 -c "import torch, transformers, peft" 2>/dev/null; then
   stage collect-lora "${LORA_S:-90}" python3 scripts/collect_hf.py --preset extra --only E12,E13 \

@@ -39,11 +39,12 @@ run_errors errors_of(const measured_run& r) {
 TEST_CASE("hf profile: unseen H100 runs, tensor peak within 3% and reserved within 5%", "[framework][hf][measured]") {
   const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-26-extra.jsonl");
   REQUIRE(f.runs.size() == 13);
-  // Known gaps, both LoRA runs: E13 (GPT-2, adapters on q,k,v,o and the MLP) reserved a fourth segment of the
-  // loss's [b*s, V] fp32 size (786 MiB) that the replay fits into a free block; E12 (TinyLlama,
-  // checkpointed) reserved fewer 16 and 10 MiB segments than the replay and more 32 MiB and 2 MiB ones. Both
-  // have their tensor peak within 0.4%. Neither run recorded its allocator history.
-  const std::set<std::string> known_gaps = {"E12", "E13"};
+  // Known gap: E13 (GPT-2, adapters on q,k,v,o and the MLP) reserved a fourth segment of the loss's [b*s, V]
+  // fp32 size (786 MiB) that the replay fits into a free block; its tensor peak is within 0.1%, and it
+  // recorded no allocator history. E12 (TinyLlama, checkpointed) was +5.6% while the replay made each LoRA
+  // buffer (the adapters, their gradients and AdamW states) one allocation of 17 MiB, which split a freed
+  // block of the loss's size: PyTorch holds each adapter as its own tensor, under 1 MiB, in its small pool.
+  const std::set<std::string> known_gaps = {"E13"};
   std::string table = "run   tensor error  reserved error\n";
   for (const measured_run& r : f.runs) {
     INFO(r.id);
