@@ -18,7 +18,8 @@
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
 # STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
-# collect-lora (E12 and E13 of the extra preset with the allocator's history: the LoRA runs the replay missed),
+# collect-lora (E12 and E13 of the extra preset, and S6, with the allocator's history: the LoRA runs the
+# replay missed, and the run that settles the order of AdamW's first states),
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
 # that matches, then check and the history set beside the replay's segments), collect-shared (all 14 so, and
 # profiled); all but collect-gaps by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
@@ -153,8 +154,11 @@ if wants suite; then
   [ -n "$suite_dir" ] && stage calibrate 60 "$plan" calibrate --gpu "$gpu" "$suite_dir"
 fi
 # The two LoRA runs whose reserved bytes the replay missed (E12 +5.6%, now -2.9%; E13 -10.1%), with the allocator's
-# history, as S10's history showed the buffer the profile lacked.
+# history, as S10's history showed the buffer the profile lacked; and S6 of the shared 14, whose replay regrows
+# one more loss segment when AdamW's states are made parameter by parameter as S1's history shows PyTorch does.
 if wants collect-lora && command -v python3 >/dev/null && python3 -c "import torch, transformers, peft" 2>/dev/null; then
+  stage collect-s6 30 python3 scripts/collect_hf.py --preset shared-h100 --only S6 \
+    --memory-history "$out-history" -o "$out/lora.jsonl"
   stage collect-lora "${LORA_S:-90}" python3 scripts/collect_hf.py --preset extra --only E12,E13 \
     --memory-history "$out-history" -o "$out/lora.jsonl"
   [ -s "$out/lora.jsonl" ] && stage check-lora 30 "$plan" check --gpu "$gpu" "$out/lora.jsonl" \
