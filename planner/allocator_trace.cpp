@@ -19,17 +19,40 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
   if (t.allocations > 1 && t.scope == param_scope::none && t.bytes % t.allocations == 0)
     return std::vector<std::uint64_t>(t.allocations, t.bytes / t.allocations);  // peft's per-module copies
   std::vector<std::uint64_t> sizes;
+  // One parameter's tensors: Llama's q, k and v (weights, and Qwen2's biases) are separate PyTorch tensors
+  // where the planner's list holds them as one (model_facts::qkv_pieces).
+  auto push = [&](const param_tensor& p) {
+    const std::vector<std::uint64_t>* pieces = p.name == "layer{}.attn.qkv.weight" ? &facts.qkv_pieces
+                                               : p.name == "layer{}.attn.qkv.bias" ? &facts.qkv_bias_pieces
+                                                                                  : nullptr;
+    if (pieces && !pieces->empty())
+      for (std::uint64_t e : *pieces) sizes.push_back(e * width);
+    else
+      sizes.push_back(p.count * width);
+  };
   auto take = [&](auto keep, std::uint64_t copies) {
     for (const param_tensor& p : facts.tensors)
       if (keep(p))
-        for (std::uint64_t c = 0; c < copies; ++c) sizes.push_back(p.count * width);
+        for (std::uint64_t c = 0; c < copies; ++c) push(p);
   };
   auto in_range = [&](const param_tensor& p) { return facts.layers.holds(p, t.layer_begin, t.layer_end); };
   switch (t.scope) {
     case param_scope::none: break;
     case param_scope::all:
-      for (const param_tensor& p : facts.tensors)
-        for (std::uint64_t c = 0; c < facts.layers.instances(p); ++c) sizes.push_back(p.count * width);
+      // In PyTorch's order (model.parameters()): the tensors before the layers, then layer by layer, then
+      // those after (the planner lists a layer's tensors once).
+      for (std::size_t i = 0; i < facts.tensors.size();) {
+        if (!facts.tensors[i].per_layer) {
+          push(facts.tensors[i++]);
+          continue;
+        }
+        std::size_t end = i;
+        while (end < facts.tensors.size() && facts.tensors[end].per_layer) ++end;
+        for (std::uint64_t layer = 0; layer < facts.layers.all; ++layer)
+          for (std::size_t k = i; k < end; ++k)
+            if (facts.layers.holds(facts.tensors[k], layer, layer + 1)) push(facts.tensors[k]);
+        i = end;
+      }
       break;
     case param_scope::layer: take([&](const param_tensor& p) { return p.per_layer && in_range(p); }, 1); break;
     case param_scope::layer_matmul: take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p); }, 1); break;
@@ -51,6 +74,30 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
   for (std::uint64_t s : sizes) sum += s;
   if (sizes.empty() || sum != t.bytes) return {t.bytes};
   return sizes;
+}
+
+// torch.optim's _init_group creates one parameter's states together (AdamW: exp_avg, then exp_avg_sq) before
+// the next parameter's, at the first optimizer step: S1's recorded allocator history shows the pairs, in
+// module order. The inventory lists each state as one buffer over every parameter; here the first state's
+// instance makes all their per-parameter allocations, parameter by parameter, and the others make none (their
+// lifetime is the same: from the first step on, never freed). States that are one allocation (sharded, or a
+// non-PyTorch layout) are left as they are.
+void interleave_optimizer_states(allocator_schedule& schedule, const inventory& inv) {
+  std::vector<std::uint32_t> group;
+  for (std::uint32_t i = 0; i < inv.tensors.size(); ++i) {
+    const tensor_spec& t = inv.tensors[i];
+    if (t.role == tensor_role::optimizer_state && t.lifetime == state_lifetime::from_first_optimizer &&
+        schedule.sizes[i].size() > 1 && (group.empty() || schedule.sizes[i].size() == schedule.sizes[group[0]].size()))
+      group.push_back(i);
+  }
+  if (group.size() < 2) return;
+  const std::size_t n = schedule.sizes[group[0]].size();
+  std::vector<std::uint64_t> together;
+  together.reserve(n * group.size());
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::uint32_t i : group) together.push_back(schedule.sizes[i][p]);
+  schedule.sizes[group[0]] = std::move(together);
+  for (std::size_t k = 1; k < group.size(); ++k) schedule.sizes[group[k]].assign(1, 0);  // a zero-byte request: none
 }
 
 struct instance {
@@ -225,6 +272,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     if (o.kind == 0 && sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts, inv);
     schedule.ops.push_back({o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1});
   }
+  interleave_optimizer_states(schedule, inv);
   return schedule;
 }
 

@@ -84,6 +84,12 @@ model_facts describe_model(const model_spec& m) {
   f.counts = count_params(m);
   f.layers = layer_counts(m);
   f.tensor_instances = count_tensor_instances(f.tensors, f.layers);
+  if (m.family == model_family::llama && !m.fused_projections && !m.is_mla()) {
+    const std::uint64_t q = m.q_width(), kv = m.kv_width();
+    f.qkv_pieces = {checked_mul(q, m.hidden, "parameter count"), checked_mul(kv, m.hidden, "parameter count"),
+                    checked_mul(kv, m.hidden, "parameter count")};
+    if (m.qkv_bias) f.qkv_bias_pieces = {q, kv, kv};
+  }
   return f;
 }
 

@@ -161,6 +161,10 @@ struct model_facts {
   // Parameter tensors PyTorch holds (a per-layer tensor once per layer): what a foreach optimizer walks.
   std::uint64_t tensor_instances = 0;
   layer_counts layers;  // the layers the facts describe, and how many are dense first layers
+  // Where PyTorch holds q, k and v as separate tensors but the list above holds one layer{}.attn.qkv tensor
+  // (Hugging Face Llama-like models without fused projections): the elements of each, for the allocator
+  // replay; empty where they are one tensor (GPT-2's c_attn, Phi-3's qkv_proj) or other (MLA).
+  std::vector<std::uint64_t> qkv_pieces, qkv_bias_pieces;
 };
 model_facts describe_model(const model_spec& m);
 std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, const layer_counts& layers);

@@ -65,6 +65,14 @@ struct evaluator {
 std::optional<fit_suggestion> shorter_sequence(const evaluator& eval, const run_config& run) {
   if (run.seq < 2) return std::nullopt;
   run_config candidate = run;
+  // Under the allocator replay fitting need not be monotone in the sequence (planner/max_fit.hpp), and a
+  // bisection can stop below a band that does not fit while longer sequences do: the multiples of 256 just
+  // below the run's are tried first, the longest that fits taken.
+  constexpr std::uint64_t tries_from_the_top = 16;
+  for (std::uint64_t seq = (run.seq - 1) / 256 * 256, tries = 0; seq >= 512 && tries < tries_from_the_top; seq -= 256, ++tries) {
+    candidate.seq = seq;
+    if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) return s;
+  }
   const std::optional<std::uint64_t> longest = largest_fitting(1, run.seq - 1, [&](std::uint64_t seq) {
     candidate.seq = seq;
     const std::optional<config_summary> r = eval(candidate);

@@ -302,8 +302,11 @@ TEST_CASE("plan max micro-batch with --global-batch keeps the global batch: only
 }
 
 TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller ones the allocator replay refuses", "[cli][max][allocator]") {
-  // TinyLlama at seq 512 on an H100: the replayed allocator fragments differently at each micro-batch, so that
-  // the verdict does not follow it monotonically (a model change may move this example; the properties stand).
+  // TinyLlama at seq 512 on an H100. The replayed allocator fragments differently at each micro-batch, so the
+  // verdict need not follow it monotonically; since the replay allocates parameters in PyTorch's order this
+  // example is monotone (no smaller micro-batch fails), and the report must say exactly that. The
+  // non-monotone case is tested on a constructed predicate (tests/planner/test_sweep.cpp,
+  // refine_largest_fitting) and end to end by plan max seq below.
   const std::string run = "--model tinyllama-1.1b --seq 512 --gpu h100";
   const json j = json::parse(run_plan("max micro-batch --margin 0 --json " + run).out);
   REQUIRE(j["fits"] == true);
@@ -311,7 +314,6 @@ TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller
   auto plan_fits = [&](std::uint64_t mb) { return run_plan(run + " --suggestions 0 --micro-batch " + std::to_string(mb)).exit_code == 0; };
   CHECK(plan_fits(b));
   const std::vector<std::uint64_t> misses = j["not_fitting_below"];
-  REQUIRE_FALSE(misses.empty());
   CHECK(std::is_sorted(misses.begin(), misses.end()));
   // Above the answer nothing fits while the tensors alone still do; below it, exactly the named ones fail.
   for (std::uint64_t mb = b + 1; mb <= b + 3; ++mb) CHECK_FALSE(plan_fits(mb));
@@ -320,13 +322,14 @@ TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller
     CHECK(plan_fits(mb) == (std::find(misses.begin(), misses.end(), mb) == misses.end()));
   }
   const std::string text = run_plan("max micro-batch --margin 0 " + run).out;
-  CHECK(text.find("Not every smaller micro-batch fits: " + std::to_string(misses.front())) != std::string::npos);
+  CHECK((text.find("Not every smaller micro-batch fits") != std::string::npos) == !misses.empty());
+  if (!misses.empty()) CHECK(text.find("Not every smaller micro-batch fits: " + std::to_string(misses.front())) != std::string::npos);
 }
 
 TEST_CASE("plan max seq under hf names the multiples of 64 below the answer that the allocator replay refuses", "[cli][max][allocator]") {
-  // TinyLlama, micro-batch 8, amp-bf16 on an H100: a sequence fits at the answer while some shorter ones do
-  // not (a model change may move this example; the properties stand).
-  const std::string run = "--model tinyllama-1.1b --micro-batch 8 --precision amp-bf16 --gpu h100";
+  // Mistral-7B, amp-bf16, full recomputation, on an H200: a sequence fits at the answer while some shorter
+  // ones do not (a model change may move this example; the properties stand).
+  const std::string run = "--model mistral-7b --precision amp-bf16 --recompute full --gpu h200";
   const json j = json::parse(run_plan("max seq --json " + run).out);
   REQUIRE(j["fits"] == true);
   CHECK(j["not_fitting_below_stride"] == 64);

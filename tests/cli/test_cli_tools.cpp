@@ -321,11 +321,11 @@ TEST_CASE("plan check predicts a collector report's runs beside the measurements
 }
 
 TEST_CASE("plan check compares a measurement with what the allocator keeps in the GPU, not the least memory a run needs", "[cli][check][hf]") {
-  // Llama-3.1-8B's shape in bf16 at s512 b1 on an H100: its allocator runs short and frees its cache. The
+  // Llama-3.1-8B's shape in bf16 at s1024 b1 on an H100: its allocator runs short and frees its cache. The
   // plan's peak is the least memory the run completes in; a measurement reads max_memory_reserved(), the
   // cache it kept in the GPU's memory. A report that measured exactly that must agree to the byte.
   const std::string shape = "--family llama --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn 14336 --vocab 128256 "
-                            "--seq 512 --micro-batch 1 --precision bf16 --gpu h100";
+                            "--seq 1024 --micro-batch 1 --precision bf16 --gpu h100";
   const plan_run p = run_plan(shape + " --json");
   REQUIRE(p.exit_code == 0);
   const nlohmann::json report = nlohmann::json::parse(p.out);
@@ -340,7 +340,7 @@ TEST_CASE("plan check compares a measurement with what the allocator keeps in th
   std::ofstream(dir / "run.jsonl")
       << R"({"id": "env", "torch": "2.11.0", "transformers": "5.17.0", "gpu": "NVIDIA H100 80GB HBM3", "gpu_total_bytes": 85017493504, "context_bytes": 648871936})"
       << "\n"
-      << R"({"id": "K1", "seq": 512, "mbs": 1, "regime": "bf16", "attn": "sdpa", "gc": false, "drop": 0.0, "step_s": 1.0, "params": )"
+      << R"({"id": "K1", "seq": 1024, "mbs": 1, "regime": "bf16", "attn": "sdpa", "gc": false, "drop": 0.0, "step_s": 1.0, "params": )"
       << report.at("model").at("params").get<std::uint64_t>() << R"(, "alloc_peak": )"
       << tensors << R"(, "reserved_peak": )" << kept
       << R"(, "model": {"fam": "llama", "L": 32, "h": 4096, "a": 32, "kv": 8, "ffn": 14336, "V": 128256, "tied": false}})" << "\n";

@@ -211,9 +211,9 @@ TEST_CASE("the shorter-sequence lever: the longest sequence that fits, as a mult
 
 TEST_CASE("the shorter-sequence lever under hf finds a fitting multiple of 256 where fitting is not monotone", "[plan][suggest][allocator]") {
   // Mistral-7B, full recomputation, on an H200: at 44,800 tokens the allocator replay runs out; below it the
-  // verdict is not monotone (plan max seq names 44,096 and 44,288 as not fitting under 44,744), so the
-  // multiple of 256 under the bisection's boundary may fail where one above it fits. (A model change may move
-  // the example; the properties stand.)
+  // verdict is not monotone (42,496 and 42,752 do not fit, 43,008 to 44,288 do, and a bisection over the
+  // sequence lands below that band), so the lever tries the multiples of 256 below the run's first. (A model
+  // change may move the example; the properties stand.)
   const model_spec& m = data().model("mistral-7b").spec;
   run_config r;
   r.framework = framework_kind::hf;
