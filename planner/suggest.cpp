@@ -65,14 +65,20 @@ struct evaluator {
 std::optional<fit_suggestion> shorter_sequence(const evaluator& eval, const run_config& run) {
   if (run.seq < 2) return std::nullopt;
   run_config candidate = run;
-  // Under the allocator replay fitting need not be monotone in the sequence (planner/max_fit.hpp), and a
-  // bisection can stop below a band that does not fit while longer sequences do: the multiples of 256 just
-  // below the run's are tried first, the longest that fits taken.
-  constexpr std::uint64_t tries_from_the_top = 16;
-  for (std::uint64_t seq = (run.seq - 1) / 256 * 256, tries = 0; seq >= 512 && tries < tries_from_the_top; seq -= 256, ++tries) {
-    candidate.seq = seq;
-    if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) return s;
-  }
+  // Under the allocator replay fitting need not be monotone in the sequence (planner/max_fit.hpp). So
+  // multiples of 256 are tried downward, the first that fits taken: first the 16 just below the run's (a
+  // bisection can stop below a band that does not fit while longer sequences do), then from four above the
+  // bisection's boundary (the multiple under it may not fit where a lower one does). A multiple is tried once.
+  std::uint64_t untried = (run.seq - 1) / 256 * 256;  // the longest multiple not tried yet
+  auto first_fitting_from = [&](std::uint64_t top, std::uint64_t tries) -> std::optional<fit_suggestion> {
+    for (std::uint64_t seq = std::min(top, untried); seq >= 512 && tries > 0; seq -= 256, --tries) {
+      untried = seq - 256;
+      candidate.seq = seq;
+      if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) return s;
+    }
+    return std::nullopt;
+  };
+  if (std::optional<fit_suggestion> s = first_fitting_from(untried, 16)) return s;
   const std::optional<std::uint64_t> longest = largest_fitting(1, run.seq - 1, [&](std::uint64_t seq) {
     candidate.seq = seq;
     const std::optional<config_summary> r = eval(candidate);
@@ -83,15 +89,7 @@ std::optional<fit_suggestion> shorter_sequence(const evaluator& eval, const run_
     candidate.seq = *longest;
     return eval.suggestion(candidate);
   }
-  // Under the allocator replay fitting need not be monotone in the sequence (planner/max_fit.hpp): the
-  // multiple of 256 below the bisection's boundary may not fit where a lower one does, and one a little
-  // above it may. So the multiples from four above the boundary's down are tried, the first that fits taken.
-  const std::uint64_t top = std::min((run.seq - 1) / 256, *longest / 256 + 4) * 256;
-  for (std::uint64_t seq = top, tries = 0; seq >= 512 && tries < 12; seq -= 256, ++tries) {
-    candidate.seq = seq;
-    if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) return s;
-  }
-  return std::nullopt;
+  return first_fitting_from((*longest / 256 + 4) * 256, 12);
 }
 
 // The suggestion plus every same-numerics lever at its most frugal setting, then without each one that
