@@ -62,12 +62,14 @@ int bench_cuda(const bench_args& args) {
                backend.device_name(), gpu.name);
     fmt::print("  {:<32} {:<28} {:>10} {:>12} {:>9}\n", "kernel", "shape", "ms", "roofline ms", "of peak");
     nlohmann::json rows = nlohmann::json::array();
-    for (const kernel_timing& k : time_kernels(backend.kernel_table(), gpu, m, 16, 1024, backend.flash_kernel)) {
+    auto print_row = [](const kernel_timing& k) {
       fmt::print("  {:<32} {:<28} {:>10.4f} {:>12.4f} {:>8.1f}%\n", k.kernel, k.shape, 1e3 * k.seconds, 1e3 * k.roofline_seconds,
                  100 * k.roofline_seconds / k.seconds);
+      std::fflush(stdout);
+    };
+    for (const kernel_timing& k : time_kernels(backend.kernel_table(), gpu, m, 16, 1024, backend.flash_kernel, print_row))
       rows.push_back({{"kernel", k.kernel}, {"shape", k.shape}, {"flops", k.flops}, {"bytes", k.bytes},
                       {"seconds", k.seconds}, {"roofline_seconds", k.roofline_seconds}});
-    }
     report["kernels"] = rows;
     write_output((dir / "kernels.json").string(), report.dump(2) + "\n");
     fmt::print("wrote {}\n", (dir / "kernels.json").string());

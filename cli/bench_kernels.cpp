@@ -39,7 +39,8 @@ constexpr int repetitions = 10;  // after one warm-up call; the mean includes ea
 
 std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gpu_spec& gpu, const model_spec& m,
                                         std::uint64_t batch, std::uint64_t seq,
-                                        const char* (*flash_kernel)(const char*)) {
+                                        const char* (*flash_kernel)(const char*),
+                                        const std::function<void(const kernel_timing&)>& on_row) {
   const std::uint64_t T = checked_mul(batch, seq, "tokens"), h = m.hidden, f = m.ffn, V = m.vocab, a = m.heads,
                       d = m.head_dim, qkv_w = m.qkv_width(), out_w = a * d;
   // The harness's vocabulary tables and logits are padded as llm.c's (planner/param_count.hpp vocab_rows); V
@@ -60,6 +61,7 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / repetitions;
     const double roofline = std::max(peak_flops > 0 ? flops / peak_flops : 0.0, bandwidth > 0 ? bytes / bandwidth : 0.0);
     out.push_back({name, std::move(shape), flops, bytes, seconds, roofline});
+    if (on_row) on_row(out.back());
   };
   const double b2 = 2.0, b4 = 4.0;  // bytes per bf16 and fp32 element
 

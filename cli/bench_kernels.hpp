@@ -3,6 +3,7 @@
 // shapes, beside its roofline (its FLOPs at the GPU's dense peak or its bytes at the memory bandwidth,
 // whichever takes longer), so a slow kernel or a regression shows by name.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,11 @@ struct kernel_timing {
 // activations, attention (flash and eager), the loss, AdamW, embeddings. Buffers come from `ops` (the
 // device arena); their contents are zeros, which no kernel's speed depends on. With `flash_kernel` (the
 // backend's selector, kernels/cuda/backend_api.hpp), flash attention is timed once per kernel variant ("mma",
-// "wmma"), the variant in the row's name, and the selection is restored after.
+// "wmma"), the variant in the row's name, and the selection is restored after. `on_row` sees each timing as
+// it is made, so a kernel that faults still leaves the rows before it printed.
 std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gpu_spec& gpu, const model_spec& m,
                                         std::uint64_t batch, std::uint64_t seq,
-                                        const char* (*flash_kernel)(const char*) = nullptr);
+                                        const char* (*flash_kernel)(const char*) = nullptr,
+                                        const std::function<void(const kernel_timing&)>& on_row = {});
 
 }  // namespace trainplan::cli

@@ -5,7 +5,8 @@ test of the simulation itself, apart from the inventory that drives it in `plan`
 
     python3 scripts/allocator_trace_from_history.py HISTORY.pickle TRACE
 
-HISTORY is what collect_hf.py --memory-history writes for a run (torch.cuda.memory._dump_snapshot). Only
+HISTORY is what collect_hf.py --memory-history writes for a run (torch.cuda.memory._dump_snapshot), as
+ID.pickle or ID.pickle.xz. Only
 the Python standard library is needed. TRACE has one line an event, in the order the allocator saw them:
 
     # pytorch-history <source> segments <N> reserved <bytes>
@@ -17,9 +18,12 @@ Block ids number the allocations from 0; an address PyTorch reuses gets a new id
 PyTorch's: the segments it made and their bytes (it released none). A history whose device_traces do not start before the model was created
 (the oldest events dropped past max_entries) is refused: its frees would name blocks it never allocated.
 """
+import lzma
 import os
 import pickle
 import sys
+
+import allocator_history
 
 
 def main():
@@ -27,10 +31,9 @@ def main():
         print("usage: allocator_trace_from_history.py HISTORY.pickle TRACE", file=sys.stderr)
         return 2
     try:
-        with open(sys.argv[1], "rb") as f:
-            history = pickle.load(f)
+        history = allocator_history.load(sys.argv[1])
         events = history["device_traces"][0]
-    except (OSError, pickle.UnpicklingError, KeyError, IndexError, EOFError) as e:
+    except (OSError, lzma.LZMAError, pickle.UnpicklingError, KeyError, IndexError, EOFError, TypeError) as e:
         print(f"allocator_trace_from_history: {sys.argv[1]}: not a recorded allocator history ({e})", file=sys.stderr)
         return 2
     lines, live, next_id = [], {}, 0

@@ -7,7 +7,7 @@ part from the measurement (issue 9's S5 and S10), the first segment one makes an
     plan check runs.jsonl --segments-out replay.jsonl
     python3 scripts/compare_allocator_history.py history replay.jsonl [--id S5]
 
-HISTORY is one ID.pickle (torch.cuda.memory._dump_snapshot, which collect_hf.py --memory-history writes
+HISTORY is one ID.pickle or ID.pickle.xz (torch.cuda.memory._dump_snapshot, which collect_hf.py --memory-history writes
 for each run) or a folder of them; REPLAY is what `plan check --segments-out` wrote. Only the Python
 standard library is needed: the pickle holds dicts and lists.
 
@@ -33,9 +33,12 @@ Exit status: 0 when every run compared has the same segments in the same order, 
 import argparse
 import difflib
 import json
+import lzma
 import os
 import pickle
 import sys
+
+import allocator_history
 
 MIB = 1 << 20
 SMALL_SEGMENT = 2 * MIB  # kSmallBuffer
@@ -112,12 +115,12 @@ def read_replay(path):
 
 
 def histories(path):
-    """{run id: pickle path}"""
+    """{run id: history path} (ID.pickle or ID.pickle.xz)"""
     if os.path.isdir(path):
-        return {name[:-len(".pickle")]: os.path.join(path, name)
-                for name in sorted(os.listdir(path)) if name.endswith(".pickle")}
+        return {allocator_history.run_id(name): os.path.join(path, name)
+                for name in sorted(os.listdir(path)) if allocator_history.is_history(name)}
     if os.path.isfile(path):
-        return {os.path.basename(path)[:-len(".pickle")] if path.endswith(".pickle") else os.path.basename(path): path}
+        return {allocator_history.run_id(path): path}
     fail("no such file or folder: {}".format(path))
 
 
@@ -175,7 +178,7 @@ def compare(run_id, measured, replayed, limit, lines):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("history", help="an ID.pickle of collect_hf.py --memory-history, or the folder of them")
+    parser.add_argument("history", help="an ID.pickle (or ID.pickle.xz) of collect_hf.py --memory-history, or the folder of them")
     parser.add_argument("replay", help="the file plan check --segments-out wrote")
     parser.add_argument("--id", action="append", help="compare only this run (repeatable)")
     parser.add_argument("--limit", type=int, default=10, help="stretches that differ printed per run (default 10)")
@@ -196,9 +199,9 @@ def main():
                   "expandable segments)".format(run_id, args.replay))
             continue
         try:
-            with open(found[run_id], "rb") as f:
-                history = pickle.load(f)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, ValueError) as e:
+            history = allocator_history.load(found[run_id])
+        except (OSError, lzma.LZMAError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError,
+                ValueError) as e:
             fail("{}: not a memory snapshot ({})".format(found[run_id], e))
         if not isinstance(history, dict) or not isinstance(history.get("device_traces", []), list):
             fail("{}: not a memory snapshot (no device_traces)".format(found[run_id]))

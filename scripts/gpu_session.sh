@@ -17,7 +17,8 @@
 #
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
-# STAGE: gpu-tests, bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
+# STAGE: gpu-tests, sanitize (compute-sanitizer's memcheck and racecheck on the flash tests, when the mma kernels
+# failed theirs), bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
 # collect-lora (E12 and E13 of the extra preset, and S6, with the allocator's history: the LoRA runs the
 # replay missed, and the run that settles the order of AdamW's first states),
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
@@ -45,14 +46,14 @@ out="${out%/}"  # OUT_DIR/ would put OUT_DIR.tar.gz inside the folder it packs
 shift || true
 stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
 if [ "$stages" = "one-call" ]; then
-  stages="gpu-tests bench-kernels bench suite collect-lora collect"
+  stages="gpu-tests sanitize bench-kernels bench suite collect-lora collect"
   : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=150}" "${LORA_S:=60}" "${DEADLINE_S:=570}"
   : "${COLLECT_ONLY=E14,E15,E16,E17,E18,E19,E20,E21}"
 fi
 for s in $stages; do
   case "$s" in
-    gpu-tests | bench-kernels | bench | suite | collect | collect-gaps | collect-lora | collect-shared) ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests bench-kernels bench suite collect collect-gaps collect-lora collect-shared, or one-call alone)" >&2; exit 2 ;;
+    gpu-tests | sanitize | bench-kernels | bench | suite | collect | collect-gaps | collect-lora | collect-shared) ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests sanitize bench-kernels bench suite collect collect-gaps collect-lora collect-shared, or one-call alone)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $stages " == *" $1 "* ]]; }
@@ -134,6 +135,12 @@ wants gpu-tests && stage gpu-tests "${TESTS_S:-150}" "$gpu_tests"
 if [ -f "$out/gpu-tests.txt" ] && grep -q "flash kernels mma" "$out/gpu-tests.txt" && [ -z "${TRAINPLAN_FLASH_KERNEL:-}" ]; then
   export TRAINPLAN_FLASH_KERNEL=wmma
   echo "== the mma flash kernels failed their test: TRAINPLAN_FLASH_KERNEL=wmma from here on" | tee -a "$log"
+  # What to fix before the next session: out-of-bounds accesses, then shared-memory races, in the flash tests.
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+  if wants sanitize && [ -n "$sanitizer" ]; then
+    stage memcheck "${SANITIZE_S:-60}" "$sanitizer" --tool memcheck --print-limit 20 "$gpu_tests" "[flash]"
+    stage racecheck "${SANITIZE_S:-60}" "$sanitizer" --tool racecheck --print-limit 20 "$gpu_tests" "[flash]"
+  fi
 fi
 # The runs whose reserved bytes the replay misses (S5 +12.7%, S10 -6.1%) and one it matches (S1), with the
 # allocator's history: the measured segments, in order, beside the replay's.

@@ -160,22 +160,26 @@ __global__ void norm_backward_kernel(dview x, dview w, dview dy, dview dx, float
 
 // The same sums with one warp per row (llm.c's layernorm_backward_kernel10 arrangement): the row's sums by
 // warp shuffles, with no block barrier per row; x, dy and dx moved in packs of 8 (width a multiple of 8,
-// pointers aligned: backward() checks); the 8 warps of a block take its chunk's rows in turn and add their
-// weight (and bias) gradients into the block's fp32 sums in shared memory (shared-memory atomics: the
-// warps share columns), written to the block's partials row once at the end. Three reads of each row of x
-// (mean, variance, then the sums and the update: the CPU reference's two-pass statistics) hit L1 after the
-// first.
-
-template <class T>
+// pointers aligned: backward() checks); the 8 warps of a block take its chunk's rows in turn. A lane's
+// columns are the same in every row, so with PACKS > 0 (the packs a lane covers, width <= PACKS * 256) it
+// keeps its weight (and bias) gradient sums in registers across its rows and adds them into the block's
+// fp32 sums in shared memory once at the end; with PACKS = 0 (wider rows) it adds every element there
+// (shared-memory atomics: the warps share columns, and the stride of 8 floats between lanes is an 8-way
+// bank conflict, which the H100 kernel benchmark showed costing most of the kernel's time). The block's sums
+// are written to its partials row once. Three reads of each row of x (mean, variance, then the sums and the
+// update: the CPU reference's two-pass statistics) hit L1 after the first.
+template <class T, int PACKS, bool BIAS>
 __global__ void __launch_bounds__(threads)
     norm_backward_warp_kernel(const T* x, dview w, const T* dy, T* dx, float* partials, std::size_t sums, std::size_t width,
-                              std::size_t rows, std::size_t chunk, bool center, bool has_bias) {
+                              std::size_t rows, std::size_t chunk, bool center) {
   extern __shared__ float block_sums[];  // `sums` floats: d_weight's width, then d_bias's
   for (std::size_t i = threadIdx.x; i < sums; i += blockDim.x) block_sums[i] = 0.0f;
   __syncthreads();
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const std::size_t first = blockIdx.x * chunk, last = first + chunk < rows ? first + chunk : rows;
   constexpr std::size_t step = 32 * pack_elements;  // columns a warp covers per pass
+  constexpr int kept = PACKS > 0 ? PACKS * pack_elements : 1;
+  float sum_w[kept] = {}, sum_b[BIAS ? kept : 1] = {};  // this lane's columns, over its rows (PACKS > 0)
   for (std::size_t row = first + warp; row < last; row += warps) {
     const T* xr = x + row * width;
     const T* gr = dy + row * width;
@@ -195,17 +199,45 @@ __global__ void __launch_bounds__(threads)
     }
     const float mean_dxhat = center ? warp_sum(s_dxhat) / width : 0.0f;
     const float mean_dxhat_xhat = warp_sum(s_dxhat_xhat) / width;
-    for (std::size_t c = lane * pack_elements; c < width; c += step) {
+    // dx for the pack at column c; the weight (and bias) gradient terms go to `add(k, dweight, dbias)`.
+    auto update_pack = [&](std::size_t c, auto add) {
       load_floats<pack_elements>(xr, c, v);
       load_floats<pack_elements>(gr, c, g);
       load_floats<pack_elements>(dxr, c, d);
       for (int k = 0; k < pack_elements; ++k) {
         const float xhat = (v[k] - mean) * rstd, dxhat = g[k] * w.get(c + k);
         d[k] += rstd * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat);
-        atomicAdd(&block_sums[c + k], g[k] * xhat);
-        if (has_bias) atomicAdd(&block_sums[width + c + k], g[k]);
+        add(k, g[k] * xhat, g[k]);
       }
       store_floats<pack_elements>(dxr, c, d);
+    };
+    if constexpr (PACKS > 0) {
+#pragma unroll
+      for (int p = 0; p < PACKS; ++p) {  // unrolled, so the register sums are indexed by constants
+        const std::size_t c = lane * pack_elements + p * step;
+        if (c < width)
+          update_pack(c, [&](int k, float dweight, float dbias) {
+            sum_w[p * pack_elements + k] += dweight;
+            if constexpr (BIAS) sum_b[p * pack_elements + k] += dbias;
+          });
+      }
+    } else {
+      for (std::size_t c = lane * pack_elements; c < width; c += step)
+        update_pack(c, [&](int k, float dweight, float dbias) {
+          atomicAdd(&block_sums[c + k], dweight);
+          if constexpr (BIAS) atomicAdd(&block_sums[width + c + k], dbias);
+        });
+    }
+  }
+  if constexpr (PACKS > 0) {
+#pragma unroll
+    for (int p = 0; p < PACKS; ++p) {
+      const std::size_t c = lane * pack_elements + p * step;
+      if (c >= width) continue;
+      for (int k = 0; k < pack_elements; ++k) {
+        atomicAdd(&block_sums[c + k], sum_w[p * pack_elements + k]);
+        if constexpr (BIAS) atomicAdd(&block_sums[width + c + k], sum_b[p * pack_elements + k]);
+      }
     }
   }
   __syncthreads();
@@ -217,7 +249,8 @@ __global__ void __launch_bounds__(threads)
 constexpr std::size_t warp_kernel_max_smem = 48 * 1024;
 
 // Launches the warp kernel when x, dy and dx share a float type, the width is a multiple of the pack and
-// every row start is pack-aligned; returns whether it did.
+// every row start is pack-aligned; returns whether it did. Register sums for rows up to 4 packs a lane
+// (1,024 columns: GPT-2's 768), or 8 without a bias (2,048: TinyLlama's RMSNorm), at most 64 floats a lane.
 bool launch_warp_backward(const view& x, const view& w, const view& dy, const view& dx, float* scratch, std::size_t sums,
                           std::size_t width, std::size_t rows, std::size_t chunk, std::size_t blocks, bool center,
                           bool has_bias) {
@@ -229,22 +262,41 @@ bool launch_warp_backward(const view& x, const view& w, const view& dy, const vi
     const T* gp = static_cast<const T*>(dy.data);
     T* dp = static_cast<T*>(dx.data);
     if (!all_pack_aligned(xp, gp, static_cast<const T*>(dp))) return false;
-    norm_backward_warp_kernel<T><<<static_cast<unsigned>(blocks), threads, sums * sizeof(float)>>>(
-        xp, device(w), gp, dp, scratch, sums, width, rows, chunk, center, has_bias);
-    TRAINPLAN_CUDA_LAUNCH_CHECK();
+    const std::size_t packs = (width + 32 * pack_elements - 1) / (32 * pack_elements);  // a lane's
+    auto launch = [&](auto kernel) {
+      kernel<<<static_cast<unsigned>(blocks), threads, sums * sizeof(float)>>>(xp, device(w), gp, dp, scratch, sums, width,
+                                                                               rows, chunk, center);
+      TRAINPLAN_CUDA_LAUNCH_CHECK();
+    };
+    if (packs <= 4 && has_bias) launch(norm_backward_warp_kernel<T, 4, true>);
+    else if (packs <= 4) launch(norm_backward_warp_kernel<T, 4, false>);
+    else if (packs <= 8 && !has_bias) launch(norm_backward_warp_kernel<T, 8, false>);
+    else if (has_bias) launch(norm_backward_warp_kernel<T, 0, true>);
+    else launch(norm_backward_warp_kernel<T, 0, false>);
     return true;
   });
 }
 
-// Column i of the used partial rows, summed and added to the stored gradient once.
-__global__ void norm_partials_sum_kernel(const float* partials, std::size_t blocks, std::size_t sums, std::size_t width,
-                                         dview d_weight, dview d_bias) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i >= sums) return;
+// Column i of the used partial rows, summed and added to the stored gradient once. A block takes 32 columns,
+// one a lane, so every read of a partials row is coalesced; its 32 warps split the rows, and their 32 sums
+// of a column are added in shared memory. (One thread a column over all rows, as before, left 1,536 threads
+// walking 1,024 rows each for GPT-2: latency-bound, most of LayerNorm backward's 0.29 ms on the H100.)
+constexpr unsigned partials_sum_warps = 32;
+__global__ void __launch_bounds__(32 * partials_sum_warps)
+    norm_partials_sum_kernel(const float* partials, std::size_t blocks, std::size_t sums, std::size_t width,
+                             dview d_weight, dview d_bias) {
+  __shared__ float warp_sums[partials_sum_warps][33];  // 33: the column reads of the final sum hit distinct banks
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(32) + threadIdx.x;
   float acc = 0;
-  for (std::size_t p = 0; p < blocks; ++p) acc += partials[p * sums + i];
-  if (i < width) d_weight.set(i, d_weight.get(i) + acc);
-  else d_bias.set(i - width, d_bias.get(i - width) + acc);
+  if (i < sums)
+    for (std::size_t p = threadIdx.y; p < blocks; p += partials_sum_warps) acc += partials[p * sums + i];
+  warp_sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || i >= sums) return;
+  float total = 0;
+  for (unsigned y = 0; y < partials_sum_warps; ++y) total += warp_sums[y][threadIdx.x];
+  if (i < width) d_weight.set(i, d_weight.get(i) + total);
+  else d_bias.set(i - width, d_bias.get(i - width) + total);
 }
 
 void backward(const view& x, const view& w, const view& dy, const view& dx, const view& d_weight, const view* d_bias,
@@ -262,8 +314,8 @@ void backward(const view& x, const view& w, const view& dy, const view& dx, cons
                                                                      sums, width, rows, chunk, center, d_bias != nullptr);
     TRAINPLAN_CUDA_LAUNCH_CHECK();
   }
-  norm_partials_sum_kernel<<<blocks_for(sums, 256), 256>>>(scratch, blocks, sums, width, device(d_weight),
-                                                           d_bias ? device(*d_bias) : dview{nullptr, dtype::fp32});
+  norm_partials_sum_kernel<<<static_cast<unsigned>((sums + 31) / 32), dim3(32, partials_sum_warps)>>>(
+      scratch, blocks, sums, width, device(d_weight), d_bias ? device(*d_bias) : dview{nullptr, dtype::fp32});
   TRAINPLAN_CUDA_LAUNCH_CHECK();
 }
 

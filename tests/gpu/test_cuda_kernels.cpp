@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -97,21 +99,60 @@ void check_close(const char* what, twin& t, dtype type) {
 //    carries that error whole, at most eps * |ref| <= eps * max|ref|; over many terms the independent
 //    rounding errors have both signs and partly cancel (they grow like the square root of the count,
 //    while the terms of a row of P sum to at most 1 / (1 - p)), staying within the same budget.
-void check_tensor_core(const char* what, twin& t, dtype type) {
+// Where an element of a [b, s, width] attention tensor sits, for a failure message: token, part (q, k, v or the
+// output), head and dim, so that a kernel bug shows its pattern (one tile, one part, one dim range).
+struct attention_layout {
+  cpu::attention_shape sh;
+  bool qkv = false;  // false: the [b, s, heads * head_dim] output
+  std::size_t width() const { return qkv ? sh.qkv_width() : sh.out_width(); }
+  std::string part(std::size_t i) const {
+    const std::size_t col = i % width(), d = sh.head_dim;
+    if (!qkv) return "o";
+    return col < sh.heads * d ? "q" : col < (sh.heads + sh.kv_heads) * d ? "k" : "v";
+  }
+  std::string describe(std::size_t i) const {
+    const std::size_t token = i / width(), col = i % width(), d = sh.head_dim;
+    const std::size_t q_cols = qkv ? sh.heads * d : 0, k_cols = qkv ? sh.kv_heads * d : 0;
+    const std::size_t in_part = col < sh.heads * d ? col : col < sh.heads * d + k_cols ? col - q_cols : col - q_cols - k_cols;
+    return "b " + std::to_string(token / sh.seq) + " s " + std::to_string(token % sh.seq) + " " + part(i) + " head " +
+           std::to_string(in_part / d) + " dim " + std::to_string(in_part % d);
+  }
+};
+
+void check_tensor_core(const char* what, twin& t, dtype type, const attention_layout* layout = nullptr) {
   INFO(what);
   const double eps = std::ldexp(1.0, type == dtype::fp16 ? -11 : -8);
   const std::vector<float> reference = t.host_values(), got = t.fetch();
   double largest = 1e-6;
   for (float r : reference) largest = std::max(largest, static_cast<double>(std::abs(r)));
-  std::size_t outside = 0;
+  std::size_t outside = 0, first_outside = got.size();
   double worst = 0;  // error / tolerance
+  std::map<std::string, std::size_t> outside_by_part;      // q, k, v or o
+  std::map<std::size_t, std::size_t> outside_by_row_tile;  // tokens' position / 64, the kernels' tile
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double error = std::abs(static_cast<double>(got[i]) - reference[i]);
     const double tolerance = eps * largest + 2 * eps * std::abs(reference[i]);
-    if (!(error <= tolerance)) ++outside;  // NaN counts as outside
+    if (!(error <= tolerance)) {  // NaN counts as outside
+      if (outside++ == 0) first_outside = i;
+      if (layout) {
+        ++outside_by_part[layout->part(i)];
+        ++outside_by_row_tile[(i / layout->width()) % layout->sh.seq / 64];
+      }
+    }
     worst = std::max(worst, error / tolerance);
   }
-  INFO("elements outside the tolerance: " << outside << " of " << got.size() << ", worst error / tolerance " << worst);
+  std::string where;
+  if (outside > 0) {
+    where = ", first at " + std::to_string(first_outside);
+    if (layout) {
+      where += " (" + layout->describe(first_outside) + ")";
+      for (const auto& [part, n] : outside_by_part) where += ", " + part + ": " + std::to_string(n);
+      for (const auto& [tile, n] : outside_by_row_tile) where += ", rows " + std::to_string(tile * 64) + "+: " + std::to_string(n);
+    }
+    where += ", got " + std::to_string(got[first_outside]) + " want " + std::to_string(reference[first_outside]);
+  }
+  INFO("elements outside the tolerance: " << outside << " of " << got.size() << ", worst error / tolerance " << worst
+                                          << where);
   CHECK(outside == 0);
 }
 
@@ -225,11 +266,14 @@ TEST_CASE("norms, activations and dropout masks match the CPU reference", "[gpu]
 
 // Widths that are a multiple of 8 take the warp-per-row kernels (kernels/cuda/norm.cu); 264 leaves lanes
 // with one pack and lanes with two. Two partial rows for 37 rows: chunks of 19 and 18 rows, so each of a
-// block's 8 warps takes several rows in turn.
+// block's 8 warps takes several rows in turn. The backward keeps a lane's gradient sums in registers up to
+// 4 packs a lane (264), or 8 without a bias (2,048: RMSNorm's), and adds each element in shared memory
+// beyond (2,048 with LayerNorm's bias, 4,104 for both).
 TEST_CASE("norms one warp per row match the CPU reference", "[gpu][norm]") {
+  const std::size_t width = GENERATE(264, 2048, 4104);
   for (dtype t : {dtype::fp32, dtype::bf16}) {
-    INFO((t == dtype::fp32 ? "fp32" : "bf16"));
-    const std::size_t rows = 37, width = 264;
+    INFO((t == dtype::fp32 ? "fp32" : "bf16") << " width " << width);
+    const std::size_t rows = 37;
     twin x(random(rows * width, 40, 2.0f), t), w(random(width, 41), t), dy(random(rows * width, 42), t),
         dx(random(rows * width, 43), t), dw(random(width, 44), t), db(random(width, 45), t),
         partials(std::vector<float>(2 * 2 * width), dtype::fp32), b(random(width, 46), t),
@@ -430,7 +474,8 @@ TEST_CASE("tensor-core flash attention, mma and wmma, matches the CPU reference"
         lse(std::vector<float>(rows), dtype::fp32);
     cpu::flash_attention_forward(sh, qkv.host(), drop, out.host(), lse.host());
     gpu::flash_attention_forward(sh, qkv.dev(), drop, out.dev(), lse.dev());
-    check_tensor_core("tiled flash forward", out, run.type);
+    const attention_layout out_layout{sh, false}, qkv_layout{sh, true};
+    check_tensor_core("tiled flash forward", out, run.type, &out_layout);
     check_close("tiled flash lse", lse, dtype::fp32);
 
     // Both backwards read the CPU's out and lse, so the backward is checked on its own.
@@ -439,7 +484,7 @@ TEST_CASE("tensor-core flash attention, mma and wmma, matches the CPU reference"
     cpu::flash_attention_backward(sh, qkv.host(), ref_out.host(), ref_lse.host(), drop, dout.host(), delta.host(), dqkv.host());
     gpu::flash_attention_backward(sh, qkv.dev(), ref_out.dev(), ref_lse.dev(), drop, dout.dev(), delta.dev(), dqkv.dev());
     check_close("flash delta", delta, dtype::fp32);
-    check_tensor_core("tiled flash backward", dqkv, run.type);
+    check_tensor_core("tiled flash backward", dqkv, run.type, &qkv_layout);
   }
   gpu::set_flash_kernel(before);
 }

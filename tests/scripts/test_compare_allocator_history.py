@@ -7,6 +7,7 @@ histories need a GPU (collect_hf.py --memory-history); these stand-ins have the 
     python3 tests/scripts/test_compare_allocator_history.py PLAN_BINARY
 """
 import json
+import lzma
 import os
 import pickle
 import subprocess
@@ -87,6 +88,15 @@ def main():
             check(r.returncode == 0, "identical segments: exit {} ({})".format(r.returncode, r.stdout + r.stderr))
             check("the same segments in the same order" in r.stdout, "identical segments not reported so")
             check("PyTorch {} segments".format(len(s5)) in r.stdout, "PyTorch's count: " + r.stdout[:300])
+        # The same history compressed, as data/measurements/ stores them: S5.pickle.xz is run S5.
+        xz_dir = os.path.join(tmp, "xz")
+        os.makedirs(xz_dir)
+        with lzma.open(os.path.join(xz_dir, "S5.pickle.xz"), "wb") as f:
+            pickle.dump(history_of(same, True), f)
+        for where in (xz_dir, os.path.join(xz_dir, "S5.pickle.xz")):
+            r = run([where, replay])
+            check(r.returncode == 0 and "the same segments in the same order" in r.stdout,
+                  "an .xz history ({}): exit {} ({})".format(where, r.returncode, r.stdout + r.stderr))
         # Step 2's two 786 MiB loss segments missing, one 394 MiB segment in step 2's forward instead.
         big = 786 << 20
         step2 = [k for k, s in enumerate(same) if s[1] == 2 and s[0] == big]
@@ -119,6 +129,9 @@ def main():
         junk = os.path.join(tmp, "junk.pickle")
         with open(junk, "wb") as f:
             f.write(b"not a pickle")
+        junk_xz = os.path.join(tmp, "junk.pickle.xz")
+        with open(junk_xz, "wb") as f:
+            f.write(b"not xz data")
         notdict = os.path.join(tmp, "list.pickle")
         with open(notdict, "wb") as f:
             pickle.dump([1, 2], f)
@@ -131,6 +144,7 @@ def main():
         for argv, what in (([os.path.join(tmp, "none"), replay], "a missing history"),
                            ([hist, os.path.join(tmp, "none.jsonl")], "a missing replay"),
                            ([junk, replay], "a file that is not a pickle"),
+                           ([junk_xz, replay], "an .xz file that is not xz data"),
                            ([notdict, replay], "a pickle that is not a snapshot"),
                            ([badsize, replay], "a segment size that is not a number"),
                            ([hist, badreplay], "a replay line without its fields"),
