@@ -5,6 +5,7 @@
 // A report it can use (written by the CUDA backend) has, besides plan validate's fields:
 //   "gpu": {"name": "h100"},
 //   "device": {"context_bytes", "workspace_bytes", "device_peak_bytes", "step_seconds"}
+#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -62,6 +63,41 @@ std::string merged_source(const json& entry, std::string_view own_prefix, const 
     begin = end + 2;
   }
   return merged;
+}
+
+// The inputs as a source names them: a folder as given, files grouped by their folder ("DIR/ (20 of its 21
+// reports)"), so that a fit from most of a folder's reports stays one readable line and says what it left out.
+std::string describe_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::pair<std::string, int>> groups;  // folder or file, and its files (0: as given)
+  for (const std::string& input : inputs) {
+    const std::filesystem::path path(input);
+    if (std::filesystem::is_directory(path)) {
+      groups.emplace_back(input, 0);
+      continue;
+    }
+    const std::string folder = path.parent_path().string();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.second > 0 && g.first == folder; });
+    if (it == groups.end()) groups.emplace_back(folder, 1);
+    else ++it->second;
+  }
+  std::string out;
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    const auto& [name, files] = groups[k];
+    out += k == 0 ? "" : ", ";
+    if (files == 0) out += name;
+    else if (files == 1) {  // the one file of that folder, by its whole path
+      for (const std::string& input : inputs)
+        if (!std::filesystem::is_directory(input) && std::filesystem::path(input).parent_path().string() == name) out += input;
+    } else {  // how many of the folder's reports: a fit that left some out says so
+      const std::filesystem::path folder = name.empty() ? "." : name;
+      std::error_code ec;
+      int reports = 0;
+      for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+        if (e.path().extension() == ".json") ++reports;
+      out += fmt::format("{}/ ({} of its {} reports)", folder.string(), files, reports);
+    }
+  }
+  return out;
 }
 
 struct calibrate_args {
@@ -280,7 +316,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                  {"timing", {{"trainplan", timing_json(c.timing_for(framework_kind::trainplan))}}},
                  {"source", fmt::format("{}{} run{} of {} (this project's harness, max errors: memory {:.2f}%, time {:.2f}%)",
                                         trainplan_source_prefix, runs.size(), runs.size() == 1 ? "" : "s",
-                                        fmt::join(args->inputs, ", "), fit.max_memory_error_pct, fit.max_time_error_pct)}};
+                                        describe_inputs(args->inputs), fit.max_memory_error_pct, fit.max_time_error_pct)}};
       if (!args->output.empty()) {
         json doc;
         try {

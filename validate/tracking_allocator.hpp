@@ -103,7 +103,7 @@ class tracking_allocator {
   friend class tensor;
   void release(std::uint64_t id, std::uint64_t bytes);
 
-  const kernels::kernel_ops& ops_;
+  const kernels::kernel_ops ops_;  // a copy (function pointers): a temporary table passed in cannot dangle
   std::uint64_t device_peak_bytes_ = 0;
   std::uint64_t next_id_ = 1;
   std::uint64_t live_bytes_ = 0, peak_bytes_ = 0;

@@ -61,6 +61,11 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   CHECK(json::parse(slurp(out)) == written);
   // The planner loads the new file through --data-dir.
   CHECK(run_plan("--model gpt2 --seq 512 --data-dir " + out.parent_path().string()).exit_code == 0);
+  // Reports named one by one are named by their folder, with how many of its reports the fit took.
+  const std::string two = (dir / "reports" / "run0.json").string() + " " + (dir / "reports" / "run2.json").string();
+  REQUIRE(run_plan("calibrate " + two + " -o " + out.string()).exit_code == 0);
+  CHECK_THAT(json::parse(slurp(out))["gpus"]["h100"]["source"].get<std::string>(),
+             Catch::StartsWith("plan calibrate on 2 runs of " + (dir / "reports").string() + "/ (2 of its 3 reports)"));
 
   json bad = json::parse(run_plan("validate --layers 2 --hidden 32 --heads 4 --vocab 64 --seq 16 --json --no-report").out);
   std::ofstream(dir / "cpu.json") << bad.dump();
