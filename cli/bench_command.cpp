@@ -90,7 +90,7 @@ int bench_cuda(const bench_args& args) {
     r.micro_batch = c.micro_batch;
     r.attention = attention_kind::flash;
     validate::training_options options;
-    options.steps = 4;  // the first warms up; the mean of the other three is the steady state
+    options.steps = 4;  // the first warms up; then at least three steady steps, and more up to half a second (validate/validation.hpp)
     validate::device_measurements device;
     const plan_result p = evaluate_plan(m, r, gpu, data.calibration_for(gpu));
     nlohmann::json run = {{"model", c.model}, {"seq", c.seq}, {"micro_batch", c.micro_batch}};

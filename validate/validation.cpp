@@ -108,12 +108,20 @@ validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& 
   const auto start = std::chrono::steady_clock::now();
   double steady_seconds = 0;
   const int steps = options.steps;
-  for (int k = 0; k < steps || (!harness.reached_steady_state() && k < steps + training_run::max_extra_steps); ++k) {
+  int timed = 0;
+  auto more = [&](int k) {
+    if (k < steps || (!harness.reached_steady_state() && k < steps + training_run::max_extra_steps)) return true;
+    return device != nullptr && steady_seconds < device_timing_min_seconds && timed < device_timing_max_steps;
+  };
+  for (int k = 0; more(k); ++k) {
     ops.synchronize();
     const auto t0 = std::chrono::steady_clock::now();
     harness.step();
     ops.synchronize();
-    if (k > 0 || steps == 1) steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (k > 0 || steps == 1) {
+      steady_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++timed;
+    }
   }
   const auto stop = std::chrono::steady_clock::now();
   validation_result r = compare_with_planner(harness);
@@ -121,7 +129,7 @@ validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& 
   r.seconds = std::chrono::duration<double>(stop - start).count();
   if (measured) {
     measured->device_peak_bytes = harness.alloc.device_peak_bytes();
-    measured->step_seconds = steady_seconds / std::max(1, static_cast<int>(harness.records.size()) - 1);
+    measured->step_seconds = steady_seconds / std::max(1, timed);
     r.device = measured;
   }
   return r;

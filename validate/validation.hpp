@@ -42,6 +42,12 @@ struct device_measurements {
   double step_seconds = 0;               // mean wall time of the steps after the first, synchronized
 };
 
+// On a device, steps after the requested ones are timed until the steady steps add up to this long, or
+// this many are timed: the H100 suite's two timed steps of 15 to 70 ms left runs of the same work 7-20%
+// apart (GPT-2 and TinyLlama "selective flash", which recompute nothing more than "none flash").
+constexpr double device_timing_min_seconds = 0.5;
+constexpr int device_timing_max_steps = 20;
+
 struct validation_result {
   std::string backend = "cpu";
   std::optional<device_measurements> device;
@@ -61,7 +67,8 @@ struct validation_result {
 };
 
 // Throws input_error for configurations the harness does not run, out_of_memory when the backend runs
-// out. `device` (when not null) is filled in from the backend: name, context and workspace bytes.
+// out. `device` (when not null) is filled in from the backend: name, context and workspace bytes; the step
+// time then comes from at least device_timing_min_seconds of steady steps (at most device_timing_max_steps).
 validation_result validate_on(const kernels::kernel_ops& ops, const model_spec& m, const run_config& run,
                               const training_options& options, const device_measurements* device = nullptr);
 

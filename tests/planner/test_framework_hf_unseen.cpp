@@ -2,7 +2,10 @@
 // on an H100 on 2026-11-26 (data/measurements/), with torch 2.11 and transformers 5.17 as in the shared
 // data. "extra": 13 configurations (Mistral- and Qwen2-shaped Llamas, amp-fp16 with a GradScaler, gradient
 // accumulation, s8192 with and without checkpointing, LoRA through peft); "gaps": S1, S5 and S10 of the
-// shared 14 measured again, with their allocator histories.
+// shared 14 measured again, with their allocator histories. From a second session the same day, "extra-2":
+// E14-E21 (Mistral at s4096, LoRA with amp-bf16 and on the MLP with dropout, fp32 and eager attention with
+// expandable segments, GPT-2 checkpointed with expandable segments, Phi-3); "histories": S6, E12 and E13 again
+// with their allocator histories.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
@@ -34,7 +37,33 @@ run_errors errors_of(const measured_run& r) {
           error_pct(static_cast<double>(sim.peak_reserved_bytes) + ws, static_cast<double>(r.reserved_peak_bytes))};
 }
 
+// As plan check computes it: the context measured, plus what the plan's replay reserves in the GPU's memory
+// (its own allocator: PyTorch's default or expandable segments, as the run had) and the cuBLAS workspaces.
+double device_error_pct(const measured_run& r, std::uint64_t context_bytes) {
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const plan_result p = evaluate_plan(r.model, r.run, h100, test::data().calibration_for(h100));
+  REQUIRE(p.allocator.has_value());
+  const double device = static_cast<double>(context_bytes + p.allocator->budget_reserved_bytes + p.overhead.cublas_workspace_bytes);
+  return error_pct(device, static_cast<double>(context_bytes + r.reserved_peak_bytes));
+}
+
 }  // namespace
+
+TEST_CASE("hf profile: the second session's unseen runs, tensor peak within 3% and device peak within 5%",
+          "[framework][hf][measured]") {
+  const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-26-extra-2.jsonl");
+  REQUIRE(f.runs.size() == 8);
+  std::string table = "run   tensor error  device error\n";
+  for (const measured_run& r : f.runs) {
+    INFO(r.id);
+    REQUIRE(describe_model(r.model).counts.total == r.params);
+    const double tensor_pct = errors_of(r).tensor_pct, device_pct = device_error_pct(r, f.context_bytes);
+    table += fmt::format("{:<5} {:>+11.2f}% {:>+11.2f}%\n", r.id, tensor_pct, device_pct);
+    CHECK(std::abs(tensor_pct) <= 3.0);
+    CHECK(std::abs(device_pct) <= 5.0);
+  }
+  WARN(table);
+}
 
 TEST_CASE("hf profile: unseen H100 runs, tensor peak within 3% and reserved within 5%", "[framework][hf][measured]") {
   const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-26-extra.jsonl");

@@ -283,3 +283,26 @@ TEST_CASE("the CPU table and the harness agree with the planner through the ops 
   CHECK_FALSE(v.device.has_value());
   CHECK(v.measured_peak_bytes == v.predicted_peak_bytes);
 }
+
+// On a device the step time averages enough steady steps to mean something: past the requested steps, until
+// they add up to device_timing_min_seconds or device_timing_max_steps are timed. Without one, exactly the
+// requested steps run. (The CPU table stands in for a device here: only the timing loop is under test.)
+TEST_CASE("a device run times steady steps until half a second or twenty of them", "[validate]") {
+  const kernels::kernel_ops& cpu = kernels::cpu_kernel_ops();
+  const run_config r = run_of(16, 2, recompute_mode::none, attention_kind::flash, 0.0);
+  validate::training_options options;
+  options.steps = 3;
+  const validate::validation_result plain = validate::validate_on(cpu, tiny(model_family::llama), r, options);
+  CHECK(plain.steps == 3);
+  validate::device_measurements device;
+  device.name = "the CPU, standing in";
+  const validate::validation_result timed = validate::validate_on(cpu, tiny(model_family::llama), r, options, &device);
+  REQUIRE(timed.device.has_value());
+  const int steady = timed.steps - 1;
+  CHECK(steady >= options.steps - 1);
+  CHECK(steady <= validate::device_timing_max_steps);
+  // It stopped at one limit or the other: twenty steps, or enough time.
+  CHECK((steady == validate::device_timing_max_steps || steady * timed.device->step_seconds >= validate::device_timing_min_seconds));
+  CHECK(timed.device->step_seconds > 0);
+  CHECK(timed.measured_peak_bytes == plain.measured_peak_bytes);  // later steps change no peak
+}
