@@ -69,8 +69,13 @@ TEST_CASE("hf profile: unseen H100 runs, tensor peak within 3% and reserved with
   const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-26-extra.jsonl");
   REQUIRE(f.runs.size() == 13);
   // Known gap: E13 (GPT-2, adapters on q,k,v,o and the MLP) reserved a fourth segment of the loss's [b*s, V]
-  // fp32 size (786 MiB) that the replay fits into a free block; its tensor peak is within 0.1%, and it
-  // recorded no allocator history. E12 (TinyLlama, checkpointed) was +5.6% while the replay made each LoRA
+  // fp32 size (786 MiB) that the replay fits into a free block; its tensor peak is within 0.1%. Its history
+  // (measured again in "histories" below) shows why. In step 2's last layer the bf16 copies of the GELU output
+  // (for c_proj, then for peft's lora_A of c_proj, 24 MiB each) found no free block of their size: of the two
+  // 24 MiB blocks peft's c_fc LoRA had freed, one was a whole 48 MiB segment that the fp32 GELU pieces took,
+  // the other was split by autocast's 4.5 MiB copy of c_proj's weight just before. They took the 74 MiB
+  // segment of the head's bf16 weight; that weight then split the freed logits' segment, the logits a loss
+  // segment, and the loss needed a fourth. The profile lumps peft's MLP transients into one buffer. E12 (TinyLlama, checkpointed) was +5.6% while the replay made each LoRA
   // buffer (the adapters, their gradients and AdamW states) one allocation of 17 MiB, which split a freed
   // block of the loss's size: PyTorch holds each adapter as its own tensor, under 1 MiB, in its small pool.
   const std::set<std::string> known_gaps = {"E13"};
@@ -111,5 +116,17 @@ TEST_CASE("hf profile: S1 S5 S10 measured again", "[framework][hf][measured]") {
     CHECK(std::abs(e.reserved_pct) <= 5.0);
     if (r.id == "S1") CHECK(r.reserved_peak_bytes == before->reserved_peak_bytes);
     if (r.id == "S5") CHECK(r.reserved_peak_bytes > before->reserved_peak_bytes + (700ull << 20));
+  }
+}
+
+TEST_CASE("hf profile: S6, E12 and E13 measured again with their allocator histories", "[framework][hf][measured]") {
+  const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-26-histories.jsonl");
+  REQUIRE(f.runs.size() == 3);
+  for (const measured_run& r : f.runs) {
+    INFO(r.id);
+    const double tensor_pct = errors_of(r).tensor_pct, device_pct = device_error_pct(r, f.context_bytes);
+    CHECK(std::abs(tensor_pct) <= 3.0);
+    if (r.id != "E13") CHECK(std::abs(device_pct) <= 5.0);  // E13: the known gap above, -10.1% again
+    else CHECK(device_pct < -5.0);  // still the gap: a fix must move this line
   }
 }
