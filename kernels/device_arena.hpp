@@ -15,6 +15,13 @@
 
 namespace trainplan::kernels {
 
+// What the CUDA backend leaves to the driver when it reserves the arena (kernels/cuda/runtime.cu): all free
+// memory but this, for what the driver allocates on its own: kernels' local memory (sized at launch for every
+// resident thread), the runtime's and cuBLAS's internal buffers. 1.5 GiB: the scalar flash fallback's 2 KiB
+// stack frame per thread (ptxas) alone takes about 528 MiB on an H100 (2,048 resident threads on each of 132
+// SMs), and the lazily loaded cuBLAS and cuBLASLt modules come on top.
+constexpr std::uint64_t arena_driver_headroom_bytes = 3ull << 29;
+
 // What a backend's alloc throws when the memory is not there (the host's allocation fails with
 // std::bad_alloc instead). The tracking allocator reports either as the run's out-of-memory result, and
 // lets every other error (a CUDA fault surfacing in the zero fill, say) propagate as what it is.

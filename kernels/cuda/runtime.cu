@@ -49,12 +49,7 @@ namespace {
 // The harness's buffers live in one block reserved when the kernel table is first used (issue 11): a
 // step then allocates and frees without calling the driver and without synchronizing, and the device
 // memory it needs is known on the host at every allocation (the arena's extent) instead of being read
-// with cudaMemGetInfo. The block is all free memory less this headroom, left to the driver for what it
-// allocates on its own: kernels' local memory (sized at launch for every resident thread), the
-// runtime's and cuBLAS's internal buffers. 1.5 GiB: the scalar flash fallback's 2 KiB stack frame per
-// thread (ptxas) alone takes about 528 MiB on an H100 (2,048 resident threads on each of 132 SMs), and
-// the lazily loaded cuBLAS and cuBLASLt modules come on top.
-constexpr std::uint64_t driver_headroom_bytes = 3ull << 29;
+// with cudaMemGetInfo. The block is all free memory less arena_driver_headroom_bytes (kernels/device_arena.hpp).
 
 void zero_fill_async(void* p, std::size_t bytes) { TRAINPLAN_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0)); }
 
@@ -72,7 +67,7 @@ harness_memory& memory() {
     std::size_t free = 0, total = 0;
     TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
     h->before_arena_bytes = total - free;
-    const std::uint64_t capacity = free > driver_headroom_bytes ? free - driver_headroom_bytes : 0;
+    const std::uint64_t capacity = free > arena_driver_headroom_bytes ? free - arena_driver_headroom_bytes : 0;
     void* base = nullptr;
     if (capacity > 0) TRAINPLAN_CUDA_CHECK(cudaMalloc(&base, capacity));
     h->memory = arena_memory(base, capacity, zero_fill_async);  // zero-filled in stream order

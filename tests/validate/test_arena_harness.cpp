@@ -4,6 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../planner/test_helpers.hpp"
@@ -29,6 +33,38 @@ kernels::kernel_ops cpu_ops_on(kernels::arena_memory& arena) {
   ops.alloc = arena_alloc;
   ops.release = arena_release;
   ops.device_used_bytes = arena_extent;
+  return ops;
+}
+
+// A dry harness: every kernel a no-op and the memory the arena's bookkeeping alone (a made-up base address no
+// one reads or writes), so a step places its buffers exactly as on the GPU, in a fraction of the time and with
+// no device memory: where the buffers go depends only on their sizes and order, never on their contents.
+template <class F>
+struct no_op;
+template <class R, class... A>
+struct no_op<R (*)(A...)> {
+  static R run(A...) {
+    if constexpr (!std::is_void_v<R>) return R();
+  }
+};
+void no_copy(void*, const void*, std::size_t) {}
+void no_sync() {}
+void no_fill(void*, std::size_t) {}
+
+kernels::kernel_ops dry_ops_on(kernels::arena_memory& arena) {
+  current_arena = &arena;
+  kernels::kernel_ops ops;
+  ops.backend = "dry";
+  ops.alloc = arena_alloc;
+  ops.release = arena_release;
+  ops.device_used_bytes = arena_extent;
+  ops.upload = no_copy;
+  ops.download = no_copy;
+  ops.synchronize = no_sync;
+#define TRAINPLAN_NO_OP(name) ops.name = &no_op<kernels::name##_fn>::run;
+  TRAINPLAN_KERNEL_OPS(TRAINPLAN_NO_OP)
+  TRAINPLAN_CPU_ONLY_KERNEL_OPS(TRAINPLAN_NO_OP)
+#undef TRAINPLAN_NO_OP
   return ops;
 }
 
@@ -113,4 +149,43 @@ TEST_CASE("an arena too small for the run is an out-of-memory result naming the 
     CHECK_THAT(oom.what(), Catch::Contains("do not fit in the device arena"));
   }
   CHECK(arena.arena().live_blocks() == 0);  // unwinding freed what had been placed
+}
+
+// The device peaks the H100 measured (reports/h100-2026-11-26-2/suite/), less the memory in use before the arena,
+// are the arena's extents: the dry harness gives them to the byte, holes included, in an arena of the size the
+// CUDA backend reserved there (the GPU's memory less what was in use before it and the driver's headroom).
+TEST_CASE("a dry run of the harness gives the H100 suite's measured device peaks to the byte", "[validate][arena]") {
+  struct suite_run {
+    const char* report;
+    recompute_mode recompute;
+    attention_kind attention;
+  };
+  for (const suite_run& s : {suite_run{"gpt2-selective-eager.json", recompute_mode::selective, attention_kind::eager},
+                             suite_run{"gpt2-none-flash.json", recompute_mode::none, attention_kind::flash},
+                             suite_run{"gpt2-full-eager.json", recompute_mode::full, attention_kind::eager}}) {
+    INFO(s.report);
+    std::ifstream in(std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-26-2/suite/" + s.report);
+    REQUIRE(in);
+    const nlohmann::json report = nlohmann::json::parse(in);
+    const model_spec m = test::data().model("gpt2").spec;
+    run_config r;
+    r.seq = 1024, r.micro_batch = 2, r.dropout = 0.1, r.recompute = s.recompute, r.attention = s.attention;
+    // The report's run is this one.
+    REQUIRE(report["model"]["name"] == "gpt2");
+    REQUIRE(report["run"]["seq"] == r.seq);
+    REQUIRE(report["run"]["micro_batch"] == r.micro_batch);
+    REQUIRE(report["run"]["recompute"] == recompute_name(r.recompute));
+    REQUIRE(report["run"]["attention"] == attention_name(r.attention));
+    REQUIRE(report["run"]["precision"] == "bf16-mixed");
+    const std::uint64_t before_arena =
+        report["device"]["context_bytes"].get<std::uint64_t>() + report["device"]["workspace_bytes"].get<std::uint64_t>();
+    const std::uint64_t capacity = test::data().gpu("h100").memory_bytes - before_arena - kernels::arena_driver_headroom_bytes;
+    kernels::arena_memory placed(reinterpret_cast<void*>(std::uintptr_t{1} << 44), capacity, no_fill);
+    validate::training_options options;
+    options.steps = 3;  // as the suite ran it
+    validate::training_run run(m, r, options, dry_ops_on(placed));
+    run.run();
+    CHECK(run.alloc.peak_bytes() == report["measured"]["peak_bytes"].get<std::uint64_t>());
+    CHECK(before_arena + run.alloc.device_peak_bytes() == report["device"]["device_peak_bytes"].get<std::uint64_t>());
+  }
 }
