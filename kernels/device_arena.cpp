@@ -94,4 +94,21 @@ std::uint64_t device_arena::largest_free_bytes() const {
   return largest;
 }
 
+std::optional<std::uint64_t> parse_arena_bytes(const char* text) {
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  std::uint64_t value = 0;
+  const char* p = text;
+  for (; *p >= '0' && *p <= '9'; ++p) {
+    const std::uint64_t digit = static_cast<std::uint64_t>(*p - '0');
+    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (p == text) return std::nullopt;  // no digits
+  unsigned shift = 0;
+  if (*p == 'M') shift = 20, ++p;
+  else if (*p == 'G') shift = 30, ++p;
+  if (*p != '\0' || value == 0 || value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
 }  // namespace trainplan::kernels

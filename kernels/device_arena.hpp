@@ -22,6 +22,12 @@ namespace trainplan::kernels {
 // SMs), and the lazily loaded cuBLAS and cuBLASLt modules come on top.
 constexpr std::uint64_t arena_driver_headroom_bytes = 3ull << 29;
 
+// TRAINPLAN_ARENA_BYTES, when set, caps the arena below what the driver's headroom leaves: a byte count, or
+// whole MiB or GiB with an M or G suffix ("8G"). A profiler that replays kernels (ncu) saves and restores the
+// memory a kernel may touch around each replay, which with the whole GPU reserved is 80 GB a kernel. Nothing
+// for text that is not such a count (empty, a sign, another suffix, zero, past 64 bits).
+std::optional<std::uint64_t> parse_arena_bytes(const char* text);
+
 // What a backend's alloc throws when the memory is not there (the host's allocation fails with
 // std::bad_alloc instead). The tracking allocator reports either as the run's out-of-memory result, and
 // lets every other error (a CUDA fault surfacing in the zero fill, say) propagate as what it is.

@@ -18,7 +18,8 @@
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
 #
 # STAGE: gpu-tests, sanitize (compute-sanitizer's memcheck and racecheck on the flash tests, when the mma kernels
-# failed theirs), bench-kernels, bench, suite (with calibrate), collect (the extra preset, with check),
+# failed theirs), bench-kernels, bench, profile (ncu on the mma flash kernels and the norm backward; not in the
+# default list), suite (with calibrate), collect (the extra preset, with check),
 # collect-lora (E12 and E13 of the extra preset, and S6, with the allocator's history: the LoRA runs the
 # replay missed, and the run that settles the order of AdamW's first states),
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
@@ -52,8 +53,8 @@ if [ "$stages" = "one-call" ]; then
 fi
 for s in $stages; do
   case "$s" in
-    gpu-tests | sanitize | bench-kernels | bench | suite | collect | collect-gaps | collect-lora | collect-shared) ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests sanitize bench-kernels bench suite collect collect-gaps collect-lora collect-shared, or one-call alone)" >&2; exit 2 ;;
+    gpu-tests | sanitize | bench-kernels | bench | profile | suite | collect | collect-gaps | collect-lora | collect-shared) ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests sanitize bench-kernels bench profile suite collect collect-gaps collect-lora collect-shared, or one-call alone)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $stages " == *" $1 "* ]]; }
@@ -155,6 +156,22 @@ fi
 # bench.json and kernels.json go apart from the suite's reports: calibrate reads every .json of its folder.
 wants bench-kernels && stage bench-kernels "${KERNELS_S:-90}" "$plan" bench --backend cuda --kernels --gpu "$gpu" --report-dir "$out/bench"
 wants bench && stage bench "${BENCH_S:-240}" "$plan" bench --backend cuda --gpu "$gpu" --report-dir "$out/bench"
+# ncu on the kernels that stand furthest from their roofline: one forward and one backward of the mma flash
+# kernels (after the --kernels bench's warm-up and nine timed forwards), and one norm backward with its
+# partials' sum. The arena is capped (TRAINPLAN_ARENA_BYTES) so that ncu's save and restore around each
+# replayed kernel moves 2 GiB, not the whole GPU (with it, ncu did not finish one kernel in 45 s).
+if wants profile; then
+  ncu_bin=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -n 1)
+  sections="--section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis"
+  if [ -n "$ncu_bin" ]; then
+    # shellcheck disable=SC2086  # $sections is a list of options
+    stage profile-flash "${PROFILE_S:-60}" env TRAINPLAN_ARENA_BYTES=2G "$ncu_bin" --kernel-name regex:mma_kernel \
+      --launch-skip 10 --launch-count 3 $sections "$plan" bench --backend cuda --kernels --gpu "$gpu" --report-dir "$out/profile"
+    # shellcheck disable=SC2086
+    stage profile-norm "${PROFILE_S:-60}" env TRAINPLAN_ARENA_BYTES=2G "$ncu_bin" --kernel-name "regex:norm_backward_warp|norm_partials_sum" \
+      --launch-skip 2 --launch-count 2 $sections "$plan" bench --backend cuda --kernels --gpu "$gpu" --report-dir "$out/profile"
+  fi
+fi
 if wants suite; then
   stage suite "${SUITE_S:-480}" "$plan" validate --suite gpu --gpu "$gpu" --report-dir "$out/suite"
   suite_dir=$(ls -d "$out"/suite/*/ 2>/dev/null | head -n 1)

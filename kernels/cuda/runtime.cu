@@ -1,5 +1,10 @@
 // Device discovery, the harness's device memory (one arena), copies and the process's cuBLAS handle.
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <memory>
 #include <mutex>
 
@@ -67,7 +72,14 @@ harness_memory& memory() {
     std::size_t free = 0, total = 0;
     TRAINPLAN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
     h->before_arena_bytes = total - free;
-    const std::uint64_t capacity = free > arena_driver_headroom_bytes ? free - arena_driver_headroom_bytes : 0;
+    std::uint64_t capacity = free > arena_driver_headroom_bytes ? free - arena_driver_headroom_bytes : 0;
+    if (const char* cap = std::getenv("TRAINPLAN_ARENA_BYTES")) {
+      const std::optional<std::uint64_t> bytes = parse_arena_bytes(cap);
+      if (!bytes)
+        throw std::invalid_argument(std::string("TRAINPLAN_ARENA_BYTES: '") + cap +
+                                    "' is not a byte count (digits, optionally followed by M or G)");
+      capacity = std::min(capacity, *bytes);
+    }
     void* base = nullptr;
     if (capacity > 0) TRAINPLAN_CUDA_CHECK(cudaMalloc(&base, capacity));
     h->memory = arena_memory(base, capacity, zero_fill_async);  // zero-filled in stream order

@@ -110,3 +110,15 @@ TEST_CASE("after random allocations and releases no two live blocks overlap and 
   CHECK(arena.extent_bytes() == 0);
   CHECK(arena.largest_free_bytes() == arena.capacity_bytes());  // every range merged back into one
 }
+
+TEST_CASE("TRAINPLAN_ARENA_BYTES takes a byte count, or whole MiB or GiB, and nothing else", "[kernels][arena]") {
+  using trainplan::kernels::parse_arena_bytes;
+  CHECK(parse_arena_bytes("4096") == 4096u);
+  CHECK(parse_arena_bytes("8G") == 8ull << 30);
+  CHECK(parse_arena_bytes("512M") == 512ull << 20);
+  CHECK(parse_arena_bytes("18446744073709551615") == UINT64_MAX);
+  for (const char* bad : {"", "G", "-1", "+5", "0", "0G", "8GB", "8g", "1.5G", " 8G", "8G ", "18446744073709551616",
+                          "17179869184G"})
+    CHECK_FALSE(parse_arena_bytes(bad).has_value());
+  CHECK_FALSE(parse_arena_bytes(nullptr).has_value());
+}
