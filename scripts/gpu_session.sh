@@ -25,18 +25,18 @@
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
 # that matches, then check and the history set beside the replay's segments), collect-shared (all 14 so, and
 # profiled); all but collect-gaps by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
-# COLLECT_S, GAPS_S, LORA_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
+# COLLECT_S, GAPS_S, LORA_S, SANITIZE_S, PROFILE_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
 #
 # `one-call` is the plan for a session lent 15 minutes of device time (the machine's start included) and
-# ten minutes a command: gpu-tests, bench-kernels, bench, suite (with calibrate), collect-lora (E12 and E13
-# with the allocator's history, then check and the history beside the replay), collect, in that order
-# (what settles most first), each under its limit (TESTS_S=60 KERNELS_S=45 BENCH_S=150 SUITE_S=150 LORA_S=60 unless
-# set) and all within DEADLINE_S=570 seconds of the script's start: a stage gets at most what is left before
-# it (less 15 s to pack), the collector all that is, so a run with timeout_s 600 returns everything
-# measured. Stages stopped at their limit still return what they wrote: the collector appends a line a run,
-# the bench rewrites bench.json after each run, the suite its summary. The collector runs the configurations
-# of `--preset extra` named in COLLECT_ONLY (comma-separated ids; one-call's default: E14-E21, those the
-# 2026-11-26 session did not reach), all of them when it is empty. collect-gaps ran on 2026-11-26.
+# ten minutes a command: gpu-tests (and sanitize, when the mma flash test fails), bench-kernels, bench, suite
+# (with calibrate: the arena's new placement and the longer timing, measured again), profile, in that order
+# (what settles most first), each under its limit (TESTS_S=60 KERNELS_S=45 BENCH_S=150 SUITE_S=180
+# PROFILE_S=60 unless set) and all within DEADLINE_S=570 seconds of the script's start: a stage gets at most
+# what is left before it (less 15 s to pack), so a run with timeout_s 600 returns everything measured. Stages
+# stopped at their limit still return what they wrote: the collector appends a line a run, the bench
+# rewrites bench.json after each run, the suite its summary. The collector runs the configurations of
+# `--preset extra` named in COLLECT_ONLY (comma-separated ids), all of them when it is empty. Every extra
+# configuration (E1-E21) and the histories of S1, S5, S6, S10, E12 and E13 were measured on 2026-11-26.
 # DEADLINE_S applies to any list of stages where it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -47,9 +47,8 @@ out="${out%/}"  # OUT_DIR/ would put OUT_DIR.tar.gz inside the folder it packs
 shift || true
 stages="${*:-gpu-tests bench-kernels bench suite collect collect-shared}"
 if [ "$stages" = "one-call" ]; then
-  stages="gpu-tests sanitize bench-kernels bench suite collect-lora collect"
-  : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=150}" "${LORA_S:=60}" "${DEADLINE_S:=570}"
-  : "${COLLECT_ONLY=E14,E15,E16,E17,E18,E19,E20,E21}"
+  stages="gpu-tests sanitize bench-kernels bench suite profile"
+  : "${TESTS_S:=60}" "${KERNELS_S:=45}" "${BENCH_S:=150}" "${SUITE_S:=180}" "${PROFILE_S:=60}" "${DEADLINE_S:=570}"
 fi
 for s in $stages; do
   case "$s" in

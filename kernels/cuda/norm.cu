@@ -165,7 +165,8 @@ __global__ void norm_backward_kernel(dview x, dview w, dview dy, dview dx, float
 // keeps its weight (and bias) gradient sums in registers across its rows and adds them into the block's
 // fp32 sums in shared memory once at the end; with PACKS = 0 (wider rows) it adds every element there
 // (shared-memory atomics: the warps share columns, and the stride of 8 floats between lanes is an 8-way
-// bank conflict, which the H100 kernel benchmark showed costing most of the kernel's time). The block's sums
+// bank conflict). With the partials' sum below, the register sums took GPT-2's LayerNorm backward from
+// 0.293 to 0.169 ms on the H100 (reports/h100-2026-11-26-2; the two were not timed apart). The block's sums
 // are written to its partials row once. Three reads of each row of x (mean, variance, then the sums and the
 // update: the CPU reference's two-pass statistics) hit L1 after the first.
 template <class T, int PACKS, bool BIAS>
@@ -280,7 +281,7 @@ bool launch_warp_backward(const view& x, const view& w, const view& dy, const vi
 // Column i of the used partial rows, summed and added to the stored gradient once. A block takes 32 columns,
 // one a lane, so every read of a partials row is coalesced; its 32 warps split the rows, and their 32 sums
 // of a column are added in shared memory. (One thread a column over all rows, as before, left 1,536 threads
-// walking 1,024 rows each for GPT-2: latency-bound, most of LayerNorm backward's 0.29 ms on the H100.)
+// walking 1,024 rows each for GPT-2: a latency-bound chain of 1,024 loads a thread.)
 constexpr unsigned partials_sum_warps = 32;
 __global__ void __launch_bounds__(32 * partials_sum_warps)
     norm_partials_sum_kernel(const float* partials, std::size_t blocks, std::size_t sums, std::size_t width,
