@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -27,6 +28,7 @@ struct check_args {
   std::string gpu = "h100";
   double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0, time_tolerance_pct = 20.0;
   std::string segments_out;
+  std::string data_dir;  // as for plan: its gpus.json, models.json and calibration.json add to or override the built-in data
 };
 
 
@@ -233,6 +235,10 @@ void register_check_command(CLI::App& app, command_action& chosen) {
                   "pool, bytes, tensor, reserved_bytes}; step 0 is the model's creation), in the order it makes them: "
                   "what scripts/compare_allocator_history.py sets beside PyTorch's recorded history")
       ->type_name("FILE");
+  cmd->add_option("--data-dir", args->data_dir,
+                  "as for plan: GPUs, models and calibration beyond the built-in ones (a calibration.json that plan "
+                  "calibrate --framework hf -o wrote for this machine, say)")
+      ->type_name("DIR");
   cmd->footer("Example: python3 scripts/collect_hf.py --preset shared-h100 -o mine.jsonl && plan check mine.jsonl");
 
   cmd->callback([args, &chosen]() {
@@ -240,7 +246,8 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       check_tolerance(args->tensor_tolerance_pct, "--tensor-tolerance", 100);
       check_tolerance(args->device_tolerance_pct, "--device-tolerance", 100);
       check_tolerance(args->time_tolerance_pct, "--time-tolerance", 1000);
-      const catalog data = catalog::load();
+      const catalog data =
+          catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
       const gpu_spec& gpu = data.gpu(args->gpu);
       std::string segments;
       const int status = check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "expect_refused.hpp"
 #include "run_plan.hpp"
@@ -422,6 +424,39 @@ TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from colle
   json p = json::parse(run_plan("--model gpt2 --seq 512 --json --data-dir " + (dir / "data").string()).out);
   CHECK(p["memory"]["overhead"]["cuda_context_bytes"] == 1073741824ull);
   CHECK(run_plan("calibrate --framework megatron " + (dir / "report.jsonl").string()).exit_code == 2);
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 10's withheld-run check, done on this project's own runs: the hf step-time constants fitted on one
+// machine's first 16 runs (E1-E13 and S1, S5, S10 measured again) predict the 8 it measured in a second
+// session (E14-E21), which the fit never saw, with a median error of at most 15%. plan check --data-dir reads
+// the fitted calibration.json. (7.7% when written; E18, eager attention with expandable segments, is the
+// largest at -31.7%.)
+TEST_CASE("hf step times fitted on one session's runs predict the next session's within a 15% median",
+          "[cli][calibrate][hf]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-hf-holdout");
+  std::filesystem::create_directories(dir / "data");
+  const std::string m = std::string(TRAINPLAN_MEASUREMENTS) + "/";
+  plan_run fit = run_plan("calibrate --framework hf --gpu h100 " + m + "pytorch-hf-h100-2026-11-26-extra.jsonl " + m +
+                          "pytorch-hf-h100-2026-11-26-gaps.jsonl -o " + (dir / "data" / "calibration.json").string());
+  REQUIRE(fit.exit_code <= 1);  // 1: some run of the fit is outside a tolerance (E13's device peak)
+  plan_run check = run_plan("check --gpu h100 --data-dir " + (dir / "data").string() + " " + m +
+                            "pytorch-hf-h100-2026-11-26-extra-2.jsonl");
+  REQUIRE(check.exit_code <= 1);
+  // Each run's row ends with: step measured, predicted, error, then the configuration.
+  std::vector<double> errors;
+  std::istringstream rows(check.out);
+  for (std::string line; std::getline(rows, line);) {
+    if (line.rfind("  E", 0) != 0) continue;
+    const std::size_t ms = line.rfind("ms ");
+    REQUIRE(ms != std::string::npos);
+    errors.push_back(std::abs(std::stod(line.substr(ms + 3))));
+  }
+  REQUIRE(errors.size() == 8);
+  std::sort(errors.begin(), errors.end());
+  const double median = (errors[3] + errors[4]) / 2;
+  INFO(check.out);
+  CHECK(median <= 15.0);
   std::filesystem::remove_all(dir);
 }
 
