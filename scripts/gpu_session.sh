@@ -11,8 +11,8 @@
 #
 #   bash scripts/gpu_session.sh [OUT_DIR] [STAGE...]
 #
-# Binaries: BIN_DIR, else gpu-carry/ when it exists (scripts/gpu_bundle.sh: the three binaries and libfmt,
-# small enough to send to a device machine, which build/ is not), else build/. A device machine's command,
+# Binaries: BIN_DIR, else gpu-carry/ when it exists (scripts/gpu_bundle.sh: the three binaries and libfmt in
+# one xz archive, small enough to send to a device machine, which build/ is not; unpacked here), else build/. A device machine's command,
 # with gpu-carry named in its carry:
 #
 #   RETURN_DIR=$OUT bash scripts/gpu_session.sh /tmp/gs gpu-tests bench-kernels bench
@@ -59,6 +59,10 @@ done
 wants() { [[ " $stages " == *" $1 "* ]]; }
 
 bin="${BIN_DIR:-}"
+# gpu_bundle.sh's archive, unpacked where it lies (once).
+if [ -z "$bin" ] && [ -f gpu-carry/bundle.tar.xz ] && [ ! -x gpu-carry/plan ]; then
+  tar -xJf gpu-carry/bundle.tar.xz -C gpu-carry || { echo "gpu_session.sh: gpu-carry/bundle.tar.xz does not unpack" >&2; exit 3; }
+fi
 if [ -z "$bin" ]; then
   if [ -x gpu-carry/plan ]; then bin="gpu-carry"; else bin="build"; fi
 fi

@@ -5,9 +5,9 @@
 // CPU reference.
 //
 // The public ops run the tensor-core kernels where they apply (attention_flash_mma.cu, or with
-// set_flash_kernel(wmma) attention_flash_tiled.cu); fp32 qkv,
-// other head dims, misaligned views or too little shared memory run the simple kernels here (one thread
-// per row), as before.
+// set_flash_kernel(wmma) attention_flash_tiled.cu); fp32 qkv of those head dims runs the CUDA-core kernels of
+// attention_flash_simt.cu; other head dims, misaligned views or too little shared memory run the simple
+// kernels here (one thread per row, every element read from global memory), as before.
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "kernels/cuda/attention_flash_simt.hpp"
 #include "kernels/cuda/attention_flash_tiled.hpp"
 #include "kernels/cuda/attention_layout.cuh"
 #include "kernels/cuda/common.cuh"
@@ -137,6 +138,7 @@ void flash_attention_forward(const attention_shape& sh, const view& qkv, const a
     if (selected_flash_kernel() == flash_kernel::mma) return mma_flash_forward(sh, qkv, drop, out, lse);
     return tiled_flash_forward(sh, qkv, drop, out, lse);
   }
+  if (simt_flash_usable(sh, qkv)) return simt_flash_forward(sh, qkv, drop, out, lse);
   const layout L = make_layout(sh, "flash attention");
   const std::size_t rows = sh.batch * sh.heads * sh.seq;
   flash_forward_fallback_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), drop, device(out), device(lse), scale_of(sh),
@@ -155,6 +157,8 @@ void flash_attention_backward(const attention_shape& sh, const view& qkv, const 
     if (selected_flash_kernel() == flash_kernel::mma) return mma_flash_backward(sh, qkv, lse, drop, d_out, delta, d_qkv);
     return tiled_flash_backward(sh, qkv, lse, drop, d_out, delta, d_qkv);
   }
+  if (simt_flash_usable(sh, qkv) && d_out.type == dtype::fp32)
+    return simt_flash_backward(sh, qkv, lse, drop, d_out, delta, d_qkv);
   const layout L = make_layout(sh, "flash attention");
   const float scale = scale_of(sh);
   flash_dq_fallback_kernel<<<blocks_for(rows, 64), 64>>>(L, device(qkv), device(lse), device(delta), device(d_out), drop,

@@ -442,6 +442,42 @@ TEST_CASE("eager attention in 16-bit types matches the CPU reference", "[gpu][at
       }
 }
 
+// fp32 flash attention: head dims in {16, ..., 128} take the CUDA-core kernels (kernels/cuda/attention_flash_simt.cu:
+// 64 rows a block, tiles of 32 rows), others the simple kernels. Several query blocks with a ragged last one, a
+// ragged last tile, GQA, dropout, and one head dim (20) off the tiled path.
+TEST_CASE("fp32 flash attention matches the CPU reference on and off the tiled path", "[gpu][attention][flash]") {
+  struct flash_run {
+    cpu::attention_shape sh;
+    float p;
+  };
+  const flash_run runs[] = {
+      {{2, 100, 4, 2, 64}, 0.1f},  // two query blocks (the second of 36 rows), key tiles 32 + 32 + 32 + 4
+      {{1, 70, 2, 1, 128}, 0.0f},  // one group of 2, the largest head dim
+      {{1, 33, 3, 3, 48}, 0.2f},   // no grouping, a tile of one row at the end
+      {{1, 33, 3, 1, 20}, 0.1f},   // head dim 20: the simple kernels
+  };
+  for (const flash_run& run : runs) {
+    const cpu::attention_shape& sh = run.sh;
+    INFO("b " << sh.batch << " s " << sh.seq << " a " << sh.heads << " kv " << sh.kv_heads << " d " << sh.head_dim << " p "
+              << run.p);
+    const cpu::attention_dropout drop{run.p, 11, 12};
+    const std::size_t qkv_n = sh.batch * sh.seq * sh.qkv_width(), out_n = sh.batch * sh.seq * sh.out_width();
+    const std::size_t rows = sh.batch * sh.heads * sh.seq;
+    twin qkv(random(qkv_n, 31, 1.5f), dtype::fp32), out(std::vector<float>(out_n), dtype::fp32),
+        lse(std::vector<float>(rows), dtype::fp32);
+    cpu::flash_attention_forward(sh, qkv.host(), drop, out.host(), lse.host());
+    gpu::flash_attention_forward(sh, qkv.dev(), drop, out.dev(), lse.dev());
+    check_close("fp32 flash forward", out, dtype::fp32);
+    check_close("fp32 flash lse", lse, dtype::fp32);
+    twin ref_out(out.host_values(), dtype::fp32), ref_lse(lse.host_values(), dtype::fp32), dout(random(out_n, 32), dtype::fp32),
+        delta(std::vector<float>(rows), dtype::fp32), dqkv(std::vector<float>(qkv_n), dtype::fp32);
+    cpu::flash_attention_backward(sh, qkv.host(), ref_out.host(), ref_lse.host(), drop, dout.host(), delta.host(), dqkv.host());
+    gpu::flash_attention_backward(sh, qkv.dev(), ref_out.dev(), ref_lse.dev(), drop, dout.dev(), delta.dev(), dqkv.dev());
+    check_close("fp32 flash delta", delta, dtype::fp32);
+    check_close("fp32 flash backward", dqkv, dtype::fp32);
+  }
+}
+
 // Both tensor-core kernel sets (kernels/cuda/ops.hpp flash_kernel) take the same shapes; each is checked.
 TEST_CASE("tensor-core flash attention, mma and wmma, matches the CPU reference", "[gpu][attention][flash]") {
   const gpu::flash_kernel kernel = GENERATE(gpu::flash_kernel::mma, gpu::flash_kernel::wmma);
