@@ -40,6 +40,25 @@ __device__ inline void stage(float (*tile)[D], const float* base, std::size_t ro
   }
 }
 
+// What a forward or dQ block works on: 64 query rows of one (batch, head); this thread's row i (row: whether it
+// is one, past the sequence's end otherwise); the last key any of the block's rows sees; the head's key and
+// value columns, rows `stride` floats apart.
+struct query_block {
+  std::size_t b, h, i, last, stride;
+  bool row;
+  const float *k, *v;
+  __device__ query_block(const layout& L, const float* qkv)
+      : b(blockIdx.z), h(blockIdx.y), stride(L.qkv_width()) {
+    const std::size_t first = static_cast<std::size_t>(blockIdx.x) * rows_per_block, kvh = h / L.group();
+    i = first + threadIdx.x;
+    row = i < L.seq;
+    last = first + rows_per_block - 1 < L.seq ? first + rows_per_block - 1 : L.seq - 1;
+    k = qkv + b * L.seq * stride + (L.heads + kvh) * L.d;
+    v = qkv + b * L.seq * stride + (L.heads + L.kv_heads + kvh) * L.d;
+  }
+  __device__ std::size_t i_or_0() const { return row ? i : 0; }  // a row to read that exists
+};
+
 template <int D>
 __device__ inline float dot(const float* a, const float* b) {
   float s = 0;
@@ -52,22 +71,18 @@ template <int D>
 __global__ void __launch_bounds__(rows_per_block)
     flash_forward_simt_kernel(layout L, const float* qkv, attention_dropout drop, dview out, dview lse, float scale) {
   __shared__ float ks[tile_rows][D], vs[tile_rows][D];
-  const std::size_t b = blockIdx.z, h = blockIdx.y, kvh = h / L.group();
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * rows_per_block, i = first + threadIdx.x;
-  const bool row = i < L.seq;
-  const std::size_t last = first + rows_per_block - 1 < L.seq ? first + rows_per_block - 1 : L.seq - 1;
-  const std::size_t stride = L.qkv_width();
+  const query_block B(L, qkv);
+  const std::size_t b = B.b, h = B.h, i = B.i;
+  const bool row = B.row;
   float q[D], acc[D];
-  const float* qi = qkv_row(qkv, L, b, row ? i : 0, h * L.d);
+  const float* qi = qkv_row(qkv, L, b, B.i_or_0(), h * L.d);
 #pragma unroll
   for (int e = 0; e < D; ++e) q[e] = qi[e], acc[e] = 0;
   float m = -INFINITY, s = 0;
   const float keep_scale = 1.0f / (1.0f - drop.p);
-  const float* kbase = qkv + b * L.seq * stride + (L.heads + kvh) * L.d;
-  const float* vbase = qkv + b * L.seq * stride + (L.heads + L.kv_heads + kvh) * L.d;
-  for (std::size_t j0 = 0; j0 <= last; j0 += tile_rows) {  // the key tiles some row of the block attends to
-    stage<D>(ks, kbase, stride, j0, L.seq);
-    stage<D>(vs, vbase, stride, j0, L.seq);
+  for (std::size_t j0 = 0; j0 <= B.last; j0 += tile_rows) {  // the key tiles some row of the block attends to
+    stage<D>(ks, B.k, B.stride, j0, L.seq);
+    stage<D>(vs, B.v, B.stride, j0, L.seq);
     __syncthreads();
     for (unsigned jj = 0; jj < tile_rows; ++jj) {
       const std::size_t j = j0 + jj;
@@ -107,23 +122,18 @@ __global__ void __launch_bounds__(rows_per_block)
     flash_dq_simt_kernel(layout L, const float* qkv, dview lse, dview delta, const float* d_out, attention_dropout drop,
                          dview d_qkv, float scale) {
   __shared__ float ks[tile_rows][D], vs[tile_rows][D];
-  const std::size_t b = blockIdx.z, h = blockIdx.y, kvh = h / L.group();
-  const std::size_t first = static_cast<std::size_t>(blockIdx.x) * rows_per_block, i = first + threadIdx.x;
-  const bool row = i < L.seq;
-  const std::size_t last = first + rows_per_block - 1 < L.seq ? first + rows_per_block - 1 : L.seq - 1;
-  const std::size_t stride = L.qkv_width();
-  const std::size_t ii = row ? i : 0;
+  const query_block B(L, qkv);
+  const std::size_t b = B.b, h = B.h, i = B.i, ii = B.i_or_0();
+  const bool row = B.row;
   float q[D], dout[D], dq[D];
   const float* qi = qkv_row(qkv, L, b, ii, h * L.d);
   const float* oi = d_out + L.o(b, ii, h, 0);
 #pragma unroll
   for (int e = 0; e < D; ++e) q[e] = qi[e], dout[e] = oi[e], dq[e] = 0;
   const float lse_i = lse.get(L.row(b, h, ii)), delta_i = delta.get(L.row(b, h, ii));
-  const float* kbase = qkv + b * L.seq * stride + (L.heads + kvh) * L.d;
-  const float* vbase = qkv + b * L.seq * stride + (L.heads + L.kv_heads + kvh) * L.d;
-  for (std::size_t j0 = 0; j0 <= last; j0 += tile_rows) {
-    stage<D>(ks, kbase, stride, j0, L.seq);
-    stage<D>(vs, vbase, stride, j0, L.seq);
+  for (std::size_t j0 = 0; j0 <= B.last; j0 += tile_rows) {
+    stage<D>(ks, B.k, B.stride, j0, L.seq);
+    stage<D>(vs, B.v, B.stride, j0, L.seq);
     __syncthreads();
     for (unsigned jj = 0; jj < tile_rows; ++jj) {
       const std::size_t j = j0 + jj;
