@@ -68,33 +68,35 @@ std::string merged_source(const json& entry, std::string_view own_prefix, const 
 // The inputs as a source names them: a folder as given, files grouped by their folder ("DIR/ (20 of its 21
 // reports)"), so that a fit from most of a folder's reports stays one readable line and says what it left out.
 std::string describe_inputs(const std::vector<std::string>& inputs) {
-  std::vector<std::pair<std::string, int>> groups;  // folder or file, and its files (0: as given)
+  struct group {
+    std::string name;  // a folder given as such, or the folder of files given one by one
+    int files = 0;     // 0: a folder given as such
+    std::string first;  // the first file of the folder given
+  };
+  std::vector<group> groups;
   for (const std::string& input : inputs) {
     const std::filesystem::path path(input);
     if (std::filesystem::is_directory(path)) {
-      groups.emplace_back(input, 0);
+      groups.push_back({input, 0, ""});
       continue;
     }
     const std::string folder = path.parent_path().string();
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.second > 0 && g.first == folder; });
-    if (it == groups.end()) groups.emplace_back(folder, 1);
-    else ++it->second;
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const group& g) { return g.files > 0 && g.name == folder; });
+    if (it == groups.end()) groups.push_back({folder, 1, input});
+    else ++it->files;
   }
   std::string out;
-  for (std::size_t k = 0; k < groups.size(); ++k) {
-    const auto& [name, files] = groups[k];
-    out += k == 0 ? "" : ", ";
-    if (files == 0) out += name;
-    else if (files == 1) {  // the one file of that folder, by its whole path
-      for (const std::string& input : inputs)
-        if (!std::filesystem::is_directory(input) && std::filesystem::path(input).parent_path().string() == name) out += input;
-    } else {  // how many of the folder's reports: a fit that left some out says so
-      const std::filesystem::path folder = name.empty() ? "." : name;
+  for (const group& g : groups) {
+    if (!out.empty()) out += ", ";
+    if (g.files == 0) out += g.name;
+    else if (g.files == 1) out += g.first;  // one file of that folder, by its whole path
+    else {  // how many of the folder's reports: a fit that left some out says so
+      const std::filesystem::path folder = g.name.empty() ? "." : g.name;
       std::error_code ec;
       int reports = 0;
       for (const auto& e : std::filesystem::directory_iterator(folder, ec))
         if (e.path().extension() == ".json") ++reports;
-      out += fmt::format("{}/ ({} of its {} reports)", folder.string(), files, reports);
+      out += fmt::format("{}/ ({} of its {} reports)", folder.string(), g.files, reports);
     }
   }
   return out;

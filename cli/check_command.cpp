@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.hpp"

@@ -28,9 +28,11 @@ std::optional<std::uint64_t> device_arena::allocate(std::uint64_t bytes) {
   // held: the H100 suite's tinyllama-1.1b at micro-batch 42 reached 4.17 GB past its tensors, and 0.17 MB in
   // a larger arena; tests/validate/test_arena_harness.cpp.)
   auto best = free_.end();
-  const auto tail = free_.empty() || std::prev(free_.end())->first + std::prev(free_.end())->second != capacity_bytes_
-                        ? free_.end()
-                        : std::prev(free_.end());
+  auto tail = free_.end();  // the free range that ends the arena, if one does
+  if (!free_.empty()) {
+    const auto last = std::prev(free_.end());
+    if (last->first + last->second == capacity_bytes_) tail = last;
+  }
   for (auto it = free_.begin(); it != tail; ++it)
     if (it->second >= need && (best == free_.end() || it->second < best->second)) best = it;
   if (best == free_.end() && tail != free_.end() && tail->second >= need) best = tail;

@@ -2,11 +2,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <memory>
-#include <mutex>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
