@@ -74,9 +74,10 @@ void print_segments(const measured_run& r, const plan_result& p, const std::vect
                                "is inconsistent)",
                                mib(c.measured_bytes - r.reserved_peak_bytes))
                  : "");
-  // PyTorch allocates its cuBLAS workspaces through the caching allocator: the measured segments hold them
-  // (a segment of their own, or room in a freed block), the replay does not (the device peak adds them).
-  if (p.overhead.cublas_workspace_bytes > 0)
+  // PyTorch allocates its cuBLAS workspaces through the caching allocator: the measured segments hold them (a
+  // segment of their own, or room in a freed block). The replay makes them only where it follows the forward
+  // op by op (plan_allocator_schedule); elsewhere the device peak adds them.
+  if (p.overhead.cublas_workspace_bytes > 0 && !p.inv.forward_in_program_order)  // segments: never expandable
     fmt::print("  {:<10}   (the replay leaves out PyTorch's cuBLAS workspaces, {} in all, which the device peak adds)\n",
                "", mib(p.overhead.cublas_workspace_bytes));
   for (std::size_t i = 0; i < c.differences.size() && i < shown_sizes; ++i) {
@@ -131,7 +132,7 @@ void print_allocator_counts(const measured_run& r, const plan_result& p) {
 std::vector<allocator_growth> replayed_segments(const measured_run& r, const plan_result& p) {
   std::vector<allocator_growth> growth;
   if (p.allocator && !r.run.expandable_segments)
-    replay_allocator(p.inv, describe_model(r.model), r.run.grad_accum, 3, &growth);
+    replay_schedule(plan_allocator_schedule(p, describe_model(r.model)), &growth);
   return growth;
 }
 

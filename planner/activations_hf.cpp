@@ -1,6 +1,7 @@
 #include "planner/activations_hf.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "planner/moe.hpp"
 
@@ -25,6 +26,11 @@ enum class shape_rule {
   qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
   fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
   matmul,      // the layer's GEMM weights: autocast's bf16 copies
+  // One GPT-2 module's weight (Conv1D, [in, out]): autocast's copy, cast where its GEMM runs.
+  w_qkv,       // c_attn: h x 3h
+  w_o,         // attn.c_proj: h x h
+  w_fc,        // mlp.c_fc: h x f
+  w_proj,      // mlp.c_proj: f x h
   // Mixture of Experts (T = b*s tokens, R = k*T rows routed to experts, E experts, k per token):
   te,          // [T, E]: the router's probabilities
   tk,          // [T, k]: the top-k choice and weights
@@ -64,6 +70,11 @@ enum class keep_class {
   layer_input,       // the residual stream entering the layer: kept under every recompute mode
   saved,             // saved by autograd from the layer's forward to its backward (recomputed under checkpointing)
   forward_working,   // exists while the layer's forward runs
+  // A temporary of the layer's forward, made and freed in program order by the allocator replay, from where
+  // its op writes it to where the Python variable holding it goes (hf_row::until); the peak timeline leaves
+  // it out (tensor_spec::momentary), counting a forward_estimate row instead.
+  forward_moment,
+  forward_estimate,  // the peak timeline's forward working set where forward_moment rows spell it out
   backward_working,  // exists while the layer's backward runs
   backward_moment,   // exists for a moment within the layer's backward (tensor_spec::momentary)
   autocast_cache,    // autocast's weight copies: saved, or under checkpointing cached until the forward ends
@@ -112,6 +123,9 @@ enum when_bits : std::uint64_t {
   fused_proj = 1ull << 34, separate_proj = 1ull << 35,
   // SDPA saves the values as a view of qkv_proj's output (no repeat_kv copy), which keeps all of it.
   v_in_qkv = 1ull << 36,
+  // GPT-2 under autocast without checkpointing: the layer's forward as the recorded allocator histories show
+  // it, op by op (forward_moment rows and per-module weight casts), or the coarser rows it replaces.
+  fwd_program = 1ull << 37, coarse_forward = 1ull << 38,
 };
 
 struct hf_row {
@@ -120,6 +134,10 @@ struct hf_row {
   dtype_role type;
   keep_class keep;
   std::uint64_t when;
+  // A forward_moment's free point: the row whose allocation ends the variable holding it, else or_until
+  // (when `until` does not apply); "@output": once the layer's output exists (a variable the decoder layer's
+  // forward holds until it returns). Neither applying: freed at the next buffer that outlives the event.
+  std::string_view until = {}, or_until = {};
 };
 
 // One decoder layer, its rows in program order (the order the forward creates them; a backward working
@@ -138,7 +156,22 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | input_grad},
     {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad},
     {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of S1 and E13,
+    // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
+    // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
+    // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, fwd_program,
+     "layer{}.ln2.in"},
+    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv},
+    // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
+    // temporary: peft's lora.Linear.forward computes result = base(x), then result + lora_B(lora_A(x)) * scaling
+    // (lora_B's output, the scaled copy, the sum: each freed once the next exists). The sum is what SDPA reads.
+    {"layer{}.fwd.qkv_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
+     "layer{}.fwd.qkv_base_out", "layer{}.attn.qkv"},
+    {"layer{}.fwd.qkv_base_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment,
+     fwd_program | peft_qkv, "layer{}.attn.qkv"},
     // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
     // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
     // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
@@ -148,6 +181,10 @@ constexpr hf_row layer_rows[] = {
      peft_qkv | peft_dropout | input_grad},
     {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
     {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
+    {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_qkv,
+     "layer{}.fwd.qkv_scaled"},
+    {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_qkv,
+     "layer{}.attn.qkv"},
     // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
     // RMSNorms over the down projections' 16-bit outputs (the fp32 upcast, rsqrt and the normalised tensor
     // saved), and q_b_proj and kv_b_proj read their outputs (cast by autocast, or the weight product).
@@ -165,6 +202,10 @@ constexpr hf_row layer_rows[] = {
     // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
     // k after rotary embedding, v as projected), its output, and the log-sum-exp.
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv},
+    // Eager attention saves its own copies; c_attn's output lives on in the q, k, v views GPT2Attention.forward
+    // holds until it returns, after its resid_dropout.
+    {"layer{}.fwd.qkv_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | attn_copies,
+     "layer{}.fwd.attn_out", "@output"},
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | v_in_qkv},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
@@ -210,38 +251,96 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
     {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0},
+    // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
+    // (_cast_input_dtype), which lives until the module returns.
+    {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
+    {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_o,
+     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, fwd_program | peft_o,
+     "layer{}.fwd.attn_proj_out"},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
     {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
     {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies},
     {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o},
+    {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_o,
+     "layer{}.fwd.o_scaled"},
+    {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_o,
+     "layer{}.fwd.attn_proj_out"},
+    // c_proj's output, until resid_dropout's output replaces it; that (the block's attn_output) lives until
+    // the layer returns.
+    {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.attn_out", "@output"},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
+    {"layer{}.fwd.attn_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | dropout, "@output"},
     // Second norm and the MLP's input.
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt},
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    // GPT-2 under autocast: ln_2's fp32 output lives until the layer returns; c_fc as c_attn above.
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, fwd_program, "@output"},
+    {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp},
+    {"layer{}.fwd.fc_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
+     "layer{}.fwd.fc_base_out", "layer{}.fwd.fc_out"},
+    {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+     "layer{}.fwd.fc_out"},
     {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout},
     {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     {"layer{}.lora.fc_a_out", shape_rule::peft_fc_a, dtype_role::adapter_in, keep_class::saved, peft_mlp},
-    // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops: pow saves x (an fp32
-    // cast under autocast), tanh its result, the last mul both factors (0.5*x in the GEMM dtype, 1 + tanh
-    // promoted to fp32); c_proj reads a cast of the fp32 result.
+    {"layer{}.fwd.fc_lora_b", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+     "layer{}.fwd.fc_scaled"},
+    {"layer{}.fwd.fc_scaled", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+     "layer{}.fwd.fc_out"},
+    // c_fc's output: gelu's input x, held until gelu returns.
+    {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.gelu_out"},
+    // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops evaluated left to right:
+    // 0.5*x first; pow saves x (an fp32 cast under autocast), tanh its result, the last mul both factors (0.5*x
+    // in the GEMM dtype, 1 + tanh promoted to fp32); c_proj reads a cast of the fp32 result. Under fwd_program
+    // the unsaved steps between pow and tanh are made and freed one by one (each freed once the next exists).
+    {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt},
     {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.gelu_cube_scaled"},
+    {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.gelu_inner"},
+    {"layer{}.fwd.gelu_inner", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.gelu_inner_scaled"},
+    {"layer{}.fwd.gelu_inner_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+     "layer{}.mlp.gelu.tanh"},
     {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
     {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
-    {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt},
+    // gelu's output, held until c_proj returns (GPT2MLP.forward reassigns hidden_states).
+    {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.mlp_proj_out"},
+    {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
     {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp},
+    {"layer{}.fwd.proj_base_in", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
+     "layer{}.fwd.proj_base_out", "layer{}.fwd.mlp_proj_out"},
+    {"layer{}.fwd.proj_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+     "layer{}.fwd.mlp_proj_out"},
     {"layer{}.lora.proj_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout},
     {"layer{}.lora.proj_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
+    {"layer{}.fwd.proj_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+     "layer{}.fwd.proj_scaled"},
+    {"layer{}.fwd.proj_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+     "layer{}.fwd.mlp_proj_out"},
+    // c_proj's output, until the MLP's dropout replaces it; that lives until the layer returns.
+    {"layer{}.fwd.mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program,
+     "layer{}.fwd.mlp_out", "@output"},
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
+    {"layer{}.fwd.mlp_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | dropout, "@output"},
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
     // Phi-3's silu and mul save views of gate_up_proj's one output instead of gate and up.
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
@@ -257,15 +356,18 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.mlp.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
-    {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache, amp | trains_all},
+    {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache,
+     amp | trains_all | coarse_forward},
     // A frozen fp32 base under autocast (LoRA): autocast caches only casts of leaves that require grad
     // (aten/src/ATen/autocast_mode.cpp, cached_cast), so each GEMM casts its weight anew, and the GEMM's
     // backward keeps that copy to compute its input's gradient. (Layer 0's q, k and v, whose input needs
     // no gradient without checkpointing, are counted too: (h + 2kv) x h bytes x 2 too many.)
-    {"layer{}.autocast.frozen_weights", shape_rule::matmul, dtype_role::compute, keep_class::frozen_cast, amp | peft},
+    {"layer{}.autocast.frozen_weights", shape_rule::matmul, dtype_role::compute, keep_class::frozen_cast,
+     amp | peft | coarse_forward},
     // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
     // temporaries, and in backward the residual gradient and the MLP's inner gradients.
-    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp},
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp | coarse_forward},
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_estimate, dense_mlp | fwd_program},
     {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
     {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
     {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp | separate_proj},
@@ -307,6 +409,13 @@ constexpr hf_row moe_rows[] = {
 };
 
 }  // namespace
+
+bool hf_forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout) {
+  // Where the recorded histories show it (S1, E13: data/measurements/allocator-history-*): checkpointing's
+  // forward keeps none of it, and peft's lora_dropout was not recorded.
+  const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
+  return m.family == model_family::gpt && layout.autocast_weight_cache && run.recompute != recompute_mode::full && !lora_dropout;
+}
 
 void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts) {
@@ -380,6 +489,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
   }
   if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
+  holds |= hf_forward_in_program_order(m, run, layout) ? fwd_program : coarse_forward;
   // The adapted modules reading the norms' outputs (GPT-2 fuses q, k and v into c_attn, Llama has separate
   // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
   // input they share when peft need not cast it (an fp32 model without autocast).
@@ -413,6 +523,10 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::qkv_casts: return {qkv_casts, b, s, h};
       case shape_rule::fc_casts: return {mlp_input_casts, b, s, h};
       case shape_rule::matmul: return {layer_matmul};
+      case shape_rule::w_qkv: return {h, m.qkv_width()};
+      case shape_rule::w_o: return {m.out_width(), h};
+      case shape_rule::w_fc: return {h, f};
+      case shape_rule::w_proj: return {f, h};
       case shape_rule::te: return {T, E};
       case shape_rule::tk: return {T, k};
       case shape_rule::r_1: return {R};
@@ -453,6 +567,31 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // Whether a row applies (checked in the loops, not in emit: most rows do not, and sweeps build millions
   // of inventories).
   auto applies = [&](const hf_row& row) { return (row.when & holds) == row.when; };
+  // forward_moment rows waiting for the row that frees them (a layer's rows name later rows of the layer).
+  struct waiting_moment {
+    std::string_view until, or_until;
+    std::size_t index;
+  };
+  std::array<waiting_moment, 24> waiting{};
+  std::size_t waiting_count = 0;
+  auto resolve_free_points = [&](const hf_row& row, std::size_t index) {
+    for (std::size_t i = 0; i < waiting_count;) {
+      waiting_moment& w = waiting[i];
+      const bool first = w.until == row.name;
+      if (first || w.or_until == row.name) {
+        inv.tensor(w.index).freed_after = static_cast<std::uint16_t>(index);
+        // Freed by its first choice: done; by the fallback: the first choice, later in the layer, wins.
+        if (first) {
+          waiting[i] = waiting[--waiting_count];
+          continue;
+        }
+      }
+      ++i;
+    }
+    if (row.keep != keep_class::forward_moment || index >= tensor_spec::free_at_layer_output) return;
+    if (row.until == "@output" || row.or_until == "@output") inv.tensor(index).freed_after = tensor_spec::free_at_layer_output;
+    if (!row.until.empty() && waiting_count < waiting.size()) waiting[waiting_count++] = {row.until, row.or_until, index};
+  };
   auto emit = [&](const hf_row& row) {
     const bool from_layer1 = layer0_without_input_grad && (row.when & input_grad);
     if (from_layer1 && L == 1) return;
@@ -473,6 +612,14 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
                             : &inv.layer(row.name, shape, type, true, false, cat);
         break;
       case keep_class::forward_working: made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer}); break;
+      case keep_class::forward_moment:
+        made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer});
+        made->momentary = true;
+        break;
+      case keep_class::forward_estimate:
+        made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer});
+        made->replayed = false;
+        break;
       case keep_class::backward_working: made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}); break;
       case keep_class::backward_moment:
         made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer});
@@ -484,7 +631,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         tensor_spec& t = checkpointed ? inv.layer_intervals(row.name, shape, type, cat, {{fwd0, 1, loss, 0}, backward_of_layer})
                                       : inv.layer(row.name, shape, type, true, false, cat);
         t.role = tensor_role::frozen_weights;
-        t.scope = param_scope::layer_matmul;
+        if (row.shape == shape_rule::matmul) t.scope = param_scope::layer_matmul;  // else one module's: one tensor
         break;
       }
       case keep_class::frozen_cast: {
@@ -493,7 +640,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         tensor_spec& t = checkpointed ? inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer})
                                       : inv.layer(row.name, shape, type, true, false, cat);
         t.role = tensor_role::frozen_weights;
-        t.scope = param_scope::layer_matmul;
+        if (row.shape == shape_rule::matmul) t.scope = param_scope::layer_matmul;  // else one module's: one tensor
         break;
       }
     }
@@ -501,7 +648,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     // writes its own lora_A output).
     const bool per_module = row.shape == shape_rule::peft_qkv_in || row.shape == shape_rule::peft_qkv_a ||
                             row.shape == shape_rule::peft_fc_in || row.shape == shape_rule::peft_fc_a;
-    if (made && per_module) made->allocations = static_cast<std::uint32_t>(shape.dims[0]);
+    if (made && per_module) made->allocations = static_cast<std::uint16_t>(shape.dims[0]);
+    if (made) resolve_free_points(row, inv.count() - 1);
     if (from_layer1) inv.all_layers();
   };
   if (m.dense_layers == 0) {
@@ -542,6 +690,28 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // (Dropout on the frozen embedding's output saves its mask only when a gradient flows back to it.)
   if (is_gpt && drop && !layer0_without_input_grad)
     inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  // GPT-2's forward op by op (fwd_program, as the layers' rows above): momentary buffers only the allocator
+  // replay makes. GPT2Model.forward holds inputs_embeds and position_embeds until it returns, after ln_f; their
+  // sum lives until the dropout's output (layer 0's input) exists, and so does an unsaved dropout mask. Layer
+  // 0's input, when no layer saves it (LoRA without checkpointing), lives until the layer returns.
+  const bool program = (holds & fwd_program) != 0;
+  auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last,
+                    std::uint16_t freed_after) -> std::size_t {
+    tensor_spec& t = inv.span(name, shape, type, tensor_category::activations, first, last);
+    t.momentary = true;
+    t.freed_after = freed_after;
+    return inv.count() - 1;
+  };
+  std::size_t embed_outputs[2] = {0, 0};
+  if (program) {
+    embed_outputs[0] = moment("embed.tokens_out", {b, s, h}, param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
+    embed_outputs[1] = moment("embed.positions_out", {1, s, h}, param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
+    if (drop) moment("embed.sum", {b, s, h}, param, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
+    if (drop && layer0_without_input_grad)
+      moment("embed.dropout_mask_unsaved", {b, s, h}, dtype::u8, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
+    if (layer0_without_input_grad)
+      moment("embed.out", {b, s, h}, param, ek::fwd_embed, ek::fwd_layer, tensor_spec::free_at_layer_output);
+  }
   // The sliding-window mask: bool, [1, 1, s, s] expanded over the batch (masking_utils.sdpa_mask), built once
   // per forward. Checkpointing keeps it as an argument of every layer's recomputation, to the last one.
   if (holds & sdpa_mask)
@@ -560,21 +730,32 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
              ek::bwd_embed);
   inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations, ek::fwd_layer,
            ek::bwd_head, last_layer);
+  // ln_f's fp32 output: GPT2LMHeadModel.forward holds it until the loss has read the logits.
+  const std::size_t final_norm_out =
+      program ? moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept) : 0;
   if (is_gpt) {
     inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    if (program)
+      for (std::size_t i : embed_outputs) inv.tensor(i).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
   } else {
     inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
     if (holds & norms_train)
       inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
   }
-  if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-  // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward.
+  // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward. Autocast
+  // casts a linear's arguments right to left (bias, weight, input: the order GCC evaluates them in), so the
+  // weight's copy comes before the input's.
   if (autocast && (full || peft_lora) && run.zero < 3)
     inv.span("lm_head.autocast.weight", {V, h}, compute, tensor_category::weights, ek::fwd_head, ek::bwd_head).role =
         tensor_role::frozen_weights;
+  if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  // A frozen head's GEMM reads a bf16 cast of ln_f's output that it does not save.
+  const std::size_t head_input_cast =
+      program && !full ? moment("lm_head.in_cast", {b, s, h}, compute, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
   // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
   // after backward, before optimizer.step().
   inv.span("logits", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
+  if (head_input_cast) inv.tensor(head_input_cast).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
   // Gemma 2 caps the logits, cap * tanh(logits / cap): tanh saves its output, as large as the logits
   // (256,000 wide); the capped logits are what the loop holds, so the raw ones are gone.
   if (m.final_logit_softcap > 0)
@@ -584,6 +765,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (compute != dtype::fp32)
     inv.span("loss.logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
   inv.span("loss.log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
+  if (program) inv.tensor(final_norm_out).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
   inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);

@@ -115,6 +115,7 @@ std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_
   std::uint64_t n = 0;
   auto add = [&n](std::uint64_t k) { n = k > ~0ull - n ? ~0ull : n + k; };
   for (const tensor_spec& t : inv.tensors) {
+    if (!t.replayed) continue;
     const std::uint64_t copies = t.per_layer ? t.layer_end - t.layer_begin : 1;
     switch (t.lifetime) {
       case state_lifetime::whole_run:
@@ -148,6 +149,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   std::vector<instance> instances;
   for (std::uint32_t ti = 0; ti < inv.tensors.size(); ++ti) {
     const tensor_spec& t = inv.tensors[ti];
+    if (!t.replayed) continue;  // the peak timeline's stand-in for momentary buffers the replay makes
     // Per-layer buffers: one instance for each layer i that holds them.
     const std::uint64_t first_copy = t.per_layer ? t.layer_begin : 0, end_copy = t.per_layer ? t.layer_end : 1;
     for (int step = 0; step < steps; ++step) {
@@ -195,7 +197,9 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   //     temporary dies when the op that consumes it returns (SDPA's math path frees the scores, softmax's
   //     output and the -inf mask once _safe_softmax's where() has written the probabilities:
   //     _scaled_dot_product_attention_math in aten/src/ATen/native/transformers/attention.cpp, _safe_softmax
-  //     in aten/src/ATen/native/SoftMax.cpp), so the rest of the layer can take those blocks. A layer's input
+  //     in aten/src/ATen/native/SoftMax.cpp), so the rest of the layer can take those blocks. A temporary
+  //     with a free point of its own (tensor_spec::freed_after) is freed there instead: right after a named
+  //     later buffer is allocated, or once the layer's output exists. A layer's input
   //     created by the previous layer's event is that event's output: allocated after the event's other
   //     buffers. Buffers that end in a forward event are freed at its end.
   //   - A backward event: first what a checkpointed layer recomputes (the buffers that start and end in the
@@ -240,9 +244,16 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     const std::uint64_t rank = in.tensor;
     std::uint64_t alloc_sub = 2 * rank, free_sub = event_end, e = 0;
     const bool working = in.end == in.begin;
+    std::uint64_t end_e = 0;
+    const bool ends_in_forward = in.end != never && forward_event(in.end, end_e);
+    if (ends_in_forward && t.freed_after == tensor_spec::free_at_layer_output) {
+      free_sub = 2 * P + 2;  // after the layer's output (2P+1; the last layer's, final_norm.in, before it)
+    } else if (ends_in_forward && t.freed_after != tensor_spec::free_at_next_kept) {
+      free_sub = 2 * static_cast<std::uint64_t>(t.freed_after) + 1;
+    }
     if (in.begin != 0 && forward_event(in.begin, e)) {
       if (t.per_layer && e + 1 >= fwd0 && e < fwd0 + in.layer) alloc_sub = 2 * P + 1;  // the next layer's input
-      if (working) {
+      if (working && t.freed_after == tensor_spec::free_at_next_kept) {
         const auto next = std::lower_bound(outliving.begin(), outliving.end(), std::make_pair(in.begin, rank + 1));
         if (next != outliving.end() && next->first == in.begin) free_sub = 2 * next->second + 1;
       }
@@ -273,6 +284,14 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     schedule.ops.push_back({o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1});
   }
   interleave_optimizer_states(schedule, inv);
+  // Where the cuBLAS workspaces are requested: before the first operation of step 1's first layer forward and
+  // of its backward (the loss's gradient), or at the end when the schedule stops before them.
+  const std::uint64_t workspace_times[2] = {time_of(0, 0, fwd0), time_of(0, 0, first_backward)};
+  for (std::size_t w = 0; w < 2; ++w) {
+    std::size_t i = 0;
+    while (i < ops.size() && ops[i].time < workspace_times[w]) ++i;
+    schedule.workspace_ops[w] = i;
+  }
   return schedule;
 }
 
@@ -282,10 +301,31 @@ namespace {
 template <class allocator>
 allocator_replay replay_through(allocator alloc, const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
-  alloc.set_capacity(capacity_bytes);
+  // The workspaces take part (the capacity holds them too); the peaks are reported without them.
+  const std::uint64_t workspaces_bytes = 2 * schedule.workspace_bytes;  // below 2^40 (planner/catalog.cpp)
+  alloc.set_capacity(capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : capacity_bytes + workspaces_bytes);
   allocator_replay result;
+  std::uint64_t workspaces_made = 0;
+  auto make_workspace = [&] {
+    const std::uint64_t before = alloc.reserved_bytes();
+    const bool failed_before = alloc.out_of_memory();
+    alloc.allocate(schedule.workspace_bytes);
+    workspaces_made += schedule.workspace_bytes;
+    if (alloc.out_of_memory() && !failed_before) {
+      result.failed_tensor = "cuBLAS workspace";
+      result.failed_step = 0;
+    }
+    if (growth && alloc.reserved_bytes() > before)
+      growth->push_back({"cuBLAS workspace", alloc.reserved_bytes(), 0, alloc.reserved_bytes() - before, false});
+  };
   std::vector<std::vector<typename allocator::handle>> handles(schedule.instances);
-  for (const allocator_schedule::op& o : schedule.ops) {
+  for (std::size_t n = 0; n < schedule.ops.size(); ++n) {
+    if (schedule.workspace_bytes > 0 && (n == schedule.workspace_ops[0] || n == schedule.workspace_ops[1])) {
+      if (schedule.workspace_ops[0] == schedule.workspace_ops[1]) make_workspace();  // an empty forward: both here
+      make_workspace();
+      if (stop_at_out_of_memory && alloc.out_of_memory()) break;
+    }
+    const allocator_schedule::op& o = schedule.ops[n];
     std::vector<typename allocator::handle>& held = handles[o.instance];
     if (o.free) {
       for (typename allocator::handle h : held) alloc.free(h);
@@ -308,8 +348,11 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
     }
     if (stop_at_out_of_memory && alloc.out_of_memory()) break;
   }
-  result.peak_allocated_bytes = alloc.peak_allocated_bytes();
-  result.peak_reserved_bytes = alloc.peak_reserved_bytes();
+  if (schedule.workspace_bytes > 0 && schedule.workspace_ops[1] >= schedule.ops.size() && !(stop_at_out_of_memory && alloc.out_of_memory()))
+    while (workspaces_made < workspaces_bytes) make_workspace();  // the schedule ended before them
+  // Without the workspaces (never freed, so in both peaks once made; at least zero regardless).
+  result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
+  result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);
   result.out_of_memory = alloc.out_of_memory();
   result.cache_releases = alloc.cache_releases();
   result.segments_made = alloc.segments();

@@ -1,6 +1,7 @@
 #pragma once
 // Replays training steps' allocations and frees, as the inventory's lifetimes order them, through the
 // simulated caching allocator (planner/caching_allocator.hpp): what PyTorch reserves from the device.
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -70,6 +71,16 @@ struct allocator_schedule {
   // address space is sized from the GPU's memory (80 GiB when not set).
   bool expandable_segments = false;
   std::uint64_t gpu_total_bytes = 80ull << 30;
+  // PyTorch's cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp: one per handle and stream, a handle
+  // per thread), one of `workspace_bytes` each; 0: none. They come from the caching allocator when a thread
+  // runs its first GEMM and are never freed: the forward's in step 1's first layer, the autograd engine's at
+  // the start of step 1's backward, where it takes a block the forward freed (a 48 MiB one of GPT-2's
+  // gelu_new in the recorded histories of S1 and E13, data/measurements/allocator-history-*), which changes
+  // where later tensors go. The replay makes them at the start of those events (`workspace_ops`: the
+  // operations they come before) but reports its peaks and takes its capacity without them, as the planner
+  // counts them on a line of their own (runtime_overhead::cublas_workspace_bytes).
+  std::uint64_t workspace_bytes = 0;
+  std::array<std::size_t, 2> workspace_ops{};
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);

@@ -122,9 +122,18 @@ struct tensor_spec {
   // allocator replay makes and frees it (it is what reserves a segment); the peak timeline, which counts an
   // event's buffers as live all at once, leaves it out rather than overstate the peak with it.
   bool momentary = false;
+  // Counted by the peak timeline but not made by the allocator replay: a layer's forward working set where
+  // momentary buffers spell out, op by op, what it stands for (hf's GPT-2 forward under autocast).
+  bool replayed = true;
   // The buffer is this many equal allocations in PyTorch (dimension 0: peft's per-module copies of a
   // layer's input and its per-module lora_A outputs); the allocator replay makes them one by one.
-  std::uint32_t allocations = 1;
+  std::uint16_t allocations = 1;
+  // A buffer of one forward event (a temporary): when the allocator replay frees it. By default once the
+  // event's next buffer that outlives the event exists; or right after the allocation of inv.tensors[i] (the
+  // op whose output ends the Python variable holding it); or once the layer's output (the next layer's
+  // input) exists, for what the decoder layer's forward holds until it returns.
+  static constexpr std::uint16_t free_at_next_kept = 0xFFFF, free_at_layer_output = 0xFFFE;
+  std::uint16_t freed_after = free_at_next_kept;
   int interval_count = 0;             // micro_batch lifetime: 1 or 2 intervals (recomputed: fwd and bwd)
   std::array<event_interval, 2> intervals{};
 
@@ -149,6 +158,8 @@ struct inventory {
   // LoRA: the element counts of one layer's adapter tensors (planner/lora.hpp lora_layer_tensors), which every
   // layer holds; what a buffer of param_scope::adapters stands for. Empty without adapters.
   std::vector<std::uint64_t> adapter_layer_tensors;
+  // hf: the layers' forward is listed op by op in program order (hf_forward_in_program_order).
+  bool forward_in_program_order = false;
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)
   std::uint64_t activations_all_layers_bytes = 0;  // every layer's

@@ -94,6 +94,10 @@ class inventory_builder {
     return t;
   }
 
+  // The buffers added so far, and one of them by index (indices stay valid; references may not).
+  std::size_t count() const { return out_.size(); }
+  tensor_spec& tensor(std::size_t i) { return out_[i]; }
+
   std::int64_t fwd_layer0() const { return event_index(event_kind::fwd_layer, 0, L_); }
   std::int64_t bwd_layer0() const { return event_index(event_kind::bwd_layer, 0, L_); }  // bwd of layer i: bwd0 - i
   std::int64_t event(event_kind kind) const { return event_index(kind, 0, L_); }

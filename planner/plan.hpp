@@ -116,6 +116,10 @@ bool replays_allocator(const run_config& run);
 // is"), so the report names its size as the replay's known error.
 std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
 
+// The allocations and frees the hf allocator replay makes for r (planner/allocator_trace.hpp), with r's
+// allocator (default or expandable segments), the GPU's memory and PyTorch's two cuBLAS workspaces.
+allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps = 3);
+
 // Replays PyTorch's caching allocator for r (when replays_allocator) in the budget (the GPU's memory, or less
 // with a safety margin) less the context and workspaces: sets r.allocator and r.allocator_reserved_bytes,
 // and from them the peak, and the verdict and headroom against the budget. Where the allocator runs short

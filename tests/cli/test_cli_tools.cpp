@@ -439,7 +439,7 @@ TEST_CASE("hf step times fitted on one session's runs predict the next session's
   const std::string m = std::string(TRAINPLAN_MEASUREMENTS) + "/";
   plan_run fit = run_plan("calibrate --framework hf --gpu h100 " + m + "pytorch-hf-h100-2026-11-26-extra.jsonl " + m +
                           "pytorch-hf-h100-2026-11-26-gaps.jsonl -o " + (dir / "data" / "calibration.json").string());
-  REQUIRE(fit.exit_code <= 1);  // 1: some run of the fit is outside a tolerance (E13's device peak)
+  REQUIRE(fit.exit_code <= 1);  // 1: some run of the fit is outside a tolerance (step times: the fit prints them)
   plan_run check = run_plan("check --gpu h100 --data-dir " + (dir / "data").string() + " " + m +
                             "pytorch-hf-h100-2026-11-26-extra-2.jsonl");
   REQUIRE(check.exit_code <= 1);

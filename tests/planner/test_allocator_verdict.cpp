@@ -146,7 +146,7 @@ TEST_CASE("hf: a replay that stops at the first failure fails where the whole re
   const plan_result p = test::plan_of(test::data().model("gpt2").spec, gpt2_run(48));
   const model_facts facts = describe_model(test::data().model("gpt2").spec);
   const std::uint64_t capacity = p.allocator->peak_reserved_bytes - (64ull << 20);  // 64 MiB short of what it needs
-  const allocator_schedule schedule = schedule_allocations(p.inv, facts, 1);
+  const allocator_schedule schedule = plan_allocator_schedule(p, facts);  // the plan's, its cuBLAS workspaces included
   const allocator_replay whole = replay_schedule(schedule, nullptr, capacity);
   const allocator_replay probe = replay_schedule(schedule, nullptr, capacity, true);
   REQUIRE(whole.out_of_memory);

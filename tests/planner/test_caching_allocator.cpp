@@ -144,6 +144,48 @@ TEST_CASE("replay: the next layer's input is the output of the previous layer's 
   CHECK(replay_allocator(inv, model_facts{}, 1).peak_reserved_bytes == 4 * GiB + 100 * MiB);
 }
 
+TEST_CASE("replay: a temporary with a free point of its own is freed right after the buffer it names", "[allocator]") {
+  // tensor_spec::freed_after: hf's GPT-2 forward op by op, where a temporary dies when the op that ends its
+  // Python variable has written its output, not when the next kept buffer exists.
+  tensor_spec temp = buffer("temp", GiB, 1, 1), kept = buffer("kept", 100 * MiB, 1, 5), after = buffer("after", GiB, 1, 1);
+  temp.momentary = true;
+  // By default freed once `kept` exists: `after` then takes its block.
+  CHECK(replay_allocator(by_hand(1, {temp, kept, after}), model_facts{}, 1).peak_reserved_bytes == GiB + 100 * MiB);
+  // Freed after `after` (index 2) is allocated: the two are alive at once.
+  temp.freed_after = 2;
+  CHECK(replay_allocator(by_hand(1, {temp, kept, after}), model_facts{}, 1).peak_reserved_bytes == 2 * GiB + 100 * MiB);
+}
+
+TEST_CASE("replay: PyTorch's cuBLAS workspaces take blocks as tensors do, and the peaks leave them out", "[allocator]") {
+  // The forward's is made at the start of step 1's first layer, the autograd engine's at the start of its
+  // backward, where a 48 MiB block the forward freed holds it (as S1's recorded history shows).
+  const tensor_spec work = buffer("work", 48 * MiB, 1, 1), kept = buffer("kept", 100 * MiB, 1, 5);
+  const inventory inv = by_hand(1, {work, kept});
+  allocator_schedule schedule = schedule_allocations(inv, model_facts{}, 1, 1);  // one step
+  const allocator_replay without = replay_schedule(schedule);
+  CHECK(without.peak_reserved_bytes == 148 * MiB);
+  schedule.workspace_bytes = 32 * MiB;
+  std::vector<allocator_growth> growth;
+  const allocator_replay with = replay_schedule(schedule, &growth);
+  // Segments: the forward's workspace (32 MiB), the work (48), kept (100); the backward's workspace fits in the
+  // freed work block. Reserved 180 MiB, reported less the two workspaces.
+  CHECK(with.segments_made == 3);
+  CHECK(with.peak_reserved_bytes == 180 * MiB - 64 * MiB);
+  REQUIRE(growth.size() == 3);
+  CHECK(growth[0].tensor == "cuBLAS workspace");
+  CHECK(growth[0].added_bytes == 32 * MiB);
+  // A capacity is what the tensors may take beside them: 116 MiB completes, 2 MiB less runs out.
+  CHECK_FALSE(replay_schedule(schedule, nullptr, 116 * MiB).out_of_memory);
+  CHECK(replay_schedule(schedule, nullptr, 114 * MiB).out_of_memory);
+  // With no block free for it, the backward's workspace takes a segment of its own.
+  const inventory no_free = by_hand(1, {kept});
+  allocator_schedule alone = schedule_allocations(no_free, model_facts{}, 1, 1);
+  alone.workspace_bytes = 32 * MiB;
+  const allocator_replay both = replay_schedule(alone);
+  CHECK(both.segments_made == 3);
+  CHECK(both.peak_reserved_bytes == 100 * MiB);
+}
+
 // ---- a GPU of limited memory: cudaMalloc fails, the allocator frees its unused cached segments ---------------
 // c10/cuda/CUDACachingAllocator.cpp, malloc(): alloc_block, then release_available_cached_blocks (nothing
 // without max_split_size), then release_cached_blocks (every free block that is a whole segment) and

@@ -68,7 +68,7 @@ TEST_CASE("hf profile: device peak (context + simulated caching allocator) of th
   const std::set<std::string> known_gaps = {"S5"};
   for (const measured_run& r : f.runs) {
     const plan_result p = evaluate_plan(r.model, r.run, h100, calib);
-    const allocator_replay sim = replay_allocator(p.inv, describe_model(r.model), r.run.grad_accum);
+    const allocator_replay sim = replay_schedule(plan_allocator_schedule(p, describe_model(r.model)));
     const double ws = static_cast<double>(p.overhead.cublas_workspace_bytes);
     const double reserved = sim.peak_reserved_bytes + ws, allocated = sim.peak_allocated_bytes + ws;
     table += fmt::format("{:<5} {:>12.3f} {:>10.3f} {:>+6.1f}% | {:>10.3f} {:>10.3f} {:>+6.1f}%\n", r.id,

@@ -116,12 +116,7 @@ TEST_CASE("hf LoRA with checkpointing: layer 0 saves its input, frozen casts are
 
 TEST_CASE("hf LoRA on GPT-2 with MLP adapters: one c_attn and c_fc module, the MLP's output projection too", "[framework][hf][lora]") {
   model_spec m = test::data().model("gpt2").spec;
-  run_config r = test::run_of(1024, 4, recompute_mode::none, attention_kind::flash, 0.1);
-  r.framework = framework_kind::hf;
-  r.precision = precision_regime::amp_bf16;
-  r.finetune = finetune_kind::lora;
-  r.lora_rank = 8;
-  r.lora_targets = lora_q | lora_k | lora_v | lora_o | lora_mlp;
+  run_config r = test::gpt2_lora_run();
   const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
   CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, 4, 1024, 768});
   CHECK(tensor_named(inv, "layer{}.lora.fc_in")->shape.to_vector() == std::vector<std::uint64_t>{1, 4, 1024, 768});

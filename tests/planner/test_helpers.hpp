@@ -75,6 +75,18 @@ inline run_config run_of(std::uint64_t seq, std::uint64_t micro_batch, recompute
   return r;
 }
 
+// E13's configuration (data/measurements/): GPT-2 124M at s1024 b4 under amp-bf16, dropout 0.1, with peft's
+// LoRA of rank 8 on q, k, v, o and the MLP.
+inline run_config gpt2_lora_run() {
+  run_config r = run_of(1024, 4, recompute_mode::none, attention_kind::flash, 0.1);
+  r.framework = framework_kind::hf;
+  r.precision = precision_regime::amp_bf16;
+  r.finetune = finetune_kind::lora;
+  r.lora_rank = 8;
+  r.lora_targets = lora_q | lora_k | lora_v | lora_o | lora_mlp;
+  return r;
+}
+
 // Megatron-LM with its bf16 regime (bf16 weights, fp32 gradients and master copy), one sequence of `seq`.
 inline run_config megatron_run(std::uint64_t seq) {
   run_config r;

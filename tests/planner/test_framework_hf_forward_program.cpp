@@ -1,0 +1,100 @@
+// hf's GPT-2 forward op by op (hf_forward_in_program_order, planner/activations_hf.cpp): the temporaries the
+// recorded allocator histories of S1 and E13 show, made and freed by the allocator replay where PyTorch does,
+// and left out of the peak timeline, which counts its coarser working set instead.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "planner/allocator_trace.hpp"
+#include "planner/timeline.hpp"
+#include "tests/planner/plan_helpers.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+std::uint32_t index_of(const inventory& inv, std::string_view name) {
+  for (std::uint32_t i = 0; i < inv.tensors.size(); ++i)
+    if (inv.tensors[i].name == name) return i;
+  FAIL("no buffer " << name);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("hf GPT-2 under autocast: the forward op by op, only where the histories show it", "[framework][hf][program]") {
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  run_config r = test::gpt2_lora_run();
+  CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
+  r.lora_dropout = 0.05;  // peft's dropout on each adapter's input: not recorded
+  CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
+  r = test::gpt2_lora_run();
+  r.recompute = recompute_mode::full;
+  CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
+  r = test::gpt2_lora_run();
+  r.precision = precision_regime::bf16;  // no autocast: none of its casts
+  CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
+  r = test::gpt2_lora_run();
+  r.finetune = finetune_kind::full;
+  CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
+  CHECK_FALSE(test::inventory_of(test::data().model("tinyllama-1.1b").spec, r).forward_in_program_order);
+}
+
+TEST_CASE("hf GPT-2 program: the peak timeline counts what it did before, the replay what PyTorch makes", "[framework][hf][program]") {
+  const inventory inv = test::inventory_of(test::data().model("gpt2").spec, test::gpt2_lora_run());
+  // The momentary buffers are not counted: removing them leaves the timeline's peak as it is.
+  inventory without = inv;
+  std::uint64_t moments = 0;
+  for (const tensor_spec& t : inv.tensors) moments += t.momentary;
+  CHECK(moments >= 20);
+  std::erase_if(without.tensors, [](const tensor_spec& t) { return t.momentary; });
+  CHECK(walk_timeline(inv, 1, timeline_detail::peak).peak.live_bytes ==
+        walk_timeline(without, 1, timeline_detail::peak).peak.live_bytes);
+  // The working set the timeline counts in their place is not replayed.
+  const std::uint32_t estimate = index_of(inv, "layer{}.fwd.mlp_temporaries");
+  CHECK_FALSE(inv.tensors[estimate].replayed);
+  const allocator_schedule schedule = schedule_allocations(inv, describe_model(test::data().model("gpt2").spec), 1);
+  CHECK(std::none_of(schedule.ops.begin(), schedule.ops.end(), [&](const allocator_schedule::op& o) { return o.tensor == estimate; }));
+}
+
+TEST_CASE("hf GPT-2 program: temporaries die where their Python variable does", "[framework][hf][program]") {
+  const inventory inv = test::inventory_of(test::data().model("gpt2").spec, test::gpt2_lora_run());
+  const allocator_schedule schedule = schedule_allocations(inv, describe_model(test::data().model("gpt2").spec), 1);
+  const std::vector<allocator_schedule::op>& ops = schedule.ops;
+  auto first = [&](std::string_view name, bool free) {
+    const std::uint32_t t = index_of(inv, name);
+    const auto it = std::find_if(ops.begin(), ops.end(), [&](const allocator_schedule::op& o) { return o.tensor == t && o.free == free; });
+    REQUIRE(it != ops.end());
+    return static_cast<std::size_t>(it - ops.begin());
+  };
+  // A frozen c_fc reads a bf16 cast of ln_2's output it does not keep: freed once the GEMM's output exists,
+  // before peft's lora_A casts the input again (E13's history: the second cast took the first one's block).
+  CHECK(first("layer{}.fwd.fc_base_in", true) == first("layer{}.fwd.fc_base_out", false) + 1);
+  CHECK(first("layer{}.fwd.fc_base_in", true) < first("layer{}.lora.fc_in", false));
+  // gelu_new's steps between pow and tanh: each freed once the next exists, so two are alive at a time.
+  CHECK(first("layer{}.fwd.gelu_cube", true) == first("layer{}.fwd.gelu_cube_scaled", false) + 1);
+  CHECK(first("layer{}.fwd.gelu_inner_scaled", true) == first("layer{}.mlp.gelu.tanh", false) + 1);
+  // c_fc's output (gelu's input) lives until gelu's output exists; that one until c_proj returns.
+  CHECK(first("layer{}.fwd.fc_out", true) > first("layer{}.fwd.gelu_out", false));
+  CHECK(first("layer{}.fwd.gelu_out", true) > first("layer{}.fwd.mlp_proj_out", false));
+  // ln_2's output lives until the layer returns: after the next layer's input (layer 1's ln1.in; layer 0's is
+  // not saved under LoRA) is made, with nothing allocated in between.
+  const std::size_t output = first("layer{}.ln1.in", false), ln2_out_freed = first("layer{}.fwd.ln2_out", true);
+  CHECK(ln2_out_freed > output);
+  for (std::size_t i = output + 1; i < ln2_out_freed; ++i) CHECK(ops[i].free);
+  // Layer 0's input, which no layer saves here, is freed there too.
+  CHECK(first("embed.out", true) > output);
+}
+
+TEST_CASE("hf GPT-2 program: the replay makes PyTorch's cuBLAS workspaces, with the default allocator", "[framework][hf][program]") {
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  run_config r = test::gpt2_lora_run();
+  const plan_result p = test::plan_of(gpt2, r);
+  CHECK(plan_allocator_schedule(p, describe_model(gpt2)).workspace_bytes * 2 == p.overhead.cublas_workspace_bytes);
+  // Expandable segments: no recorded history; a coarse forward: free blocks PyTorch did not have.
+  r.expandable_segments = true;
+  CHECK(plan_allocator_schedule(test::plan_of(gpt2, r), describe_model(gpt2)).workspace_bytes == 0);
+  r = test::gpt2_lora_run();
+  r.recompute = recompute_mode::full;
+  CHECK(plan_allocator_schedule(test::plan_of(gpt2, r), describe_model(gpt2)).workspace_bytes == 0);
+}
