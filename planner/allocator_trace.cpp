@@ -245,15 +245,15 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     std::uint64_t alloc_sub = 2 * rank, free_sub = event_end, e = 0;
     const bool working = in.end == in.begin;
     std::uint64_t end_e = 0;
-    const bool ends_in_forward = in.end != never && forward_event(in.end, end_e);
-    if (ends_in_forward && t.freed_after == tensor_spec::free_at_layer_output) {
-      free_sub = 2 * P + 2;  // after the layer's output (2P+1; the last layer's, final_norm.in, before it)
-    } else if (ends_in_forward && t.freed_after != tensor_spec::free_at_next_kept) {
-      free_sub = 2 * static_cast<std::uint64_t>(t.freed_after) + 1;
-    }
+    // A free point names a later buffer (planner/activations_hf.cpp resolves them in program order); one that
+    // did not would free the buffer before it exists: the default rule then.
+    const bool own_free_point = t.freed_after != tensor_spec::free_at_next_kept && t.freed_after > rank &&
+                                in.end != never && forward_event(in.end, end_e);
+    if (own_free_point)  // after the layer's output (2P+1; the last layer's, final_norm.in, before it), or after X
+      free_sub = t.freed_after == tensor_spec::free_at_layer_output ? 2 * P + 2 : 2 * static_cast<std::uint64_t>(t.freed_after) + 1;
     if (in.begin != 0 && forward_event(in.begin, e)) {
       if (t.per_layer && e + 1 >= fwd0 && e < fwd0 + in.layer) alloc_sub = 2 * P + 1;  // the next layer's input
-      if (working && t.freed_after == tensor_spec::free_at_next_kept) {
+      if (working && !own_free_point) {
         const auto next = std::lower_bound(outliving.begin(), outliving.end(), std::make_pair(in.begin, rank + 1));
         if (next != outliving.end() && next->first == in.begin) free_sub = 2 * next->second + 1;
       }

@@ -98,3 +98,46 @@ TEST_CASE("hf GPT-2 program: the replay makes PyTorch's cuBLAS workspaces, with 
   r.recompute = recompute_mode::full;
   CHECK(plan_allocator_schedule(test::plan_of(gpt2, r), describe_model(gpt2)).workspace_bytes == 0);
 }
+
+TEST_CASE("hf GPT-2 program: every buffer is made before it is freed, whatever the options", "[framework][hf][program]") {
+  // The free points name rows by name; a wrong one (a row before the moment, or in another event) would free a
+  // buffer before it exists and keep it for ever after. Every combination the program takes.
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  const model_facts facts = describe_model(gpt2);
+  int schedules = 0;
+  for (precision_regime precision : {precision_regime::amp_bf16, precision_regime::amp_fp16})
+    for (double dropout : {0.0, 0.1})
+      for (attention_kind attention : {attention_kind::flash, attention_kind::eager})
+        for (finetune_kind finetune : {finetune_kind::full, finetune_kind::lora})
+          for (unsigned targets : {lora_q | lora_k | lora_v | lora_o | lora_mlp, unsigned{lora_mlp}, unsigned{lora_o}, lora_q | lora_v})
+            for (std::uint64_t accumulation : {1, 3}) {
+              if (finetune == finetune_kind::full && targets != lora_mlp) continue;
+              run_config r = test::run_of(256, 2, recompute_mode::none, attention, dropout);
+              r.framework = framework_kind::hf;
+              r.precision = precision;
+              r.finetune = finetune;
+              r.lora_targets = targets;
+              r.grad_accum = accumulation;
+              const inventory inv = test::inventory_of(gpt2, r);
+              REQUIRE(inv.forward_in_program_order);
+              const allocator_schedule schedule = schedule_allocations(inv, facts, accumulation, 2);
+              std::vector<char> made(schedule.instances, 0);
+              for (const allocator_schedule::op& o : schedule.ops) {
+                INFO(inv.tensors[o.tensor].name);
+                if (o.free) {
+                  CHECK(made[o.instance] == 1);
+                  made[o.instance] = 2;
+                } else {
+                  CHECK(made[o.instance] == 0);
+                  made[o.instance] = 1;
+                }
+              }
+              // Every temporary of the forward is freed (the replay's steps end with no forward buffer held).
+              for (std::size_t i = 0; i < schedule.ops.size(); ++i) {
+                const allocator_schedule::op& o = schedule.ops[i];
+                if (!o.free && inv.tensors[o.tensor].momentary) CHECK(made[o.instance] == 2);
+              }
+              ++schedules;
+            }
+  CHECK(schedules == 2 * 2 * 2 * (1 + 4) * 2);
+}
