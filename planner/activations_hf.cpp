@@ -123,8 +123,8 @@ enum when_bits : std::uint64_t {
   fused_proj = 1ull << 34, separate_proj = 1ull << 35,
   // SDPA saves the values as a view of qkv_proj's output (no repeat_kv copy), which keeps all of it.
   v_in_qkv = 1ull << 36,
-  // GPT-2 under autocast without checkpointing: the layer's forward as the recorded allocator histories show
-  // it, op by op (forward_moment rows and per-module weight casts), or the coarser rows it replaces.
+  // GPT-2 under autocast (hf_forward_in_program_order): the layer's forward as the recorded allocator histories
+  // show it, op by op (forward_moment rows and per-module weight casts), or the coarser rows it replaces.
   fwd_program = 1ull << 37, coarse_forward = 1ull << 38,
 };
 
@@ -136,7 +136,8 @@ struct hf_row {
   std::uint64_t when;
   // A forward_moment's free point: the row whose allocation ends the variable holding it, else or_until
   // (when `until` does not apply); "@output": once the layer's output exists (a variable the decoder layer's
-  // forward holds until it returns). Neither applying: freed at the next buffer that outlives the event.
+  // forward holds until it returns). Neither applying: freed at the next buffer that outlives the event. A
+  // saved row's: where its checkpointed forward, which saves nothing, frees it (fwd_program only).
   std::string_view until = {}, or_until = {};
 };
 
@@ -164,7 +165,7 @@ constexpr hf_row layer_rows[] = {
      "layer{}.ln2.in"},
     {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
     {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
-    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv, "layer{}.attn.qkv"},
     // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
     // temporary: peft's lora.Linear.forward computes result = base(x), then result + lora_B(lora_A(x)) * scaling
     // (lora_B's output, the scaled copy, the sum: each freed once the next exists). The sum is what SDPA reads.
@@ -201,7 +202,8 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.kv_b_out", shape_rule::bs_kvb, dtype_role::compute, keep_class::saved, mla},
     // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
     // k after rotary embedding, v as projected), its output, and the log-sum-exp.
-    {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv},
+    {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv,
+     "layer{}.fwd.attn_out", "@output"},
     // Eager attention saves its own copies; c_attn's output lives on in the q, k, v views GPT2Attention.forward
     // holds until it returns, after its resid_dropout.
     {"layer{}.fwd.qkv_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | attn_copies,
@@ -250,7 +252,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
     // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
-    {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0},
+    {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0, "layer{}.fwd.attn_proj_out"},
     // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
     // (_cast_input_dtype), which lives until the module returns.
     {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
@@ -276,10 +278,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
-    {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
+    {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.attn_out"},
     {"layer{}.fwd.attn_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | dropout, "@output"},
     // Second norm and the MLP's input.
-    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt, "@output"},
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
@@ -288,7 +290,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, fwd_program, "@output"},
     {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
     {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
-    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp, "layer{}.fwd.fc_out"},
     {"layer{}.fwd.fc_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
      "layer{}.fwd.fc_base_out", "layer{}.fwd.fc_out"},
     {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
@@ -307,8 +309,8 @@ constexpr hf_row layer_rows[] = {
     // 0.5*x first; pow saves x (an fp32 cast under autocast), tanh its result, the last mul both factors (0.5*x
     // in the GEMM dtype, 1 + tanh promoted to fp32); c_proj reads a cast of the fp32 result. Under fwd_program
     // the unsaved steps between pow and tanh are made and freed one by one (each freed once the next exists).
-    {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt},
-    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_cube"},
     {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
      "layer{}.fwd.gelu_cube_scaled"},
     {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
@@ -317,14 +319,14 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.gelu_inner_scaled"},
     {"layer{}.fwd.gelu_inner_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
      "layer{}.mlp.gelu.tanh"},
-    {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
-    {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt},
+    {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.mlp.gelu.one_plus_tanh"},
+    {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
     // gelu's output, held until c_proj returns (GPT2MLP.forward reassigns hidden_states).
     {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
      "layer{}.fwd.mlp_proj_out"},
     {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
     {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
-    {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp},
+    {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.mlp_proj_out"},
     {"layer{}.fwd.proj_base_in", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
      "layer{}.fwd.proj_base_out", "layer{}.fwd.mlp_proj_out"},
     {"layer{}.fwd.proj_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
@@ -339,7 +341,7 @@ constexpr hf_row layer_rows[] = {
     // c_proj's output, until the MLP's dropout replaces it; that lives until the layer returns.
     {"layer{}.fwd.mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program,
      "layer{}.fwd.mlp_out", "@output"},
-    {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout},
+    {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.mlp_out"},
     {"layer{}.fwd.mlp_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | dropout, "@output"},
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
     // Phi-3's silu and mul save views of gate_up_proj's one output instead of gate and up.
@@ -411,10 +413,10 @@ constexpr hf_row moe_rows[] = {
 }  // namespace
 
 bool hf_forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout) {
-  // Where the recorded histories show it (S1, E13: data/measurements/allocator-history-*): checkpointing's
-  // forward keeps none of it, and peft's lora_dropout was not recorded.
+  // Where the recorded histories show it (S1, E13, and checkpointed S5: data/measurements/allocator-history-*);
+  // peft's lora_dropout was not recorded.
   const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
-  return m.family == model_family::gpt && layout.autocast_weight_cache && run.recompute != recompute_mode::full && !lora_dropout;
+  return m.family == model_family::gpt && layout.autocast_weight_cache && !lora_dropout;
 }
 
 void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
@@ -567,6 +569,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // Whether a row applies (checked in the loops, not in emit: most rows do not, and sweeps build millions
   // of inventories).
   auto applies = [&](const hf_row& row) { return (row.when & holds) == row.when; };
+  const bool program = (holds & fwd_program) != 0;
   // forward_moment rows waiting for the row that frees them (a layer's rows name later rows of the layer).
   struct waiting_moment {
     std::string_view until, or_until;
@@ -574,7 +577,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   };
   std::array<waiting_moment, 24> waiting{};
   std::size_t waiting_count = 0;
-  auto resolve_free_points = [&](const hf_row& row, std::size_t index) {
+  auto resolve_free_points = [&](const hf_row& row, std::size_t index, bool moment) {
     for (std::size_t i = 0; i < waiting_count;) {
       waiting_moment& w = waiting[i];
       const bool first = w.until == row.name;
@@ -588,11 +591,12 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       }
       ++i;
     }
-    if (row.keep != keep_class::forward_moment || index >= tensor_spec::free_at_layer_output) return;
+    if (!moment || index >= tensor_spec::free_at_layer_output) return;
     if (row.until == "@output" || row.or_until == "@output") inv.tensor(index).freed_after = tensor_spec::free_at_layer_output;
     if (!row.until.empty() && waiting_count < waiting.size()) waiting[waiting_count++] = {row.until, row.or_until, index};
   };
   auto emit = [&](const hf_row& row) {
+    bool forward_copy = false;  // a saved row's momentary forward copy (checkpointing, below)
     const bool from_layer1 = layer0_without_input_grad && (row.when & input_grad);
     if (from_layer1 && L == 1) return;
     if (from_layer1) inv.set_layer_range(1, L);
@@ -610,10 +614,18 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         // Non-reentrant checkpointing discards what the forward saves and rebuilds it in the layer's backward.
         made = checkpointed ? &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer})
                             : &inv.layer(row.name, shape, type, true, false, cat);
+        // GPT-2's forward op by op under checkpointing: nothing is saved, so the forward makes the buffer and
+        // frees it where its Python variable dies (hf_row::until), a momentary copy beside the saved one.
+        if (checkpointed && program && !row.until.empty()) {
+          made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer});
+          made->momentary = true;
+          forward_copy = true;
+        }
         break;
       case keep_class::forward_working: made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer}); break;
-      case keep_class::forward_moment:
-        made = &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer});
+      case keep_class::forward_moment:  // made again when a checkpointed layer's backward recomputes it
+        made = checkpointed ? &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer, backward_of_layer})
+                            : &inv.layer_intervals(row.name, shape, type, cat, {forward_of_layer});
         made->momentary = true;
         break;
       case keep_class::forward_estimate:
@@ -649,7 +661,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     const bool per_module = row.shape == shape_rule::peft_qkv_in || row.shape == shape_rule::peft_qkv_a ||
                             row.shape == shape_rule::peft_fc_in || row.shape == shape_rule::peft_fc_a;
     if (made && per_module) made->allocations = static_cast<std::uint16_t>(shape.dims[0]);
-    if (made) resolve_free_points(row, inv.count() - 1);
+    if (made) resolve_free_points(row, inv.count() - 1, row.keep == keep_class::forward_moment || forward_copy);
     if (from_layer1) inv.all_layers();
   };
   if (m.dense_layers == 0) {
@@ -694,7 +706,6 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // replay makes. GPT2Model.forward holds inputs_embeds and position_embeds until it returns, after ln_f; their
   // sum lives until the dropout's output (layer 0's input) exists, and so does an unsaved dropout mask. Layer
   // 0's input, when no layer saves it (LoRA without checkpointing), lives until the layer returns.
-  const bool program = (holds & fwd_program) != 0;
   auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last,
                     std::uint16_t freed_after) -> std::size_t {
     tensor_spec& t = inv.span(name, shape, type, tensor_category::activations, first, last);

@@ -29,7 +29,7 @@ std::string_view sdpa_backend_name(sdpa_backend b);
 void check_hf_run(const run_config& run, const precision_layout& layout);
 
 // Whether the profile lists GPT-2's forward op by op, in program order, as recorded allocator histories show it
-// (under autocast, without checkpointing or peft's lora_dropout): temporaries with their own free points
+// (under autocast, without peft's lora_dropout; checkpointed too): temporaries with their own free points
 // (tensor_spec::freed_after), which the allocator replay makes and frees where PyTorch does.
 bool hf_forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout);
 

@@ -206,7 +206,8 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   //     event and are not gradients), in forward order: torch.utils.checkpoint's non-reentrant unpack hook
   //     reruns the layer's forward when its backward first needs a saved tensor; then the layer's backward
   //     walks it in reverse inventory order, allocating its gradient buffers and releasing the recomputed
-  //     ones as it reaches them (an autograd node drops its saved tensors once it has run). Buffers kept from
+  //     ones as it reaches them (an autograd node drops its saved tensors once it has run); a recomputed
+  //     temporary with a free point of its own is freed there, within the recomputation. Buffers kept from
   //     the forward are freed at the event's end, as the timeline counts them (every buffer whose lifetime
   //     covers the event is live at once), so the replay never holds less than the timeline; the gradient
   //     working buffers too.
@@ -228,7 +229,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     const std::uint64_t r = (t - 1) % per_step;
     return r != mbs * E && r % E > last_forward;
   };
-  auto reverse_position = [&](std::uint64_t rank) { return P + 2 * (P - 1 - rank); };
+  auto reverse_position = [&](std::uint64_t rank) { return 2 * P + 2 * (P - 1 - rank); };
   // The buffers that outlive the forward event they start in, by (time, rank): a working buffer waits for the
   // first of them after its own rank.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> outliving;
@@ -247,10 +248,14 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     std::uint64_t end_e = 0;
     // A free point names a later buffer (planner/activations_hf.cpp resolves them in program order); one that
     // did not would free the buffer before it exists: the default rule then.
-    const bool own_free_point = t.freed_after != tensor_spec::free_at_next_kept && t.freed_after > rank &&
-                                in.end != never && forward_event(in.end, end_e);
+    // In a backward event only a checkpointed layer's recomputed temporaries have one: there "the layer's
+    // output" is the end of the recomputation, before the backward's reverse walk.
+    const bool in_forward = in.end != never && forward_event(in.end, end_e);
+    const bool own_free_point = t.freed_after != tensor_spec::free_at_next_kept && t.freed_after > rank && in.end != never &&
+                                (in_forward || (working && t.momentary && backward_event(in.end)));
     if (own_free_point)  // after the layer's output (2P+1; the last layer's, final_norm.in, before it), or after X
-      free_sub = t.freed_after == tensor_spec::free_at_layer_output ? 2 * P + 2 : 2 * static_cast<std::uint64_t>(t.freed_after) + 1;
+      free_sub = t.freed_after == tensor_spec::free_at_layer_output ? (in_forward ? 2 * P + 2 : 2 * P - 1)
+                                                                    : 2 * static_cast<std::uint64_t>(t.freed_after) + 1;
     if (in.begin != 0 && forward_event(in.begin, e)) {
       if (t.per_layer && e + 1 >= fwd0 && e < fwd0 + in.layer) alloc_sub = 2 * P + 1;  // the next layer's input
       if (working && !own_free_point) {
@@ -259,8 +264,8 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
       }
     } else if (in.begin != 0 && backward_event(in.begin)) {
       const bool gradient = t.category == tensor_category::activation_grads;
-      alloc_sub = working && !gradient ? rank : reverse_position(rank);
-      if (working && !gradient) free_sub = reverse_position(rank) + 1;
+      alloc_sub = working && !gradient ? 2 * rank : reverse_position(rank);
+      if (working && !gradient && !own_free_point) free_sub = reverse_position(rank) + 1;
     }
     ops.push_back({in.begin, alloc_sub, 0, n});
     if (in.end != never) ops.push_back({in.end, free_sub, 1, n});

@@ -196,7 +196,7 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
   schedule.gpu_total_bytes = r.gpu_memory_bytes;
   // hf's overhead line holds both workspaces (evaluate_plan). The replay makes them only where it follows the
   // forward op by op: there the backward's takes a block the forward freed, as PyTorch's recorded histories
-  // show (S1 and E13 then reserve exactly PyTorch's segments, 132 and 140). A coarser forward leaves free
+  // show (S1, S5 and E13 then reserve PyTorch's segments: 132, 46 of 47 and 140). A coarser forward leaves free
   // blocks PyTorch did not have, in which they would hide; outside the replay they are a segment each, as
   // E11's measured segments show (two of 32 MiB more than its replay made). With expandable segments no history
   // was recorded, and there the coarse replays moved most when they were made (E17 +6.2 points): left out too.

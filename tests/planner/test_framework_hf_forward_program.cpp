@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 
 #include "planner/allocator_trace.hpp"
 #include "planner/timeline.hpp"
@@ -29,8 +30,8 @@ TEST_CASE("hf GPT-2 under autocast: the forward op by op, only where the histori
   r.lora_dropout = 0.05;  // peft's dropout on each adapter's input: not recorded
   CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
   r = test::gpt2_lora_run();
-  r.recompute = recompute_mode::full;
-  CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
+  r.recompute = recompute_mode::full;  // S5's history: the forward saves nothing, the backward recomputes it all
+  CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
   r = test::gpt2_lora_run();
   r.precision = precision_regime::bf16;  // no autocast: none of its casts
   CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
@@ -95,49 +96,60 @@ TEST_CASE("hf GPT-2 program: the replay makes PyTorch's cuBLAS workspaces, with 
   r.expandable_segments = true;
   CHECK(plan_allocator_schedule(test::plan_of(gpt2, r), describe_model(gpt2)).workspace_bytes == 0);
   r = test::gpt2_lora_run();
-  r.recompute = recompute_mode::full;
+  r.precision = precision_regime::bf16;
   CHECK(plan_allocator_schedule(test::plan_of(gpt2, r), describe_model(gpt2)).workspace_bytes == 0);
 }
 
+namespace {
+
+// Walks a schedule: every buffer instance is allocated once, then freed once, in that order; the momentary
+// ones (the forward's temporaries) are all freed by the end.
+void check_made_before_freed(const inventory& inv, const allocator_schedule& schedule) {
+  std::vector<char> state(schedule.instances, 0);  // 0 not made, 1 live, 2 freed
+  std::size_t wrong = 0;
+  for (const allocator_schedule::op& o : schedule.ops) {
+    if (state[o.instance] != (o.free ? 1 : 0)) {
+      ++wrong;
+      UNSCOPED_INFO((o.free ? "freed before made: " : "made twice: ") << inv.tensors[o.tensor].name);
+    }
+    state[o.instance] = o.free ? 2 : 1;
+  }
+  for (const allocator_schedule::op& o : schedule.ops)
+    if (!o.free && inv.tensors[o.tensor].momentary && state[o.instance] != 2) {
+      ++wrong;
+      UNSCOPED_INFO("never freed: " << inv.tensors[o.tensor].name);
+    }
+  CHECK(wrong == 0);
+}
+
+}  // namespace
+
 TEST_CASE("hf GPT-2 program: every buffer is made before it is freed, whatever the options", "[framework][hf][program]") {
   // The free points name rows by name; a wrong one (a row before the moment, or in another event) would free a
-  // buffer before it exists and keep it for ever after. Every combination the program takes.
+  // buffer before it exists and keep it for ever after. Every combination the program takes, checkpointed too
+  // (where the forward frees what it would save, and the backward's recomputation frees its temporaries).
   const model_spec& gpt2 = test::data().model("gpt2").spec;
   const model_facts facts = describe_model(gpt2);
+  const unsigned all_targets = lora_q | lora_k | lora_v | lora_o | lora_mlp;
   int schedules = 0;
   for (precision_regime precision : {precision_regime::amp_bf16, precision_regime::amp_fp16})
     for (double dropout : {0.0, 0.1})
       for (attention_kind attention : {attention_kind::flash, attention_kind::eager})
-        for (finetune_kind finetune : {finetune_kind::full, finetune_kind::lora})
-          for (unsigned targets : {lora_q | lora_k | lora_v | lora_o | lora_mlp, unsigned{lora_mlp}, unsigned{lora_o}, lora_q | lora_v})
-            for (std::uint64_t accumulation : {1, 3}) {
-              if (finetune == finetune_kind::full && targets != lora_mlp) continue;
-              run_config r = test::run_of(256, 2, recompute_mode::none, attention, dropout);
+        for (recompute_mode recompute : {recompute_mode::none, recompute_mode::full})
+          for (std::uint64_t accumulation : {1, 3})
+            for (int adapters = 0; adapters < 5; ++adapters) {  // 0: full fine-tuning; then LoRA on four target sets
+              run_config r = test::run_of(256, 2, recompute, attention, dropout);
               r.framework = framework_kind::hf;
               r.precision = precision;
-              r.finetune = finetune;
-              r.lora_targets = targets;
               r.grad_accum = accumulation;
+              if (adapters > 0) {
+                r.finetune = finetune_kind::lora;
+                r.lora_targets = std::array<unsigned, 4>{all_targets, lora_mlp, lora_o, lora_q | lora_v}[adapters - 1];
+              }
               const inventory inv = test::inventory_of(gpt2, r);
               REQUIRE(inv.forward_in_program_order);
-              const allocator_schedule schedule = schedule_allocations(inv, facts, accumulation, 2);
-              std::vector<char> made(schedule.instances, 0);
-              for (const allocator_schedule::op& o : schedule.ops) {
-                INFO(inv.tensors[o.tensor].name);
-                if (o.free) {
-                  CHECK(made[o.instance] == 1);
-                  made[o.instance] = 2;
-                } else {
-                  CHECK(made[o.instance] == 0);
-                  made[o.instance] = 1;
-                }
-              }
-              // Every temporary of the forward is freed (the replay's steps end with no forward buffer held).
-              for (std::size_t i = 0; i < schedule.ops.size(); ++i) {
-                const allocator_schedule::op& o = schedule.ops[i];
-                if (!o.free && inv.tensors[o.tensor].momentary) CHECK(made[o.instance] == 2);
-              }
+              check_made_before_freed(inv, schedule_allocations(inv, facts, accumulation, 2));
               ++schedules;
             }
-  CHECK(schedules == 2 * 2 * 2 * (1 + 4) * 2);
+  CHECK(schedules == 2 * 2 * 2 * 2 * 2 * 5);
 }
