@@ -30,7 +30,11 @@ enum class shape_rule {
   w_qkv,       // c_attn: h x 3h
   w_o,         // attn.c_proj: h x h
   w_fc,        // mlp.c_fc: h x f
-  w_proj,      // mlp.c_proj: f x h
+  w_proj,      // mlp.c_proj: f x h (Llama: down_proj; w_fc: gate_proj and up_proj)
+  w_q,         // Llama's q_proj: h x (a d)
+  w_kv,        // Llama's k_proj and v_proj: h x (kv d)
+  bs_q_half,   // [b, a, s, d/2]: rotate_half's -x2
+  bs_kv_half,  // [b, kv, s, d/2]
   // Mixture of Experts (T = b*s tokens, R = k*T rows routed to experts, E experts, k per token):
   te,          // [T, E]: the router's probabilities
   tk,          // [T, k]: the top-k choice and weights
@@ -155,24 +159,70 @@ constexpr hf_row layer_rows[] = {
     // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor
     // (which weight * normed saves for the weight's gradient only).
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | input_grad},
+    // Llama under autocast op by op (fwd_program; S6's recorded history): RMSNorm's pow(2) is freed once mean
+    // has read it, and its fp32 output lives until self_attn returns (LlamaDecoderLayer reassigns hidden_states).
+    {"layer{}.fwd.ln1_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.ln1.rsqrt"},
     {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad},
     {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.attn_proj_out"},
+    // q, k and v each cast the norm's output (saved by their GEMMs) after their weight; q's and k's outputs live
+    // until apply_rotary_pos_emb has made both rotated tensors, v's SDPA saves.
+    {"layer{}.autocast.weights.q", shape_rule::w_q, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
+    {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.fwd.q_out", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
+    {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.fwd.k_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
+    {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values},
+    // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
+    // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
+    // next exists; the rotated q and k live until self_attn returns.
+    {"layer{}.fwd.q_cos", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_embed"},
+    {"layer{}.fwd.q_neg_half", shape_rule::bs_q_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_cat"},
+    {"layer{}.fwd.q_cat", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_sin"},
+    {"layer{}.fwd.q_sin", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_embed"},
+    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.fwd.k_cos", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.fwd.k_neg_half", shape_rule::bs_kv_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_cat"},
+    {"layer{}.fwd.k_cat", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_sin"},
+    {"layer{}.fwd.k_sin", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.attn_proj_out"},
+    // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program},
     // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of S1 and E13,
     // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
     // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
     // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
-    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.ln2.in"},
-    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
-    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
-    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, trains_qkv, "layer{}.attn.qkv"},
+    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, gpt | trains_qkv, "layer{}.attn.qkv"},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, llama | trains_qkv | coarse_forward},
     // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
     // temporary: peft's lora.Linear.forward computes result = base(x), then result + lora_B(lora_A(x)) * scaling
     // (lora_B's output, the scaled copy, the sum: each freed once the next exists). The sum is what SDPA reads.
-    {"layer{}.fwd.qkv_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
+    {"layer{}.fwd.qkv_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
      "layer{}.fwd.qkv_base_out", "layer{}.attn.qkv"},
     {"layer{}.fwd.qkv_base_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment,
-     fwd_program | peft_qkv, "layer{}.attn.qkv"},
+     gpt | fwd_program | peft_qkv, "layer{}.attn.qkv"},
     // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
     // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
     // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
@@ -182,9 +232,9 @@ constexpr hf_row layer_rows[] = {
      peft_qkv | peft_dropout | input_grad},
     {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
     {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
-    {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_qkv,
+    {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
      "layer{}.fwd.qkv_scaled"},
-    {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_qkv,
+    {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
      "layer{}.attn.qkv"},
     // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
     // RMSNorms over the down projections' 16-bit outputs (the fp32 upcast, rsqrt and the normalised tensor
@@ -206,12 +256,13 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.attn_out", "@output"},
     // Eager attention saves its own copies; c_attn's output lives on in the q, k, v views GPT2Attention.forward
     // holds until it returns, after its resid_dropout.
-    {"layer{}.fwd.qkv_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, fwd_program | attn_copies,
+    {"layer{}.fwd.qkv_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | attn_copies,
      "layer{}.fwd.attn_out", "@output"},
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | v_in_qkv},
-    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
-    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv},
-    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | gqa_values},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
+     llama | sdpa_saves_qkv | gqa_values | coarse_forward},
     {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused},
     {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient},
     // SDPA turns the bool mask into a bias in q's dtype, where(mask.logical_not(), -inf, 0) (attention.cpp,
@@ -257,53 +308,62 @@ constexpr hf_row layer_rows[] = {
     // (_cast_input_dtype), which lives until the module returns.
     {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
     {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
-    {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_o,
+    {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
-    {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, fwd_program | peft_o,
+    {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
     {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
     {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies},
     {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o},
-    {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_o,
+    {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.o_scaled"},
-    {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_o,
+    {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
     // c_proj's output, until resid_dropout's output replaces it; that (the block's attn_output) lives until
     // the layer returns.
-    {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.attn_out", "@output"},
+    // Llama's o_proj output, until the residual add.
+    {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.ln2.in"},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.attn_out"},
-    {"layer{}.fwd.attn_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | dropout, "@output"},
+    {"layer{}.fwd.attn_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | dropout, "@output"},
     // Second norm and the MLP's input.
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt, "@output"},
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.fwd.ln2_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.ln2.rsqrt"},
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
     {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    // Llama: post_attention_layernorm's output, held until the MLP returns.
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.down_out"},
     // GPT-2 under autocast: ln_2's fp32 output lives until the layer returns; c_fc as c_attn above.
-    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, fwd_program, "@output"},
-    {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
-    {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
-    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, trains_mlp, "layer{}.fwd.fc_out"},
-    {"layer{}.fwd.fc_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program, "@output"},
+    {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.fc_out"},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
+    {"layer{}.fwd.fc_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
      "layer{}.fwd.fc_base_out", "layer{}.fwd.fc_out"},
-    {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+    {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_out"},
     {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout},
     {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     {"layer{}.lora.fc_a_out", shape_rule::peft_fc_a, dtype_role::adapter_in, keep_class::saved, peft_mlp},
-    {"layer{}.fwd.fc_lora_b", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+    {"layer{}.fwd.fc_lora_b", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_scaled"},
-    {"layer{}.fwd.fc_scaled", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+    {"layer{}.fwd.fc_scaled", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_out"},
     // c_fc's output: gelu's input x, held until gelu returns.
-    {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.gelu_out"},
     // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops evaluated left to right:
     // 0.5*x first; pow saves x (an fp32 cast under autocast), tanh its result, the last mul both factors (0.5*x
@@ -311,45 +371,57 @@ constexpr hf_row layer_rows[] = {
     // the unsaved steps between pow and tanh are made and freed one by one (each freed once the next exists).
     {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
     {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_cube"},
-    {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.gelu_cube_scaled"},
-    {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.gelu_inner"},
-    {"layer{}.fwd.gelu_inner", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.gelu_inner", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.gelu_inner_scaled"},
-    {"layer{}.fwd.gelu_inner_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.gelu_inner_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.mlp.gelu.tanh"},
     {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.mlp.gelu.one_plus_tanh"},
     {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
     // gelu's output, held until c_proj returns (GPT2MLP.forward reassigns hidden_states).
-    {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.mlp_proj_out"},
-    {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
-    {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
+    {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
     {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.mlp_proj_out"},
-    {"layer{}.fwd.proj_base_in", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, fwd_program | peft,
+    {"layer{}.fwd.proj_base_in", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
      "layer{}.fwd.proj_base_out", "layer{}.fwd.mlp_proj_out"},
-    {"layer{}.fwd.proj_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+    {"layer{}.fwd.proj_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.mlp_proj_out"},
     {"layer{}.lora.proj_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout},
     {"layer{}.lora.proj_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
-    {"layer{}.fwd.proj_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+    {"layer{}.fwd.proj_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.proj_scaled"},
-    {"layer{}.fwd.proj_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | peft_mlp,
+    {"layer{}.fwd.proj_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.mlp_proj_out"},
     // c_proj's output, until the MLP's dropout replaces it; that lives until the layer returns.
-    {"layer{}.fwd.mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program,
+    {"layer{}.fwd.mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.mlp_out", "@output"},
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.mlp_out"},
-    {"layer{}.fwd.mlp_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, fwd_program | dropout, "@output"},
+    {"layer{}.fwd.mlp_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | dropout, "@output"},
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
     // Phi-3's silu and mul save views of gate_up_proj's one output instead of gate and up.
+    // Under fwd_program each projection casts its weight and (gate and up) the input where its GEMM runs;
+    // down_proj's output lives until the residual add.
+    {"layer{}.autocast.weights.gate", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
+     llama | dense_mlp | fwd_program | trains_all},
+    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp},
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
+     llama | dense_mlp | fwd_program | trains_all},
+    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
+     llama | dense_mlp | fwd_program | trains_all},
+    {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,
+     "@output"},
     {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,
      llama | dense_mlp | peft_mlp | peft_dropout},
     {"layer{}.lora.down_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
@@ -413,10 +485,17 @@ constexpr hf_row moe_rows[] = {
 }  // namespace
 
 bool hf_forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout) {
-  // Where the recorded histories show it (S1, E13, and checkpointed S5: data/measurements/allocator-history-*);
-  // peft's lora_dropout was not recorded.
+  // Where the recorded histories show it (GPT-2: S1, E13, and checkpointed S5; Llama: S6;
+  // data/measurements/allocator-history-*); peft's lora_dropout was not recorded.
   const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
-  return m.family == model_family::gpt && layout.autocast_weight_cache && !lora_dropout;
+  if (!layout.autocast_weight_cache) return false;
+  if (m.family == model_family::gpt) return !lora_dropout;
+  // Llama (S6's history): full fine-tuning of a dense model with separate projections and two RMSNorms a layer,
+  // on SDPA's fused or memory-efficient kernel without a mask, not checkpointed; the rest keeps the coarse rows.
+  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
+  return run.finetune == finetune_kind::full && run.recompute != recompute_mode::full && !m.is_moe() && !m.is_mla() &&
+         !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
+         (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
 }
 
 void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
@@ -529,6 +608,10 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::w_o: return {m.out_width(), h};
       case shape_rule::w_fc: return {h, f};
       case shape_rule::w_proj: return {f, h};
+      case shape_rule::w_q: return {h, a * d};
+      case shape_rule::w_kv: return {h, m.kv_heads * d};
+      case shape_rule::bs_q_half: return {b, a, s, d / 2};
+      case shape_rule::bs_kv_half: return {b, holds & sdpa_mask ? a : m.kv_heads, s, d / 2};
       case shape_rule::te: return {T, E};
       case shape_rule::tk: return {T, k};
       case shape_rule::r_1: return {R};
@@ -706,6 +789,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // replay makes. GPT2Model.forward holds inputs_embeds and position_embeds until it returns, after ln_f; their
   // sum lives until the dropout's output (layer 0's input) exists, and so does an unsaved dropout mask. Layer
   // 0's input, when no layer saves it (LoRA without checkpointing), lives until the layer returns.
+  const bool gpt_program = program && is_gpt;
   auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last,
                     std::uint16_t freed_after) -> std::size_t {
     tensor_spec& t = inv.span(name, shape, type, tensor_category::activations, first, last);
@@ -714,7 +798,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     return inv.count() - 1;
   };
   std::size_t embed_outputs[2] = {0, 0};
-  if (program) {
+  if (gpt_program) {
     embed_outputs[0] = moment("embed.tokens_out", {b, s, h}, param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
     embed_outputs[1] = moment("embed.positions_out", {1, s, h}, param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
     if (drop) moment("embed.sum", {b, s, h}, param, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
@@ -741,17 +825,23 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
              ek::bwd_embed);
   inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations, ek::fwd_layer,
            ek::bwd_head, last_layer);
-  // ln_f's fp32 output: GPT2LMHeadModel.forward holds it until the loss has read the logits.
-  const std::size_t final_norm_out =
-      program ? moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept) : 0;
+  // The final norm's fp32 output: GPT2LMHeadModel.forward (LlamaForCausalLM.forward) holds it until the loss has
+  // read the logits. LayerNorm writes it before its statistics, RMSNorm after pow, rsqrt and the normed tensor.
+  std::size_t final_norm_out = 0;
+  if (gpt_program) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
   if (is_gpt) {
     inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    if (program)
+    if (gpt_program)
       for (std::size_t i : embed_outputs) inv.tensor(i).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
   } else {
+    const std::size_t pow = program ? moment("final_norm.pow", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head,
+                                             tensor_spec::free_at_next_kept)
+                                    : 0;
     inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    if (program) inv.tensor(pow).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
     if (holds & norms_train)
       inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    if (program) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
   }
   // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward. Autocast
   // casts a linear's arguments right to left (bias, weight, input: the order GCC evaluates them in), so the
@@ -762,7 +852,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
   // A frozen head's GEMM reads a bf16 cast of ln_f's output that it does not save.
   const std::size_t head_input_cast =
-      program && !full ? moment("lm_head.in_cast", {b, s, h}, compute, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
+      gpt_program && !full ? moment("lm_head.in_cast", {b, s, h}, compute, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
   // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
   // after backward, before optimizer.step().
   inv.span("logits", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);

@@ -10,9 +10,9 @@ using namespace trainplan::test;
 using json = nlohmann::json;
 
 namespace {
-// TinyLlama at seq 512, micro-batch 45, amp-bf16 on an H100: its tensors fit (75.8 GiB with the context),
-// but the default allocator's segments, split by live tensors, need 1.15 GiB more than the GPU has.
-const std::string fragmented = "--model tinyllama-1.1b --seq 512 --micro-batch 45 --gpu h100";
+// TinyLlama at seq 512, micro-batch 47, amp-bf16 on an H100: its tensors fit (78.5 GiB with the context and
+// workspaces), but the default allocator's segments, split by live tensors, need 1.49 GiB more than the GPU has.
+const std::string fragmented = "--model tinyllama-1.1b --seq 512 --micro-batch 47 --gpu h100";
 }  // namespace
 
 TEST_CASE("expandable segments fit a run the default allocator's fragmentation does not", "[cli][expandable]") {

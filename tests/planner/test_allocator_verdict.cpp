@@ -187,7 +187,7 @@ TEST_CASE("hf: a run that fits only by freeing the allocator's cache peaks at th
   CHECK_FALSE(p.allocator->out_of_memory);
   CHECK(p.allocator->cache_releases >= 1);
   const std::uint64_t capacity = h100.memory_bytes - p.overhead.cuda_context_bytes - p.overhead.cublas_workspace_bytes;
-  const allocator_schedule schedule = schedule_allocations(p.inv, describe_model(llama), 1);
+  const allocator_schedule schedule = plan_allocator_schedule(p, describe_model(llama));
   const allocator_replay in_gpu = replay_schedule(schedule, nullptr, capacity);
   REQUIRE(in_gpu.cache_releases == p.allocator->cache_releases);
   const std::uint64_t least = p.allocator->peak_reserved_bytes;

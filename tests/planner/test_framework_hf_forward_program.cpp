@@ -23,7 +23,7 @@ std::uint32_t index_of(const inventory& inv, std::string_view name) {
 
 }  // namespace
 
-TEST_CASE("hf GPT-2 under autocast: the forward op by op, only where the histories show it", "[framework][hf][program]") {
+TEST_CASE("hf under autocast: the forward op by op, only where the histories show it", "[framework][hf][program]") {
   const model_spec& gpt2 = test::data().model("gpt2").spec;
   run_config r = test::gpt2_lora_run();
   CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
@@ -38,7 +38,21 @@ TEST_CASE("hf GPT-2 under autocast: the forward op by op, only where the histori
   r = test::gpt2_lora_run();
   r.finetune = finetune_kind::full;
   CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
-  CHECK_FALSE(test::inventory_of(test::data().model("tinyllama-1.1b").spec, r).forward_in_program_order);
+  // Llama-family models (S6's history): fully fine-tuned dense models on SDPA without a mask, not checkpointed.
+  const model_spec& tinyllama = test::data().model("tinyllama-1.1b").spec;
+  CHECK(test::inventory_of(tinyllama, r).forward_in_program_order);
+  run_config other = r;
+  other.finetune = finetune_kind::lora;
+  CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  other = r;
+  other.recompute = recompute_mode::full;
+  CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  other = r;
+  other.attention = attention_kind::eager;
+  CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  other = r;
+  other.precision = precision_regime::bf16;
+  CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
 }
 
 TEST_CASE("hf GPT-2 program: the peak timeline counts what it did before, the replay what PyTorch makes", "[framework][hf][program]") {
@@ -152,4 +166,28 @@ TEST_CASE("hf GPT-2 program: every buffer is made before it is freed, whatever t
               ++schedules;
             }
   CHECK(schedules == 2 * 2 * 2 * 2 * 2 * 5);
+}
+
+TEST_CASE("hf Llama program: every buffer is made before it is freed, whatever the options", "[framework][hf][program]") {
+  // Llama-family models under autocast: grouped and full attention heads, Qwen2's biases and tied vocabulary,
+  // accumulation; each a schedule whose buffers are made, then freed, once.
+  int schedules = 0;
+  for (const char* name : {"tinyllama-1.1b", "llama-3.2-1b", "qwen2.5-0.5b"}) {
+    INFO(name);
+    model_spec m = test::data().model(name).spec;
+    m.layers = 2;  // the program is per layer; two keep the schedule small
+    const model_facts facts = describe_model(m);
+    for (precision_regime precision : {precision_regime::amp_bf16, precision_regime::amp_fp16})
+      for (std::uint64_t accumulation : {1, 3}) {
+        run_config r = test::run_of(256, 2, recompute_mode::none, attention_kind::flash, 0.0);
+        r.framework = framework_kind::hf;
+        r.precision = precision;
+        r.grad_accum = accumulation;
+        const inventory inv = test::inventory_of(m, r);
+        REQUIRE(inv.forward_in_program_order);
+        check_made_before_freed(inv, schedule_allocations(inv, facts, accumulation, 2));
+        ++schedules;
+      }
+  }
+  CHECK(schedules == 3 * 2 * 2);
 }
