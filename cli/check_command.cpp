@@ -75,9 +75,8 @@ void print_segments(const measured_run& r, const plan_result& p, const std::vect
                                mib(c.measured_bytes - r.reserved_peak_bytes))
                  : "");
   // PyTorch allocates its cuBLAS workspaces through the caching allocator: the measured segments hold them (a
-  // segment of their own, or room in a freed block). The replay makes them only where it follows the forward
-  // op by op (plan_allocator_schedule); elsewhere the device peak adds them.
-  if (p.overhead.cublas_workspace_bytes > 0 && !p.inv.forward_in_program_order)  // segments: never expandable
+  // segment of their own, or room in a freed block). Where the replay does not, the device peak adds them.
+  if (p.overhead.cublas_workspace_bytes > 0 && !replay_makes_cublas_workspaces(p))
     fmt::print("  {:<10}   (the replay leaves out PyTorch's cuBLAS workspaces, {} in all, which the device peak adds)\n",
                "", mib(p.overhead.cublas_workspace_bytes));
   for (std::size_t i = 0; i < c.differences.size() && i < shown_sizes; ++i) {

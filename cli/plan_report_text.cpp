@@ -70,16 +70,13 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                     "optimizer state is created by the first optimizer step"
                   : "gradients exist from the first backward of a step until its optimizer step ends "
                     "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
-  // GPT-2 under autocast: the replay follows the forward op by op, and with the default allocator makes the
-  // workspaces inside it (plan_allocator_schedule).
   const bool program = p.allocator && p.inv.forward_in_program_order;
   const std::string cached = p.allocator ? fmt::format("PyTorch's caching allocator replayed over 3 steps (what it "
-                                                       "reserves beyond the tensor peak){}",
-                                                       !program ? std::string()
-                                                       : p.run.expandable_segments
-                                                           ? std::string(", the layers' forward op by op as PyTorch runs it")
-                                                           : std::string(", the layers' forward op by op as PyTorch runs it, the "
-                                                                         "workspaces made where it asks for them"))
+                                                       "reserves beyond the tensor peak){}{}",
+                                                       program ? ", the layers' forward op by op as PyTorch runs it" : "",
+                                                       program && replay_makes_cublas_workspaces(p)
+                                                           ? ", the workspaces made where it asks for them"
+                                                           : "")
                                           : fmt::format("allocator slack {} of tensor bytes{}", percent(p.calib.slack_fraction_for(p.run.framework)),
                                                         p.allocator_replay_skipped_instances
                                                             ? std::string(" (PyTorch's caching allocator not replayed: "

@@ -127,7 +127,7 @@ enum when_bits : std::uint64_t {
   fused_proj = 1ull << 34, separate_proj = 1ull << 35,
   // SDPA saves the values as a view of qkv_proj's output (no repeat_kv copy), which keeps all of it.
   v_in_qkv = 1ull << 36,
-  // GPT-2 under autocast (hf_forward_in_program_order): the layer's forward as the recorded allocator histories
+  // GPT-2 under autocast (forward_in_program_order): the layer's forward as the recorded allocator histories
   // show it, op by op (forward_moment rows and per-module weight casts), or the coarser rows it replaces.
   fwd_program = 1ull << 37, coarse_forward = 1ull << 38,
 };
@@ -482,9 +482,9 @@ constexpr hf_row moe_rows[] = {
     {"layer{}.bwd.d_expert_compute", shape_rule::r_2f, dtype_role::compute, keep_class::backward_working, moe},
 };
 
-}  // namespace
-
-bool hf_forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout) {
+// add_hf_activations' return value.
+bool forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout,
+                              sdpa_backend backend) {
   // Where the recorded histories show it (GPT-2: S1, E13, and checkpointed S5; Llama: S6;
   // data/measurements/allocator-history-*); peft's lora_dropout was not recorded.
   const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
@@ -492,13 +492,14 @@ bool hf_forward_in_program_order(const model_spec& m, const run_config& run, con
   if (m.family == model_family::gpt) return !lora_dropout;
   // Llama (S6's history): full fine-tuning of a dense model with separate projections and two RMSNorms a layer,
   // on SDPA's fused or memory-efficient kernel without a mask, not checkpointed; the rest keeps the coarse rows.
-  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   return run.finetune == finetune_kind::full && run.recompute != recompute_mode::full && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
          (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
 }
 
-void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+}  // namespace
+
+bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts) {
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim, V = m.vocab;
   // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
@@ -570,7 +571,8 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
   }
   if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
-  holds |= hf_forward_in_program_order(m, run, layout) ? fwd_program : coarse_forward;
+  const bool in_program_order = forward_in_program_order(m, run, layout, backend);
+  holds |= in_program_order ? fwd_program : coarse_forward;
   // The adapted modules reading the norms' outputs (GPT-2 fuses q, k and v into c_attn, Llama has separate
   // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
   // input they share when peft need not cast it (an fp32 model without autocast).
@@ -870,6 +872,7 @@ void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  return in_program_order;
 }
 
 }  // namespace trainplan

@@ -28,13 +28,12 @@ std::string_view sdpa_backend_name(sdpa_backend b);
 // recomputation: Hugging Face checkpoints whole decoder layers).
 void check_hf_run(const run_config& run, const precision_layout& layout);
 
-// Whether the profile lists the layers' forward op by op, in program order, as recorded allocator histories show
-// it: GPT-2 under autocast (without peft's lora_dropout; checkpointed too), and dense Llama-family models under
-// autocast, fully fine-tuned on SDPA without a mask and not checkpointed: temporaries with their own free points
-// (tensor_spec::freed_after), which the allocator replay makes and frees where PyTorch does.
-bool hf_forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout);
-
-void add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+// Adds the hf profile's activations. Returns whether it listed the layers' forward op by op, in program order, as
+// recorded allocator histories show it (inventory::forward_in_program_order): GPT-2 under autocast (without
+// peft's lora_dropout; checkpointed too), and dense Llama-family models under autocast, fully fine-tuned on SDPA
+// without a mask and not checkpointed: temporaries with their own free points (tensor_spec::freed_after), which
+// the allocator replay makes and frees where PyTorch does.
+bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts);
 
 }  // namespace trainplan

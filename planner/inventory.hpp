@@ -158,7 +158,7 @@ struct inventory {
   // LoRA: the element counts of one layer's adapter tensors (planner/lora.hpp lora_layer_tensors), which every
   // layer holds; what a buffer of param_scope::adapters stands for. Empty without adapters.
   std::vector<std::uint64_t> adapter_layer_tensors;
-  // hf: the layers' forward is listed op by op in program order (hf_forward_in_program_order).
+  // hf: the layers' forward is listed op by op in program order (add_hf_activations).
   bool forward_in_program_order = false;
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)

@@ -190,18 +190,22 @@ std::uint64_t least_completing_capacity(const allocator_schedule& schedule, std:
 
 }  // namespace
 
+bool replay_makes_cublas_workspaces(const plan_result& r) {
+  // Only where the replay follows the forward op by op: there the backward's takes a block the forward freed,
+  // as PyTorch's recorded histories show (S1, S5, E13 and S6 then reserve PyTorch's segments, or one 2 MiB small
+  // segment fewer). A coarser forward leaves free blocks PyTorch did not have, in which they would hide; outside
+  // the replay they are a segment each, as E11's measured segments show (two of 32 MiB more than its replay
+  // made). With expandable segments no history was recorded, and there the coarse replays moved most when they
+  // were made (E17 +6.2 points): left out too.
+  return r.run.framework == framework_kind::hf && r.inv.forward_in_program_order && !r.run.expandable_segments;
+}
+
 allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {
   allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum, steps);
   schedule.expandable_segments = r.run.expandable_segments;
   schedule.gpu_total_bytes = r.gpu_memory_bytes;
-  // hf's overhead line holds both workspaces (evaluate_plan). The replay makes them only where it follows the
-  // forward op by op: there the backward's takes a block the forward freed, as PyTorch's recorded histories
-  // show (S1, S5 and E13 then reserve PyTorch's segments: 132, 46 of 47 and 140). A coarser forward leaves free
-  // blocks PyTorch did not have, in which they would hide; outside the replay they are a segment each, as
-  // E11's measured segments show (two of 32 MiB more than its replay made). With expandable segments no history
-  // was recorded, and there the coarse replays moved most when they were made (E17 +6.2 points): left out too.
-  if (r.run.framework == framework_kind::hf && r.inv.forward_in_program_order && !r.run.expandable_segments)
-    schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
+  // hf's overhead line holds both workspaces (evaluate_plan).
+  if (replay_makes_cublas_workspaces(r)) schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
   return schedule;
 }
 

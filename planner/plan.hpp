@@ -116,6 +116,10 @@ bool replays_allocator(const run_config& run);
 // is"), so the report names its size as the replay's known error.
 std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
 
+// Whether that replay makes PyTorch's two cuBLAS workspaces where PyTorch requests them, rather than leaving
+// them to the overhead line: hf, the forward op by op, PyTorch's default allocator (plan.cpp says why).
+bool replay_makes_cublas_workspaces(const plan_result& r);
+
 // The allocations and frees the hf allocator replay makes for r (planner/allocator_trace.hpp), with r's
 // allocator (default or expandable segments), the GPU's memory and PyTorch's two cuBLAS workspaces.
 allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps = 3);

@@ -1,5 +1,5 @@
-// hf's GPT-2 forward op by op (hf_forward_in_program_order, planner/activations_hf.cpp): the temporaries the
-// recorded allocator histories of S1 and E13 show, made and freed by the allocator replay where PyTorch does,
+// hf's forward op by op (inventory::forward_in_program_order, planner/activations_hf.cpp): the temporaries the
+// recorded allocator histories of S1, S5, E13 and S6 show, made and freed by the allocator replay where PyTorch does,
 // and left out of the peak timeline, which counts its coarser working set instead.
 #include <catch2/catch.hpp>
 

@@ -80,8 +80,8 @@ TEST_CASE("segments: a replay's growth is its segments, each of a size PyTorch's
 }
 
 TEST_CASE("segments: with GPT-2's forward op by op, the replay reserves PyTorch's segments exactly", "[allocator][segments][hf]") {
-  // The runs with the op-by-op forward (hf_forward_in_program_order) that recorded their segments. GPT-2 under
-  // autocast: S1 and S5 (checkpointed) measured again, E5 (amp-fp16, GradScaler), E7 (micro-batch 2, 4 micro-
+  // The runs with the op-by-op forward (inventory::forward_in_program_order) that recorded their segments.
+  // GPT-2 under autocast: S1 and S5 (checkpointed) measured again, E5 (amp-fp16, GradScaler), E7 (micro-batch 2, 4 micro-
   // batches), E13 (LoRA on every linear); Llama under autocast: S6 measured again, E4 (Qwen2: biases, a
   // 151,936 vocabulary), E6 (amp-fp16). Each replay, its two cuBLAS workspaces included, makes PyTorch's
   // segments size for size and reserves what PyTorch reserved to the byte, or one 2 MiB small-pool segment
