@@ -190,7 +190,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   }
 
   // Replay in time order, and within an event in program order (the inventory lists each layer's buffers in
-  // the order its forward creates them: planner/activations_hf.cpp). `sub` orders the operations of one time.
+  // the order its forward creates them: planner/activations_hf_rows.hpp). `sub` orders the operations of one time.
   //   - Creation and the optimizer step: allocations in inventory order, then frees.
   //   - A forward event: allocations in inventory order; a working buffer (one that ends in the event it
   //     starts in) is freed as soon as the next buffer of the event that outlives it is allocated: a

@@ -36,7 +36,7 @@ struct allocator_replay {
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach
 // AdamW one state tensor per parameter); activations one tensor per buffer and layer. Within an event the
-// replay follows program order, the inventory's order of a layer's buffers (planner/activations_hf.cpp): a
+// replay follows program order, the inventory's order of a layer's buffers (planner/activations_hf_rows.hpp): a
 // forward event's working buffers die once the next buffer that outlives the event exists; a backward event
 // recomputes (checkpointing) first, then walks the layer in reverse, allocating gradients and freeing saved
 // buffers as it reaches them. Creation and the optimizer step allocate, then free.

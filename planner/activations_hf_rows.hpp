@@ -1,0 +1,484 @@
+#pragma once
+// The hf profile's rows (planner/activations_hf.cpp builds the inventory from them): one decoder layer's
+// buffers, each a row of name, shape rule, dtype role, keep class and the conditions it applies under, in the
+// order the forward creates them. Data only; included by activations_hf.cpp alone.
+#include <cstdint>
+#include <string_view>
+
+namespace trainplan::hf_rows {
+
+// The shape of a row, from the model and the run (b micro-batch, s sequence, h hidden, f ffn, a heads).
+enum class shape_rule {
+  bsh,         // [b, s, h]
+  bsf,         // [b, s, f]
+  bs_qkv,      // [b, s, q + 2kv]: GPT-2's fused c_attn output (Phi-3's qkv_proj), of which q, k and v are views
+  bs2f,        // [b, s, 2f]: Phi-3's gate_up_proj output, of which gate and up are views
+  bs_q,        // [b, a, s, d]
+  bs_kv,       // [b, kv, s, d]
+  bs_v,        // [b, a, s, d_v]: the attention output (d_v = d but with multi-head latent attention)
+  bs_1,        // [b, s, 1]
+  two_bs,      // mean and rstd of a LayerNorm, [b, s, 1] each
+  bas,         // [b, a, s]
+  bas32,       // [b, a, roundup(s, 32)]: memory-efficient attention's log-sum-exp
+  b1ss,        // [b, 1, s, s]: an attention mask made a bias (the efficient kernel pads s to a multiple of 8)
+  bass,        // [b, a, s, s]
+  qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
+  fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
+  matmul,      // the layer's GEMM weights: autocast's bf16 copies
+  // One GPT-2 module's weight (Conv1D, [in, out]): autocast's copy, cast where its GEMM runs.
+  w_qkv,       // c_attn: h x 3h
+  w_o,         // attn.c_proj: h x h
+  w_fc,        // mlp.c_fc: h x f
+  w_proj,      // mlp.c_proj: f x h (Llama: down_proj; w_fc: gate_proj and up_proj)
+  w_q,         // Llama's q_proj: h x (a d)
+  w_kv,        // Llama's k_proj and v_proj: h x (kv d)
+  bs_q_half,   // [b, a, s, d/2]: rotate_half's -x2
+  bs_kv_half,  // [b, kv, s, d/2]
+  // Mixture of Experts (T = b*s tokens, R = k*T rows routed to experts, E experts, k per token):
+  te,          // [T, E]: the router's probabilities
+  tk,          // [T, k]: the top-k choice and weights
+  r_1,         // [R]: which token each routed row came from
+  r_h,         // [R, h]
+  r_f,         // [R, f]
+  r_2f,        // [R, 2f]: the experts' fused gate_up output
+  ekt,         // [E, k, T]: the one-hot expert mask the expert loop walks
+  bs_fs,       // [b, s, f_shared]: Qwen2-MoE's shared expert
+  // Multi-head latent attention (DeepSeek): the query and key-value latents, and kv_b_proj's output.
+  bs_qr,       // [b, s, q_lora_rank]
+  bs_kvr,      // [b, s, kv_lora_rank]
+  bs_kvb,      // [b, s, a x (d - rope + d_v)]: each head's non-RoPE key and value
+  // peft's LoRA (the adapted linears' inputs and lora_A's outputs, r the rank):
+  peft_qkv_in, // [n, b, s, h]: one copy per adapted q, k, v (GPT-2: c_attn), or the one input they share
+  peft_qkv_a,  // [n, b, s, r]: lora_A's output per adapted q, k, v module
+  bs_o,        // [b, s, hq]: the attention output o_proj reads
+  peft_fc_in,  // [n, b, s, h]: one copy per adapted gate and up (GPT-2: c_fc), or the one input they share
+  peft_fc_a,   // [n, b, s, r]
+  bs_r,        // [b, s, r]
+};
+
+// The dtype a row is kept in.
+enum class dtype_role {
+  compute,    // the GEMM dtype: bf16/fp16 under autocast or in a 16-bit model, fp32 otherwise
+  param,      // the parameters' dtype: the residual stream, and what autocast runs in fp32 (pow, norms)
+  fp32,       // always fp32 (RMSNorm's upcast, the log-sum-exp, Llama's softmax)
+  probs,      // the softmax output: fp32 for Llama (softmax(dtype=float32)) and the math path, param for GPT-2
+  norm_input, // Llama: the fp32 upcast RMSNorm saves, or the bf16 layer input a checkpoint keeps; GPT-2: param
+  mask,       // bool dropout masks, 1 byte
+  index,      // int64 indices (topk, index_select, one_hot)
+  adapter_in, // what a LoRA adapter's lora_A saves: the GEMM dtype under autocast, else the adapters' dtype
+};
+
+// How long a row lives within a micro-batch.
+enum class keep_class {
+  layer_input,       // the residual stream entering the layer: kept under every recompute mode
+  saved,             // saved by autograd from the layer's forward to its backward (recomputed under checkpointing)
+  forward_working,   // exists while the layer's forward runs
+  // A temporary of the layer's forward, made and freed in program order by the allocator replay, from where
+  // its op writes it to where the Python variable holding it goes (hf_row::until); the peak timeline leaves
+  // it out (tensor_spec::momentary), counting a forward_estimate row instead.
+  forward_moment,
+  forward_estimate,  // the peak timeline's forward working set where forward_moment rows spell it out
+  backward_working,  // exists while the layer's backward runs
+  backward_moment,   // exists for a moment within the layer's backward (tensor_spec::momentary)
+  autocast_cache,    // autocast's weight copies: saved, or under checkpointing cached until the forward ends
+  frozen_cast,       // autocast's copies of frozen weights: not cached, saved by the GEMM's backward
+};
+
+// Conditions: a row applies when every bit it names holds.
+enum when_bits : std::uint64_t {
+  gpt = 1u << 0, llama = 1u << 1, amp = 1u << 2, dropout = 1u << 3,
+  sdpa_saves_qkv = 1u << 4,   // fused or efficient backend: q, k, v saved as they are (GPT-2: views of c_attn's output)
+  attn_copies = 1u << 5,      // eager or math: contiguous q, k^T, v copies, k and v repeated to every head
+  attn_probs = 1u << 6,       // eager or math: the s x s probabilities are kept
+  probs_copy = 1u << 7,       // the probabilities the matmul reads are a second tensor (cast or dropped out)
+  lse_fused = 1u << 8, lse_efficient = 1u << 9,
+  // Which weights train: a frozen linear layer's backward needs only its weight for the input's gradient,
+  // so autograd saves its input only when the weight (or a LoRA adapter on it) trains.
+  trains_qkv = 1u << 10, trains_mlp = 1u << 11, trains_all = 1u << 12,
+  scores_upcast = 1u << 13,  // the scores are in a 16-bit dtype and softmax runs in fp32
+  math_path = 1u << 14,      // SDPA's math backend
+  scores_same_dtype = 1u << 15,  // not scores_upcast
+  dense_mlp = 1u << 16,      // one MLP for every token (every GPT-2 and dense Llama-family layer)
+  moe = 1u << 17,            // experts (model_spec::experts)
+  shared_expert = 1u << 18,  // with Qwen2-MoE's shared expert
+  post_norms = 1u << 19,     // Gemma 2's post-attention and post-feedforward RMSNorms
+  attn_softcap = 1u << 20,   // Gemma 2's soft cap on the scores (eager attention; SDPA has none)
+  shared_gate = 1u << 21,    // Qwen2-MoE's sigmoid gate on the shared expert (DeepSeek's has none)
+  mla = 1u << 22,            // multi-head latent attention (DeepSeek-V2/V3)
+  mla_q_lora = 1u << 23,     // with the query latent (q_lora_rank > 0)
+  gqa_values = 1u << 24,     // values a tensor of their own (every attention but MLA, and Phi-3's SDPA: v_in_qkv)
+  // LoRA through peft on a dense GPT-2 or Llama-family model (QLoRA, MoE and MLA adapters keep the
+  // trains_* rows): which adapted linears' inputs lora_A saves, and whether each module saves a copy
+  // of its own (under autocast, or when peft casts the input to the adapters' fp32).
+  peft = 1u << 25, peft_qkv = 1u << 26, peft_o = 1u << 27, peft_mlp = 1u << 28, peft_copies = 1u << 29,
+  norms_train = 1u << 30,  // the norms' weights train: a norm's weight multiply saves the normalised input
+  // A marker, not a condition: the row is saved only when the layer's input requires grad. Under LoRA
+  // without checkpointing the frozen embedding's output does not, so layer 0 saves none of these.
+  input_grad = 1u << 31,
+  // transformers built a sliding-window mask (hf_sliding_window_mask): k and v repeated to every head,
+  // and the mask turned into a bias SDPA saves.
+  sdpa_mask = 1ull << 32,
+  // peft's lora_dropout above 0: each adapted linear drops out its own input (so each saves a copy: with
+  // peft_copies) and native_dropout saves a bool mask per module.
+  peft_dropout = 1ull << 33,
+  // Phi-3 (model_spec::fused_projections): one qkv_proj and one gate_up_proj whose outputs are sliced into
+  // views (Phi3Attention, Phi3MLP), or Llama's separate projections.
+  fused_proj = 1ull << 34, separate_proj = 1ull << 35,
+  // SDPA saves the values as a view of qkv_proj's output (no repeat_kv copy), which keeps all of it.
+  v_in_qkv = 1ull << 36,
+  // GPT-2 under autocast (forward_in_program_order): the layer's forward as the recorded allocator histories
+  // show it, op by op (forward_moment rows and per-module weight casts), or the coarser rows it replaces.
+  fwd_program = 1ull << 37, coarse_forward = 1ull << 38,
+};
+
+struct hf_row {
+  std::string_view name;
+  shape_rule shape;
+  dtype_role type;
+  keep_class keep;
+  std::uint64_t when;
+  // A forward_moment's free point: the row whose allocation ends the variable holding it, else or_until
+  // (when `until` does not apply); "@output": once the layer's output exists (a variable the decoder layer's
+  // forward holds until it returns). Neither applying: freed at the next buffer that outlives the event. A
+  // saved row's: where its checkpointed forward, which saves nothing, frees it (fwd_program only).
+  std::string_view until = {}, or_until = {};
+};
+
+// One decoder layer, its rows in program order (the order the forward creates them; a backward working
+// buffer beside what its backward reads): the allocator replay (planner/allocator_trace.cpp) allocates and
+// frees within an event in this order. Sources: the saved-tensor inventories (op, saved name, dtype,
+// shape), and the modeling code they come from: transformers' GPT2Block/GPT2Attention/NewGELUActivation and
+// LlamaDecoderLayer/LlamaRMSNorm/LlamaMLP/apply_rotary_pos_emb; PyTorch's autocast op lists (fp32: layer_norm,
+// pow, softmax, log_softmax), derivatives.yaml (which inputs each backward saves) and, for the math path,
+// _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp).
+constexpr hf_row layer_rows[] = {
+    // GPT-2: ln_1 (LayerNorm saves its input and fp32 mean/rstd), then c_attn reading a bf16 cast of ln_1's output.
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, gpt | input_grad},
+    {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt | input_grad},
+    // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor
+    // (which weight * normed saves for the weight's gradient only).
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | input_grad},
+    // Llama under autocast op by op (fwd_program; S6's recorded history): RMSNorm's pow(2) is freed once mean
+    // has read it, and its fp32 output lives until self_attn returns (LlamaDecoderLayer reassigns hidden_states).
+    {"layer{}.fwd.ln1_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.ln1.rsqrt"},
+    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad},
+    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.attn_proj_out"},
+    // q, k and v each cast the norm's output (saved by their GEMMs) after their weight; q's and k's outputs live
+    // until apply_rotary_pos_emb has made both rotated tensors, v's SDPA saves.
+    {"layer{}.autocast.weights.q", shape_rule::w_q, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
+    {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.fwd.q_out", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
+    {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.fwd.k_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
+    {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values},
+    // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
+    // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
+    // next exists; the rotated q and k live until self_attn returns.
+    {"layer{}.fwd.q_cos", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_embed"},
+    {"layer{}.fwd.q_neg_half", shape_rule::bs_q_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_cat"},
+    {"layer{}.fwd.q_cat", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_sin"},
+    {"layer{}.fwd.q_sin", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_embed"},
+    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.fwd.k_cos", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.fwd.k_neg_half", shape_rule::bs_kv_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_cat"},
+    {"layer{}.fwd.k_cat", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_sin"},
+    {"layer{}.fwd.k_sin", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed"},
+    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.attn_proj_out"},
+    // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program},
+    // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of S1 and E13,
+    // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
+    // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
+    // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.ln2.in"},
+    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, gpt | trains_qkv, "layer{}.attn.qkv"},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, llama | trains_qkv | coarse_forward},
+    // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
+    // temporary: peft's lora.Linear.forward computes result = base(x), then result + lora_B(lora_A(x)) * scaling
+    // (lora_B's output, the scaled copy, the sum: each freed once the next exists). The sum is what SDPA reads.
+    {"layer{}.fwd.qkv_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
+     "layer{}.fwd.qkv_base_out", "layer{}.attn.qkv"},
+    {"layer{}.fwd.qkv_base_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment,
+     gpt | fwd_program | peft_qkv, "layer{}.attn.qkv"},
+    // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
+    // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
+    // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
+    // With lora_dropout, lora_B(lora_A(dropout(x))): nn.Dropout's native_dropout saves its bool mask (only where
+    // x needs a gradient: not layer 0's without checkpointing), and lora_A the dropped-out input.
+    {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
+     peft_qkv | peft_dropout | input_grad},
+    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
+    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
+    {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
+     "layer{}.fwd.qkv_scaled"},
+    {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
+     "layer{}.attn.qkv"},
+    // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
+    // RMSNorms over the down projections' 16-bit outputs (the fp32 upcast, rsqrt and the normalised tensor
+    // saved), and q_b_proj and kv_b_proj read their outputs (cast by autocast, or the weight product).
+    // SDPA's value is a view of kv_b_proj's output, which it keeps whole (the non-RoPE keys beside the
+    // values); the rotated queries and keys are concatenations, saved as below.
+    {"layer{}.attn.q_a_norm.in", shape_rule::bs_qr, dtype_role::fp32, keep_class::saved, mla | mla_q_lora},
+    {"layer{}.attn.q_a_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, mla | mla_q_lora},
+    {"layer{}.attn.q_a_norm.normed", shape_rule::bs_qr, dtype_role::compute, keep_class::saved, mla | mla_q_lora},
+    {"layer{}.attn.q_b_in", shape_rule::bs_qr, dtype_role::compute, keep_class::saved, mla | mla_q_lora | trains_qkv},
+    {"layer{}.attn.kv_a_norm.in", shape_rule::bs_kvr, dtype_role::fp32, keep_class::saved, mla},
+    {"layer{}.attn.kv_a_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, mla},
+    {"layer{}.attn.kv_a_norm.normed", shape_rule::bs_kvr, dtype_role::compute, keep_class::saved, mla},
+    {"layer{}.attn.kv_b_in", shape_rule::bs_kvr, dtype_role::compute, keep_class::saved, mla | trains_qkv},
+    {"layer{}.attn.kv_b_out", shape_rule::bs_kvb, dtype_role::compute, keep_class::saved, mla},
+    // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
+    // k after rotary embedding, v as projected), its output, and the log-sum-exp.
+    {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv,
+     "layer{}.fwd.attn_out", "@output"},
+    // Eager attention saves its own copies; c_attn's output lives on in the q, k, v views GPT2Attention.forward
+    // holds until it returns, after its resid_dropout.
+    {"layer{}.fwd.qkv_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | attn_copies,
+     "layer{}.fwd.attn_out", "@output"},
+    {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | v_in_qkv},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
+     llama | sdpa_saves_qkv | gqa_values | coarse_forward},
+    {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused},
+    {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient},
+    // SDPA turns the bool mask into a bias in q's dtype, where(mask.logical_not(), -inf, 0) (attention.cpp,
+    // convert_boolean_attn_mask; the logical_not a temporary), which the fused kernel saves for backward.
+    {"layer{}.fwd.mask_not", shape_rule::b1ss, dtype_role::mask, keep_class::forward_working, sdpa_mask},
+    {"layer{}.attn.mask_bias", shape_rule::b1ss, dtype_role::compute, keep_class::saved, sdpa_mask},
+    // Eager attention (and SDPA's math path) multiplies contiguous copies: q, k^T and v, with k and v
+    // repeated to every query head (repeat_kv); it keeps the probabilities, and the copy the second matmul
+    // reads when that is a bf16 cast or the dropout's output.
+    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values},
+    // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
+    {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
+    // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
+    // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
+    // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
+    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
+    // SDPA's math path: _safe_softmax's bool mask of -inf scores (and its row reduction, [b,a,s,1]) is made
+    // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
+    // is all -inf. torch 2.11's recorded allocator history (S10, data/measurements/allocator-history-*)
+    // shows per layer the scores, the softmax output and the 256 MiB mask, and no third [b,a,s,s] buffer.
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
+    {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
+    // The backward of the matmul that reads the probabilities writes their gradient, and softmax's backward
+    // the scores' (listed after the probabilities: the replay walks a layer's backward in reverse order).
+    {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // Softmax's backward writes the scores' gradient while the probabilities' gradient is still alive (the
+    // 16-bit copies of either exist only before or after that moment).
+    {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
+    // SDPA's math path: a third [b,a,s,s] buffer lives for a moment while both gradients above exist (made and
+    // freed inside the softmax's backward, before the probabilities' gradient is released). torch 2.11's
+    // recorded allocator history of S10 shows it in every layer's backward: three 1 GiB blocks at once, the
+    // reason PyTorch reserves a third 1 GiB segment there (data/measurements/allocator-history-*). By then
+    // the layer's MLP buffers are freed, which the peak timeline's events cannot say: it is momentary.
+    {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, math_path},
+    {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
+    {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
+    // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
+    {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0, "layer{}.fwd.attn_proj_out"},
+    // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
+    // (_cast_input_dtype), which lives until the module returns.
+    {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
+    {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
+     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, gpt | fwd_program | peft_o,
+     "layer{}.fwd.attn_proj_out"},
+    // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
+    {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
+    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies},
+    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o},
+    {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
+     "layer{}.fwd.o_scaled"},
+    {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
+     "layer{}.fwd.attn_proj_out"},
+    // c_proj's output, until resid_dropout's output replaces it; that (the block's attn_output) lives until
+    // the layer returns.
+    {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.attn_out", "@output"},
+    // Llama's o_proj output, until the residual add.
+    {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.ln2.in"},
+    // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
+    // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
+    {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.attn.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.attn.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.attn_out"},
+    {"layer{}.fwd.attn_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | dropout, "@output"},
+    // Second norm and the MLP's input.
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt, "@output"},
+    {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.fwd.ln2_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.ln2.rsqrt"},
+    {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    // Llama: post_attention_layernorm's output, held until the MLP returns.
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.down_out"},
+    // GPT-2 under autocast: ln_2's fp32 output lives until the layer returns; c_fc as c_attn above.
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program, "@output"},
+    {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.fc_out"},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
+    {"layer{}.fwd.fc_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
+     "layer{}.fwd.fc_base_out", "layer{}.fwd.fc_out"},
+    {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
+     "layer{}.fwd.fc_out"},
+    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout},
+    {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
+    {"layer{}.lora.fc_a_out", shape_rule::peft_fc_a, dtype_role::adapter_in, keep_class::saved, peft_mlp},
+    {"layer{}.fwd.fc_lora_b", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
+     "layer{}.fwd.fc_scaled"},
+    {"layer{}.fwd.fc_scaled", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
+     "layer{}.fwd.fc_out"},
+    // c_fc's output: gelu's input x, held until gelu returns.
+    {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.gelu_out"},
+    // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops evaluated left to right:
+    // 0.5*x first; pow saves x (an fp32 cast under autocast), tanh its result, the last mul both factors (0.5*x
+    // in the GEMM dtype, 1 + tanh promoted to fp32); c_proj reads a cast of the fp32 result. Under fwd_program
+    // the unsaved steps between pow and tanh are made and freed one by one (each freed once the next exists).
+    {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_cube"},
+    {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.gelu_cube_scaled"},
+    {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.gelu_inner"},
+    {"layer{}.fwd.gelu_inner", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.gelu_inner_scaled"},
+    {"layer{}.fwd.gelu_inner_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.mlp.gelu.tanh"},
+    {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.mlp.gelu.one_plus_tanh"},
+    {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
+    // gelu's output, held until c_proj returns (GPT2MLP.forward reassigns hidden_states).
+    {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.mlp_proj_out"},
+    {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
+    {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.mlp_proj_out"},
+    {"layer{}.fwd.proj_base_in", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
+     "layer{}.fwd.proj_base_out", "layer{}.fwd.mlp_proj_out"},
+    {"layer{}.fwd.proj_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
+     "layer{}.fwd.mlp_proj_out"},
+    {"layer{}.lora.proj_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout},
+    {"layer{}.lora.proj_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
+    {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
+    {"layer{}.fwd.proj_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
+     "layer{}.fwd.proj_scaled"},
+    {"layer{}.fwd.proj_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
+     "layer{}.fwd.mlp_proj_out"},
+    // c_proj's output, until the MLP's dropout replaces it; that lives until the layer returns.
+    {"layer{}.fwd.mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
+     "layer{}.fwd.mlp_out", "@output"},
+    {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.mlp_out"},
+    {"layer{}.fwd.mlp_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | dropout, "@output"},
+    // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
+    // Phi-3's silu and mul save views of gate_up_proj's one output instead of gate and up.
+    // Under fwd_program each projection casts its weight and (gate and up) the input where its GEMM runs;
+    // down_proj's output lives until the residual add.
+    {"layer{}.autocast.weights.gate", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
+     llama | dense_mlp | fwd_program | trains_all},
+    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp},
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
+    {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
+    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
+     llama | dense_mlp | fwd_program | trains_all},
+    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp},
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
+    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
+     llama | dense_mlp | fwd_program | trains_all},
+    {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,
+     "@output"},
+    {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,
+     llama | dense_mlp | peft_mlp | peft_dropout},
+    {"layer{}.lora.down_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
+    {"layer{}.lora.down_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
+    {"layer{}.mlp.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.mlp.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
+    {"layer{}.mlp.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+    // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
+    {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache,
+     amp | trains_all | coarse_forward},
+    // A frozen fp32 base under autocast (LoRA): autocast caches only casts of leaves that require grad
+    // (aten/src/ATen/autocast_mode.cpp, cached_cast), so each GEMM casts its weight anew, and the GEMM's
+    // backward keeps that copy to compute its input's gradient. (Layer 0's q, k and v, whose input needs
+    // no gradient without checkpointing, are counted too: (h + 2kv) x h bytes x 2 too many.)
+    {"layer{}.autocast.frozen_weights", shape_rule::matmul, dtype_role::compute, keep_class::frozen_cast,
+     amp | peft | coarse_forward},
+    // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
+    // temporaries, and in backward the residual gradient and the MLP's inner gradients.
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp | coarse_forward},
+    {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_estimate, dense_mlp | fwd_program},
+    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
+    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp | separate_proj},
+    // Phi-3: chunk's backward writes gate_up_proj's whole [b, s, 2f] output gradient.
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bs2f, dtype_role::compute, keep_class::backward_working, dense_mlp | fused_proj},
+};
+
+
+// A Mixture-of-Experts layer's rows, apart so that dense layers (most configurations of a sweep) do not
+// walk them.
+constexpr hf_row moe_rows[] = {
+    // Mixture of Experts (transformers' MixtralSparseMoeBlock, Qwen2Moe/Qwen3MoeSparseMoeBlock): the router's
+    // softmax(dtype=float32) saves its output; topk its indices; the renormalising division its fp32
+    // operands. Each expert reads its tokens gathered by index (the indices saved), its fused gate_up GEMM
+    // output is kept whole (silu reads a view of it), silu's output and the product the down GEMM reads are
+    // saved, and so is the down output, which the routing weight multiplies. Summed over the experts, every
+    // token appears k times: R = k*T rows (the loop is dropless; no capacity).
+    {"layer{}.moe.router_probs", shape_rule::te, dtype_role::fp32, keep_class::saved, moe},
+    {"layer{}.moe.topk_indices", shape_rule::tk, dtype_role::index, keep_class::saved, moe},
+    {"layer{}.moe.topk_weights", shape_rule::tk, dtype_role::fp32, keep_class::saved, moe},
+    {"layer{}.moe.token_index", shape_rule::r_1, dtype_role::index, keep_class::saved, moe},
+    {"layer{}.moe.expert_in", shape_rule::r_h, dtype_role::compute, keep_class::saved, moe | trains_mlp},
+    {"layer{}.moe.gate_up", shape_rule::r_2f, dtype_role::compute, keep_class::saved, moe},
+    {"layer{}.moe.silu", shape_rule::r_f, dtype_role::compute, keep_class::saved, moe},
+    {"layer{}.moe.down_in", shape_rule::r_f, dtype_role::compute, keep_class::saved, moe | trains_mlp},
+    {"layer{}.moe.expert_out", shape_rule::r_h, dtype_role::compute, keep_class::saved, moe},
+    // Qwen2-MoE's shared expert: a dense SwiGLU over every token, scaled by sigmoid(shared_expert_gate(x)).
+    {"layer{}.moe.shared.gate", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.silu", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.up", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert},
+    {"layer{}.moe.shared.down_in", shape_rule::bs_fs, dtype_role::compute, keep_class::saved, shared_expert | trains_mlp},
+    {"layer{}.moe.shared.out", shape_rule::bsh, dtype_role::compute, keep_class::saved, shared_expert | shared_gate},
+    {"layer{}.moe.shared.gate_sigmoid", shape_rule::bs_1, dtype_role::compute, keep_class::saved, shared_expert | shared_gate},
+    // The same for the experts' rows, with the one-hot mask the expert loop walks (not saved).
+    {"layer{}.fwd.expert_mask", shape_rule::ekt, dtype_role::index, keep_class::forward_working, moe},
+    {"layer{}.fwd.moe_temporaries", shape_rule::r_h, dtype_role::param, keep_class::forward_working, moe},
+    {"layer{}.bwd.d_expert", shape_rule::r_f, dtype_role::param, keep_class::backward_working, moe},
+    {"layer{}.bwd.d_expert_compute", shape_rule::r_2f, dtype_role::compute, keep_class::backward_working, moe},
+};
+
+}  // namespace trainplan::hf_rows
