@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <memory>
@@ -106,6 +107,7 @@ struct calibrate_args {
   std::vector<std::string> inputs;
   std::string output, data_dir, framework = "trainplan", gpu = "h100";
   bool json = false;
+  bool held_out = false;  // --held-out: leave-one-out predictions beside the fit's residuals
 };
 
 constexpr double memory_target_pct = 2.0, time_target_pct = 10.0;
@@ -213,6 +215,14 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
              k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
              k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6,
              k.foreach_tensor_seconds * 1e6, timed.size(), fit.median_error_pct, fit.max_error_pct);
+  if (args.held_out) {
+    const held_out_fit held = fit_held_out(timed);
+    fmt::print("Held out (each run predicted by the constants fitted on the other {}):\n", timed.size() - 1);
+    for (std::size_t i = 0; i < timed.size(); ++i)
+      fmt::print("  {:<10} measured {:>9.1f} ms, held out {:>9.1f} ms, {:>+7.2f}%\n", timed[i].label,
+                 timed[i].measured_seconds * 1e3, held.predicted_seconds[i] * 1e3, held.error_pct[i]);
+    fmt::print("  median error {:.1f}%, largest {:.1f}%\n\n", held.median_error_pct, held.max_error_pct);
+  }
   const int verdict = check_measurements(args.inputs, g, c, 3.0, 5.0, 20.0);
   if (!args.output.empty()) {
     json doc;
@@ -261,6 +271,9 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                   "trainplan (default): validation reports of this project's harness; hf: collector reports "
                   "(scripts/collect_hf.py), which set PyTorch's CUDA context")
       ->type_name("NAME");
+  cmd->add_flag("--held-out", args->held_out,
+                "also predict each run's step time from the constants fitted on the other runs (leave-one-out: one "
+                "fit per run; the exit code stays the fit's)");
   cmd->add_option("--gpu,-g", args->gpu, "with --framework hf: the GPU the reports were measured on (default h100)")
       ->type_name("NAME");
   cmd->callback([args, &chosen]() {
@@ -309,6 +322,8 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       }
       const gpu_spec& g = data.gpu(gpu_name);
       const calibration_fit fit = fit_calibration(runs, data.calibration_for(g));
+      std::optional<held_out_fit> held;
+      if (args->held_out) held = fit_held_out(timing_observations(runs));
       const calibration& c = fit.fitted;
       const bool within = fit.max_memory_error_pct <= memory_target_pct && fit.max_time_error_pct <= time_target_pct;
 
@@ -345,14 +360,20 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       }
       if (args->json) {
         json res = json::array();
-        for (const auto& r : fit.residuals)
-          res.push_back({{"report", r.label}, {"predicted_device_peak_bytes", r.predicted_device_peak_bytes},
-                         {"measured_device_peak_bytes", r.measured_device_peak_bytes}, {"memory_error_pct", r.memory_error_pct},
-                         {"predicted_step_seconds", r.predicted_step_seconds}, {"measured_step_seconds", r.measured_step_seconds},
-                         {"time_error_pct", r.time_error_pct}});
-        fmt::print("{}\n", json{{"gpu", g.name}, {"calibration", entry}, {"residuals", res},
-                                {"max_memory_error_pct", fit.max_memory_error_pct}, {"max_time_error_pct", fit.max_time_error_pct},
-                                {"within_targets", within}}.dump(2));
+        for (std::size_t i = 0; i < fit.residuals.size(); ++i) {
+          const calibration_residual& r = fit.residuals[i];
+          json row{{"report", r.label}, {"predicted_device_peak_bytes", r.predicted_device_peak_bytes},
+                   {"measured_device_peak_bytes", r.measured_device_peak_bytes}, {"memory_error_pct", r.memory_error_pct},
+                   {"predicted_step_seconds", r.predicted_step_seconds}, {"measured_step_seconds", r.measured_step_seconds},
+                   {"time_error_pct", r.time_error_pct}};
+          if (held) row["held_out_step_seconds"] = held->predicted_seconds[i], row["held_out_time_error_pct"] = held->error_pct[i];
+          res.push_back(row);
+        }
+        json out{{"gpu", g.name}, {"calibration", entry}, {"residuals", res},
+                 {"max_memory_error_pct", fit.max_memory_error_pct}, {"max_time_error_pct", fit.max_time_error_pct},
+                 {"within_targets", within}};
+        if (held) out["held_out"] = {{"median_time_error_pct", held->median_error_pct}, {"max_time_error_pct", held->max_error_pct}};
+        fmt::print("{}\n", out.dump(2));
         return within ? 0 : 1;
       }
       fmt::print("plan calibrate: {} ({}) from {} run{}\n", g.name, g.description, runs.size(), runs.size() == 1 ? "" : "s");
@@ -365,15 +386,21 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                  percent(k.gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim, k.gemm_half_dim,
                  percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
                  k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6);
-      fmt::print("\n  {:<48} {:>14} {:>14} {:>8} {:>10} {:>10} {:>8}\n", "run", "device peak", "predicted", "error", "step s",
-                 "predicted", "error");
-      for (const auto& r : fit.residuals)
-        fmt::print("  {:<48} {:>14} {:>14} {:>+7.2f}% {:>10.4f} {:>10.4f} {:>+7.2f}%\n", r.label, gib(r.measured_device_peak_bytes),
+      fmt::print("\n  {:<48} {:>14} {:>14} {:>8} {:>10} {:>10} {:>8}{}\n", "run", "device peak", "predicted", "error", "step s",
+                 "predicted", "error", held ? fmt::format(" {:>10} {:>8}", "held out", "error") : "");
+      for (std::size_t i = 0; i < fit.residuals.size(); ++i) {
+        const calibration_residual& r = fit.residuals[i];
+        fmt::print("  {:<48} {:>14} {:>14} {:>+7.2f}% {:>10.4f} {:>10.4f} {:>+7.2f}%{}\n", r.label, gib(r.measured_device_peak_bytes),
                    gib(r.predicted_device_peak_bytes), r.memory_error_pct, r.measured_step_seconds, r.predicted_step_seconds,
-                   r.time_error_pct);
+                   r.time_error_pct,
+                   held ? fmt::format(" {:>10.4f} {:>+7.2f}%", held->predicted_seconds[i], held->error_pct[i]) : "");
+      }
       fmt::print("\nMemory: largest error {:.2f}% (target {:.0f}%): {}. Time: largest error {:.2f}% (target {:.0f}%): {}.\n",
                  fit.max_memory_error_pct, memory_target_pct, fit.max_memory_error_pct <= memory_target_pct ? "met" : "NOT met",
                  fit.max_time_error_pct, time_target_pct, fit.max_time_error_pct <= time_target_pct ? "met" : "NOT met");
+      if (held)
+        fmt::print("Held out (each run predicted by the constants fitted on the other {}): median error {:.2f}%, largest {:.2f}%.\n",
+                   runs.size() - 1, held->median_error_pct, held->max_error_pct);
       if (!args->output.empty()) fmt::print("Wrote the {} entry to {}.\n", g.name, args->output);
       else fmt::print("Entry for calibration.json (gpus.{}): {}\n", g.name, entry.dump());
       return within ? 0 : 1;

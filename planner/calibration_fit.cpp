@@ -6,9 +6,14 @@
 #include <cmath>
 
 #include "planner/input_error.hpp"
-#include "planner/timing_fit.hpp"
 
 namespace trainplan {
+
+std::vector<timing_observation> timing_observations(const std::vector<calibration_observation>& runs) {
+  std::vector<timing_observation> timed;
+  for (const auto& r : runs) timed.push_back({r.label, r.ops, r.peak_flops_per_s, r.bandwidth_bytes_per_s, r.step_seconds});
+  return timed;
+}
 
 calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base) {
   if (runs.empty()) throw input_error("calibrate: no measured runs to fit");
@@ -44,9 +49,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   c.trainplan_allocator_slack_fraction = xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0.0;
 
   // Step time: the harness's roofline constants.
-  std::vector<timing_observation> timed;
-  for (const auto& r : runs) timed.push_back({r.label, r.ops, r.peak_flops_per_s, r.bandwidth_bytes_per_s, r.step_seconds});
-  const timing_fit time_fit = fit_timing(timed);
+  const timing_fit time_fit = fit_timing(timing_observations(runs));
   c.timing_for(framework_kind::trainplan) = time_fit.constants;
 
   std::size_t run_index = 0;

@@ -12,6 +12,7 @@
 
 #include "planner/calibration.hpp"
 #include "planner/step_ops.hpp"
+#include "planner/timing_fit.hpp"
 
 namespace trainplan {
 
@@ -43,5 +44,8 @@ struct calibration_fit {
 // `base` supplies what the runs cannot measure (the search's safety margin). Throws input_error when
 // there is nothing to fit or a run's numbers cannot be right.
 calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base);
+
+// The runs' step times as the timing fit takes them (for fit_held_out).
+std::vector<timing_observation> timing_observations(const std::vector<calibration_observation>& runs);
 
 }  // namespace trainplan

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "planner/input_error.hpp"
 
@@ -121,6 +122,14 @@ double fit_host(const std::vector<run_terms>& rows, host_vector start, host_vect
   return best_error;
 }
 
+// The largest and the median of |errors|.
+void summarize_errors(std::vector<double> errors, double& max_pct, double& median_pct) {
+  for (double& e : errors) e = std::abs(e);
+  std::sort(errors.begin(), errors.end());
+  max_pct = errors.back();
+  median_pct = errors.size() % 2 ? errors[errors.size() / 2] : (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]) / 2;
+}
+
 }  // namespace
 
 timing_fit fit_timing(const std::vector<timing_observation>& runs) {
@@ -208,13 +217,45 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
     const double t =
         estimate_op_times(r.ops, r.peak_flops_per_s, r.bandwidth_bytes_per_s, best.constants).total();
     best.predicted_seconds.push_back(t);
-    errors.push_back(100.0 * std::abs(t - r.measured_seconds) / r.measured_seconds);
+    errors.push_back(100.0 * (t - r.measured_seconds) / r.measured_seconds);
   }
-  best.max_error_pct = *std::max_element(errors.begin(), errors.end());
-  std::sort(errors.begin(), errors.end());
-  best.median_error_pct = errors.size() % 2 ? errors[errors.size() / 2]
-                                            : (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]) / 2;
+  summarize_errors(errors, best.max_error_pct, best.median_error_pct);
   return best;
+}
+
+held_out_fit fit_held_out(const std::vector<timing_observation>& runs) {
+  if (runs.size() < 2) throw input_error("calibrate: holding a run out needs at least two runs");
+  std::vector<double> predicted(runs.size(), 0.0);
+  std::vector<std::string> failures(runs.size());
+  auto hold_out = [&](std::size_t i) {
+    std::vector<timing_observation> others;
+    others.reserve(runs.size() - 1);
+    for (std::size_t j = 0; j < runs.size(); ++j)
+      if (j != i) others.push_back(runs[j]);
+    try {
+      const timing_fit fit = fit_timing(others);
+      predicted[i] = estimate_op_times(runs[i].ops, runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, fit.constants).total();
+    } catch (const std::exception& e) {  // nothing may leave a thread; rethrown below as the run's failure
+      failures[i] = e.what();
+    }
+  };
+  // The fits are independent: run i's thread writes predicted[i] and failures[i] alone.
+  const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, runs.size());
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (std::size_t i = t; i < runs.size(); i += threads) hold_out(i);
+    });
+  for (std::size_t i = 0; i < runs.size(); i += threads) hold_out(i);
+  for (auto& th : pool) th.join();
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (!failures[i].empty()) throw input_error(fmt::format("calibrate: {} held out: {}", runs[i].label, failures[i]));
+  held_out_fit out;
+  out.predicted_seconds = predicted;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out.error_pct.push_back(100.0 * (predicted[i] - runs[i].measured_seconds) / runs[i].measured_seconds);
+  summarize_errors(out.error_pct, out.max_error_pct, out.median_error_pct);
+  return out;
 }
 
 }  // namespace trainplan

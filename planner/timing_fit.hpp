@@ -32,4 +32,15 @@ struct timing_fit {
 // Throws input_error without observations or with a step time that is not a positive number.
 timing_fit fit_timing(const std::vector<timing_observation>& runs);
 
+// Leave-one-out cross-validation: run i predicted by the constants fitted on every other run, i.e. how the
+// fit does on a configuration it has not seen (fit_timing's residuals are the runs it was fitted on). One
+// fit per run, spread over the machine's cores. Throws input_error with fewer than two runs.
+struct held_out_fit {
+  std::vector<double> predicted_seconds;  // one per observation, in order
+  std::vector<double> error_pct;          // (predicted - measured) / measured, signed
+  double max_error_pct = 0;               // of |error|
+  double median_error_pct = 0;
+};
+held_out_fit fit_held_out(const std::vector<timing_observation>& runs);
+
 }  // namespace trainplan

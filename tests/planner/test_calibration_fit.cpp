@@ -147,6 +147,27 @@ TEST_CASE("the timing fit refuses what it cannot fit", "[calibrate]") {
   CHECK_THROWS_AS(fit_timing({bad}), input_error);
 }
 
+TEST_CASE("held out, each run is predicted by the constants fitted on the others", "[calibrate]") {
+  calibration truth;
+  truth.timing_for(framework_kind::trainplan) = truth_constants();
+  std::vector<timing_observation> runs = timing_observations(runs_from(truth));
+  // Runs the model makes exactly: 15 of them pin the constants, so the 16th is predicted exactly too (with
+  // 11 of 12 they do not: a run held out from 12 missed by 4.3%).
+  const held_out_fit exact = fit_held_out(runs);
+  REQUIRE(exact.predicted_seconds.size() == runs.size());
+  CHECK(exact.max_error_pct < 1e-6);
+  // One run the model cannot make (30% slower than its ops say): the fit over all runs absorbs part of it,
+  // so its residual understates the miss; held out, it is predicted from the others alone.
+  runs[5].measured_seconds *= 1.3;
+  const timing_fit all = fit_timing(runs);
+  const held_out_fit held = fit_held_out(runs);
+  const double in_fit = 100.0 * std::abs(all.predicted_seconds[5] - runs[5].measured_seconds) / runs[5].measured_seconds;
+  CHECK(std::abs(held.error_pct[5]) > in_fit);
+  CHECK(held.error_pct[5] == Approx(100.0 * (1 / 1.3 - 1)).margin(0.5));  // the others still pin the truth
+  CHECK(held.max_error_pct == Approx(std::abs(held.error_pct[5])));
+  CHECK_THROWS_AS(fit_held_out({runs[0]}), input_error);
+}
+
 TEST_CASE("the timing fit keeps the host constants within what calibration.json accepts", "[calibrate]") {
   // A run of an hour and a half fitted as 1.5 hours of launch cost would give kernel_seconds far above the
   // loader's 1 s: plan calibrate -o then refused its own output. Only constants the loader takes are fits.
@@ -203,7 +224,7 @@ TEST_CASE("the timing fit follows the schedules of accumulating and GradScaler s
 }
 
 TEST_CASE("the H100's harness calibration applies to the trainplan profile alone", "[calibrate]") {
-  // data/calibration.json's h100 entry: plan calibrate on the GPU suite of 2026-11-26 (reports/).
+  // data/calibration.json's h100 entry: plan calibrate on the GPU suite of 2026-11-27 (reports/).
   const gpu_spec& h100 = test::data().gpu("h100");
   const calibration c = test::data().calibration_for(h100);
   REQUIRE(c.trainplan_calibrated());

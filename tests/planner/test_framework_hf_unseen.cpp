@@ -5,7 +5,8 @@
 // shared 14 measured again, with their allocator histories. From a second session the same day, "extra-2":
 // E14-E21 (Mistral at s4096, LoRA with amp-bf16 and on the MLP with dropout, fp32 and eager attention with
 // expandable segments, GPT-2 checkpointed with expandable segments, Phi-3); "histories": S6, E12 and E13 again
-// with their allocator histories.
+// with their allocator histories. From 2026-11-27: the shared 14 again, each in a process of its own, and
+// E1-E14 again, all with their allocator histories.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <fmt/format.h>
@@ -120,5 +121,43 @@ TEST_CASE("hf profile: S6, E12 and E13 measured again with their allocator histo
     const double tensor_pct = errors_of(r).tensor_pct, device_pct = device_error_pct(r, f.context_bytes);
     CHECK(std::abs(tensor_pct) <= 3.0);
     CHECK(std::abs(device_pct) <= 5.0);
+  }
+}
+
+// The shared data measured its 14 runs one after another in one process (one env line, one context): S5 found
+// the cuBLAS workspaces S1 had made, and reserved one loss segment (786 MiB) less than a run of its own. The
+// third session measured all 14 as users run them, each in a process of its own: every device peak is then
+// within 2.2% (S11 +2.19% the largest; S5 -0.03%), which is what issue 9 asks of the shared runs.
+TEST_CASE("hf profile: the shared 14, each in a process of its own, every device peak within 5%", "[framework][hf][measured]") {
+  const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-27-shared.jsonl");
+  const measured_file shared = test::shared_h100_measurements();
+  REQUIRE(f.runs.size() == 14);
+  std::string table = "run   tensor error  device error\n";
+  for (const measured_run& r : f.runs) {
+    INFO(r.id);
+    const measured_run* before = nullptr;
+    for (const measured_run& s : shared.runs)
+      if (s.id == r.id) before = &s;
+    REQUIRE(before != nullptr);
+    REQUIRE(describe_model(r.model).counts.total == r.params);
+    // The same configuration as the shared run: the tensor peaks agree within 0.1% (a check of the data).
+    CHECK(std::abs(error_pct(static_cast<double>(r.alloc_peak_bytes), static_cast<double>(before->alloc_peak_bytes))) < 0.1);
+    const double tensor_pct = errors_of(r).tensor_pct, device_pct = device_error_pct(r, f.context_bytes);
+    table += fmt::format("{:<5} {:>+11.2f}% {:>+11.2f}%\n", r.id, tensor_pct, device_pct);
+    CHECK(std::abs(tensor_pct) <= 3.0);
+    CHECK(std::abs(device_pct) <= 5.0);
+    if (r.id == "S5") CHECK(r.reserved_peak_bytes > before->reserved_peak_bytes + (700ull << 20));  // the fourth loss segment
+  }
+  WARN(table);
+}
+
+TEST_CASE("hf profile: E1-E14 measured again, tensor peak within 3% and device peak within 5%", "[framework][hf][measured]") {
+  const measured_file f = test::project_measurements("pytorch-hf-h100-2026-11-27-extra.jsonl");
+  REQUIRE(f.runs.size() == 14);
+  for (const measured_run& r : f.runs) {
+    INFO(r.id);
+    REQUIRE(describe_model(r.model).counts.total == r.params);
+    CHECK(std::abs(errors_of(r).tensor_pct) <= 3.0);
+    CHECK(std::abs(device_error_pct(r, f.context_bytes)) <= 5.0);
   }
 }
