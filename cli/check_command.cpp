@@ -2,6 +2,7 @@
 // the format of tests/data/measurements/) with --framework hf, and prints predicted beside measured.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -149,6 +150,31 @@ void append_segment_lines(std::string& out, const measured_run& r, const std::ve
   }
 }
 
+// Under a profiled run's row: the GPU's busy time beside the roofline's kernel time (the step's time by op
+// class, less the overhead: the device's own share, whatever the host does), and the kernels launched beside
+// the ops' count. This checks the device side alone; the step time also holds the host's. Returns the busy
+// time's error in percent.
+double print_gpu_busy(const measured_gpu_profile& g, const plan_result& p) {
+  const op_time_breakdown& t = p.time.breakdown;
+  const double kernel_seconds = t.total() - t.seconds[static_cast<std::size_t>(op_class::overhead)];
+  const double busy_error = error_pct(kernel_seconds, g.busy_seconds);
+  const double kernels = p.ops.launches.total();
+  fmt::print("  {:<10} GPU busy {:.1f} ms, the roofline's kernels {:.1f} ms ({:+.1f}%); kernels {}, predicted {:.0f} ({:+.1f}%)\n",
+             "", g.busy_seconds * 1e3, kernel_seconds * 1e3, busy_error, g.kernels, kernels,
+             error_pct(kernels, static_cast<double>(g.kernels)));
+  return busy_error;
+}
+
+void print_gpu_busy_summary(std::vector<double> errors) {
+  for (double& e : errors) e = std::abs(e);
+  std::sort(errors.begin(), errors.end());
+  const std::size_t n = errors.size();
+  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+  fmt::print("  GPU busy time of the {} profiled run{}: the roofline's kernel time within {:.1f}% (median {:.1f}%; "
+             "reported, not checked against a tolerance)\n",
+             n, n == 1 ? "" : "s", errors.back(), median);
+}
+
 }  // namespace
 
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
@@ -156,6 +182,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                        std::string* segments_jsonl) {
   bool all_within = true;
   double worst_tensor = 0, worst_device = 0, worst_time = 0;
+  std::vector<double> busy;  // the GPU-busy errors of one file's profiled runs
   for (const std::string& path : files) {
     const measured_file f = parse_measurements(read_text_file(path), path);
     fmt::print("{}: {}, torch {}, transformers {}; CUDA context {} as measured\n", path, f.gpu, f.torch,
@@ -208,7 +235,10 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
         if (segments_jsonl) append_segment_lines(*segments_jsonl, r, growth);
       }
       if (r.allocator_counts.any()) print_allocator_counts(r, p);
+      if (r.gpu_profile) busy.push_back(print_gpu_busy(*r.gpu_profile, p));
     }
+    if (!busy.empty()) print_gpu_busy_summary(busy);
+    busy.clear();
   }
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
              "{:.2f}% (tolerance {}%): {}\n",

@@ -52,6 +52,7 @@ struct line_reader {
 constexpr double max_step_seconds = 86400;              // a measured step of a day or more is no measurement
 constexpr double min_step_seconds = 1e-6;               // nor one shorter than a kernel launch
 constexpr std::uint64_t max_gpu_bytes = 1ull << 50;      // as gpus.json's memory_bytes
+constexpr std::uint64_t max_kernels_per_step = 1ull << 32;  // a kernel a microsecond for over an hour
 
 // "segments": [["large", bytes], ["small", bytes], ...] (collect_hf.py's segment_sizes).
 std::vector<measured_segment> read_segments(const line_reader& r) {
@@ -89,6 +90,24 @@ measured_allocator_counts read_allocator_counts(const line_reader& r) {
                                                                        {"num_ooms", &out.ooms}};
   for (const auto& [key, value] : keys)
     if (counts.contains(key)) *value = r.count(counts.at(key), key);
+  return out;
+}
+
+// "profile": {"busy_s": s, "kernels": n, ...} (collect_hf.py's profile_step); {"error": ...} when profiling failed.
+std::optional<measured_gpu_profile> read_gpu_profile(const line_reader& r) {
+  const json& p = r.at("profile");
+  if (!p.is_object()) throw input_error(fmt::format("{}: field 'profile' must be an object", r.where));
+  if (p.contains("error")) return std::nullopt;
+  const line_reader pr{p, r.where + " profile"};
+  measured_gpu_profile out;
+  out.busy_seconds = pr.number("busy_s");
+  out.kernels = pr.count("kernels");
+  if (!(std::isfinite(out.busy_seconds) && out.busy_seconds >= min_step_seconds && out.busy_seconds < max_step_seconds))
+    throw input_error(fmt::format("{}: profile's 'busy_s' must be a number of seconds from {} to below {} (1 day), not {}",
+                                  r.where, min_step_seconds, max_step_seconds, out.busy_seconds));
+  if (out.kernels == 0 || out.kernels > max_kernels_per_step)
+    throw input_error(fmt::format("{}: profile's 'kernels' must be between 1 and {}, not {}", r.where,
+                                  max_kernels_per_step, out.kernels));
   return out;
 }
 
@@ -216,6 +235,7 @@ measured_run read_run(const line_reader& r) {
     run.step_seconds = r.number("step_s");
     check_measured_step(r, run);
     if (r.j.contains("segments")) run.segments = read_segments(r);
+    if (r.j.contains("profile")) run.gpu_profile = read_gpu_profile(r);
   }
   return run;
 }

@@ -30,6 +30,13 @@ struct measured_allocator_counts {
   bool any() const { return device_allocs || device_frees || alloc_retries || ooms; }
 };
 
+// One extra step profiled on the GPU (collect_hf.py --profile, torch.profiler's CUDA activity): what the GPU
+// ran, apart from the host. Absent without --profile, or when the profiler failed ({"error": ...}).
+struct measured_gpu_profile {
+  double busy_seconds = 0;  // busy_s: the union of the kernels' intervals
+  std::uint64_t kernels = 0;  // kernels launched in the step (memcpy and memset apart)
+};
+
 struct measured_run {
   std::string id;
   model_spec model;
@@ -45,6 +52,7 @@ struct measured_run {
   // The segments behind reserved_peak, when the collector listed them ("segments"; empty otherwise).
   std::vector<measured_segment> segments;
   measured_allocator_counts allocator_counts;  // also on an out-of-memory line
+  std::optional<measured_gpu_profile> gpu_profile;
 };
 
 struct measured_file {

@@ -161,3 +161,27 @@ TEST_CASE("hf profile: E1-E14 measured again, tensor peak within 3% and device p
     CHECK(std::abs(device_error_pct(r, f.context_bytes)) <= 5.0);
   }
 }
+
+// The collector's profiled step (--profile: the GPU's busy time, the union of its kernels' intervals) checks the
+// roofline's device side apart from the host: the step's time by op class less the overhead, against busy_s.
+// On the 35 runs profiled on an H100 (two machines, three sessions) it was within 23.3% (S3 on the faster
+// host, -23.3%; median about 5%) when written: the bound here is 25%, each run. The kernel counts are
+// reported, not asserted: the hf ops launch 5-25% fewer kernels than PyTorch's profiler counts.
+TEST_CASE("hf profile: the roofline's kernel time is within 25% of the GPU's measured busy time", "[framework][hf][measured][time]") {
+  const gpu_spec& h100 = test::data().gpu("h100");
+  int profiled = 0;
+  for (const char* file : {"pytorch-hf-h100-2026-11-26-extra.jsonl", "pytorch-hf-h100-2026-11-26-extra-2.jsonl",
+                           "pytorch-hf-h100-2026-11-27-shared.jsonl"}) {
+    const measured_file f = test::project_measurements(file);
+    for (const measured_run& r : f.runs) {
+      if (!r.gpu_profile) continue;
+      INFO(file << " " << r.id);
+      const plan_result p = evaluate_plan(r.model, r.run, h100, test::data().calibration_for(h100));
+      const op_time_breakdown& t = p.time.breakdown;
+      const double kernel_seconds = t.total() - t.seconds[static_cast<std::size_t>(op_class::overhead)];
+      CHECK(std::abs(error_pct(kernel_seconds, r.gpu_profile->busy_seconds)) <= 25.0);
+      ++profiled;
+    }
+  }
+  CHECK(profiled == 35);
+}

@@ -168,3 +168,26 @@ TEST_CASE("collector reports: the allocator's counters, each optional, and what 
   CHECK_THROWS_WITH(s11_with_model(json::object(), {{"allocator_counts", {{"num_device_free", -2}}}}),
                     Catch::Contains("field 'num_device_free' must be a non-negative integer"));
 }
+
+TEST_CASE("collector reports: the profiled step's GPU busy time and kernels, and what is refused", "[measured][hf][time]") {
+  // collect_hf.py --profile writes "profile": {wall_s, kernels, kernel_s, busy_s, copies, copy_s}, or {error}.
+  CHECK_FALSE(s11_with_model(json::object()).gpu_profile.has_value());
+  const measured_run r = s11_with_model(
+      json::object(), {{"profile", {{"wall_s", 0.11}, {"kernels", 3033}, {"kernel_s", 0.0974}, {"busy_s", 0.0974}}}});
+  REQUIRE(r.gpu_profile.has_value());
+  CHECK(r.gpu_profile->busy_seconds == 0.0974);
+  CHECK(r.gpu_profile->kernels == 3033);
+  CHECK_FALSE(s11_with_model(json::object(), {{"profile", {{"error", "RuntimeError: no CUPTI"}}}}).gpu_profile.has_value());
+  const std::pair<json, const char*> bad[] = {
+      {json::array({1}), "field 'profile' must be an object"},
+      {{{"kernels", 10}}, "missing field 'busy_s'"},
+      {{{"busy_s", 0.01}}, "missing field 'kernels'"},
+      {{{"busy_s", 0.0}, {"kernels", 10}}, "'busy_s' must be a number of seconds"},
+      {{{"busy_s", 1e9}, {"kernels", 10}}, "'busy_s' must be a number of seconds"},
+      {{{"busy_s", 0.01}, {"kernels", 0}}, "'kernels' must be between 1"},
+      {{{"busy_s", 0.01}, {"kernels", -3}}, "must be a non-negative integer"}};
+  for (const auto& [profile, message] : bad) {
+    INFO(profile.dump());
+    CHECK_THROWS_WITH(s11_with_model(json::object(), {{"profile", profile}}), Catch::Contains(message));
+  }
+}
