@@ -47,6 +47,12 @@ double device_error_pct(const measured_run& r, std::uint64_t context_bytes) {
   return error_pct(device, static_cast<double>(context_bytes + r.reserved_peak_bytes));
 }
 
+const measured_run* run_named(const measured_file& f, const std::string& id) {
+  for (const measured_run& r : f.runs)
+    if (r.id == id) return &r;
+  return nullptr;
+}
+
 }  // namespace
 
 TEST_CASE("hf profile: the second session's unseen runs, tensor peak within 3% and device peak within 5%",
@@ -98,9 +104,7 @@ TEST_CASE("hf profile: S1 S5 S10 measured again", "[framework][hf][measured]") {
   REQUIRE(again.runs.size() == 3);
   for (const measured_run& r : again.runs) {
     INFO(r.id);
-    const measured_run* before = nullptr;
-    for (const measured_run& s : shared.runs)
-      if (s.id == r.id) before = &s;
+    const measured_run* before = run_named(shared, r.id);
     REQUIRE(before != nullptr);
     // What the README says of the two measurements (checks of the committed data, not of the planner):
     CHECK(std::abs(error_pct(static_cast<double>(r.alloc_peak_bytes), static_cast<double>(before->alloc_peak_bytes))) < 0.1);
@@ -135,9 +139,7 @@ TEST_CASE("hf profile: the shared 14, each in a process of its own, every device
   std::string table = "run   tensor error  device error\n";
   for (const measured_run& r : f.runs) {
     INFO(r.id);
-    const measured_run* before = nullptr;
-    for (const measured_run& s : shared.runs)
-      if (s.id == r.id) before = &s;
+    const measured_run* before = run_named(shared, r.id);
     REQUIRE(before != nullptr);
     REQUIRE(describe_model(r.model).counts.total == r.params);
     // The same configuration as the shared run: the tensor peaks agree within 0.1% (a check of the data).
