@@ -36,8 +36,10 @@ and the figures of the last step (the third by default, as in the reference file
                     took to return (model(...); loss.backward(); optimizer.step() and zero_grad()), kernels
                     still queued: a phase whose host_s is close to its share of step_s is bound by the host
     profile         with --profile, one extra step (after the measured ones) under torch.profiler, CUDA
-                    activity only: {wall_s, kernels, kernel_s, busy_s, copies, copy_s}: kernels launched, their
-                    summed time and the union of their intervals (GPU busy time), memcpy/memset apart; or
+                    activity only: {wall_s, kernels, kernel_s, busy_s, copies, copy_s, kernels_by_name}: kernels
+                    launched, their summed time and the union of their intervals (GPU busy time), memcpy/memset
+                    apart, and each kernel name (its first 160 characters) with its count and summed seconds,
+                    the longest first (which ops the planner's kernel count misses); or
                     {error} when profiling failed (the rest of the line stands)
 
 With --grad-accum K a step has K micro-batches: forward_peak/backward_peak are the maxima over the
@@ -608,12 +610,18 @@ def profile_step(torch, step):
         cuda = torch.autograd.DeviceType.CUDA
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             wall, _ = step()
-        kernels, copies = [], []
+        kernels, copies, by_name = [], [], {}
         for e in prof.events():
             if e.device_type != cuda:
                 continue
             span = (e.time_range.start, e.time_range.end)  # microseconds
-            (copies if e.name.startswith(("Memcpy", "Memset")) else kernels).append(span)
+            if e.name.startswith(("Memcpy", "Memset")):
+                copies.append(span)
+                continue
+            kernels.append(span)
+            entry = by_name.setdefault(e.name[:160], [0, 0.0])  # templated names run to thousands of characters
+            entry[0] += 1
+            entry[1] += (span[1] - span[0]) / 1e6
         busy, end = 0.0, None
         for a, b in sorted(kernels):
             if end is None or a > end:
@@ -622,8 +630,10 @@ def profile_step(torch, step):
             elif b > end:
                 busy += b - end
                 end = b
+        table = sorted(([name, n, t] for name, (n, t) in by_name.items()), key=lambda row: -row[2])
         return {"wall_s": wall, "kernels": len(kernels), "kernel_s": sum(b - a for a, b in kernels) / 1e6,
-                "busy_s": busy / 1e6, "copies": len(copies), "copy_s": sum(b - a for a, b in copies) / 1e6}
+                "busy_s": busy / 1e6, "copies": len(copies), "copy_s": sum(b - a for a, b in copies) / 1e6,
+                "kernels_by_name": table}
     except Exception as e:  # pylint: disable=broad-except
         return {"error": "{}: {}".format(type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
 

@@ -48,6 +48,9 @@ def main():
             check(prof.get("kernels") == 3 and prof.get("copies") == 1, "{}: profile counts {}".format(rid, prof))
             check(abs(prof.get("busy_s", 0) - 25e-6) < 1e-12 and abs(prof.get("kernel_s", 0) - 30e-6) < 1e-12,
                   "{}: profile times {}".format(rid, prof))
+            names = [(n, c, round(t * 1e6, 6)) for n, c, t in prof.get("kernels_by_name", [])]
+            check(names == [("gemm", 1, 10.0), ("softmax", 1, 10.0), ("adam", 1, 10.0)],
+                  "{}: kernels by name {}".format(rid, names))
             phases = run.get("phases", {})
             check(run.get("alloc_peak") == max(phases.get(k, 0) for k in ("forward_peak", "backward_peak", "optimizer_peak")),
                   "{}: alloc_peak is not the largest phase peak".format(rid))
