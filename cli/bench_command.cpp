@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cli/bench_kernels.hpp"
+#include "cli/bench_run.hpp"
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
 #include "cli/format.hpp"
@@ -83,12 +84,9 @@ int bench_cuda(const bench_args& args) {
   nlohmann::json runs = nlohmann::json::array();
   int failed = 0;
   for (const bench_case& c : cuda_bench_cases) {
-    model_spec m = data.model(c.model).spec;
-    m.max_positions = std::max<std::uint64_t>(m.max_positions, c.seq);  // GPT-2 shapes with a longer position table
+    model_spec m;
     run_config r;
-    r.seq = c.seq;
-    r.micro_batch = c.micro_batch;
-    r.attention = attention_kind::flash;
+    bench_model_and_run(data, c.model, c.seq, c.micro_batch, m, r);
     validate::training_options options;
     options.steps = 4;  // the first warms up; then at least three steady steps, and more up to half a second (validate/validation.hpp)
     validate::device_measurements device;

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "cli/bench_run.hpp"
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
@@ -162,6 +163,41 @@ void model_and_run(const json& j, const std::string& file, model_spec& m, run_co
   r.dropout = field<double>(j, "run", "dropout", file);
 }
 
+// bench.json of `plan bench --backend cuda`: {gpu, device, runs: [{model, seq, micro_batch, step_seconds, ...}]}.
+// Each run that did not run out of memory is a step time without memory figures, of the model and run the
+// bench trains (cli/bench_run.hpp).
+void add_bench_runs(const json& j, const std::filesystem::path& path, const catalog& data, std::string& gpu_name,
+                    std::vector<calibration_observation>& runs) {
+  const std::string file = path.string();
+  if (!j.contains("gpu") || !j["gpu"].is_string()) throw input_error(fmt::format("{}: a bench report needs gpu, a GPU's name", file));
+  const std::string gpu = j["gpu"].get<std::string>();
+  if (!gpu_name.empty() && gpu != gpu_name)
+    throw input_error(fmt::format("calibrate: reports mix GPUs ({} and {}): calibrate one GPU at a time", gpu_name, gpu));
+  gpu_name = gpu;
+  const gpu_spec& g = data.gpu(gpu);
+  if (!j["runs"].is_array()) throw input_error(fmt::format("{}: runs must be a list", file));
+  for (const json& run : j["runs"]) {
+    if (!run.is_object()) throw input_error(fmt::format("{}: each of runs must be an object", file));
+    if (run.contains("out_of_memory")) continue;  // no step was timed
+    const json wrapped{{"run", run}};
+    const std::string model = field<std::string>(wrapped, "run", "model", file);
+    const std::uint64_t seq = field<std::uint64_t>(wrapped, "run", "seq", file);
+    const std::uint64_t micro_batch = field<std::uint64_t>(wrapped, "run", "micro_batch", file);
+    model_spec m;
+    run_config r;
+    bench_model_and_run(data, model, seq, micro_batch, m, r);
+    const plan_result p = evaluate_plan(m, r, g, data.calibration_for(g));
+    calibration_observation o;
+    o.label = fmt::format("{} {} s{} b{}", path.filename().string(), model, seq, micro_batch);
+    o.memory_measured = false;
+    o.step_seconds = field<double>(wrapped, "run", "step_seconds", file);
+    o.ops = p.ops;
+    o.peak_flops_per_s = p.time.peak_flops_per_s;
+    o.bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
+    runs.push_back(o);
+  }
+}
+
 // The calibration file -o updates: the file when it is a regular one, else the built-in one.
 std::string calibration_text_of(const std::filesystem::path& path) {
   std::error_code ec;
@@ -260,8 +296,10 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
 void register_calibrate_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<calibrate_args>();
   CLI::App* cmd = app.add_subcommand(
-      "calibrate", "fit calibration constants for a GPU from CUDA validation reports (exit 0 within 2% memory, 10% time)");
-  cmd->add_option("reports", args->inputs, "report files, or folders of them (reports/<gpu>-<date>/)")->required()->type_name("PATH...");
+      "calibrate", "fit calibration constants for a GPU from CUDA validation and bench reports (exit 0 within 2% memory, 10% time)");
+  cmd->add_option("reports", args->inputs,
+                  "report files (plan validate --backend cuda's, and bench.json of plan bench --backend cuda: step times "
+                  "alone), or folders of them (reports/<gpu>-<date>/)")->required()->type_name("PATH...");
   cmd->add_option("-o,--output", args->output,
                   "calibration.json to update with this GPU's entry (created from the built-in one if missing)")
       ->type_name("FILE");
@@ -299,6 +337,14 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       for (const auto& path : files) {
         const json j = read_json(path);
         const std::string file = path.string();
+        if (j.is_object() && j.contains("kernels") && !j.contains("model")) {  // plan bench --kernels: no step to fit
+          fmt::print(stderr, "plan calibrate: {}: a per-kernel benchmark (plan bench --kernels), not a training step: skipped\n", file);
+          continue;
+        }
+        if (j.is_object() && j.contains("runs") && !j.contains("model")) {  // plan bench --backend cuda: step times
+          add_bench_runs(j, path, data, gpu_name, runs);
+          continue;
+        }
         const std::string gpu = field<std::string>(j, "gpu", "name", file);
         if (!gpu_name.empty() && gpu != gpu_name)
           throw input_error(fmt::format("calibrate: reports mix GPUs ({} and {}): calibrate one GPU at a time", gpu_name, gpu));
@@ -362,10 +408,11 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         json res = json::array();
         for (std::size_t i = 0; i < fit.residuals.size(); ++i) {
           const calibration_residual& r = fit.residuals[i];
-          json row{{"report", r.label}, {"predicted_device_peak_bytes", r.predicted_device_peak_bytes},
-                   {"measured_device_peak_bytes", r.measured_device_peak_bytes}, {"memory_error_pct", r.memory_error_pct},
-                   {"predicted_step_seconds", r.predicted_step_seconds}, {"measured_step_seconds", r.measured_step_seconds},
-                   {"time_error_pct", r.time_error_pct}};
+          json row{{"report", r.label}, {"predicted_step_seconds", r.predicted_step_seconds},
+                   {"measured_step_seconds", r.measured_step_seconds}, {"time_error_pct", r.time_error_pct}};
+          if (r.memory_measured)
+            row.update({{"predicted_device_peak_bytes", r.predicted_device_peak_bytes},
+                        {"measured_device_peak_bytes", r.measured_device_peak_bytes}, {"memory_error_pct", r.memory_error_pct}});
           if (held) row["held_out_step_seconds"] = held->predicted_seconds[i], row["held_out_time_error_pct"] = held->error_pct[i];
           res.push_back(row);
         }
@@ -390,9 +437,11 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                  "predicted", "error", held ? fmt::format(" {:>10} {:>8}", "held out", "error") : "");
       for (std::size_t i = 0; i < fit.residuals.size(); ++i) {
         const calibration_residual& r = fit.residuals[i];
-        fmt::print("  {:<48} {:>14} {:>14} {:>+7.2f}% {:>10.4f} {:>10.4f} {:>+7.2f}%{}\n", r.label, gib(r.measured_device_peak_bytes),
-                   gib(r.predicted_device_peak_bytes), r.memory_error_pct, r.measured_step_seconds, r.predicted_step_seconds,
-                   r.time_error_pct,
+        const std::string memory = r.memory_measured ? fmt::format("{:>14} {:>14} {:>+7.2f}%", gib(r.measured_device_peak_bytes),
+                                                                   gib(r.predicted_device_peak_bytes), r.memory_error_pct)
+                                                     : fmt::format("{:>14} {:>14} {:>8}", "-", "-", "");
+        fmt::print("  {:<48} {} {:>10.4f} {:>10.4f} {:>+7.2f}%{}\n", r.label, memory, r.measured_step_seconds,
+                   r.predicted_step_seconds, r.time_error_pct,
                    held ? fmt::format(" {:>10.4f} {:>+7.2f}%", held->predicted_seconds[i], held->error_pct[i]) : "");
       }
       fmt::print("\nMemory: largest error {:.2f}% (target {:.0f}%): {}. Time: largest error {:.2f}% (target {:.0f}%): {}.\n",

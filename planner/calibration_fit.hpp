@@ -18,6 +18,9 @@ namespace trainplan {
 
 struct calibration_observation {
   std::string label;                   // which report
+  // false for a step time alone (a `plan bench --backend cuda` run): the memory fields are not measured and the
+  // context, workspace and slack are fitted on the other runs
+  bool memory_measured = true;
   std::uint64_t tensor_peak_bytes = 0;  // tracked tensors at the peak (the inventory's bytes)
   std::uint64_t device_peak_bytes = 0;  // device memory in use at the peak (before the arena, plus its extent)
   std::uint64_t context_bytes = 0;      // device memory in use after context creation, before any tensor
@@ -30,6 +33,7 @@ struct calibration_observation {
 
 struct calibration_residual {
   std::string label;
+  bool memory_measured = true;  // else the memory fields are 0
   std::uint64_t predicted_device_peak_bytes = 0, measured_device_peak_bytes = 0;
   double predicted_step_seconds = 0, measured_step_seconds = 0;
   double memory_error_pct = 0, time_error_pct = 0;  // (predicted - measured) / measured
@@ -42,7 +46,7 @@ struct calibration_fit {
 };
 
 // `base` supplies what the runs cannot measure (the search's safety margin). Throws input_error when
-// there is nothing to fit or a run's numbers cannot be right.
+// there is nothing to fit (no run, or no run with memory figures) or a run's numbers cannot be right.
 calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base);
 
 // The runs' step times as the timing fit takes them (for fit_held_out).

@@ -428,15 +428,19 @@ TEST_CASE("plan calibrate --framework hf takes PyTorch's CUDA context from colle
 }
 
 // Issue 10: --framework trainplan predicts the harness's own step time on the GPU suite within 15%. The h100
-// entry of data/calibration.json is plan calibrate's fit on the third session's suite (reports/h100-2026-11-27/
-// suite, 21 runs): the fit refitted here gives the committed constants back, and every run within 15% of
-// its measured step time (10.7% at most when written). --held-out's leave-one-out figures are printed too.
+// entry of data/calibration.json is plan calibrate's fit on the third session's suite and bench
+// (reports/h100-2026-11-27/: 21 validation runs, and bench.json's 4 GPT-2 and GPT-2 XL step times): the fit
+// refitted here gives the committed constants back, and every run within 15% of its measured step time
+// (9.6% at most when written).
 TEST_CASE("the committed harness calibration is the H100 suite's fit, every step time within 15%", "[cli][calibrate]") {
-  const std::string suite = std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/suite";
-  plan_run fit = run_plan("calibrate --json " + suite);
+  const std::string dir = std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/";
+  plan_run fit = run_plan("calibrate --json " + dir + "suite " + dir + "bench.json");
   REQUIRE(fit.exit_code <= 1);  // 1: outside calibrate's own 10% time target
   const json out = json::parse(fit.out);
-  REQUIRE(out["residuals"].size() == 21);
+  REQUIRE(out["residuals"].size() == 25);
+  int time_only = 0;
+  for (const json& r : out["residuals"]) time_only += r.contains("memory_error_pct") ? 0 : 1;
+  CHECK(time_only == 4);  // the bench's runs: step times alone
   CHECK(out["max_memory_error_pct"].get<double>() <= 2.0);
   CHECK(out["max_time_error_pct"].get<double>() <= 15.0);
   std::ifstream committed_file(std::string(TRAINPLAN_MEASUREMENTS) + "/../calibration.json");
@@ -446,6 +450,34 @@ TEST_CASE("the committed harness calibration is the H100 suite's fit, every step
   CHECK(fitted["timing"]["trainplan"] == committed["timing"]["trainplan"]);
   CHECK(fitted["trainplan_cuda_context_bytes"] == committed["trainplan_cuda_context_bytes"]);
   CHECK(fitted["trainplan_allocator_slack_fraction"] == committed["trainplan_allocator_slack_fraction"]);
+}
+
+// bench.json's runs are step times alone; a per-kernel benchmark is skipped, a bench run out of memory too, and a
+// bench run without its step time is a malformed report. Bench reports alone give no context to fit.
+TEST_CASE("plan calibrate takes bench.json's step times and skips kernels.json", "[cli][calibrate]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-calibrate-bench");
+  const std::string reports = std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/";
+  std::filesystem::create_directories(dir / "mixed");
+  for (const char* f : {"suite/gpt2-none-flash.json", "suite/tinyllama-seq-4096.json", "bench.json", "kernels.json"})
+    std::filesystem::copy_file(reports + f, dir / "mixed" / std::filesystem::path(f).filename());
+  plan_run r = run_plan("calibrate --json " + (dir / "mixed").string());
+  REQUIRE(r.exit_code <= 1);
+  const json out = json::parse(r.out);
+  CHECK(out["residuals"].size() == 6);  // 2 validation runs and the bench's 4; kernels.json skipped
+  CHECK_THAT(r.err, Catch::Contains("kernels.json: a per-kernel benchmark"));
+  json bench = json::parse(std::ifstream(reports + "bench.json"));
+  bench["runs"][1] = {{"model", "gpt2"}, {"seq", 2048}, {"micro_batch", 8}, {"out_of_memory", "logits"}};
+  std::ofstream(dir / "mixed" / "bench.json") << bench.dump();
+  r = run_plan("calibrate --json " + (dir / "mixed").string());
+  REQUIRE(r.exit_code <= 1);
+  CHECK(json::parse(r.out)["residuals"].size() == 5);
+  bench["runs"][0].erase("step_seconds");
+  std::ofstream(dir / "mixed" / "bench.json") << bench.dump();
+  r = run_plan("calibrate " + (dir / "mixed").string());
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::Contains("bench.json: missing run.step_seconds"));
+  CHECK(run_plan("calibrate " + reports + "bench.json").exit_code == 2);  // no run with memory figures
+  std::filesystem::remove_all(dir);
 }
 
 // Issue 10's withheld-run check, done on this project's own runs: the hf step-time constants fitted on one
