@@ -239,7 +239,8 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
     for (const measured_run& r : parse_measurements(read_text_file(path), path).runs) {
       if (r.out_of_memory) continue;
       const plan_result p = evaluate_plan(r.model, r.run, g, c, {timeline_detail::peak});
-      timed.push_back({r.id, p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, r.step_seconds});
+      timed.push_back({r.id, p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, r.step_seconds,
+                       r.gpu_profile ? r.gpu_profile->busy_seconds : 0.0});
     }
   const timing_fit fit = fit_timing(timed);
   c.timing_for(framework_kind::hf) = fit.constants;

@@ -26,6 +26,7 @@ constexpr std::array<double, unknowns> unknown_limits = {
 struct run_terms {
   step_schedules schedules;
   double measured = 0;
+  double kernel_seconds = 0, busy = 0;  // the roofline's kernel time (no gaps, no host) and the measured busy time
 
   double schedule(int j, const host_vector& x) const { return schedules.terms[j].seconds(x); }
   int longest(const host_vector& x) const {
@@ -35,6 +36,18 @@ struct run_terms {
     return best;
   }
 };
+
+// The device side against the profiled runs' busy time: it depends on the grid point alone, not on the host
+// costs the least squares solve for.
+double busy_error_sum(const std::vector<run_terms>& rows) {
+  double sum = 0;
+  for (const auto& r : rows)
+    if (r.busy > 0) {
+      const double e = (r.kernel_seconds - r.busy) / r.busy;
+      sum += e * e;
+    }
+  return sum;
+}
 
 double relative_error_sum(const std::vector<run_terms>& rows, const host_vector& x) {
   double sum = 0;
@@ -134,10 +147,13 @@ void summarize_errors(std::vector<double> errors, double& max_pct, double& media
 
 timing_fit fit_timing(const std::vector<timing_observation>& runs) {
   if (runs.empty()) throw input_error("calibrate: no measured step times to fit");
-  for (const auto& r : runs)
+  for (const auto& r : runs) {
     if (!(std::isfinite(r.measured_seconds) && r.measured_seconds > 0) || !(r.peak_flops_per_s > 0) ||
         !(r.bandwidth_bytes_per_s > 0))
       throw input_error(fmt::format("calibrate: {}: step time, peak and bandwidth must be positive numbers", r.label));
+    if (!(std::isfinite(r.busy_seconds) && r.busy_seconds >= 0))
+      throw input_error(fmt::format("calibrate: {}: the GPU's busy time must be a number of seconds, 0 when not profiled", r.label));
+  }
 
   timing_fit best;
   double best_error = std::numeric_limits<double>::infinity();
@@ -170,12 +186,14 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
   auto fill_rows = [&](const timing_constants& device) {
     for (std::size_t i = 0; i < runs.size(); ++i) {
       const roofline_rates rates(runs[i].peak_flops_per_s, runs[i].bandwidth_bytes_per_s, device, runs[i].ops.fp32_gemms);
-      rows[i] = {schedules_of(runs[i].ops, device_seconds_by_phase(runs[i].ops, rates)), runs[i].measured_seconds};
+      const phase_seconds d = device_seconds_by_phase(runs[i].ops, rates);
+      rows[i] = {schedules_of(runs[i].ops, d), runs[i].measured_seconds, d.forward + d.backward + d.scaler + d.optimizer,
+                 runs[i].busy_seconds};
     }
   };
   auto consider = [&](const timing_constants& device, const host_vector& start) {
     host_vector x{};
-    const double error = fit_host(rows, start, x);
+    const double error = fit_host(rows, start, x) + busy_error_sum(rows);
     if (error < best_error - 1e-15) {
       best_error = error;
       best_x = x;

@@ -4,7 +4,8 @@
 // efficiency, bandwidth fraction) are searched on a grid; for each grid point the others (the gap per
 // kernel, the host's cost per step, per forward and backward launch and per foreach tensor), on which each
 // of the step's schedules is linear, are solved by non-negative least squares, alternating with the choice
-// of each run's longest schedule. The objective is the sum of squared relative errors, so a 30 ms run weighs as much as a 3 s one.
+// of each run's longest schedule. The objective is the sum of squared relative errors, so a 30 ms run weighs as much as a 3 s one;
+// a profiled run adds its kernel time's squared relative error against the GPU's busy time.
 // Every run shares the same constants: nothing is fitted per run.
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct timing_observation {
   double peak_flops_per_s = 0;      // dense peak for its compute dtype
   double bandwidth_bytes_per_s = 0;
   double measured_seconds = 0;      // steady-state step time
+  // The GPU's busy time in a step (collect_hf.py --profile: the union of its kernels' intervals), 0 when not
+  // profiled. It measures the device side alone, whatever the host does: the fit matches the roofline's kernel
+  // time to it as well as the step time, which pins the device constants apart from the host's.
+  double busy_seconds = 0;
 };
 
 struct timing_fit {

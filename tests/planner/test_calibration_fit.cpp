@@ -168,6 +168,34 @@ TEST_CASE("held out, each run is predicted by the constants fitted on the others
   CHECK_THROWS_AS(fit_held_out({runs[0]}), input_error);
 }
 
+TEST_CASE("the GPU's busy time pins the device constants where the step time is the host's", "[calibrate]") {
+  // Every run bound by the host (Python's launches cost 400 us each here): the step times say nothing of the
+  // GEMM, attention and bandwidth constants. The profiled busy time (the roofline's kernel time, as
+  // collect_hf.py --profile measures it) does, and the fit gives them back with the host costs.
+  timing_constants truth = truth_constants();
+  truth.forward_kernel_seconds = 400e-6, truth.backward_kernel_seconds = 300e-6;
+  std::vector<timing_observation> runs;
+  int host_bound = 0;
+  for (int k = 0; k < 16; ++k) {
+    const step_ops ops = synthetic_ops(k);
+    const op_time_breakdown t = estimate_op_times(ops, 989.4e12, 3.35e12, truth);
+    host_bound += t.host_seconds > t.device_seconds ? 1 : 0;
+    const double kernels = t.total() - t.seconds[static_cast<std::size_t>(op_class::overhead)];
+    runs.push_back({"run" + std::to_string(k), ops, 989.4e12, 3.35e12, t.total(), kernels});
+  }
+  REQUIRE(host_bound == 16);
+  const timing_fit fit = fit_timing(runs);
+  CHECK(fit.max_error_pct < 1e-6);
+  CHECK(fit.constants.gemm_efficiency == Approx(0.6));
+  CHECK(fit.constants.gemm_half_dim == 128);
+  CHECK(fit.constants.attention_efficiency == Approx(0.35));
+  CHECK(fit.constants.bandwidth_fraction == Approx(0.75));
+  CHECK(fit.constants.forward_kernel_seconds == Approx(400e-6).epsilon(1e-6));
+  // A busy time that is no number of seconds is refused.
+  runs[3].busy_seconds = -1;
+  CHECK_THROWS_AS(fit_timing(runs), input_error);
+}
+
 TEST_CASE("the timing fit keeps the host constants within what calibration.json accepts", "[calibrate]") {
   // A run of an hour and a half fitted as 1.5 hours of launch cost would give kernel_seconds far above the
   // loader's 1 s: plan calibrate -o then refused its own output. Only constants the loader takes are fits.
