@@ -483,8 +483,8 @@ TEST_CASE("plan calibrate takes bench.json's step times and skips kernels.json",
 // Issue 10's withheld-run check, done on this project's own runs: the hf step-time constants fitted on one
 // machine's first 16 runs (E1-E13 and S1, S5, S10 measured again) predict the 8 it measured in a second
 // session (E14-E21), which the fit never saw, with a median error of at most 15%. plan check --data-dir reads
-// the fitted calibration.json. (7.7% when written; E18, eager attention with expandable segments, is the
-// largest at -31.7%.)
+// the fitted calibration.json. (5.0% when written, E19 the largest at -17.4%, with the 13 profiled runs' busy
+// times in the fit; 7.7% and E18's -31.7% fitted on the step times alone.)
 TEST_CASE("hf step times fitted on one session's runs predict the next session's within a 15% median",
           "[cli][calibrate][hf]") {
   const auto dir = trainplan::test::scratch_dir("trainplan-hf-holdout");
