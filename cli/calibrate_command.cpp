@@ -109,6 +109,7 @@ struct calibrate_args {
   std::string output, data_dir, framework = "trainplan", gpu = "h100";
   bool json = false;
   bool held_out = false;  // --held-out: leave-one-out predictions beside the fit's residuals
+  std::vector<std::string> device_only;  // --device-only: profiled reports whose busy times alone join the hf fit
 };
 
 constexpr double memory_target_pct = 2.0, time_target_pct = 10.0;
@@ -242,6 +243,18 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
       timed.push_back({r.id, p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, r.step_seconds,
                        r.gpu_profile ? r.gpu_profile->busy_seconds : 0.0});
     }
+  // Another host's profiled runs: the GPU's busy time is the device's, whatever drives it; the step time is not.
+  std::size_t device_only_runs = 0;
+  for (const std::string& path : args.device_only)
+    for (const measured_run& r : parse_measurements(read_text_file(path), path).runs) {
+      if (r.out_of_memory || !r.gpu_profile) continue;
+      const plan_result p = evaluate_plan(r.model, r.run, g, c, {timeline_detail::peak});
+      timed.push_back({r.id + " (busy)", p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, 0.0,
+                       r.gpu_profile->busy_seconds});
+      ++device_only_runs;
+    }
+  if (!args.device_only.empty() && device_only_runs == 0)
+    throw input_error("calibrate --device-only: no profiled run (collect_hf.py --profile) in those reports");
   const timing_fit fit = fit_timing(timed);
   c.timing_for(framework_kind::hf) = fit.constants;
   const timing_constants& k = fit.constants;
@@ -251,12 +264,16 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
              percent(k.gemm_efficiency), percent(k.fp32_gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim,
              k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
              k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6,
-             k.foreach_tensor_seconds * 1e6, timed.size(), fit.median_error_pct, fit.max_error_pct);
+             k.foreach_tensor_seconds * 1e6, timed.size() - device_only_runs, fit.median_error_pct, fit.max_error_pct);
+  if (device_only_runs > 0)
+    fmt::print("(with the GPU's busy times of {} profiled run{} of --device-only, whose step times are not fitted)\n\n",
+               device_only_runs, device_only_runs == 1 ? "" : "s");
   if (args.held_out) {
     const held_out_fit held = fit_held_out(timed);
     fmt::print("Held out (each run predicted by the constants fitted on the other {}):\n", timed.size() - 1);
     for (std::size_t i = 0; i < timed.size(); ++i)
-      fmt::print("  {:<10} measured {:>9.1f} ms, held out {:>9.1f} ms, {:>+7.2f}%\n", timed[i].label,
+      if (timed[i].measured_seconds > 0)
+        fmt::print("  {:<10} measured {:>9.1f} ms, held out {:>9.1f} ms, {:>+7.2f}%\n", timed[i].label,
                  timed[i].measured_seconds * 1e3, held.predicted_seconds[i] * 1e3, held.error_pct[i]);
     fmt::print("  median error {:.1f}%, largest {:.1f}%\n\n", held.median_error_pct, held.max_error_pct);
   }
@@ -276,13 +293,18 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
     if (entry.contains("timing") && !entry["timing"].is_object())
       throw input_error(fmt::format("{}: gpus.{}.timing is not an object", args.output, g.name));
     entry["timing"]["hf"] = timing_json(k);
-    std::string names;
-    for (const std::string& path : args.inputs)
-      names += (names.empty() ? "" : ", ") + std::filesystem::path(path).filename().string();
+    auto names_of = [](const std::vector<std::string>& paths) {
+      std::string names;
+      for (const std::string& path : paths) names += (names.empty() ? "" : ", ") + std::filesystem::path(path).filename().string();
+      return names;
+    };
+    const std::string busy = device_only_runs == 0 ? std::string()
+                                                   : fmt::format(", and the GPU busy times of {} ({} runs)",
+                                                                 names_of(args.device_only), device_only_runs);
     entry["source"] = merged_source(entry, hf_source_prefix,
-                                    fmt::format("{}{} ({} runs): PyTorch's CUDA context and the hf profile's step-time "
+                                    fmt::format("{}{} ({} runs){}: PyTorch's CUDA context and the hf profile's step-time "
                                                 "constants",
-                                                hf_source_prefix, names, timed.size()));
+                                                hf_source_prefix, names_of(args.inputs), timed.size() - device_only_runs, busy));
     const std::string text = doc.dump(2) + "\n";
     catalog check = data;
     check.apply_calibration(text, false);  // never write what the loader would reject
@@ -313,12 +335,18 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--held-out", args->held_out,
                 "also predict each run's step time from the constants fitted on the other runs (leave-one-out: one "
                 "fit per run; the exit code stays the fit's)");
+  cmd->add_option("--device-only", args->device_only,
+                  "with --framework hf: profiled collector reports of another host (the same GPU and software) whose "
+                  "GPU busy times join the fit of the device constants; their step times and memory are not fitted")
+      ->type_name("FILE...");
   cmd->add_option("--gpu,-g", args->gpu, "with --framework hf: the GPU the reports were measured on (default h100)")
       ->type_name("NAME");
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
       const catalog data = catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
       if (args->framework == "hf") return calibrate_hf(*args, data);
+      if (!args->device_only.empty())
+        throw input_error("calibrate --device-only: for --framework hf (collector reports with --profile)");
       if (args->framework != "trainplan")
         throw input_error(fmt::format("calibrate --framework: '{}' has no calibration yet (known: trainplan, hf)", args->framework));
       std::vector<std::filesystem::path> files;

@@ -52,6 +52,7 @@ double busy_error_sum(const std::vector<run_terms>& rows) {
 double relative_error_sum(const std::vector<run_terms>& rows, const host_vector& x) {
   double sum = 0;
   for (const auto& r : rows) {
+    if (r.measured <= 0) continue;  // a busy time alone
     const double e = (r.schedule(r.longest(x), x) - r.measured) / r.measured;
     sum += e * e;
   }
@@ -69,6 +70,7 @@ bool solve_subset(const std::vector<run_terms>& rows, const std::vector<int>& br
   if (n == 0) return true;
   double A[unknowns][unknowns + 1] = {};
   for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].measured <= 0) continue;  // a busy time alone: no step time to solve the host costs on
     const double w = 1.0 / rows[r].measured;
     const schedule_term& term = rows[r].schedules.terms[branch[r]];
     const host_vector& col = term.coefficients;
@@ -109,6 +111,7 @@ bool solve_fixed_schedules(const std::vector<run_terms>& rows, const std::vector
     if (!solve_subset(rows, branch, mask, x)) continue;
     double e = 0;
     for (std::size_t r = 0; r < rows.size(); ++r) {
+      if (rows[r].measured <= 0) continue;
       const double d = (rows[r].schedule(branch[r], x) - rows[r].measured) / rows[r].measured;
       e += d * d;
     }
@@ -146,14 +149,18 @@ void summarize_errors(std::vector<double> errors, double& max_pct, double& media
 }  // namespace
 
 timing_fit fit_timing(const std::vector<timing_observation>& runs) {
-  if (runs.empty()) throw input_error("calibrate: no measured step times to fit");
+  bool any_step = false;
   for (const auto& r : runs) {
-    if (!(std::isfinite(r.measured_seconds) && r.measured_seconds > 0) || !(r.peak_flops_per_s > 0) ||
+    if (!(std::isfinite(r.measured_seconds) && r.measured_seconds >= 0) || !(r.peak_flops_per_s > 0) ||
         !(r.bandwidth_bytes_per_s > 0))
       throw input_error(fmt::format("calibrate: {}: step time, peak and bandwidth must be positive numbers", r.label));
     if (!(std::isfinite(r.busy_seconds) && r.busy_seconds >= 0))
       throw input_error(fmt::format("calibrate: {}: the GPU's busy time must be a number of seconds, 0 when not profiled", r.label));
+    if (r.measured_seconds == 0 && r.busy_seconds == 0)
+      throw input_error(fmt::format("calibrate: {}: neither a step time nor a busy time to fit", r.label));
+    any_step = any_step || r.measured_seconds > 0;
   }
+  if (!any_step) throw input_error("calibrate: no measured step times to fit (busy times alone leave the host's costs open)");
 
   timing_fit best;
   double best_error = std::numeric_limits<double>::infinity();
@@ -235,7 +242,7 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
     const double t =
         estimate_op_times(r.ops, r.peak_flops_per_s, r.bandwidth_bytes_per_s, best.constants).total();
     best.predicted_seconds.push_back(t);
-    errors.push_back(100.0 * (t - r.measured_seconds) / r.measured_seconds);
+    if (r.measured_seconds > 0) errors.push_back(100.0 * (t - r.measured_seconds) / r.measured_seconds);
   }
   summarize_errors(errors, best.max_error_pct, best.median_error_pct);
   return best;
@@ -246,6 +253,7 @@ held_out_fit fit_held_out(const std::vector<timing_observation>& runs) {
   std::vector<double> predicted(runs.size(), 0.0);
   std::vector<std::string> failures(runs.size());
   auto hold_out = [&](std::size_t i) {
+    if (runs[i].measured_seconds <= 0) return;  // a busy time alone: no step time to predict
     std::vector<timing_observation> others;
     others.reserve(runs.size() - 1);
     for (std::size_t j = 0; j < runs.size(); ++j)
@@ -270,9 +278,13 @@ held_out_fit fit_held_out(const std::vector<timing_observation>& runs) {
     if (!failures[i].empty()) throw input_error(fmt::format("calibrate: {} held out: {}", runs[i].label, failures[i]));
   held_out_fit out;
   out.predicted_seconds = predicted;
-  for (std::size_t i = 0; i < runs.size(); ++i)
-    out.error_pct.push_back(100.0 * (predicted[i] - runs[i].measured_seconds) / runs[i].measured_seconds);
-  summarize_errors(out.error_pct, out.max_error_pct, out.median_error_pct);
+  std::vector<double> step_errors;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const bool step = runs[i].measured_seconds > 0;
+    out.error_pct.push_back(step ? 100.0 * (predicted[i] - runs[i].measured_seconds) / runs[i].measured_seconds : 0.0);
+    if (step) step_errors.push_back(out.error_pct.back());
+  }
+  summarize_errors(step_errors, out.max_error_pct, out.median_error_pct);
   return out;
 }
 

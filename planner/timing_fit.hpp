@@ -20,7 +20,8 @@ struct timing_observation {
   step_ops ops;                     // the planner's ops for the measured configuration
   double peak_flops_per_s = 0;      // dense peak for its compute dtype
   double bandwidth_bytes_per_s = 0;
-  double measured_seconds = 0;      // steady-state step time
+  // Steady-state step time; 0 for a busy time alone (a profiled run of another host: its device side only).
+  double measured_seconds = 0;
   // The GPU's busy time in a step (collect_hf.py --profile: the union of its kernels' intervals), 0 when not
   // profiled. It measures the device side alone, whatever the host does: the fit matches the roofline's kernel
   // time to it as well as the step time, which pins the device constants apart from the host's.
@@ -34,15 +35,17 @@ struct timing_fit {
   double median_error_pct = 0;
 };
 
-// Throws input_error without observations or with a step time that is not a positive number.
+// Throws input_error without a step time among the observations, or with a step time, busy time, peak or
+// bandwidth that is not a number the fit can take.
 timing_fit fit_timing(const std::vector<timing_observation>& runs);
 
 // Leave-one-out cross-validation: run i predicted by the constants fitted on every other run, i.e. how the
 // fit does on a configuration it has not seen (fit_timing's residuals are the runs it was fitted on). One
-// fit per run, spread over the machine's cores. Throws input_error with fewer than two runs.
+// fit per run, spread over the machine's cores; a busy time alone is never held out, only fitted. Throws
+// input_error with fewer than two runs.
 struct held_out_fit {
-  std::vector<double> predicted_seconds;  // one per observation, in order
-  std::vector<double> error_pct;          // (predicted - measured) / measured, signed
+  std::vector<double> predicted_seconds;  // one per observation, in order (0 for a busy time alone)
+  std::vector<double> error_pct;          // (predicted - measured) / measured, signed (0 for a busy time alone)
   double max_error_pct = 0;               // of |error|
   double median_error_pct = 0;
 };

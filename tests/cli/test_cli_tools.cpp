@@ -480,6 +480,28 @@ TEST_CASE("plan calibrate takes bench.json's step times and skips kernels.json",
   std::filesystem::remove_all(dir);
 }
 
+// --device-only: another host's profiled runs join the hf fit through their GPU busy times alone (the device
+// constants), not their step times; the source in calibration.json says so.
+TEST_CASE("plan calibrate --framework hf --device-only fits busy times without their step times", "[cli][calibrate][hf]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-calibrate-device-only");
+  const std::string m = std::string(TRAINPLAN_MEASUREMENTS) + "/", t = std::string(TRAINPLAN_TEST_DATA) + "/measurements/";
+  const std::string cal = (dir / "calibration.json").string();
+  plan_run r = run_plan("calibrate --framework hf --gpu h100 " + t + "pytorch-hf-h100-2026-11-22-step-times.jsonl --device-only " + m +
+                        "pytorch-hf-h100-2026-11-26-extra-2.jsonl -o " + cal);
+  REQUIRE(r.exit_code <= 1);
+  CHECK_THAT(r.out, Catch::Contains("over 2 runs") && Catch::Contains("busy times of 8 profiled runs of --device-only"));
+  const json written = json::parse(std::ifstream(cal))["gpus"]["h100"];
+  CHECK_THAT(written["source"].get<std::string>(),
+             Catch::Contains("pytorch-hf-h100-2026-11-22-step-times.jsonl (2 runs), and the GPU busy times of "
+                             "pytorch-hf-h100-2026-11-26-extra-2.jsonl (8 runs)"));
+  // A report without a profiled run has no busy time to give; the harness's calibration takes none.
+  CHECK(run_plan("calibrate --framework hf " + t + "pytorch-hf-h100-2026-11-22-step-times.jsonl --device-only " + t +
+                 "pytorch-hf-h100-2026-11-22.jsonl").exit_code == 2);
+  CHECK(run_plan("calibrate " + std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/suite --device-only " + m +
+                 "pytorch-hf-h100-2026-11-26-extra-2.jsonl").exit_code == 2);
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 10's withheld-run check, done on this project's own runs: the hf step-time constants fitted on one
 // machine's first 16 runs (E1-E13 and S1, S5, S10 measured again) predict the 8 it measured in a second
 // session (E14-E21), which the fit never saw, with a median error of at most 15%. plan check --data-dir reads
