@@ -327,7 +327,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                   "calibration.json to update with this GPU's entry (created from the built-in one if missing)")
       ->type_name("FILE");
   cmd->add_option("--data-dir", args->data_dir, "as for plan: GPUs and models beyond the built-in ones")->type_name("DIR");
-  cmd->add_flag("--json", args->json, "print the fit as one JSON object");
+  cmd->add_flag("--json", args->json, "print the fit as one JSON object (the harness's reports)");
   cmd->add_option("--framework", args->framework,
                   "trainplan (default): validation reports of this project's harness; hf: collector reports "
                   "(scripts/collect_hf.py), which set PyTorch's CUDA context")
@@ -344,6 +344,8 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
       const catalog data = catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
+      if (args->framework == "hf" && args->json)  // its report is plan check's table, which has no JSON form
+        throw input_error("calibrate --json: for the harness's reports (--framework trainplan); --framework hf prints its table");
       if (args->framework == "hf") return calibrate_hf(*args, data);
       if (!args->device_only.empty())
         throw input_error("calibrate --device-only: for --framework hf (collector reports with --profile)");

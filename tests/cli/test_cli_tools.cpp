@@ -499,6 +499,10 @@ TEST_CASE("plan calibrate --framework hf --device-only fits busy times without t
                  "pytorch-hf-h100-2026-11-22.jsonl").exit_code == 2);
   CHECK(run_plan("calibrate " + std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/suite --device-only " + m +
                  "pytorch-hf-h100-2026-11-26-extra-2.jsonl").exit_code == 2);
+  // --json is the harness's form: with --framework hf it is refused, not ignored.
+  const plan_run json_hf = run_plan("calibrate --framework hf --json " + t + "pytorch-hf-h100-2026-11-22-step-times.jsonl");
+  CHECK(json_hf.exit_code == 2);
+  CHECK_THAT(json_hf.err, Catch::Contains("calibrate --json"));
   std::filesystem::remove_all(dir);
 }
 
