@@ -339,10 +339,13 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                   "with --framework hf: profiled collector reports of another host (the same GPU and software) whose "
                   "GPU busy times join the fit of the device constants; their step times and memory are not fitted")
       ->type_name("FILE...");
-  cmd->add_option("--gpu,-g", args->gpu, "with --framework hf: the GPU the reports were measured on (default h100)")
+  cmd->add_option("--gpu,-g", args->gpu,
+                  "with --framework hf: the GPU the reports were measured on (default h100); the harness's reports name "
+                  "theirs, which --gpu, when given, must match")
       ->type_name("NAME");
-  cmd->callback([args, &chosen]() {
-    chosen = [args]() -> int {
+  cmd->callback([args, &chosen, cmd]() {
+    const bool gpu_named = cmd->count("--gpu") > 0;
+    chosen = [args, gpu_named]() -> int {
       const catalog data = catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
       if (args->framework == "hf" && args->json)  // its report is plan check's table, which has no JSON form
         throw input_error("calibrate --json: for the harness's reports (--framework trainplan); --framework hf prints its table");
@@ -398,6 +401,9 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         runs.push_back(o);
       }
       const gpu_spec& g = data.gpu(gpu_name);
+      // The harness's reports name their GPU; a --gpu that differs is a mistake, not an override.
+      if (gpu_named && data.gpu(args->gpu).name != g.name)
+        throw input_error(fmt::format("calibrate --gpu {}: the reports were measured on {}", args->gpu, g.name));
       const calibration_fit fit = fit_calibration(runs, data.calibration_for(g));
       std::optional<held_out_fit> held;
       if (args->held_out) held = fit_held_out(timing_observations(runs));

@@ -499,6 +499,11 @@ TEST_CASE("plan calibrate --framework hf --device-only fits busy times without t
                  "pytorch-hf-h100-2026-11-22.jsonl").exit_code == 2);
   CHECK(run_plan("calibrate " + std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/suite --device-only " + m +
                  "pytorch-hf-h100-2026-11-26-extra-2.jsonl").exit_code == 2);
+  // The harness's reports name their GPU: a --gpu that differs is refused, not ignored.
+  const plan_run other_gpu = run_plan("calibrate --gpu a100-80gb " + std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/bench.json " +
+                                      std::string(TRAINPLAN_REPORTS) + "/h100-2026-11-27/suite/gpt2-fp32.json");
+  CHECK(other_gpu.exit_code == 2);
+  CHECK_THAT(other_gpu.err, Catch::Contains("the reports were measured on h100"));
   // --json is the harness's form: with --framework hf it is refused, not ignored.
   const plan_run json_hf = run_plan("calibrate --framework hf --json " + t + "pytorch-hf-h100-2026-11-22-step-times.jsonl");
   CHECK(json_hf.exit_code == 2);
