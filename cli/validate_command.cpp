@@ -91,6 +91,13 @@ std::vector<suite_case> gpu_suite(const catalog& data, const gpu_spec& gpu, cons
   add("gpt2 fp16-mixed", "gpt2", r);
   r = base, r.grad_dtype = grad_dtype_choice::fp32;
   add("gpt2 fp32 gradient accumulation", "gpt2", r);
+  // A second fp32 run and a second accumulating one, of the other family: `plan calibrate --held-out` on the
+  // 2026-11-27 suite showed GPT-2 fp32 and GPT-2's 4 micro-batches alone of their kind (held out, -37% and
+  // +26%), nothing else pinning the fp32 GEMM efficiency and the per-micro-batch costs.
+  r = base, r.precision = precision_regime::fp32, r.attention = attention_kind::flash;
+  add("tinyllama fp32", "tinyllama-1.1b", r);
+  r = base, r.micro_batch = 1, r.grad_accum = 4, r.attention = attention_kind::flash;
+  add("tinyllama accumulation 4", "tinyllama-1.1b", r);
   // Sequence lengths: 2048, 4096 and a long one, 32,768 or the longest that fits tinyllama with flash attention
   // and full recomputation (with the search's safety margin) when that is shorter. Not the longest itself: on an
   // H100 that is about 305,000 tokens, minutes a step, and the suite would not end within a GPU session's
