@@ -225,9 +225,10 @@ json parse_calibration_to_update(const std::string& path) {
 // into the GPU's entry, and every run is then predicted beside its measurement.
 int calibrate_hf(const calibrate_args& args, const catalog& data) {
   const gpu_spec& g = data.gpu(args.gpu);
+  std::vector<measured_file> files;
+  for (const std::string& path : args.inputs) files.push_back(parse_measurements(read_text_file(path), path));
   std::vector<std::uint64_t> contexts;
-  for (const std::string& path : args.inputs)
-    contexts.push_back(parse_measurements(read_text_file(path), path).context_bytes);
+  for (const measured_file& f : files) contexts.push_back(f.context_bytes);
   std::sort(contexts.begin(), contexts.end());
   calibration c = data.calibration_for(g);
   const std::uint64_t before = c.hf_cuda_context_bytes;
@@ -236,8 +237,8 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
              gib(c.hf_cuda_context_bytes), gib(before));
   // The hf profile's roofline constants, fitted over every measured step time.
   std::vector<timing_observation> timed;
-  for (const std::string& path : args.inputs)
-    for (const measured_run& r : parse_measurements(read_text_file(path), path).runs) {
+  for (const measured_file& f : files)
+    for (const measured_run& r : f.runs) {
       if (r.out_of_memory) continue;
       const plan_result p = evaluate_plan(r.model, r.run, g, c, {timeline_detail::peak});
       timed.push_back({r.id, p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, r.step_seconds,

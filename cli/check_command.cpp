@@ -155,8 +155,7 @@ void append_segment_lines(std::string& out, const measured_run& r, const std::ve
 // the ops' count. This checks the device side alone; the step time also holds the host's. Returns the busy
 // time's error in percent.
 double print_gpu_busy(const measured_gpu_profile& g, const plan_result& p) {
-  const op_time_breakdown& t = p.time.breakdown;
-  const double kernel_seconds = t.total() - t.seconds[static_cast<std::size_t>(op_class::overhead)];
+  const double kernel_seconds = p.time.breakdown.kernel_seconds();
   const double busy_error = error_pct(kernel_seconds, g.busy_seconds);
   const double kernels = p.ops.launches.total();
   fmt::print("  {:<10} GPU busy {:.1f} ms, the roofline's kernels {:.1f} ms ({:+.1f}%); kernels {}, predicted {:.0f} ({:+.1f}%)\n",
@@ -182,8 +181,8 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                        std::string* segments_jsonl) {
   bool all_within = true;
   double worst_tensor = 0, worst_device = 0, worst_time = 0;
-  std::vector<double> busy;  // the GPU-busy errors of one file's profiled runs
   for (const std::string& path : files) {
+    std::vector<double> busy;  // the GPU-busy errors of this file's profiled runs
     const measured_file f = parse_measurements(read_text_file(path), path);
     fmt::print("{}: {}, torch {}, transformers {}; CUDA context {} as measured\n", path, f.gpu, f.torch,
                f.transformers, gib(f.context_bytes));
@@ -238,7 +237,6 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
       if (r.gpu_profile) busy.push_back(print_gpu_busy(*r.gpu_profile, p));
     }
     if (!busy.empty()) print_gpu_busy_summary(busy);
-    busy.clear();
   }
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
              "{:.2f}% (tolerance {}%): {}\n",

@@ -20,8 +20,9 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   // Inputs whose sums would pass 64 bits, or that make an error percentage infinite, are refused.
   constexpr std::uint64_t max_bytes = 1ull << 50;  // 1 PiB, as for a GPU's memory in gpus.json
   for (const auto& r : runs) {
-    if (r.memory_measured && (r.device_peak_bytes == 0 || r.device_peak_bytes > max_bytes || r.tensor_peak_bytes > max_bytes ||
-        r.context_bytes > max_bytes || r.workspace_bytes > max_bytes))
+    const bool bytes_out_of_range = r.device_peak_bytes == 0 || r.device_peak_bytes > max_bytes ||
+                                    r.tensor_peak_bytes > max_bytes || r.context_bytes > max_bytes || r.workspace_bytes > max_bytes;
+    if (r.memory_measured && bytes_out_of_range)
       throw input_error(fmt::format("calibrate: {}: byte counts must be between 1 and 2^50 (1 PiB)", r.label));
     if (!(std::isfinite(r.step_seconds) && r.step_seconds > 0))
       throw input_error(fmt::format("calibrate: {}: step_seconds must be a positive number", r.label));

@@ -64,6 +64,8 @@ struct op_time_breakdown {
     for (double s : seconds) t += s;
     return t;
   }
+  // The kernels' device time alone (every class but the overhead): what a profiler's GPU busy time measures.
+  double kernel_seconds() const { return total() - seconds[static_cast<std::size_t>(op_class::overhead)]; }
 };
 
 // The roofline's rates for one GPU, framework and step, the divisions done once (a sweep times every

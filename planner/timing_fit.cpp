@@ -26,7 +26,8 @@ constexpr std::array<double, unknowns> unknown_limits = {
 struct run_terms {
   step_schedules schedules;
   double measured = 0;
-  double kernel_seconds = 0, busy = 0;  // the roofline's kernel time (no gaps, no host) and the measured busy time
+  // The roofline's kernel time (its phases summed: op_time_breakdown::kernel_seconds) and the measured busy time.
+  double kernel_seconds = 0, busy = 0;
 
   double schedule(int j, const host_vector& x) const { return schedules.terms[j].seconds(x); }
   int longest(const host_vector& x) const {
