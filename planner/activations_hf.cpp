@@ -4,6 +4,8 @@
 #include <array>
 
 #include "planner/activations_hf_rows.hpp"
+#include "planner/checked_math.hpp"
+#include "planner/lora.hpp"
 #include "planner/moe.hpp"
 
 namespace trainplan {
@@ -82,6 +84,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   holds |= copies && compute != dtype::fp32 && probs_type == dtype::fp32 ? scores_upcast : scores_same_dtype;
   if (backend == sdpa_backend::math) holds |= math_path;
   if (backend == sdpa_backend::fused) holds |= lse_fused;
+  if (backend == sdpa_backend::fused && m.fused_projections && !m.is_mla()) holds |= sdpa_own_output;
   if (backend == sdpa_backend::efficient) holds |= lse_efficient;
   // Full fine-tuning trains every weight; LoRA (peft) trains adapters on the targeted linears only.
   const unsigned qkv_targets = run.lora_targets & (lora_q | lora_k | lora_v);
@@ -110,6 +113,19 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const bool one_qkv_module = is_gpt || m.fused_projections;  // c_attn, qkv_proj
   const std::uint64_t peft_qkv_modules = one_qkv_module ? 1u : static_cast<std::uint64_t>(__builtin_popcount(qkv_targets));
   const std::uint64_t peft_fc_modules = one_qkv_module ? 1u : 2u;  // c_fc, gate_up_proj | gate, up
+  // One layer's adapter elements, in peft's module order (q, k, v first): the q, k, v modules' lora_A, and the rest.
+  std::uint64_t adapters_qkv_a = 0, adapters_rest = 0;
+  if (peft_lora) {
+    const std::vector<lora_module> modules = lora_layer_modules(m, run.lora_targets);
+    const std::size_t qkv_modules = lora_qkv_modules(m, run.lora_targets);
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      const std::uint64_t a_elements = checked_mul(rank, modules[i].in, "LoRA adapters");
+      const std::uint64_t b_elements = checked_mul(rank, modules[i].out, "LoRA adapters");
+      if (i < qkv_modules) adapters_qkv_a = checked_add(adapters_qkv_a, a_elements, "LoRA adapters");
+      else adapters_rest = checked_add(adapters_rest, a_elements, "LoRA adapters");
+      adapters_rest = checked_add(adapters_rest, b_elements, "LoRA adapters");
+    }
+  }
   const std::uint64_t peft_qkv_copies = holds & peft_copies ? peft_qkv_modules : 1u;
   const std::uint64_t peft_fc_copies = holds & peft_copies ? peft_fc_modules : 1u;
   // Autocast copies of full weights; FSDP/ZeRO-3 gathers weights in their compute dtype instead.
@@ -136,6 +152,9 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::qkv_casts: return {qkv_casts, b, s, h};
       case shape_rule::fc_casts: return {mlp_input_casts, b, s, h};
       case shape_rule::matmul: return {layer_matmul};
+      case shape_rule::matmul_after_qkv: return {layer_matmul - h * m.qkv_width()};
+      case shape_rule::lora_w_qkv_a: return {adapters_qkv_a};
+      case shape_rule::lora_w_rest: return {adapters_rest};
       case shape_rule::w_qkv: return {h, m.qkv_width()};
       case shape_rule::w_o: return {m.out_width(), h};
       case shape_rule::w_fc: return {h, f};
@@ -210,9 +229,33 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (row.until == "@output" || row.or_until == "@output") inv.tensor(index).freed_after = tensor_spec::free_at_layer_output;
     if (!row.until.empty() && waiting_count < waiting.size()) waiting[waiting_count++] = {row.until, row.or_until, index};
   };
+  // Which parameter tensors a weight copy's allocations stand for: a layer's GEMM weights or adapters, or one
+  // module's weight (one tensor).
+  auto cast_scope = [](shape_rule r) {
+    switch (r) {
+      case shape_rule::matmul: return param_scope::layer_matmul;
+      case shape_rule::matmul_after_qkv: return param_scope::layer_matmul_after_qkv;
+      case shape_rule::w_qkv: return param_scope::layer_matmul_qkv;  // Llama's q, k, v: three tensors
+      case shape_rule::lora_w_qkv_a: return param_scope::layer_adapters_qkv_a;
+      case shape_rule::lora_w_rest: return param_scope::layer_adapters_rest;
+      default: return param_scope::none;  // one module's weight: one tensor
+    }
+  };
   auto emit = [&](const hf_row& row) {
     bool forward_copy = false;  // a saved row's momentary forward copy (checkpointing, below)
     const bool from_layer1 = layer0_without_input_grad && (row.when & input_grad);
+    // A weight's copy in layer 0 where no gradient needs it: made all the same, not saved. A frozen GEMM's
+    // copy is freed once the GEMM has run; autocast's cached copy of a trained adapter when the forward ends.
+    if (from_layer1 && (row.keep == keep_class::frozen_cast || row.keep == keep_class::autocast_cache)) {
+      inv.set_layer_range(0, 1);
+      const bool frozen = row.keep == keep_class::frozen_cast;
+      tensor_spec& t = inv.layer_intervals(row.name, shape_of(row.shape), type_of(row.type), tensor_category::weights,
+                                           {frozen ? forward_of_layer : event_interval{fwd0, 1, loss, 0}});
+      t.role = tensor_role::frozen_weights;
+      t.scope = cast_scope(row.shape);
+      t.momentary = frozen;
+      inv.all_layers();
+    }
     if (from_layer1 && L == 1) return;
     if (from_layer1) inv.set_layer_range(1, L);
     const tensor_shape shape = shape_of(row.shape);
@@ -258,7 +301,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         tensor_spec& t = checkpointed ? inv.layer_intervals(row.name, shape, type, cat, {{fwd0, 1, loss, 0}, backward_of_layer})
                                       : inv.layer(row.name, shape, type, true, false, cat);
         t.role = tensor_role::frozen_weights;
-        if (row.shape == shape_rule::matmul) t.scope = param_scope::layer_matmul;  // else one module's: one tensor
+        t.scope = cast_scope(row.shape);
         break;
       }
       case keep_class::frozen_cast: {
@@ -267,7 +310,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         tensor_spec& t = checkpointed ? inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer})
                                       : inv.layer(row.name, shape, type, true, false, cat);
         t.role = tensor_role::frozen_weights;
-        if (row.shape == shape_rule::matmul) t.scope = param_scope::layer_matmul;  // else one module's: one tensor
+        t.scope = cast_scope(row.shape);
         break;
       }
     }

@@ -25,6 +25,7 @@ enum class shape_rule {
   qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
   fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
   matmul,      // the layer's GEMM weights: autocast's bf16 copies
+  matmul_after_qkv,  // those but q, k and v (w_qkv)
   // One GPT-2 module's weight (Conv1D, [in, out]): autocast's copy, cast where its GEMM runs.
   w_qkv,       // c_attn: h x 3h
   w_o,         // attn.c_proj: h x h
@@ -54,6 +55,9 @@ enum class shape_rule {
   peft_fc_in,  // [n, b, s, h]: one copy per adapted gate and up (GPT-2: c_fc), or the one input they share
   peft_fc_a,   // [n, b, s, r]
   bs_r,        // [b, s, r]
+  // Autocast's 16-bit copies of one layer's fp32 LoRA adapters (peft: r x in for lora_A, out x r for lora_B):
+  lora_w_qkv_a,  // the q, k, v modules' lora_A (GPT-2, Phi-3: the one fused module's)
+  lora_w_rest,   // every other adapter of the layer
 };
 
 // The dtype a row is kept in.
@@ -129,6 +133,10 @@ enum when_bits : std::uint64_t {
   // GPT-2 under autocast (forward_in_program_order): the layer's forward as the recorded allocator histories
   // show it, op by op (forward_moment rows and per-module weight casts), or the coarser rows it replaces.
   fwd_program = 1ull << 37, coarse_forward = 1ull << 38,
+  // SDPA's output is a tensor of its own, not the storage o_proj's input shares: cuDNN and FlashAttention
+  // lay the output out as q is (MHA.cpp's alloc_with_matching_layout; empty_like), and Phi-3's rotary
+  // embedding ends in torch.cat, whose q is contiguous [b, a, s, d], so transpose(1, 2).contiguous() copies.
+  sdpa_own_output = 1ull << 39,
 };
 
 struct hf_row {
@@ -212,7 +220,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.ln2.in"},
     {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
-    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
+    // (A frozen GEMM saves its weight's copy only for its input's gradient: not layer 0's c_attn under LoRA
+    // without checkpointing, whose copy is freed once the GEMM has run.)
+    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast,
+     gpt | fwd_program | peft | input_grad},
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, gpt | trains_qkv, "layer{}.attn.qkv"},
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, llama | trains_qkv | coarse_forward},
     // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
@@ -229,8 +240,15 @@ constexpr hf_row layer_rows[] = {
     // x needs a gradient: not layer 0's without checkpointing), and lora_A the dropped-out input.
     {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
      peft_qkv | peft_dropout | input_grad},
+    // Under autocast each adapter's GEMM casts the fp32 adapter (a leaf that requires grad: cached until the
+    // forward ends) and saves the copy to compute its input's gradient, which layer 0's lora_A on q, k and v
+    // never needs without checkpointing (E13's and E15's inventories, data/measurements/: lora_A's [768, 8]
+    // saved 35 times in 12 layers of 3 such modules, lora_B's all 12).
+    {"layer{}.autocast.adapter_weights.qkv_a", shape_rule::lora_w_qkv_a, dtype_role::compute, keep_class::autocast_cache,
+     amp | peft_qkv | input_grad},
     {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
     {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
+    {"layer{}.autocast.adapter_weights", shape_rule::lora_w_rest, dtype_role::compute, keep_class::autocast_cache, amp | peft},
     {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
      "layer{}.fwd.qkv_scaled"},
     {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
@@ -301,7 +319,11 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, math_path},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
-    // The attention output, contiguous as the output projection reads it (SDPA's output shares its storage).
+    // SDPA's output where it is not the output projection's input (Phi-3 on cuDNN: E20 and E21's inventories,
+    // data/measurements/, show ScaledDotProductCudnnAttentionBackward0's saved output of its own, 16 MiB a layer).
+    {"layer{}.attn.out", shape_rule::bs_v, dtype_role::compute, keep_class::saved, sdpa_own_output},
+    // The attention output, contiguous as the output projection reads it (elsewhere SDPA's output shares its
+    // storage: the memory-efficient kernel writes [b, s, a, d], and Llama's q is a transposed [b, s, a, d]).
     {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0, "layer{}.fwd.attn_proj_out"},
     // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
     // (_cast_input_dtype), which lives until the module returns.
@@ -433,9 +455,11 @@ constexpr hf_row layer_rows[] = {
      amp | trains_all | coarse_forward},
     // A frozen fp32 base under autocast (LoRA): autocast caches only casts of leaves that require grad
     // (aten/src/ATen/autocast_mode.cpp, cached_cast), so each GEMM casts its weight anew, and the GEMM's
-    // backward keeps that copy to compute its input's gradient. (Layer 0's q, k and v, whose input needs
-    // no gradient without checkpointing, are counted too: (h + 2kv) x h bytes x 2 too many.)
-    {"layer{}.autocast.frozen_weights", shape_rule::matmul, dtype_role::compute, keep_class::frozen_cast,
+    // backward keeps that copy to compute its input's gradient: not layer 0's q, k and v without
+    // checkpointing, whose input needs none (E15's inventory: q_proj's copy saved 21 times in 22 layers).
+    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast,
+     amp | peft | coarse_forward | input_grad},
+    {"layer{}.autocast.frozen_weights", shape_rule::matmul_after_qkv, dtype_role::compute, keep_class::frozen_cast,
      amp | peft | coarse_forward},
     // Working sets (not measured by the inventories, which hold what outlives an op): the MLP's forward
     // temporaries, and in backward the residual gradient and the MLP's inner gradients.

@@ -56,6 +56,12 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
       break;
     case param_scope::layer: take([&](const param_tensor& p) { return p.per_layer && in_range(p); }, 1); break;
     case param_scope::layer_matmul: take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p); }, 1); break;
+    case param_scope::layer_matmul_qkv:
+    case param_scope::layer_matmul_after_qkv: {
+      const bool qkv = t.scope == param_scope::layer_matmul_qkv;
+      take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p) && (p.name == "layer{}.attn.qkv.weight") == qkv; }, 1);
+      break;
+    }
     case param_scope::head: {
       const bool tied = std::none_of(facts.tensors.begin(), facts.tensors.end(),
                                      [](const param_tensor& p) { return p.name.starts_with("lm_head."); });
@@ -68,6 +74,16 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
     case param_scope::adapters:  // every layer's lora_A and lora_B of each adapted module, in model order
       for (std::uint64_t layer = 0; layer < inv.layers; ++layer)
         for (std::uint64_t elements : inv.adapter_layer_tensors) sizes.push_back(elements * width);
+      break;
+    case param_scope::layer_adapters:
+      for (std::uint64_t elements : inv.adapter_layer_tensors) sizes.push_back(elements * width);
+      break;
+    case param_scope::layer_adapters_qkv_a:  // lora_A of each q, k, v module: tensors 0, 2, ... of the layer's list
+    case param_scope::layer_adapters_rest:
+      for (std::size_t i = 0; i < inv.adapter_layer_tensors.size(); ++i) {
+        const bool qkv_a = i % 2 == 0 && i / 2 < inv.adapter_qkv_modules;
+        if (qkv_a == (t.scope == param_scope::layer_adapters_qkv_a)) sizes.push_back(inv.adapter_layer_tensors[i] * width);
+      }
       break;
   }
   std::uint64_t sum = 0;

@@ -276,7 +276,10 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
                     tensor_category::weights, state_lifetime::whole_run, tensor_role::frozen_weights);
   // Each adapter is its own PyTorch tensor, and so is its gradient and each optimizer state: the allocator
   // replay allocates them one by one (most are under 1 MiB: PyTorch's small pool), where they are unsharded.
-  if (adapters) out.adapter_layer_tensors = lora_layer_tensors(m, run.lora_rank, run.lora_targets, run.framework);
+  if (adapters) {
+    out.adapter_layer_tensors = lora_layer_tensors(m, run.lora_rank, run.lora_targets, run.framework);
+    out.adapter_qkv_modules = lora_qkv_modules(m, run.lora_targets, run.framework);
+  }
   const param_scope adapter_scope = adapters ? param_scope::adapters : param_scope::all;
   if (adapters)
     inv.model_state("lora.weights", share(trainable, w_div), trained_layout.weights, tensor_category::weights,
@@ -296,9 +299,18 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
                     tensor_role::frozen_weights);
   }
   // PyTorch creates each parameter's .grad when its backward runs (hf): a layer's gradients appear at its
-  // backward, the head's right after the loss, the embedding's last. Sharded or adapter gradients keep the
-  // one buffer of the other frameworks.
-  if (hf && !adapters && run.zero < 2) {
+  // backward, the head's right after the loss, the embedding's last; so do peft's adapters' (E13's recorded
+  // allocator history, data/measurements/: each layer's lora_A and lora_B gradients made as its backward runs).
+  // Sharded gradients keep the one buffer of the other frameworks.
+  const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, static_cast<std::int64_t>(m.layers));
+  if (hf && adapters && run.zero < 2 && !out.adapter_layer_tensors.empty()) {
+    std::uint64_t layer_adapters = 0;
+    for (std::uint64_t e : out.adapter_layer_tensors) layer_adapters = checked_add(layer_adapters, e, "LoRA gradients");
+    tensor_spec& t = inv.model_state("layer{}.lora.grads", layer_adapters, trained_layout.grads, tensor_category::gradients,
+                                     state_lifetime::gradient_from_backward, tensor_role::gradients, param_scope::layer_adapters);
+    inv.per_layer(t);
+    t.intervals[0] = {bwd0, -1, 0, 0};
+  } else if (hf && !adapters && run.zero < 2) {
     auto grad = [&](std::string_view name, std::uint64_t elements, param_scope scope, std::int64_t first_base,
                     std::int64_t first_step) {
       tensor_spec& t = inv.model_state(name, elements, layout.grads, tensor_category::gradients,
@@ -307,7 +319,6 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
       t.intervals[0] = {first_base, first_step, 0, 0};
     };
     const std::int64_t L = static_cast<std::int64_t>(m.layers);
-    const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, L);
     if (m.dense_layers > 0) {  // DeepSeek's dense first layers have gradients of their own size
       inv.set_layer_range(0, m.dense_layers);
       grad("layer{}.grads", pc.per_dense_layer, param_scope::layer, bwd0, -1);

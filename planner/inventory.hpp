@@ -82,8 +82,14 @@ enum class tensor_role {
 
 // Which parameters a model-state buffer holds, one tensor per parameter in PyTorch (the allocator replay
 // allocates them one by one): all of them, one layer's (or its GEMM weights'), the head's, the embedding's.
-// adapters: the LoRA adapters' tensors (inventory::adapter_layer_tensors, every layer).
-enum class param_scope { none, all, layer, layer_matmul, head, embedding, adapters };
+// adapters: the LoRA adapters' tensors (inventory::adapter_layer_tensors, every layer); layer_adapters_qkv_a:
+// layer_adapters: one layer's adapter tensors (hf's per-layer gradients); layer_adapters_qkv_a: that layer's
+// lora_A of its q, k and v modules; layer_adapters_rest: its other adapter tensors;
+// layer_matmul_qkv and layer_matmul_after_qkv: one layer's q, k, v weights, and its other GEMM weights.
+enum class param_scope {
+  none, all, layer, layer_matmul, head, embedding, adapters, layer_adapters, layer_adapters_qkv_a, layer_adapters_rest,
+  layer_matmul_qkv, layer_matmul_after_qkv
+};
 
 // Up to four dimensions, stored inline: an inventory is built per configuration, millions of times in
 // a sweep, so it allocates nothing per buffer.
@@ -158,6 +164,7 @@ struct inventory {
   // LoRA: the element counts of one layer's adapter tensors (planner/lora.hpp lora_layer_tensors), which every
   // layer holds; what a buffer of param_scope::adapters stands for. Empty without adapters.
   std::vector<std::uint64_t> adapter_layer_tensors;
+  std::uint32_t adapter_qkv_modules = 0;  // how many of those modules (lora_A, lora_B each) are q, k and v's
   // hf: the layers' forward is listed op by op in program order (add_hf_activations).
   bool forward_in_program_order = false;
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).

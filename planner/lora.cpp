@@ -56,6 +56,10 @@ std::vector<std::uint64_t> lora_layer_tensors(const model_spec& m, std::uint64_t
   return out;
 }
 
+unsigned lora_qkv_modules(const model_spec& m, unsigned targets, framework_kind framework) {
+  return static_cast<unsigned>(lora_layer_modules(m, targets & (lora_q | lora_k | lora_v), framework).size());
+}
+
 unsigned lora_linears(const model_spec& m, unsigned targets, framework_kind framework) {
   return static_cast<unsigned>(lora_layer_modules(m, targets, framework).size());
 }

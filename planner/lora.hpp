@@ -30,6 +30,10 @@ std::vector<std::uint64_t> lora_layer_tensors(const model_spec& m, std::uint64_t
 std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets,
                           framework_kind framework = framework_kind::hf);
 
+// How many of those modules are the attention's q, k and v (GPT-2's and Phi-3's one fused module): the first
+// ones of lora_layer_modules.
+unsigned lora_qkv_modules(const model_spec& m, unsigned targets, framework_kind framework = framework_kind::hf);
+
 // How many linear layers of one transformer layer the targets adapt (mlp: fc and proj, or gate, up, down).
 unsigned lora_linears(const model_spec& m, unsigned targets, framework_kind framework = framework_kind::hf);
 

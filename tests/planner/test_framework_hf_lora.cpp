@@ -43,7 +43,8 @@ TEST_CASE("hf LoRA in pure bf16: fp32 adapters, and each adapted linear saves an
   REQUIRE(tensor_named(inv, "weights.bf16"));
   CHECK(tensor_named(inv, "weights.bf16")->bytes == 2 * P);
   CHECK(tensor_named(inv, "lora.weights")->bytes == 4 * A);
-  CHECK(tensor_named(inv, "lora.grads")->bytes == 4 * A);
+  CHECK(tensor_named(inv, "layer{}.lora.grads")->bytes * 22 == 4 * A);  // made layer by layer in backward
+  CHECK(tensor_named(inv, "layer{}.lora.grads")->per_layer);
   CHECK(tensor_named(inv, "adam.m")->bytes == 4 * A);
   CHECK(tensor_named(inv, "adam.v")->bytes == 4 * A);
   CHECK_FALSE(tensor_named(inv, "lora.master.fp32"));
@@ -76,13 +77,34 @@ TEST_CASE("hf LoRA under amp-bf16: an fp32 base whose weights autocast casts ane
   REQUIRE(tensor_named(inv, "weights.fp32"));
   CHECK(tensor_named(inv, "weights.fp32")->bytes == 4 * facts.counts.total);
   // Not cached (the weights need no gradient), so each layer's GEMMs keep their own bf16 copies for backward,
-  // and the head its own.
+  // and the head its own: o, gate, up and down in every layer, q, k and v from layer 1 on (layer 0's input
+  // needs no gradient, so its copies are freed once each GEMM has run: momentary).
+  const std::uint64_t qkv_weights = h * c.m.qkv_width();
   const tensor_spec* casts = tensor_named(inv, "layer{}.autocast.frozen_weights");
   REQUIRE(casts);
-  CHECK(casts->bytes == 2 * facts.counts.matmul_per_layer);
+  CHECK(casts->bytes == 2 * (facts.counts.matmul_per_layer - qkv_weights));
   CHECK(casts->per_layer);
   CHECK(casts->interval_count == 1);
+  CHECK(casts->layer_begin == 0);
+  int qkv_casts = 0;
+  for (const tensor_spec& t : inv.tensors) {
+    if (t.name != "layer{}.autocast.frozen_weights.qkv") continue;
+    ++qkv_casts;
+    CHECK(t.bytes == 2 * qkv_weights);
+    CHECK(t.momentary == (t.layer_begin == 0));
+    CHECK(t.layer_end == (t.layer_begin == 0 ? 1u : 22u));
+  }
+  CHECK(qkv_casts == 2);
   CHECK_FALSE(tensor_named(inv, "layer{}.autocast.weights"));
+  // The fp32 adapters are leaves that require grad: autocast caches their copies, and each adapter's GEMM
+  // saves its copy for its input's gradient, lora_A on q, k and v again from layer 1 on.
+  const std::uint64_t a_qkv = r16 * 3 * h, all = r16 * ((h + h) + 2 * (h + 256) + (h + h));
+  CHECK(tensor_named(inv, "layer{}.autocast.adapter_weights")->bytes == 2 * (all - a_qkv));
+  for (const tensor_spec& t : inv.tensors)
+    if (t.name == "layer{}.autocast.adapter_weights.qkv_a") {
+      CHECK(t.bytes == 2 * a_qkv);
+      CHECK(t.kept_to_backward == (t.layer_begin == 1));
+    }
   REQUIRE(tensor_named(inv, "lm_head.autocast.weight"));
   CHECK(tensor_named(inv, "lm_head.autocast.weight")->bytes == 2 * 32000 * h);
   // lora_A's input is autocast's bf16 copy, one per module: o's too (peft casts the bf16 attention output
@@ -192,7 +214,7 @@ TEST_CASE("hf LoRA with adapters in the model's dtype (the model cast after get_
   const inventory inv = c.inv();
   const std::uint64_t A = 22 * 16 * ((h + h) + 2 * (h + 256) + (h + h));
   CHECK(tensor_named(inv, "lora.weights")->bytes == 2 * A);
-  CHECK(tensor_named(inv, "lora.grads")->bytes == 2 * A);
+  CHECK(tensor_named(inv, "layer{}.lora.grads")->bytes * 22 == 2 * A);
   CHECK(tensor_named(inv, "adam.m")->bytes == 2 * A);
   // No cast: q, k and v's lora_A save the one bf16 norm output they share; o's input is SDPA's output.
   CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{1, b, s, h});
@@ -270,10 +292,11 @@ TEST_CASE("hf LoRA in the allocator replay: each adapter tensor, gradient and st
       if (inv.tensors[i].name == name) return sched.sizes[i];
     return std::vector<std::uint64_t>{};
   };
-  for (std::string_view name : {"lora.weights", "lora.grads", "adam.foreach_sqrt_v"}) {
+  // (Each layer's gradients, made as its backward runs, are one buffer a layer: one layer's tensors.)
+  for (std::string_view name : {"lora.weights", "layer{}.lora.grads", "adam.foreach_sqrt_v"}) {
     INFO(name);
     const std::vector<std::uint64_t> sizes = sizes_of(name);
-    REQUIRE(sizes.size() == 22 * layer.size());
+    REQUIRE(sizes.size() == (name == "layer{}.lora.grads" ? 1 : 22) * layer.size());
     CHECK(sizes[0] == 4 * r16 * h);  // fp32 lora_A of q_proj
     CHECK(sizes[3] == 4 * 256 * r16);  // fp32 lora_B of k_proj
     for (std::uint64_t bytes : sizes) CHECK(caching_allocator::small_pool(bytes));

@@ -96,7 +96,9 @@ TEST_CASE("segments: with GPT-2's forward op by op, the replay reserves PyTorch'
                                expectation{"pytorch-hf-h100-2026-11-26-gaps.jsonl", "S5", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E5", 0},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E7", 1},
-                               expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "E13", 0},
+                               // (E13: PyTorch's backward also makes each adapter's bf16 weight gradient for
+                               // a moment before its fp32 .grad, 12-48 KiB blocks the replay leaves out.)
+                               expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "E13", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "S6", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E4", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E6", 1}}) {
