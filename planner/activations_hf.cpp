@@ -22,9 +22,9 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
   if (!layout.autocast_weight_cache) return false;
   if (m.family == model_family::gpt) return !lora_dropout;
-  // Llama (S6's history): full fine-tuning of a dense model with separate projections and two RMSNorms a layer,
-  // on SDPA's fused or memory-efficient kernel without a mask, not checkpointed; the rest keeps the coarse rows.
-  return run.finetune == finetune_kind::full && run.recompute != recompute_mode::full && !m.is_moe() && !m.is_mla() &&
+  // Llama (S6's history; checkpointed, E2's): full fine-tuning of a dense model with separate projections and two
+  // RMSNorms a layer, on SDPA's fused or memory-efficient kernel without a mask; the rest keeps the coarse rows.
+  return run.finetune == finetune_kind::full && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
          (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
 }

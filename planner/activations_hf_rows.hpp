@@ -170,23 +170,29 @@ constexpr hf_row layer_rows[] = {
     // has read it, and its fp32 output lives until self_attn returns (LlamaDecoderLayer reassigns hidden_states).
     {"layer{}.fwd.ln1_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
      "layer{}.ln1.rsqrt"},
-    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad},
-    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    // (Under checkpointing the forward saves nothing: each saved row's `until` is where its variable dies, as
+    // E2's recorded history shows; the norm's layer input is the checkpoint's.)
+    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad, "layer{}.ln1.normed"},
+    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln1_out"},
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.attn_proj_out"},
     // q, k and v each cast the norm's output (saved by their GEMMs) after their weight; q's and k's outputs live
     // until apply_rotary_pos_emb has made both rotated tensors, v's SDPA saves.
     {"layer{}.autocast.weights.q", shape_rule::w_q, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
-    {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv,
+     "layer{}.fwd.q_out"},
     {"layer{}.fwd.q_out", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed"},
     {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
-    {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
+    {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv,
+     "layer{}.fwd.k_out"},
     {"layer{}.fwd.k_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed"},
     {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
-    {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv},
-    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values},
+    {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv,
+     "layer{}.attn.v"},
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values,
+     "layer{}.fwd.attn_proj_out"},
     // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
     // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
     // next exists; the rotated q and k live until self_attn returns.
@@ -211,8 +217,8 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.attn_proj_out"},
     // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
-    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program},
-    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program, "layer{}.attn.out_in"},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program, "layer{}.attn.out_in"},
     // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of S1 and E13,
     // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
     // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
@@ -358,11 +364,11 @@ constexpr hf_row layer_rows[] = {
     // Second norm and the MLP's input.
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt, "@output"},
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
-    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama},
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama, "@output"},
     {"layer{}.fwd.ln2_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
      "layer{}.ln2.rsqrt"},
-    {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama},
-    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train},
+    {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama, "layer{}.ln2.normed"},
+    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln2_out"},
     // Llama: post_attention_layernorm's output, held until the MLP returns.
     {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.down_out"},
@@ -430,15 +436,18 @@ constexpr hf_row layer_rows[] = {
     // down_proj's output lives until the residual add.
     {"layer{}.autocast.weights.gate", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
      llama | dense_mlp | fwd_program | trains_all},
-    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp},
-    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
+    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp,
+     "layer{}.mlp.gate"},
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu"},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
-    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp},
+    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp, "layer{}.mlp.down_in"},
     {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
      llama | dense_mlp | fwd_program | trains_all},
-    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp},
-    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj},
-    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp},
+    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp,
+     "layer{}.mlp.up"},
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in"},
+    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp,
+     "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
      llama | dense_mlp | fwd_program | trains_all},
     {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,

@@ -49,16 +49,19 @@ TEST_CASE("hf Phi-3: one cast of each norm output, SDPA's values keep all of qkv
   const inventory amp = inventory_of(m, hf_run(s, precision_regime::amp_bf16));
   CHECK(shape_of(amp, "layer{}.attn.qkv_in") == std::vector<std::uint64_t>{1, 1, s, h});
   CHECK(shape_of(amp, "layer{}.mlp.fc_in") == std::vector<std::uint64_t>{1, 1, s, h});
-  // Llama's q, k, v and gate, up each cast it: as the forward runs them, one buffer each (op by op), or as
-  // one [3] and one [2] buffer where the forward is coarse (checkpointed).
+  // Llama's q, k, v and gate, up each cast it: as the forward runs them, one buffer each (op by op, with or
+  // without checkpointing), or as one [3] and one [2] buffer where the forward is coarse (LoRA).
   const inventory llama_amp = inventory_of(unfused(m), hf_run(s, precision_regime::amp_bf16));
   for (const char* cast : {"layer{}.attn.q_in", "layer{}.attn.k_in", "layer{}.attn.v_in", "layer{}.mlp.gate_in", "layer{}.mlp.up_in"})
     CHECK(shape_of(llama_amp, cast) == std::vector<std::uint64_t>{1, s, h});
-  run_config checkpointed = hf_run(s, precision_regime::amp_bf16);
-  checkpointed.recompute = recompute_mode::full;
-  const inventory llama_amp_ckpt = inventory_of(unfused(m), checkpointed);
-  CHECK(shape_of(llama_amp_ckpt, "layer{}.attn.qkv_in") == std::vector<std::uint64_t>{3, 1, s, h});
-  CHECK(shape_of(llama_amp_ckpt, "layer{}.mlp.fc_in") == std::vector<std::uint64_t>{2, 1, s, h});
+  run_config coarse = hf_run(s, precision_regime::amp_bf16);
+  coarse.finetune = finetune_kind::lora;
+  coarse.lora_targets = lora_q | lora_k | lora_v | lora_o | lora_mlp;
+  coarse.recompute = recompute_mode::full;  // (every linear trains an adapter, so each saves its input)
+  const inventory llama_amp_coarse = inventory_of(unfused(m), coarse);
+  CHECK_FALSE(llama_amp_coarse.forward_in_program_order);
+  CHECK(shape_of(llama_amp_coarse, "layer{}.lora.qkv_in") == std::vector<std::uint64_t>{3, 1, s, h});
+  CHECK(shape_of(llama_amp_coarse, "layer{}.lora.fc_in") == std::vector<std::uint64_t>{2, 1, s, h});
   // SDPA saves v as a view of qkv_proj's output (no repeat_kv below the window: is_causal): all of it kept.
   const inventory bf16 = inventory_of(m, hf_run(s, precision_regime::bf16));
   CHECK(shape_of(bf16, "layer{}.attn.qkv") == std::vector<std::uint64_t>{1, s, qkv});
