@@ -20,10 +20,13 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   // Where the recorded histories show it (GPT-2: S1, E13, and checkpointed S5; Llama: S6;
   // data/measurements/allocator-history-*); peft's lora_dropout was not recorded.
   const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
-  if (!layout.autocast_weight_cache) return false;
-  if (m.family == model_family::gpt) return !lora_dropout;
+  if (m.family == model_family::gpt) return layout.autocast_weight_cache && !lora_dropout;
   // Llama (S6's history; checkpointed, E2's): full fine-tuning of a dense model with separate projections and two
   // RMSNorms a layer, on SDPA's fused or memory-efficient kernel without a mask; the rest keeps the coarse rows.
+  // Under autocast, or a 16-bit model checkpointed (S9's and E10's histories).
+  const bool sixteen_bit_checkpointed = !layout.autocast_weight_cache && layout.weights != dtype::fp32 &&
+                                        run.recompute == recompute_mode::full;
+  if (!layout.autocast_weight_cache && !sixteen_bit_checkpointed) return false;
   return run.finetune == finetune_kind::full && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
          (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
@@ -50,7 +53,9 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const bool copies = backend == sdpa_backend::eager || backend == sdpa_backend::math;
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
 
-  std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : when_bits{}) | (drop ? dropout : when_bits{}) | input_grad;
+  std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : no_autocast) | (drop ? dropout : when_bits{}) | input_grad;
+  // Checkpointing a 16-bit Llama keeps its 16-bit layer input; the recomputed RMSNorm saves an fp32 copy of it.
+  if (!is_gpt && checkpointed && !autocast && param != dtype::fp32) holds |= upcast_copy;
   holds |= m.is_moe() ? moe : dense_mlp;
   if (m.norms_per_layer == 4) holds |= post_norms;
   if (m.attn_logit_softcap > 0) holds |= attn_softcap;

@@ -137,6 +137,11 @@ enum when_bits : std::uint64_t {
   // lay the output out as q is (MHA.cpp's alloc_with_matching_layout; empty_like), and Phi-3's rotary
   // embedding ends in torch.cat, whose q is contiguous [b, a, s, d], so transpose(1, 2).contiguous() copies.
   sdpa_own_output = 1ull << 39,
+  // A 16-bit model without autocast, op by op (fwd_program): no weight casts; RMSNorm's .to(float32) is a copy,
+  // and the norm's output (weight * normed, in the model's dtype) is what the projections read and save.
+  no_autocast = 1ull << 40,
+  // Checkpointing such a model keeps the 16-bit layer input; the recomputation saves the fp32 copy beside it.
+  upcast_copy = 1ull << 41,
 };
 
 struct hf_row {
@@ -172,24 +177,37 @@ constexpr hf_row layer_rows[] = {
      "layer{}.ln1.rsqrt"},
     // (Under checkpointing the forward saves nothing: each saved row's `until` is where its variable dies, as
     // E2's recorded history shows; the norm's layer input is the checkpoint's.)
-    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad, "layer{}.ln1.normed"},
-    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln1_out"},
-    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.ln1.upcast", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | upcast_copy | input_grad,
+     "layer{}.fwd.ln1_x_rsqrt"},
+    {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad, "layer{}.fwd.ln1_x_rsqrt",
+     "layer{}.ln1.normed"},
+    // A 16-bit model (S7's and S9's histories): x * rsqrt is an fp32 temporary, its .to(bf16) the normalised
+    // tensor saved, and weight * that the norm's output, which q, k and v read and save.
+    {"layer{}.fwd.ln1_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | no_autocast,
+     "layer{}.attn.qkv_in"},
+    {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln1_out",
+     "layer{}.attn.qkv_in"},
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
      "layer{}.fwd.attn_proj_out"},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved,
+     llama | fwd_program | no_autocast | trains_qkv, "layer{}.fwd.attn_proj_out"},
     // q, k and v each cast the norm's output (saved by their GEMMs) after their weight; q's and k's outputs live
     // until apply_rotary_pos_emb has made both rotated tensors, v's SDPA saves.
-    {"layer{}.autocast.weights.q", shape_rule::w_q, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
-    {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv,
+    {"layer{}.autocast.weights.q", shape_rule::w_q, dtype_role::compute, keep_class::autocast_cache,
+     llama | fwd_program | amp | trains_all},
+    {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.fwd.q_out"},
     {"layer{}.fwd.q_out", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.fwd.k_embed"},
-    {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
-    {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv,
+     "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
+    {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache,
+     llama | fwd_program | amp | trains_all},
+    {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.fwd.k_out"},
     {"layer{}.fwd.k_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.fwd.k_embed"},
-    {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache, llama | fwd_program | trains_all},
-    {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | trains_qkv,
+     "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
+    {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache,
+     llama | fwd_program | amp | trains_all},
+    {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.attn.v"},
     {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values,
      "layer{}.fwd.attn_proj_out"},
@@ -197,28 +215,33 @@ constexpr hf_row layer_rows[] = {
     // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
     // next exists; the rotated q and k live until self_attn returns.
     {"layer{}.fwd.q_cos", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.fwd.q_embed"},
+     "layer{}.fwd.q_embed", "layer{}.attn.q_rope"},
     {"layer{}.fwd.q_neg_half", shape_rule::bs_q_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.q_cat"},
     {"layer{}.fwd.q_cat", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.q_sin"},
     {"layer{}.fwd.q_sin", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.fwd.q_embed"},
-    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.q_embed", "layer{}.attn.q_rope"},
+    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
+     "layer{}.fwd.attn_proj_out"},
+    // (A 16-bit model: the rotated q is what SDPA saves.)
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program | no_autocast,
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.k_cos", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.fwd.k_embed"},
+     "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.fwd.k_neg_half", shape_rule::bs_kv_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_cat"},
     {"layer{}.fwd.k_cat", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_sin"},
     {"layer{}.fwd.k_sin", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.fwd.k_embed"},
-    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+     "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
+    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
+     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | no_autocast,
      "layer{}.fwd.attn_proj_out"},
     // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
-    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program, "layer{}.attn.out_in"},
-    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program, "layer{}.attn.out_in"},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
     // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of S1 and E13,
     // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
     // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
@@ -333,7 +356,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0, "layer{}.fwd.attn_proj_out"},
     // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
     // (_cast_input_dtype), which lives until the module returns.
-    {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | trains_all},
+    {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | amp | trains_all},
     {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
     {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
@@ -351,9 +374,12 @@ constexpr hf_row layer_rows[] = {
     // the layer returns.
     {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.attn_out", "@output"},
-    // Llama's o_proj output, until the residual add.
+    // Llama's o_proj output, until the residual add (under autocast the fp32 sum ln2 saves; in a 16-bit model a
+    // sum of its own, held until the layer returns).
     {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
-     "layer{}.ln2.in"},
+     "layer{}.fwd.attn_residual", "layer{}.ln2.in"},
+    {"layer{}.fwd.attn_residual", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     llama | fwd_program | no_autocast, "@output"},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
@@ -364,14 +390,20 @@ constexpr hf_row layer_rows[] = {
     // Second norm and the MLP's input.
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt, "@output"},
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
-    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama, "@output"},
+    {"layer{}.ln2.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama, "layer{}.fwd.ln2_x_rsqrt", "@output"},
     {"layer{}.fwd.ln2_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
      "layer{}.ln2.rsqrt"},
-    {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama, "layer{}.ln2.normed"},
-    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln2_out"},
-    // Llama: post_attention_layernorm's output, held until the MLP returns.
-    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama, "layer{}.fwd.ln2_x_rsqrt",
+     "layer{}.ln2.normed"},
+    {"layer{}.fwd.ln2_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | no_autocast,
+     "layer{}.mlp.fc_in"},
+    {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln2_out",
+     "layer{}.mlp.fc_in"},
+    // Llama: post_attention_layernorm's output, held until the MLP returns (in a 16-bit model what gate and up save).
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
      "layer{}.fwd.down_out"},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
+     llama | dense_mlp | fwd_program | no_autocast | trains_mlp, "layer{}.fwd.down_out"},
     // GPT-2 under autocast: ln_2's fp32 output lives until the layer returns; c_fc as c_attn above.
     {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program, "@output"},
     {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
@@ -435,21 +467,21 @@ constexpr hf_row layer_rows[] = {
     // Under fwd_program each projection casts its weight and (gate and up) the input where its GEMM runs;
     // down_proj's output lives until the residual add.
     {"layer{}.autocast.weights.gate", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | trains_all},
-    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp,
+     llama | dense_mlp | fwd_program | amp | trains_all},
+    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp,
      "layer{}.mlp.gate"},
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu"},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp, "layer{}.mlp.down_in"},
     {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | trains_all},
-    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | trains_mlp,
+     llama | dense_mlp | fwd_program | amp | trains_all},
+    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp,
      "layer{}.mlp.up"},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in"},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp,
      "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | trains_all},
+     llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,
      "@output"},
     {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,

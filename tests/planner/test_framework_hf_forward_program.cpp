@@ -53,6 +53,15 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   other = r;
   other.precision = precision_regime::bf16;
   CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  // A 16-bit model checkpointed (S9's and E10's histories): no casts, RMSNorm's fp32 copy and temporaries.
+  other.recompute = recompute_mode::full;
+  const inventory bf16_ckpt = test::inventory_of(tinyllama, other);
+  CHECK(bf16_ckpt.forward_in_program_order);
+  CHECK(test::tensor_named(bf16_ckpt, "layer{}.ln1.upcast")->type == dtype::fp32);
+  CHECK(test::tensor_named(bf16_ckpt, "layer{}.ln1.in")->type == dtype::bf16);  // the checkpoint's input
+  CHECK_FALSE(test::tensor_named(bf16_ckpt, "layer{}.autocast.weights.q"));
+  CHECK_FALSE(test::tensor_named(bf16_ckpt, "layer{}.attn.q_in"));
+  CHECK(test::tensor_named(bf16_ckpt, "layer{}.fwd.ln1_x_rsqrt"));
 }
 
 TEST_CASE("hf GPT-2 program: the peak timeline counts what it did before, the replay what PyTorch makes", "[framework][hf][program]") {
