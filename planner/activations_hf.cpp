@@ -23,10 +23,8 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   if (m.family == model_family::gpt) return layout.autocast_weight_cache && !lora_dropout;
   // Llama (S6's history; checkpointed, E2's): full fine-tuning of a dense model with separate projections and two
   // RMSNorms a layer, on SDPA's fused or memory-efficient kernel without a mask; the rest keeps the coarse rows.
-  // Under autocast, or a 16-bit model checkpointed (S9's and E10's histories).
-  const bool sixteen_bit_checkpointed = !layout.autocast_weight_cache && layout.weights != dtype::fp32 &&
-                                        run.recompute == recompute_mode::full;
-  if (!layout.autocast_weight_cache && !sixteen_bit_checkpointed) return false;
+  // Under autocast, or a 16-bit model (S7's history; checkpointed, S9's and E10's).
+  if (!layout.autocast_weight_cache && layout.weights == dtype::fp32) return false;
   return run.finetune == finetune_kind::full && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
          (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
@@ -111,6 +109,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
   const bool in_program_order = forward_in_program_order(m, run, layout, backend);
   holds |= in_program_order ? fwd_program : coarse_forward;
+  const bool own_input = !is_gpt && in_program_order && !autocast && !checkpointed;  // beside RMSNorm's fp32 copy
+  holds |= own_input ? norm_copies_input : norm_keeps_input;
   // The adapted modules reading the norms' outputs (GPT-2 fuses q, k and v into c_attn, Llama has separate
   // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
   // input they share when peft need not cast it (an fp32 model without autocast).
@@ -273,6 +273,15 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     tensor_spec* made = nullptr;
     switch (row.keep) {
       case keep_class::layer_input: made = &inv.layer(row.name, shape, type, true, true, cat); break;
+      case keep_class::layer_input_moment:
+        // Layers 1 on: made as the previous layer's output, freed once this layer's output exists. Layer 0's is
+        // the embedding's output, which the model holds longer (below).
+        if (L == 1) return;
+        inv.set_layer_range(1, L);
+        made = &inv.layer_intervals(row.name, shape, type, cat, {{fwd0 - 1, 1, fwd0, 1}});
+        made->freed_after = tensor_spec::free_at_layer_output;
+        inv.all_layers();
+        break;
       case keep_class::saved:
         // Non-reentrant checkpointing discards what the forward saves and rebuilds it in the layer's backward.
         made = checkpointed ? &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer})
@@ -403,8 +412,18 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
     inv.span("rope.cos_sin", {2, s, m.is_mla() ? m.rope_head_dim : d}, param, tensor_category::activations, ek::fwd_embed,
              ek::bwd_embed);
-  inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations, ek::fwd_layer,
-           ek::bwd_head, last_layer);
+  // A 16-bit Llama op by op, not checkpointed (S7's history): layer 0's input (the embedding's output, which
+  // LlamaModel.forward holds as inputs_embeds) and the last layer's output live until the final norm's output
+  // exists, and the norm saves an fp32 copy of its own, made in the head.
+  std::size_t model_streams[2] = {0, 0};
+  if (own_input) {
+    inv.span("embed.out", {b, s, h}, param, tensor_category::activations, ek::fwd_embed, ek::fwd_head);
+    model_streams[0] = inv.count() - 1;
+    inv.span("final_norm.input", {b, s, h}, param, tensor_category::activations, ek::fwd_layer, ek::fwd_head, last_layer);
+    model_streams[1] = inv.count() - 1;
+  }
+  inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations,
+           own_input ? ek::fwd_head : ek::fwd_layer, ek::bwd_head, own_input ? 0 : last_layer);
   // The final norm's fp32 output: GPT2LMHeadModel.forward (LlamaForCausalLM.forward) holds it until the loss has
   // read the logits. LayerNorm writes it before its statistics, RMSNorm after pow, rsqrt and the normed tensor.
   std::size_t final_norm_out = 0;
@@ -419,9 +438,17 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
                                     : 0;
     inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
     if (program) inv.tensor(pow).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
+    // (A 16-bit model: x * rsqrt an fp32 temporary, freed once the output exists, which is lm_head's input.)
+    const std::size_t x_rsqrt =
+        own_input ? moment("final_norm.x_rsqrt", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
     if (holds & norms_train)
       inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    if (program) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+    if (program && !own_input) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+    if (own_input && full) {
+      inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+      for (std::size_t i : {x_rsqrt, model_streams[0], model_streams[1]})
+        inv.tensor(i).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
+    }
   }
   // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward. Autocast
   // casts a linear's arguments right to left (bias, weight, input: the order GCC evaluates them in), so the
@@ -429,7 +456,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (autocast && (full || peft_lora) && run.zero < 3)
     inv.span("lm_head.autocast.weight", {V, h}, compute, tensor_category::weights, ek::fwd_head, ek::bwd_head).role =
         tensor_role::frozen_weights;
-  if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  if (full && !own_input) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
   // A frozen head's GEMM reads a bf16 cast of ln_f's output that it does not save.
   const std::size_t head_input_cast =
       gpt_program && !full ? moment("lm_head.in_cast", {b, s, h}, compute, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
@@ -446,7 +473,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (compute != dtype::fp32)
     inv.span("loss.logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
   inv.span("loss.log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
-  if (program) inv.tensor(final_norm_out).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
+  if (final_norm_out) inv.tensor(final_norm_out).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
   inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);

@@ -75,6 +75,9 @@ enum class dtype_role {
 // How long a row lives within a micro-batch.
 enum class keep_class {
   layer_input,       // the residual stream entering the layer: kept under every recompute mode
+  // The residual stream entering the layer where nothing saves it (a 16-bit Llama op by op, not checkpointed:
+  // RMSNorm saves an fp32 copy): the previous layer's output, held until this layer's output exists.
+  layer_input_moment,
   saved,             // saved by autograd from the layer's forward to its backward (recomputed under checkpointing)
   forward_working,   // exists while the layer's forward runs
   // A temporary of the layer's forward, made and freed in program order by the allocator replay, from where
@@ -142,6 +145,10 @@ enum when_bits : std::uint64_t {
   no_autocast = 1ull << 40,
   // Checkpointing such a model keeps the 16-bit layer input; the recomputation saves the fp32 copy beside it.
   upcast_copy = 1ull << 41,
+  // Llama: the layer's input is what its first RMSNorm saves (autocast's fp32 residual stream; a coarse
+  // forward, which lets the norm's fp32 copy stand for it; a checkpoint's kept input), or a tensor of its own
+  // beside the norm's fp32 copy (a 16-bit model op by op, not checkpointed: S7's history).
+  norm_keeps_input = 1ull << 42, norm_copies_input = 1ull << 43,
 };
 
 struct hf_row {
@@ -170,7 +177,9 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt | input_grad},
     // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor
     // (which weight * normed saves for the weight's gradient only).
-    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | input_grad},
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | norm_keeps_input | input_grad},
+    {"layer{}.fwd.input", shape_rule::bsh, dtype_role::param, keep_class::layer_input_moment, llama | norm_copies_input},
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | norm_copies_input | input_grad},
     // Llama under autocast op by op (fwd_program; S6's recorded history): RMSNorm's pow(2) is freed once mean
     // has read it, and its fp32 output lives until self_attn returns (LlamaDecoderLayer reassigns hidden_states).
     {"layer{}.fwd.ln1_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,

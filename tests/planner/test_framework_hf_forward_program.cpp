@@ -51,8 +51,16 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   other.attention = attention_kind::eager;
   CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
   other = r;
-  other.precision = precision_regime::bf16;
+  other.precision = precision_regime::fp32;  // no history of an fp32 Llama on the fused kernels
   CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  // A 16-bit model (S7's history): the layer's input a tensor of its own beside RMSNorm's fp32 copy, which is
+  // made in the layer.
+  other.precision = precision_regime::bf16;
+  const inventory bf16 = test::inventory_of(tinyllama, other);
+  CHECK(bf16.forward_in_program_order);
+  CHECK(test::tensor_named(bf16, "layer{}.fwd.input")->layer_begin == 1);
+  CHECK_FALSE(test::tensor_named(bf16, "layer{}.fwd.input")->kept_to_backward);
+  CHECK(test::tensor_named(bf16, "embed.out"));
   // A 16-bit model checkpointed (S9's and E10's histories): no casts, RMSNorm's fp32 copy and temporaries.
   other.recompute = recompute_mode::full;
   const inventory bf16_ckpt = test::inventory_of(tinyllama, other);

@@ -102,6 +102,13 @@ TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's se
                                expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "S6", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E4", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E6", 1},
+                               // Llama in bf16: S7, S14 (fused AdamW), E1 (Mistral), E3 (Qwen2, tied, V 151,936),
+                               // E9 (s8192 b1), S11 (TinyLlama, 22 layers: one 32 MiB segment for a 16 MiB one).
+                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S7", 0},
+                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S14", 0},
+                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E1", 0},
+                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E3", 0},
+                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E9", 0},
                                // Checkpointed Llama: E2 (Mistral under autocast), S9 and E10 (bf16; s8192 b1).
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E2", 0},
                                expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S9", 0},
