@@ -25,7 +25,10 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   // RMSNorms a layer, on SDPA's fused or memory-efficient kernel without a mask; the rest keeps the coarse rows.
   // Under autocast, or a 16-bit model (S7's history; checkpointed, S9's and E10's).
   if (!layout.autocast_weight_cache && layout.weights == dtype::fp32) return false;
-  return run.finetune == finetune_kind::full && !m.is_moe() && !m.is_mla() &&
+  // LoRA (E11's and E12's histories): a 16-bit model with fp32 adapters on q, k, v and o, no lora_dropout.
+  const bool lora_recorded = run.finetune == finetune_kind::lora && !layout.autocast_weight_cache && run.lora_fp32 &&
+                             !(run.lora_targets & lora_mlp) && !lora_dropout;
+  return (run.finetune == finetune_kind::full || lora_recorded) && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
          (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
 }
@@ -106,11 +109,20 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (full || qkv_targets) holds |= trains_qkv;
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
   }
-  if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
+  holds |= peft_lora ? norms_frozen : norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
   const bool in_program_order = forward_in_program_order(m, run, layout, backend);
   holds |= in_program_order ? fwd_program : coarse_forward;
   const bool own_input = !is_gpt && in_program_order && !autocast && !checkpointed;  // beside RMSNorm's fp32 copy
   holds |= own_input ? norm_copies_input : norm_keeps_input;
+  // peft's modules one by one on a Llama op by op; lumped elsewhere (and on GPT-2, whose c_attn is one module).
+  if (peft_lora && !is_gpt && in_program_order) {
+    holds |= peft_per_module;
+    if (run.lora_targets & lora_q) holds |= peft_q;
+    if (run.lora_targets & lora_k) holds |= peft_k;
+    if (run.lora_targets & lora_v) holds |= peft_v;
+  } else {
+    holds |= peft_lumped;
+  }
   // The adapted modules reading the norms' outputs (GPT-2 fuses q, k and v into c_attn, Llama has separate
   // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
   // input they share when peft need not cast it (an fp32 model without autocast).
@@ -182,6 +194,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::peft_fc_in: return {peft_fc_copies, b, s, h};
       case shape_rule::peft_fc_a: return {peft_fc_modules, b, s, rank};
       case shape_rule::bs_r: return {b, s, rank};
+      case shape_rule::bs_qw: return {b, s, m.q_width()};
+      case shape_rule::bs_kvw: return {b, s, m.kv_width()};
     }
     return {};
   };
@@ -259,6 +273,15 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       t.role = tensor_role::frozen_weights;
       t.scope = cast_scope(row.shape);
       t.momentary = frozen;
+      inv.all_layers();
+    }
+    // Op by op, a saved row's layer-0 tensor is still made, and freed where its variable dies (hf_row::until).
+    if (from_layer1 && program && row.keep == keep_class::saved && !row.until.empty()) {
+      inv.set_layer_range(0, 1);
+      tensor_spec& t = inv.layer_intervals(row.name, shape_of(row.shape), type_of(row.type), tensor_category::activations,
+                                           {forward_of_layer});
+      t.momentary = true;
+      resolve_free_points(row, inv.count() - 1, true);
       inv.all_layers();
     }
     if (from_layer1 && L == 1) return;
@@ -443,9 +466,13 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         own_input ? moment("final_norm.x_rsqrt", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
     if (holds & norms_train)
       inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    else if (own_input)  // a frozen norm's weight multiply saves no normalised tensor (LoRA: E11's history)
+      moment("final_norm.normed", {b, s, h}, param, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept);
     if (program && !own_input) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
-    if (own_input && full) {
-      inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    if (own_input) {
+      // The output is lm_head's saved input, or (a frozen head) held by LlamaForCausalLM.forward until the loss.
+      if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+      else final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
       for (std::size_t i : {x_rsqrt, model_streams[0], model_streams[1]})
         inv.tensor(i).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
     }

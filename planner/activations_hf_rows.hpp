@@ -58,6 +58,8 @@ enum class shape_rule {
   // Autocast's 16-bit copies of one layer's fp32 LoRA adapters (peft: r x in for lora_A, out x r for lora_B):
   lora_w_qkv_a,  // the q, k, v modules' lora_A (GPT-2, Phi-3: the one fused module's)
   lora_w_rest,   // every other adapter of the layer
+  bs_qw,       // [b, s, a d]: q_proj's output as the linear writes it
+  bs_kvw,      // [b, s, kv d]: k_proj's and v_proj's
 };
 
 // The dtype a row is kept in.
@@ -149,6 +151,11 @@ enum when_bits : std::uint64_t {
   // forward, which lets the norm's fp32 copy stand for it; a checkpoint's kept input), or a tensor of its own
   // beside the norm's fp32 copy (a 16-bit model op by op, not checkpointed: S7's history).
   norm_keeps_input = 1ull << 42, norm_copies_input = 1ull << 43,
+  // peft on a Llama op by op (a 16-bit model, fp32 adapters; E11's and E12's histories): each adapted module's
+  // steps one by one (peft_per_module, with which of q, k and v it adapts), or its buffers lumped as the
+  // coarse forward and GPT-2's one c_attn module have them (peft_lumped).
+  peft_q = 1ull << 44, peft_k = 1ull << 45, peft_v = 1ull << 46, peft_per_module = 1ull << 47, peft_lumped = 1ull << 48,
+  norms_frozen = 1ull << 49,  // not norms_train
 };
 
 struct hf_row {
@@ -179,7 +186,8 @@ constexpr hf_row layer_rows[] = {
     // (which weight * normed saves for the weight's gradient only).
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | norm_keeps_input | input_grad},
     {"layer{}.fwd.input", shape_rule::bsh, dtype_role::param, keep_class::layer_input_moment, llama | norm_copies_input},
-    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | norm_copies_input | input_grad},
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | norm_copies_input | input_grad,
+     "layer{}.fwd.ln1_x_rsqrt"},
     // Llama under autocast op by op (fwd_program; S6's recorded history): RMSNorm's pow(2) is freed once mean
     // has read it, and its fp32 output lives until self_attn returns (LlamaDecoderLayer reassigns hidden_states).
     {"layer{}.fwd.ln1_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
@@ -193,10 +201,15 @@ constexpr hf_row layer_rows[] = {
     // A 16-bit model (S7's and S9's histories): x * rsqrt is an fp32 temporary, its .to(bf16) the normalised
     // tensor saved, and weight * that the norm's output, which q, k and v read and save.
     {"layer{}.fwd.ln1_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | no_autocast,
-     "layer{}.attn.qkv_in"},
+     "layer{}.attn.qkv_in", "layer{}.fwd.ln1_out"},
     {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln1_out",
      "layer{}.attn.qkv_in"},
+    {"layer{}.fwd.ln1_normed", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     llama | fwd_program | no_autocast | norms_frozen, "layer{}.fwd.ln1_out"},
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
+     "layer{}.fwd.attn_proj_out"},
+    // (Under LoRA the frozen q, k and v save no input: the norm's output lives until self_attn returns.)
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | no_autocast | peft,
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved,
      llama | fwd_program | no_autocast | trains_qkv, "layer{}.fwd.attn_proj_out"},
@@ -206,18 +219,58 @@ constexpr hf_row layer_rows[] = {
      llama | fwd_program | amp | trains_all},
     {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.fwd.q_out"},
+    // peft's lora.Linear.forward op by op on a 16-bit Llama (E11's and E12's histories): the frozen base's output,
+    // the input's fp32 copy lora_A saves, lora_A's output lora_B saves, lora_B's fp32 output, its scaled copy
+    // and the fp32 sum with the base's output (each freed once the next exists), then the sum cast back to
+    // the model's dtype, the module's output. Under checkpointing the copy lives until that output exists.
+    {"layer{}.fwd.q_base_out", shape_rule::bs_qw, dtype_role::compute, keep_class::forward_moment,
+     llama | peft_per_module | peft_q, "layer{}.fwd.q_sum"},
+    {"layer{}.lora.q_in", shape_rule::bsh, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_q,
+     "layer{}.fwd.q_out"},
+    {"layer{}.lora.q_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_q,
+     "layer{}.fwd.q_lora_b"},
+    {"layer{}.fwd.q_lora_b", shape_rule::bs_qw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_q, "layer{}.fwd.q_scaled"},
+    {"layer{}.fwd.q_scaled", shape_rule::bs_qw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_q, "layer{}.fwd.q_sum"},
+    {"layer{}.fwd.q_sum", shape_rule::bs_qw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_q, "layer{}.fwd.q_out"},
     {"layer{}.fwd.q_out", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache,
      llama | fwd_program | amp | trains_all},
     {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.fwd.k_out"},
+    {"layer{}.fwd.k_base_out", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
+     llama | peft_per_module | peft_k, "layer{}.fwd.k_sum"},
+    {"layer{}.lora.k_in", shape_rule::bsh, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_k,
+     "layer{}.fwd.k_out"},
+    {"layer{}.lora.k_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_k,
+     "layer{}.fwd.k_lora_b"},
+    {"layer{}.fwd.k_lora_b", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_k, "layer{}.fwd.k_scaled"},
+    {"layer{}.fwd.k_scaled", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_k, "layer{}.fwd.k_sum"},
+    {"layer{}.fwd.k_sum", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_k, "layer{}.fwd.k_out"},
     {"layer{}.fwd.k_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache,
      llama | fwd_program | amp | trains_all},
     {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.attn.v"},
+    {"layer{}.fwd.v_base_out", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
+     llama | peft_per_module | peft_v, "layer{}.fwd.v_sum"},
+    {"layer{}.lora.v_in", shape_rule::bsh, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_v,
+     "layer{}.attn.v"},
+    {"layer{}.lora.v_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_v,
+     "layer{}.fwd.v_lora_b"},
+    {"layer{}.fwd.v_lora_b", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_v, "layer{}.fwd.v_scaled"},
+    {"layer{}.fwd.v_scaled", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_v, "layer{}.fwd.v_sum"},
+    {"layer{}.fwd.v_sum", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_v, "layer{}.attn.v"},
     {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values,
      "layer{}.fwd.attn_proj_out"},
     // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
@@ -284,8 +337,8 @@ constexpr hf_row layer_rows[] = {
     // saved 35 times in 12 layers of 3 such modules, lora_B's all 12).
     {"layer{}.autocast.adapter_weights.qkv_a", shape_rule::lora_w_qkv_a, dtype_role::compute, keep_class::autocast_cache,
      amp | peft_qkv | input_grad},
-    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv},
-    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv},
+    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv | peft_lumped},
+    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv | peft_lumped},
     {"layer{}.autocast.adapter_weights", shape_rule::lora_w_rest, dtype_role::compute, keep_class::autocast_cache, amp | peft},
     {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
      "layer{}.fwd.qkv_scaled"},
@@ -366,15 +419,15 @@ constexpr hf_row layer_rows[] = {
     // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
     // (_cast_input_dtype), which lives until the module returns.
     {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | amp | trains_all},
-    {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | peft},
+    {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | amp | peft},
     {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
     {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
-    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies},
-    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o},
+    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies | peft_lumped},
+    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o | peft_lumped},
     {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.o_scaled"},
     {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
@@ -385,6 +438,18 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.attn_out", "@output"},
     // Llama's o_proj output, until the residual add (under autocast the fp32 sum ln2 saves; in a 16-bit model a
     // sum of its own, held until the layer returns).
+    {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment,
+     llama | peft_per_module | peft_o, "layer{}.fwd.o_sum"},
+    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_o,
+     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_o,
+     "layer{}.fwd.o_lora_b"},
+    {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_o, "layer{}.fwd.o_scaled"},
+    {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_o, "layer{}.fwd.o_sum"},
+    {"layer{}.fwd.o_sum", shape_rule::bsh, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_o, "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.attn_residual", "layer{}.ln2.in"},
     {"layer{}.fwd.attn_residual", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
@@ -405,11 +470,15 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama, "layer{}.fwd.ln2_x_rsqrt",
      "layer{}.ln2.normed"},
     {"layer{}.fwd.ln2_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | no_autocast,
-     "layer{}.mlp.fc_in"},
+     "layer{}.mlp.fc_in", "layer{}.fwd.ln2_out"},
+    {"layer{}.fwd.ln2_normed", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     llama | fwd_program | no_autocast | norms_frozen, "layer{}.fwd.ln2_out"},
     {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln2_out",
      "layer{}.mlp.fc_in"},
     // Llama: post_attention_layernorm's output, held until the MLP returns (in a 16-bit model what gate and up save).
     {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
+     "layer{}.fwd.down_out"},
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | no_autocast | peft,
      "layer{}.fwd.down_out"},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
      llama | dense_mlp | fwd_program | no_autocast | trains_mlp, "layer{}.fwd.down_out"},
@@ -481,12 +550,17 @@ constexpr hf_row layer_rows[] = {
      "layer{}.mlp.gate"},
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu"},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
-    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp, "layer{}.mlp.down_in"},
+    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp, "layer{}.mlp.down_in",
+     "layer{}.fwd.mlp_product"},
     {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
      llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp,
      "layer{}.mlp.up"},
-    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in"},
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in",
+     "layer{}.fwd.mlp_product"},
+    // (A frozen down_proj saves no input: the product lives until down_proj's output exists.)
+    {"layer{}.fwd.mlp_product", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment,
+     llama | dense_mlp | fwd_program | no_autocast | peft, "layer{}.fwd.down_out"},
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp,
      "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,

@@ -3,6 +3,7 @@
 // adapters, then lora_B(lora_A(x))), autocast's cached_cast (no cache for frozen weights) and autograd's
 // rule of saving only what a needed gradient reads; no GPU run of these is in the shared data.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "planner/allocator_trace.hpp"
 #include "planner/caching_allocator.hpp"
@@ -49,25 +50,35 @@ TEST_CASE("hf LoRA in pure bf16: fp32 adapters, and each adapted linear saves an
   CHECK(tensor_named(inv, "adam.v")->bytes == 4 * A);
   CHECK_FALSE(tensor_named(inv, "lora.master.fp32"));
   // q, k and v each cast the norm's output to fp32 for lora_A, which saves its copy; o the attention output.
-  REQUIRE(tensor_named(inv, "layer{}.lora.qkv_in"));
-  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, h});
-  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->type == dtype::fp32);
-  CHECK(tensor_named(inv, "layer{}.lora.o_in")->shape.to_vector() == std::vector<std::uint64_t>{b, s, h});
-  CHECK(tensor_named(inv, "layer{}.lora.o_in")->type == dtype::fp32);
-  CHECK(tensor_named(inv, "layer{}.lora.qkv_a_out")->shape.to_vector() == std::vector<std::uint64_t>{3, b, s, r16});
-  CHECK(tensor_named(inv, "layer{}.lora.o_a_out")->shape.to_vector() == std::vector<std::uint64_t>{b, s, r16});
+  // (The forward is listed op by op, module by module: E11's recorded history.)
+  REQUIRE(inv.forward_in_program_order);
+  for (const char* copy : {"layer{}.lora.q_in", "layer{}.lora.k_in", "layer{}.lora.v_in", "layer{}.lora.o_in"}) {
+    INFO(copy);
+    REQUIRE(tensor_named(inv, copy));
+    CHECK(tensor_named(inv, copy)->shape.to_vector() == std::vector<std::uint64_t>{b, s, h});
+    CHECK(tensor_named(inv, copy)->type == dtype::fp32);
+    CHECK(tensor_named(inv, copy)->kept_to_backward);
+  }
+  for (const char* a_out : {"layer{}.lora.q_a_out", "layer{}.lora.k_a_out", "layer{}.lora.v_a_out", "layer{}.lora.o_a_out"})
+    CHECK(tensor_named(inv, a_out)->shape.to_vector() == std::vector<std::uint64_t>{b, s, r16});
   // The frozen linears save no input, the frozen norms no normalised tensor; nothing for an MLP adapter.
   for (const char* gone : {"layer{}.attn.qkv_in", "layer{}.mlp.fc_in", "layer{}.mlp.down_in", "layer{}.ln1.normed",
-                           "layer{}.ln2.normed", "final_norm.normed", "lm_head.in", "layer{}.lora.fc_in",
-                           "layer{}.lora.down_in", "layer{}.autocast.frozen_weights"}) {
+                           "layer{}.ln2.normed", "lm_head.in", "layer{}.lora.fc_in", "layer{}.lora.down_in",
+                           "layer{}.autocast.frozen_weights", "layer{}.lora.qkv_in"}) {
     INFO(gone);
     CHECK_FALSE(tensor_named(inv, gone));
   }
-  // Without checkpointing the frozen embedding's output needs no gradient: layer 0's norm saves nothing.
-  CHECK(tensor_named(inv, "layer{}.ln1.in")->layer_begin == 1);
-  CHECK(tensor_named(inv, "layer{}.ln1.rsqrt")->layer_begin == 1);
+  CHECK(tensor_named(inv, "final_norm.normed")->momentary);  // made, and freed once the norm's output exists
+  // Without checkpointing the frozen embedding's output needs no gradient: layer 0's norm saves nothing (its
+  // fp32 copy and rsqrt are made for a moment).
+  for (const tensor_spec& t : inv.tensors)
+    if (t.name == "layer{}.ln1.in" || t.name == "layer{}.ln1.rsqrt") {
+      INFO(t.name << " from layer " << t.layer_begin);
+      CHECK(t.kept_to_backward == (t.layer_begin == 1));
+      CHECK(t.momentary == (t.layer_begin == 0));
+    }
   CHECK(tensor_named(inv, "layer{}.ln2.in")->layer_begin == 0);
-  CHECK(tensor_named(inv, "layer{}.lora.qkv_in")->layer_begin == 0);
+  CHECK(tensor_named(inv, "layer{}.lora.q_in")->layer_begin == 0);
 }
 
 TEST_CASE("hf LoRA under amp-bf16: an fp32 base whose weights autocast casts anew at every GEMM", "[framework][hf][lora]") {
@@ -157,7 +168,8 @@ TEST_CASE("hf LoRA on a one-layer model saves nothing of layer 0's norm and stil
   lora_case c(precision_regime::bf16);
   c.m.layers = 1;
   const inventory inv = c.inv();
-  CHECK_FALSE(tensor_named(inv, "layer{}.ln1.in"));
+  for (const tensor_spec& t : inv.tensors)
+    if (t.name == "layer{}.ln1.in") CHECK_FALSE(t.kept_to_backward);  // layer 0's fp32 copy, made for a moment
   CHECK(tensor_named(inv, "layer{}.ln2.in"));
   const plan_result p = evaluate_plan(c.m, c.r, test::data().gpu("h100"), test::data().calibration_for(test::data().gpu("h100")));
   CHECK(p.tensor_peak_bytes > 0);
@@ -307,10 +319,22 @@ TEST_CASE("hf LoRA in the allocator replay: each adapter tensor, gradient and st
   for (std::size_t i = 0; i + 1 < moments.size(); i += 2) CHECK(moments[i] == moments[i + 1]);
   CHECK(moments[6] == 4 * 256 * r16);  // the pair of k_proj's lora_B
   CHECK(sizes_of("adam.v") == std::vector<std::uint64_t>{0});
-  // peft casts the input once per adapted module (q, k, v): three [b, s, h] fp32 copies, three allocations;
-  // and lora_A writes one [b, s, r] output per module.
-  CHECK(sizes_of("layer{}.lora.qkv_in") == std::vector<std::uint64_t>(3, 4 * b * s * h));
-  CHECK(sizes_of("layer{}.lora.qkv_a_out") == std::vector<std::uint64_t>(3, 4 * b * s * r16));
+  // peft casts the input once per adapted module (q, k, v): a [b, s, h] fp32 copy each, made module by module
+  // (the forward op by op); and lora_A writes one [b, s, r] output per module.
+  for (const char* m : {"q", "k", "v"}) {
+    INFO(m);
+    CHECK(sizes_of(fmt::format("layer{{}}.lora.{}_in", m)) == std::vector<std::uint64_t>{4 * b * s * h});
+    CHECK(sizes_of(fmt::format("layer{{}}.lora.{}_a_out", m)) == std::vector<std::uint64_t>{4 * b * s * r16});
+  }
+  // Where the forward is coarse (autocast on a frozen fp32 base), one buffer stands for the three copies: three
+  // allocations.
+  lora_case amp(precision_regime::amp_bf16);
+  const inventory amp_inv = amp.inv();
+  REQUIRE_FALSE(amp_inv.forward_in_program_order);
+  const allocator_schedule amp_sched = schedule_allocations(amp_inv, describe_model(amp.m), 1, 2);
+  for (std::size_t i = 0; i < amp_inv.tensors.size(); ++i)
+    if (amp_inv.tensors[i].name == "layer{}.lora.qkv_in")
+      CHECK(amp_sched.sizes[i] == std::vector<std::uint64_t>(3, 2 * b * s * h));
   // A full fine-tune's buffers still stand for the model's parameter tensors.
   lora_case full(precision_regime::bf16);
   full.r.finetune = finetune_kind::full;
