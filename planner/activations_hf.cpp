@@ -28,9 +28,12 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   // LoRA (E11's and E12's histories): a 16-bit model with fp32 adapters on q, k, v and o, no lora_dropout.
   const bool lora_recorded = run.finetune == finetune_kind::lora && !layout.autocast_weight_cache && run.lora_fp32 &&
                              !(run.lora_targets & lora_mlp) && !lora_dropout;
+  // Eager attention: a 16-bit model fully fine-tuned (S8's history).
+  const bool eager_recorded = backend == sdpa_backend::eager && !layout.autocast_weight_cache && run.finetune == finetune_kind::full;
   return (run.finetune == finetune_kind::full || lora_recorded) && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
-         (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) && !hf_sliding_window_mask(m, run);
+         (backend == sdpa_backend::fused || backend == sdpa_backend::efficient || eager_recorded) &&
+         !hf_sliding_window_mask(m, run);
 }
 
 }  // namespace
@@ -114,6 +117,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   holds |= in_program_order ? fwd_program : coarse_forward;
   const bool own_input = !is_gpt && in_program_order && !autocast && !checkpointed;  // beside RMSNorm's fp32 copy
   holds |= own_input ? norm_copies_input : norm_keeps_input;
+  holds |= !is_gpt && in_program_order && backend == sdpa_backend::eager ? eager_ops : eager_lumped;
   // peft's modules one by one on a Llama op by op; lumped elsewhere (and on GPT-2, whose c_attn is one module).
   if (peft_lora && !is_gpt && in_program_order) {
     holds |= peft_per_module;

@@ -156,6 +156,9 @@ enum when_bits : std::uint64_t {
   // coarse forward and GPT-2's one c_attn module have them (peft_lumped).
   peft_q = 1ull << 44, peft_k = 1ull << 45, peft_v = 1ull << 46, peft_per_module = 1ull << 47, peft_lumped = 1ull << 48,
   norms_frozen = 1ull << 49,  // not norms_train
+  // Eager attention op by op on a 16-bit Llama (S8's history): the s x s steps one by one (eager_ops), or the
+  // one working buffer the peak timeline and the other forwards count (eager_lumped).
+  eager_ops = 1ull << 50, eager_lumped = 1ull << 51,
 };
 
 struct hf_row {
@@ -271,7 +274,9 @@ constexpr hf_row layer_rows[] = {
      llama | peft_per_module | peft_v, "layer{}.fwd.v_sum"},
     {"layer{}.fwd.v_sum", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
      llama | peft_per_module | peft_v, "layer{}.attn.v"},
-    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | gqa_values,
+    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
+     llama | fwd_program | gqa_values | sdpa_saves_qkv, "layer{}.fwd.attn_proj_out"},
+    {"layer{}.fwd.v_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | attn_copies,
      "layer{}.fwd.attn_proj_out"},
     // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
     // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
@@ -287,8 +292,11 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
      "layer{}.fwd.attn_proj_out"},
     // (A 16-bit model: the rotated q is what SDPA saves.)
-    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program | no_autocast,
-     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved,
+     llama | fwd_program | no_autocast | sdpa_saves_qkv, "layer{}.fwd.attn_proj_out"},
+    // (Eager attention saves copies of its own: the rotated q and k, and v, live until o_proj has run.)
+    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment,
+     llama | fwd_program | no_autocast | attn_copies, "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.k_cos", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.fwd.k_neg_half", shape_rule::bs_kv_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
@@ -299,8 +307,10 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
      "layer{}.fwd.attn_proj_out"},
-    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | no_autocast,
-     "layer{}.fwd.attn_proj_out"},
+    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
+     llama | fwd_program | no_autocast | sdpa_saves_qkv, "layer{}.fwd.attn_proj_out"},
+    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment,
+     llama | fwd_program | no_autocast | attn_copies, "layer{}.fwd.attn_proj_out"},
     // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
@@ -388,8 +398,24 @@ constexpr hf_row layer_rows[] = {
     // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
     // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
     // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
-    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working, attn_probs | scores_same_dtype},
-    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working, attn_probs | scores_upcast},
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working,
+     attn_probs | scores_same_dtype | eager_lumped},
+    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working,
+     attn_probs | scores_upcast | eager_lumped},
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_estimate,
+     attn_probs | scores_same_dtype | eager_ops},
+    {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_estimate,
+     attn_probs | scores_upcast | eager_ops},
+    // A 16-bit Llama's eager_attention_forward op by op (S8's history): matmul(q, k^T), * scaling, + the mask,
+    // each freed once the next exists (the masked scores once softmax's bf16 result does); softmax(dtype=float32)
+    // reads an fp32 copy of them, freed once its output exists.
+    {"layer{}.fwd.attn_mm", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.fwd.attn_scaled"},
+    {"layer{}.fwd.attn_scaled", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops,
+     "layer{}.fwd.attn_masked"},
+    {"layer{}.fwd.attn_masked", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops,
+     "layer{}.attn.probs_for_v"},
+    {"layer{}.fwd.softmax_in", shape_rule::bass, dtype_role::fp32, keep_class::forward_moment, eager_ops | scores_upcast,
+     "layer{}.attn.probs"},
     // SDPA's math path: _safe_softmax's bool mask of -inf scores (and its row reduction, [b,a,s,1]) is made
     // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
     // is all -inf. torch 2.11's recorded allocator history (S10, data/measurements/allocator-history-*)
@@ -408,8 +434,12 @@ constexpr hf_row layer_rows[] = {
     // reason PyTorch reserves a third 1 GiB segment there (data/measurements/allocator-history-*). By then
     // the layer's MLP buffers are freed, which the peak timeline's events cannot say: it is momentary.
     {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, math_path},
+    // (Eager attention's softmax(dtype=float32) on a 16-bit Llama shows the same third buffer: S8's history.)
+    {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, eager_ops},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
+    // matmul(probs, v)'s [b, a, s, d] output, until transpose(1, 2).contiguous() has copied it for o_proj.
+    {"layer{}.fwd.attn_pv", shape_rule::bs_v, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.attn.out_in"},
     // SDPA's output where it is not the output projection's input (Phi-3 on cuDNN: E20 and E21's inventories,
     // data/measurements/, show ScaledDotProductCudnnAttentionBackward0's saved output of its own, 16 MiB a layer).
     {"layer{}.attn.out", shape_rule::bs_v, dtype_role::compute, keep_class::saved, sdpa_own_output},

@@ -61,6 +61,19 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   CHECK(test::tensor_named(bf16, "layer{}.fwd.input")->layer_begin == 1);
   CHECK_FALSE(test::tensor_named(bf16, "layer{}.fwd.input")->kept_to_backward);
   CHECK(test::tensor_named(bf16, "embed.out"));
+  // Eager attention there (S8's history): the s x s steps one by one, and softmax's third buffer in backward.
+  run_config eager = other;
+  eager.attention = attention_kind::eager;
+  const inventory bf16_eager = test::inventory_of(tinyllama, eager);
+  CHECK(bf16_eager.forward_in_program_order);
+  for (const char* step : {"layer{}.fwd.attn_mm", "layer{}.fwd.attn_scaled", "layer{}.fwd.attn_masked", "layer{}.fwd.softmax_in",
+                           "layer{}.fwd.attn_pv", "layer{}.bwd.softmax_grad_temp"}) {
+    INFO(step);
+    REQUIRE(test::tensor_named(bf16_eager, step));
+    CHECK(test::tensor_named(bf16_eager, step)->momentary);
+  }
+  CHECK_FALSE(test::tensor_named(bf16_eager, "layer{}.attn.q_rope"));  // eager saves its own q copy instead
+  CHECK(test::tensor_named(bf16_eager, "layer{}.attn.q"));
   // A 16-bit model checkpointed (S9's and E10's histories): no casts, RMSNorm's fp32 copy and temporaries.
   other.recompute = recompute_mode::full;
   const inventory bf16_ckpt = test::inventory_of(tinyllama, other);
