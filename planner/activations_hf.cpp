@@ -20,7 +20,12 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   // Where the recorded histories show it (GPT-2: S1, E13, and checkpointed S5; Llama: S6;
   // data/measurements/allocator-history-*); peft's lora_dropout was not recorded.
   const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
-  if (m.family == model_family::gpt) return layout.autocast_weight_cache && !lora_dropout;
+  // GPT-2 under autocast (S1's, S5's and E13's histories), or fully fine-tuned without it on SDPA's fused or
+  // memory-efficient kernel (S3's and S4's).
+  if (m.family == model_family::gpt)
+    return layout.autocast_weight_cache ? !lora_dropout
+                                        : run.finetune == finetune_kind::full &&
+                                              (backend == sdpa_backend::fused || backend == sdpa_backend::efficient);
   // Llama (S6's history; checkpointed, E2's): full fine-tuning of a dense model with separate projections and two
   // RMSNorms a layer, on SDPA's fused or memory-efficient kernel without a mask; the rest keeps the coarse rows.
   // Under autocast, or a 16-bit model (S7's history; checkpointed, S9's and E10's).
@@ -118,6 +123,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const bool own_input = !is_gpt && in_program_order && !autocast && !checkpointed;  // beside RMSNorm's fp32 copy
   holds |= own_input ? norm_copies_input : norm_keeps_input;
   holds |= !is_gpt && in_program_order && backend == sdpa_backend::eager ? eager_ops : eager_lumped;
+  if (!(is_gpt && in_program_order && !autocast)) holds |= gelu_input_copy;
   // peft's modules one by one on a Llama op by op; lumped elsewhere (and on GPT-2, whose c_attn is one module).
   if (peft_lora && !is_gpt && in_program_order) {
     holds |= peft_per_module;
@@ -454,7 +460,9 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // The final norm's fp32 output: GPT2LMHeadModel.forward (LlamaForCausalLM.forward) holds it until the loss has
   // read the logits. LayerNorm writes it before its statistics, RMSNorm after pow, rsqrt and the normed tensor.
   std::size_t final_norm_out = 0;
-  if (gpt_program) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+  // (Without autocast ln_f's output is the head's saved input.)
+  if (gpt_program && autocast)
+    final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
   if (is_gpt) {
     inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
     if (gpt_program)

@@ -159,6 +159,9 @@ enum when_bits : std::uint64_t {
   // Eager attention op by op on a 16-bit Llama (S8's history): the s x s steps one by one (eager_ops), or the
   // one working buffer the peak timeline and the other forwards count (eager_lumped).
   eager_ops = 1ull << 50, eager_lumped = 1ull << 51,
+  // GPT-2's gelu_new reads c_fc's output through a copy pow saves (an fp32 cast under autocast; the coarse
+  // forward's separate buffer), or, op by op without autocast (S3's history), pow saves c_fc's output itself.
+  gelu_input_copy = 1ull << 52,
 };
 
 struct hf_row {
@@ -318,9 +321,11 @@ constexpr hf_row layer_rows[] = {
     // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
     // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
     // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
-    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+    // (Without autocast, S3's and S4's histories: ln_1's output is what c_attn saves; no casts.)
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp,
      "layer{}.ln2.in"},
-    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache,
+     gpt | fwd_program | amp | trains_all},
     // (A frozen GEMM saves its weight's copy only for its input's gradient: not layer 0's c_attn under LoRA
     // without checkpointing, whose copy is freed once the GEMM has run.)
     {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast,
@@ -513,8 +518,9 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
      llama | dense_mlp | fwd_program | no_autocast | trains_mlp, "layer{}.fwd.down_out"},
     // GPT-2 under autocast: ln_2's fp32 output lives until the layer returns; c_fc as c_attn above.
-    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program, "@output"},
-    {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp, "@output"},
+    {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
+     gpt | fwd_program | amp | trains_all},
     {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.fc_out"},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
@@ -530,14 +536,17 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.fc_scaled", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_out"},
     // c_fc's output: gelu's input x, held until gelu returns.
-    {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
+    {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | amp,
      "layer{}.fwd.gelu_out"},
+    // (Without autocast c_fc's output is pow's saved input itself, and gelu's output what c_proj saves.)
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt | fwd_program | no_autocast,
+     "layer{}.mlp.proj_in"},
     // GPT-2's gelu_new, 0.5*x*(1 + tanh(sqrt(2/pi)*(x + 0.044715*x^3))), as Python ops evaluated left to right:
     // 0.5*x first; pow saves x (an fp32 cast under autocast), tanh its result, the last mul both factors (0.5*x
     // in the GEMM dtype, 1 + tanh promoted to fp32); c_proj reads a cast of the fp32 result. Under fwd_program
     // the unsaved steps between pow and tanh are made and freed one by one (each freed once the next exists).
     {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
-    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_cube"},
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt | gelu_input_copy, "layer{}.fwd.gelu_cube"},
     {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.gelu_cube_scaled"},
     {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
@@ -549,9 +558,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.mlp.gelu.tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.mlp.gelu.one_plus_tanh"},
     {"layer{}.mlp.gelu.one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
     // gelu's output, held until c_proj returns (GPT2MLP.forward reassigns hidden_states).
-    {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
+    {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp,
      "layer{}.fwd.mlp_proj_out"},
-    {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache, gpt | fwd_program | trains_all},
+    {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
+     gpt | fwd_program | amp | trains_all},
     {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
     {"layer{}.mlp.proj_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.mlp_proj_out"},
     {"layer{}.fwd.proj_base_in", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
