@@ -122,7 +122,9 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   holds |= in_program_order ? fwd_program : coarse_forward;
   const bool own_input = !is_gpt && in_program_order && !autocast && !checkpointed;  // beside RMSNorm's fp32 copy
   holds |= own_input ? norm_copies_input : norm_keeps_input;
-  holds |= !is_gpt && in_program_order && backend == sdpa_backend::eager ? eager_ops : eager_lumped;
+  const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
+  holds |= eager_in_order ? eager_ops : eager_lumped;
+  if (!(is_gpt && eager_in_order)) holds |= v_copy_first;
   if (!(is_gpt && in_program_order && !autocast)) holds |= gelu_input_copy;
   // peft's modules one by one on a Llama op by op; lumped elsewhere (and on GPT-2, whose c_attn is one module).
   if (peft_lora && !is_gpt && in_program_order) {
@@ -438,8 +440,10 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // sdpa_mask's bool [1, 1, s, s] (expanded over the batch) into 0 / finfo.min with torch.where, whose output
   // is the broadcast [b, 1, s, s] in the embeddings' dtype (fp32 under autocast). create_causal_mask builds
   // it once per forward for the Llama family (with Mistral's window folded in), Gemma 2 one for its full and
-  // one for its sliding layers; kept like the sliding-window mask above.
-  if (!is_gpt && backend == sdpa_backend::eager)
+  // one for its sliding layers, and GPT-2 too (S2's history: a 16 MiB fp32 [4, 1, 1024, 1024] block made before
+  // layer 0 and kept through the forward; adding it promotes the bf16 scores to fp32); kept like the
+  // sliding-window mask above.
+  if (backend == sdpa_backend::eager)
     inv.span("mask.eager", {m.sliding_window_global_every > 0 ? 2 * b : b, 1, s, s},
              param, tensor_category::activations, ek::fwd_embed, checkpointed ? ek::bwd_embed : ek::fwd_head);
   if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer

@@ -162,6 +162,9 @@ enum when_bits : std::uint64_t {
   // GPT-2's gelu_new reads c_fc's output through a copy pow saves (an fp32 cast under autocast; the coarse
   // forward's separate buffer), or, op by op without autocast (S3's history), pow saves c_fc's output itself.
   gelu_input_copy = 1ull << 52,
+  // The values' contiguous copy is made before the scores (repeat_kv), or, GPT-2's eager _attn op by op, where
+  // the second matmul reads them (S2's history).
+  v_copy_first = 1ull << 53,
 };
 
 struct hf_row {
@@ -397,7 +400,7 @@ constexpr hf_row layer_rows[] = {
     // reads when that is a bf16 cast or the dropout's output.
     {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
     {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
-    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values | v_copy_first},
     // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
     {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
     // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
@@ -417,9 +420,14 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.attn_mm", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.fwd.attn_scaled"},
     {"layer{}.fwd.attn_scaled", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops,
      "layer{}.fwd.attn_masked"},
-    {"layer{}.fwd.attn_masked", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops,
+    {"layer{}.fwd.attn_masked", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, llama | eager_ops,
      "layer{}.attn.probs_for_v"},
-    {"layer{}.fwd.softmax_in", shape_rule::bass, dtype_role::fp32, keep_class::forward_moment, eager_ops | scores_upcast,
+    {"layer{}.fwd.softmax_in", shape_rule::bass, dtype_role::fp32, keep_class::forward_moment, llama | eager_ops | scores_upcast,
+     "layer{}.attn.probs"},
+    // GPT-2's eager _attn under autocast (S2's history): torch.where with the fp32 mask value promotes the
+    // masked scores to fp32, which softmax reads as they are; its output is cast to the values' dtype, then
+    // dropped out (the cast freed once the dropout's output exists).
+    {"layer{}.fwd.attn_masked", shape_rule::bass, dtype_role::fp32, keep_class::forward_moment, gpt | eager_ops,
      "layer{}.attn.probs"},
     // SDPA's math path: _safe_softmax's bool mask of -inf scores (and its row reduction, [b,a,s,1]) is made
     // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
@@ -440,9 +448,12 @@ constexpr hf_row layer_rows[] = {
     // the layer's MLP buffers are freed, which the peak timeline's events cannot say: it is momentary.
     {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, math_path},
     // (Eager attention's softmax(dtype=float32) on a 16-bit Llama shows the same third buffer: S8's history.)
-    {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, eager_ops},
+    {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, llama | eager_ops},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
+    {"layer{}.fwd.probs_cast", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, gpt | eager_ops | dropout,
+     "layer{}.attn.probs_for_v"},
     {"layer{}.attn.probs_for_v", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | probs_copy},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, gpt | eager_ops},
     // matmul(probs, v)'s [b, a, s, d] output, until transpose(1, 2).contiguous() has copied it for o_proj.
     {"layer{}.fwd.attn_pv", shape_rule::bs_v, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.attn.out_in"},
     // SDPA's output where it is not the output projection's input (Phi-3 on cuDNN: E20 and E21's inventories,

@@ -109,6 +109,8 @@ TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's se
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E1", 0},
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E3", 0},
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E9", 0},
+                               // GPT-2's eager attention under autocast, with dropout: S2.
+                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S2", 0},
                                // GPT-2 in bf16 without autocast: S3.
                                expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S3", 1},
                                // Eager attention on a 16-bit Llama: S8.
