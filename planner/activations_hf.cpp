@@ -26,15 +26,15 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
     return layout.autocast_weight_cache ? !lora_dropout
                                         : run.finetune == finetune_kind::full &&
                                               (backend == sdpa_backend::fused || backend == sdpa_backend::efficient);
-  // Llama (S6's history; checkpointed, E2's): full fine-tuning of a dense model with separate projections and two
-  // RMSNorms a layer, on SDPA's fused or memory-efficient kernel without a mask; the rest keeps the coarse rows.
-  // Under autocast, or a 16-bit model (S7's history; checkpointed, S9's and E10's).
-  if (!layout.autocast_weight_cache && layout.weights == dtype::fp32) return false;
-  // LoRA (E11's and E12's histories): a 16-bit model with fp32 adapters on q, k, v and o, no lora_dropout.
-  const bool lora_recorded = run.finetune == finetune_kind::lora && !layout.autocast_weight_cache && run.lora_fp32 &&
+  // Llama-family models: a dense model with separate projections and two RMSNorms a layer, on SDPA's fused or
+  // memory-efficient kernel without a mask, fully fine-tuned, under autocast (S6's history; checkpointed, E2's)
+  // or in 16 bits (S7's; checkpointed, S9's and E10's). In 16 bits also eager attention (S8's) and peft's LoRA
+  // with fp32 adapters on q, k, v and o without lora_dropout (E11's and E12's). The rest keeps the coarse rows.
+  const bool sixteen_bit = !layout.autocast_weight_cache && layout.weights != dtype::fp32;
+  if (!layout.autocast_weight_cache && !sixteen_bit) return false;
+  const bool lora_recorded = run.finetune == finetune_kind::lora && sixteen_bit && run.lora_fp32 &&
                              !(run.lora_targets & lora_mlp) && !lora_dropout;
-  // Eager attention: a 16-bit model fully fine-tuned (S8's history).
-  const bool eager_recorded = backend == sdpa_backend::eager && !layout.autocast_weight_cache && run.finetune == finetune_kind::full;
+  const bool eager_recorded = backend == sdpa_backend::eager && sixteen_bit && run.finetune == finetune_kind::full;
   return (run.finetune == finetune_kind::full || lora_recorded) && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
          (backend == sdpa_backend::fused || backend == sdpa_backend::efficient || eager_recorded) &&
@@ -181,7 +181,10 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::qkv_casts: return {qkv_casts, b, s, h};
       case shape_rule::fc_casts: return {mlp_input_casts, b, s, h};
       case shape_rule::matmul: return {layer_matmul};
-      case shape_rule::matmul_after_qkv: return {layer_matmul - h * m.qkv_width()};
+      case shape_rule::matmul_after_qkv: {  // the layer's GEMM weights hold q, k and v's
+        const std::uint64_t qkv_weights = checked_mul(h, m.qkv_width(), "q, k, v weights");
+        return {layer_matmul > qkv_weights ? layer_matmul - qkv_weights : 0};
+      }
       case shape_rule::lora_w_qkv_a: return {adapters_qkv_a};
       case shape_rule::lora_w_rest: return {adapters_rest};
       case shape_rule::w_qkv: return {h, m.qkv_width()};
