@@ -31,13 +31,16 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
   // or in 16 bits (S7's; checkpointed, S9's and E10's). In 16 bits also eager attention (S8's) and peft's LoRA
   // with fp32 adapters on q, k, v and o without lora_dropout (E11's and E12's). The rest keeps the coarse rows.
   const bool sixteen_bit = !layout.autocast_weight_cache && layout.weights != dtype::fp32;
-  if (!layout.autocast_weight_cache && !sixteen_bit) return false;
+  // An fp32 model on SDPA's math path (grouped heads): S10's history.
+  const bool fp32_math = !layout.autocast_weight_cache && layout.weights == dtype::fp32 && backend == sdpa_backend::math &&
+                         run.finetune == finetune_kind::full;
+  if (!layout.autocast_weight_cache && !sixteen_bit && !fp32_math) return false;
   const bool lora_recorded = run.finetune == finetune_kind::lora && sixteen_bit && run.lora_fp32 &&
                              !(run.lora_targets & lora_mlp) && !lora_dropout;
   const bool eager_recorded = backend == sdpa_backend::eager && sixteen_bit && run.finetune == finetune_kind::full;
   return (run.finetune == finetune_kind::full || lora_recorded) && !m.is_moe() && !m.is_mla() &&
          !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
-         (backend == sdpa_backend::fused || backend == sdpa_backend::efficient || eager_recorded) &&
+         (backend == sdpa_backend::fused || backend == sdpa_backend::efficient || eager_recorded || fp32_math) &&
          !hf_sliding_window_mask(m, run);
 }
 
@@ -120,11 +123,16 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   holds |= peft_lora ? norms_frozen : norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
   const bool in_program_order = forward_in_program_order(m, run, layout, backend);
   holds |= in_program_order ? fwd_program : coarse_forward;
-  const bool own_input = !is_gpt && in_program_order && !autocast && !checkpointed;  // beside RMSNorm's fp32 copy
+  // A 16-bit model's RMSNorm upcasts to a copy of its own (an fp32 model's reads its input as it is).
+  const bool norm_copy = !autocast && param != dtype::fp32;
+  if (norm_copy) holds |= norm_upcasts;
+  const bool own_input = !is_gpt && in_program_order && norm_copy && !checkpointed;  // beside RMSNorm's fp32 copy
   holds |= own_input ? norm_copies_input : norm_keeps_input;
   const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
-  holds |= eager_in_order ? eager_ops : eager_lumped;
-  if (!(is_gpt && eager_in_order)) holds |= v_copy_first;
+  const bool math_in_order = in_program_order && backend == sdpa_backend::math;
+  holds |= eager_in_order ? eager_ops : math_in_order ? math_ops : eager_lumped;
+  if (!math_in_order) holds |= math_lumped | copies_generic;
+  if (!(is_gpt && eager_in_order) && !math_in_order) holds |= v_copy_first;
   if (!(is_gpt && in_program_order && !autocast)) holds |= gelu_input_copy;
   // peft's modules one by one on a Llama op by op; lumped elsewhere (and on GPT-2, whose c_attn is one module).
   if (peft_lora && !is_gpt && in_program_order) {
@@ -211,6 +219,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::bs_r: return {b, s, rank};
       case shape_rule::bs_qw: return {b, s, m.q_width()};
       case shape_rule::bs_kvw: return {b, s, m.kv_width()};
+      case shape_rule::ss: return {s, s};
+      case shape_rule::bas_rows: return {b, a, s};
     }
     return {};
   };
@@ -487,7 +497,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
     else if (own_input)  // a frozen norm's weight multiply saves no normalised tensor (LoRA: E11's history)
       moment("final_norm.normed", {b, s, h}, param, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept);
-    if (program && !own_input) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+    if (program && !own_input && (autocast || norm_copy)) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
     if (own_input) {
       // The output is lm_head's saved input, or (a frozen head) held by LlamaForCausalLM.forward until the loss.
       if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);

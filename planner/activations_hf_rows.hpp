@@ -21,6 +21,8 @@ enum class shape_rule {
   bas,         // [b, a, s]
   bas32,       // [b, a, roundup(s, 32)]: memory-efficient attention's log-sum-exp
   b1ss,        // [b, 1, s, s]: an attention mask made a bias (the efficient kernel pads s to a multiple of 8)
+  ss,          // [s, s]: SDPA's math path's causal mask
+  bas_rows,    // [b, a, s]: _safe_softmax's per-row test
   bass,        // [b, a, s, s]
   qkv_casts,   // [n, b, s, h]: autocast casts the norm output once per linear that reads it (Llama q/k/v: 3)
   fc_casts,    // [n, b, s, h]: likewise for the MLP's input (Llama gate/up: 2)
@@ -165,6 +167,13 @@ enum when_bits : std::uint64_t {
   // The values' contiguous copy is made before the scores (repeat_kv), or, GPT-2's eager _attn op by op, where
   // the second matmul reads them (S2's history).
   v_copy_first = 1ull << 53,
+  // SDPA's math path op by op on an fp32 Llama (S10's history), or its lumped working set.
+  math_ops = 1ull << 54, math_lumped = 1ull << 55,
+  // The copies of q and k^T in the inventory's order (every eager or math attention but math_ops').
+  copies_generic = 1ull << 56,
+  // A 16-bit model without autocast: RMSNorm's .to(float32) is a copy, x * rsqrt an fp32 temporary, and the
+  // attention's residual sum a tensor the norm does not save (an fp32 model's norm reads and saves it as it is).
+  norm_upcasts = 1ull << 57,
 };
 
 struct hf_row {
@@ -209,12 +218,12 @@ constexpr hf_row layer_rows[] = {
      "layer{}.ln1.normed"},
     // A 16-bit model (S7's and S9's histories): x * rsqrt is an fp32 temporary, its .to(bf16) the normalised
     // tensor saved, and weight * that the norm's output, which q, k and v read and save.
-    {"layer{}.fwd.ln1_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | no_autocast,
+    {"layer{}.fwd.ln1_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | norm_upcasts,
      "layer{}.attn.qkv_in", "layer{}.fwd.ln1_out"},
     {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln1_out",
      "layer{}.attn.qkv_in"},
     {"layer{}.fwd.ln1_normed", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     llama | fwd_program | no_autocast | norms_frozen, "layer{}.fwd.ln1_out"},
+     llama | fwd_program | norm_upcasts | norms_frozen, "layer{}.fwd.ln1_out"},
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
      "layer{}.fwd.attn_proj_out"},
     // (Under LoRA the frozen q, k and v save no input: the norm's output lives until self_attn returns.)
@@ -398,8 +407,23 @@ constexpr hf_row layer_rows[] = {
     // Eager attention (and SDPA's math path) multiplies contiguous copies: q, k^T and v, with k and v
     // repeated to every query head (repeat_kv); it keeps the probabilities, and the copy the second matmul
     // reads when that is a bf16 cast or the dropout's output.
-    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
-    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies},
+    // SDPA's math path op by op (_scaled_dot_product_attention_math, an fp32 Llama with grouped heads: S10's
+    // history): q * sqrt(scale); the causal mask built as ones(s, s).tril() and made an fp32 bias; k and v
+    // repeated to every head (enable_gqa); k^T * sqrt(scale); bmm's copy of q; the scores, to which the bias is
+    // added in place; _safe_softmax's output with its -inf test and row check, freed with the scores once it
+    // has run; the product with v.
+    {"layer{}.fwd.q_scaled", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, math_ops, "layer{}.fwd.attn_pv"},
+    {"layer{}.fwd.causal_ones", shape_rule::ss, dtype_role::mask, keep_class::forward_moment, math_ops, "layer{}.fwd.causal_tril"},
+    {"layer{}.fwd.causal_tril", shape_rule::ss, dtype_role::mask, keep_class::forward_moment, math_ops, "layer{}.fwd.causal_bias"},
+    {"layer{}.fwd.causal_bias", shape_rule::ss, dtype_role::compute, keep_class::forward_moment, math_ops, "layer{}.fwd.attn_pv"},
+    {"layer{}.fwd.k_repeated", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, math_ops, "layer{}.fwd.attn_pv"},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, math_ops},
+    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, math_ops},
+    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, math_ops},
+    {"layer{}.fwd.math_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, math_ops,
+     "layer{}.fwd.safe_softmax_rows"},
+    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | copies_generic},
+    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | copies_generic},
     {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values | v_copy_first},
     // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
     {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
@@ -412,6 +436,8 @@ constexpr hf_row layer_rows[] = {
      attn_probs | scores_upcast | eager_lumped},
     {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_estimate,
      attn_probs | scores_same_dtype | eager_ops},
+    {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_estimate,
+     attn_probs | scores_same_dtype | math_ops},
     {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_estimate,
      attn_probs | scores_upcast | eager_ops},
     // A 16-bit Llama's eager_attention_forward op by op (S8's history): matmul(q, k^T), * scaling, + the mask,
@@ -433,8 +459,12 @@ constexpr hf_row layer_rows[] = {
     // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
     // is all -inf. torch 2.11's recorded allocator history (S10, data/measurements/allocator-history-*)
     // shows per layer the scores, the softmax output and the 256 MiB mask, and no third [b,a,s,s] buffer.
-    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path | math_lumped},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_moment, math_ops,
+     "layer{}.fwd.safe_softmax_rows"},
+    {"layer{}.fwd.safe_softmax_rows", shape_rule::bas_rows, dtype_role::mask, keep_class::forward_moment, math_ops},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_estimate, math_ops},
     // The backward of the matmul that reads the probabilities writes their gradient, and softmax's backward
     // the scores' (listed after the probabilities: the replay walks a layer's backward in reverse order).
     {"layer{}.bwd.d_probs", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
@@ -456,6 +486,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, gpt | eager_ops},
     // matmul(probs, v)'s [b, a, s, d] output, until transpose(1, 2).contiguous() has copied it for o_proj.
     {"layer{}.fwd.attn_pv", shape_rule::bs_v, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.attn.out_in"},
+    {"layer{}.fwd.attn_pv", shape_rule::bs_v, dtype_role::compute, keep_class::forward_moment, math_ops, "layer{}.attn.out_in"},
     // SDPA's output where it is not the output projection's input (Phi-3 on cuDNN: E20 and E21's inventories,
     // data/measurements/, show ScaledDotProductCudnnAttentionBackward0's saved output of its own, 16 MiB a layer).
     {"layer{}.attn.out", shape_rule::bs_v, dtype_role::compute, keep_class::saved, sdpa_own_output},
@@ -499,7 +530,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.attn_residual", "layer{}.ln2.in"},
     {"layer{}.fwd.attn_residual", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     llama | fwd_program | no_autocast, "@output"},
+     llama | fwd_program | norm_upcasts, "@output"},
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
@@ -515,10 +546,10 @@ constexpr hf_row layer_rows[] = {
      "layer{}.ln2.rsqrt"},
     {"layer{}.ln2.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama, "layer{}.fwd.ln2_x_rsqrt",
      "layer{}.ln2.normed"},
-    {"layer{}.fwd.ln2_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | no_autocast,
+    {"layer{}.fwd.ln2_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | norm_upcasts,
      "layer{}.mlp.fc_in", "layer{}.fwd.ln2_out"},
     {"layer{}.fwd.ln2_normed", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     llama | fwd_program | no_autocast | norms_frozen, "layer{}.fwd.ln2_out"},
+     llama | fwd_program | norm_upcasts | norms_frozen, "layer{}.fwd.ln2_out"},
     {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln2_out",
      "layer{}.mlp.fc_in"},
     // Llama: post_attention_layernorm's output, held until the MLP returns (in a 16-bit model what gate and up save).

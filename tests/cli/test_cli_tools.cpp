@@ -367,10 +367,12 @@ TEST_CASE("plan check sets a run's segments beside the replay's, size by size", 
   std::string env, line;
   std::getline(in, env);
   json run, coarse;
-  while (std::getline(in, line)) {
+  while (std::getline(in, line))
     if (json j = json::parse(line); j["id"] == "S3") run = j;
-    else if (j["id"] == "S10") coarse = j;  // an fp32 Llama on SDPA's math path: a coarse forward
-  }
+  // E14, Mistral at its 4096-token window: transformers builds a mask there, and the forward stays coarse.
+  std::ifstream extra(std::string(TRAINPLAN_MEASUREMENTS) + "/pytorch-hf-h100-2026-11-27-extra.jsonl");
+  while (std::getline(extra, line))
+    if (json j = json::parse(line); j["id"] == "E14") coarse = j;
   REQUIRE(run.is_object());
   REQUIRE(coarse.is_object());
   const auto dir = trainplan::test::scratch_dir("trainplan-check-segments");
@@ -389,7 +391,7 @@ TEST_CASE("plan check sets a run's segments beside the replay's, size by size", 
   CHECK_THAT(c.out, Catch::Contains("segments: measured 2 (5.86 GiB), replayed "));
   CHECK_THAT(c.out, Catch::Contains("large 6000 MiB: measured 1, replayed 0 (-5.86 GiB)"));
   // PyTorch's two cuBLAS workspaces are in the measured segments; a replay that follows the forward op by op
-  // makes them too (S3), a coarse one leaves them out (S10), which check says, with their size, once.
+  // makes them too (S3), a coarse one leaves them out (E14), which check says, with their size, once.
   const std::string left_out = "the replay leaves out PyTorch's cuBLAS workspaces, 64 MiB in all";
   CHECK_THAT(c.out, Catch::Contains(left_out));
   CHECK(c.out.find(left_out) == c.out.rfind(left_out));

@@ -50,9 +50,15 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   other = r;
   other.attention = attention_kind::eager;
   CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  // An fp32 model: on SDPA's math path (grouped heads, S10's history), not on the memory-efficient kernel (no
+  // history of it).
   other = r;
-  other.precision = precision_regime::fp32;  // no history of an fp32 Llama on the fused kernels
-  CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  other.precision = precision_regime::fp32;
+  const inventory fp32_math = test::inventory_of(tinyllama, other);
+  CHECK(fp32_math.forward_in_program_order);
+  CHECK(test::tensor_named(fp32_math, "layer{}.fwd.causal_bias"));
+  CHECK_FALSE(test::tensor_named(fp32_math, "layer{}.fwd.ln1_x_rsqrt"));  // RMSNorm reads its fp32 input as it is
+  CHECK_FALSE(test::inventory_of(test::data().model("llama-2-7b").spec, other).forward_in_program_order);
   // A 16-bit model (S7's history): the layer's input a tensor of its own beside RMSNorm's fp32 copy, which is
   // made in the layer.
   other.precision = precision_regime::bf16;

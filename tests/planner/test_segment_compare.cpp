@@ -109,6 +109,8 @@ TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's se
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E1", 0},
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E3", 0},
                                expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E9", 0},
+                               // An fp32 Llama on SDPA's math path (grouped heads): S10.
+                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S10", 1},
                                // GPT-2's eager attention under autocast, with dropout: S2.
                                expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S2", 0},
                                // GPT-2 in bf16 without autocast: S3.
