@@ -59,9 +59,9 @@ TEST_CASE("hf eager attention keeps the float causal mask, [b,1,s,s] in the embe
   // GPT2Model builds it with create_causal_mask: S2's recorded history shows the 1 MiB bool mask, then the
   // 16 MiB fp32 [4, 1, 1024, 1024] one kept through the forward).
   CHECK_FALSE(tensor_named(inventory_of(m, hf_run(8192, precision_regime::bf16)), "mask.eager"));
-  const tensor_spec* gpt_mask =
-      tensor_named(inventory_of(test::data().model("gpt2").spec, hf_run(1024, precision_regime::amp_bf16, attention_kind::eager)),
-                   "mask.eager");
+  const inventory gpt2_eager =
+      inventory_of(test::data().model("gpt2").spec, hf_run(1024, precision_regime::amp_bf16, attention_kind::eager));
+  const tensor_spec* gpt_mask = tensor_named(gpt2_eager, "mask.eager");
   REQUIRE(gpt_mask);
   CHECK(gpt_mask->shape.to_vector() == std::vector<std::uint64_t>{1, 1, 1024, 1024});  // hf_run's micro-batch 1
   CHECK(gpt_mask->type == dtype::fp32);
