@@ -10,7 +10,7 @@
 
 namespace trainplan {
 
-using namespace hf_rows;  // the rows' enums and tables (planner/activations_hf_rows.hpp)
+using namespace hf_rows;  // the rows' vocabulary and tables (planner/activations_hf_row_rules.hpp, activations_hf_rows.hpp)
 
 namespace {
 
