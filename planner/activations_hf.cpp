@@ -120,28 +120,24 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (full || qkv_targets) holds |= trains_qkv;
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
   }
-  holds |= peft_lora ? norms_frozen : norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
+  if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
   const bool in_program_order = forward_in_program_order(m, run, layout, backend);
   holds |= in_program_order ? fwd_program : coarse_forward;
   // A 16-bit model's RMSNorm upcasts to a copy of its own (an fp32 model's reads its input as it is).
   const bool norm_copy = !autocast && param != dtype::fp32;
   if (norm_copy) holds |= norm_upcasts;
   const bool own_input = !is_gpt && in_program_order && norm_copy && !checkpointed;  // beside RMSNorm's fp32 copy
-  holds |= own_input ? norm_copies_input : norm_keeps_input;
+  if (own_input) holds |= norm_copies_input;
   const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
   const bool math_in_order = in_program_order && backend == sdpa_backend::math;
-  holds |= eager_in_order ? eager_ops : math_in_order ? math_ops : eager_lumped;
-  if (!math_in_order) holds |= math_lumped | copies_generic;
-  if (!(is_gpt && eager_in_order) && !math_in_order) holds |= v_copy_first;
-  if (!(is_gpt && in_program_order && !autocast)) holds |= gelu_input_copy;
+  if (eager_in_order) holds |= eager_ops;
+  if (math_in_order) holds |= math_ops;
   // peft's modules one by one on a Llama op by op; lumped elsewhere (and on GPT-2, whose c_attn is one module).
   if (peft_lora && !is_gpt && in_program_order) {
     holds |= peft_per_module;
     if (run.lora_targets & lora_q) holds |= peft_q;
     if (run.lora_targets & lora_k) holds |= peft_k;
     if (run.lora_targets & lora_v) holds |= peft_v;
-  } else {
-    holds |= peft_lumped;
   }
   // The adapted modules reading the norms' outputs (GPT-2 fuses q, k and v into c_attn, Llama has separate
   // q, k, v and gate, up), and the copies of their input that lora_A saves: one per module, or the one
@@ -246,7 +242,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const std::uint64_t L = m.layers;
   // Whether a row applies (checked in the loops, not in emit: most rows do not, and sweeps build millions
   // of inventories).
-  auto applies = [&](const hf_row& row) { return (row.when & holds) == row.when; };
+  auto applies = [&](const hf_row& row) { return row.when.applies(holds); };
   const bool program = (holds & fwd_program) != 0;
   // forward_moment rows waiting for the row that frees them (a layer's rows name later rows of the layer).
   struct waiting_moment {
@@ -287,7 +283,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   };
   auto emit = [&](const hf_row& row) {
     bool forward_copy = false;  // a saved row's momentary forward copy (checkpointing, below)
-    const bool from_layer1 = layer0_without_input_grad && (row.when & input_grad);
+    const bool from_layer1 = layer0_without_input_grad && (row.when.all & input_grad);
     // A weight's copy in layer 0 where no gradient needs it: made all the same, not saved. A frozen GEMM's
     // copy is freed once the GEMM has run; autocast's cached copy of a trained adapter when the forward ends.
     if (from_layer1 && (row.keep == keep_class::frozen_cast || row.keep == keep_class::autocast_cache)) {
@@ -394,7 +390,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     // DeepSeek-V3: the rows every layer has, then the dense first layers' MLP rows, then the MoE layers'.
     // The MLP's input casts and the autocast weight copies differ between the two kinds of layer.
     auto kind_specific = [](const hf_row& row) {
-      return (row.when & dense_mlp) != 0 || row.shape == shape_rule::fc_casts || row.shape == shape_rule::matmul;
+      return (row.when.all & dense_mlp) != 0 || row.shape == shape_rule::fc_casts || row.shape == shape_rule::matmul;
     };
     for (const hf_row& row : layer_rows)
       if (!kind_specific(row) && applies(row)) emit(row);

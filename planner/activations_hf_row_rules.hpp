@@ -95,7 +95,7 @@ enum class keep_class {
   frozen_cast,       // autocast's copies of frozen weights: not cached, saved by the GEMM's backward
 };
 
-// Conditions: a row applies when every bit it names holds.
+// What a run holds, which rows name as conditions (a row's `condition`, below).
 enum when_bits : std::uint64_t {
   gpt = 1u << 0, llama = 1u << 1, amp = 1u << 2, dropout = 1u << 3,
   sdpa_saves_qkv = 1u << 4,   // fused or efficient backend: q, k, v saved as they are (GPT-2: views of c_attn's output)
@@ -149,39 +149,41 @@ enum when_bits : std::uint64_t {
   no_autocast = 1ull << 40,
   // Checkpointing such a model keeps the 16-bit layer input; the recomputation saves the fp32 copy beside it.
   upcast_copy = 1ull << 41,
-  // Llama: the layer's input is what its first RMSNorm saves (autocast's fp32 residual stream; a coarse
-  // forward, which lets the norm's fp32 copy stand for it; a checkpoint's kept input), or a tensor of its own
-  // beside the norm's fp32 copy (a 16-bit model op by op, not checkpointed: S7's history).
-  norm_keeps_input = 1ull << 42, norm_copies_input = 1ull << 43,
+  // Llama: the layer's input is a tensor of its own beside the norm's fp32 copy (a 16-bit model op by op, not
+  // checkpointed: S7's history); otherwise (unless{norm_copies_input}) it is what its first RMSNorm saves:
+  // autocast's fp32 residual stream, a checkpoint's kept input, or the coarse forward's stand-in.
+  norm_copies_input = 1ull << 42,
   // peft on a Llama op by op (a 16-bit model, fp32 adapters; E11's and E12's histories): each adapted module's
-  // steps one by one (peft_per_module, with which of q, k and v it adapts), or its buffers lumped as the
-  // coarse forward and GPT-2's one c_attn module have them (peft_lumped).
-  peft_q = 1ull << 44, peft_k = 1ull << 45, peft_v = 1ull << 46, peft_per_module = 1ull << 47, peft_lumped = 1ull << 48,
-  norms_frozen = 1ull << 49,  // not norms_train
-  // Eager attention op by op on a 16-bit Llama (S8's history): the s x s steps one by one (eager_ops), or the
-  // one working buffer the peak timeline and the other forwards count (eager_lumped).
-  eager_ops = 1ull << 50, eager_lumped = 1ull << 51,
-  // GPT-2's gelu_new reads c_fc's output through a copy pow saves (an fp32 cast under autocast; the coarse
-  // forward's separate buffer), or, op by op without autocast (S3's history), pow saves c_fc's output itself.
-  gelu_input_copy = 1ull << 52,
-  // The values' contiguous copy is made before the scores (repeat_kv), or, GPT-2's eager _attn op by op, where
-  // the second matmul reads them (S2's history).
-  v_copy_first = 1ull << 53,
-  // SDPA's math path op by op on an fp32 Llama (S10's history), or its lumped working set.
-  math_ops = 1ull << 54, math_lumped = 1ull << 55,
-  // The copies of q and k^T in the inventory's order (every eager or math attention but math_ops').
-  copies_generic = 1ull << 56,
+  // steps one by one, with which of q, k and v it adapts; otherwise (unless{peft_per_module}) its buffers
+  // lumped, as the coarse forward and GPT-2's one c_attn module have them.
+  peft_q = 1ull << 43, peft_k = 1ull << 44, peft_v = 1ull << 45, peft_per_module = 1ull << 46,
+  // Eager attention op by op (a 16-bit Llama: S8's history; GPT-2 under autocast: S2's), and SDPA's math path
+  // op by op (an fp32 Llama: S10's): the s x s steps one by one; otherwise (unless{eager_ops | math_ops}) the
+  // one working buffer the other forwards count.
+  eager_ops = 1ull << 47, math_ops = 1ull << 48,
   // A 16-bit model without autocast: RMSNorm's .to(float32) is a copy, x * rsqrt an fp32 temporary, and the
   // attention's residual sum a tensor the norm does not save (an fp32 model's norm reads and saves it as it is).
-  norm_upcasts = 1ull << 57,
+  norm_upcasts = 1ull << 49,
 };
+
+// A row's condition: every bit it names holds, and none of those written `unless{...}`
+// (`llama | fwd_program | unless{norms_train}`).
+struct unless {
+  std::uint64_t bits;
+};
+struct condition {
+  std::uint64_t all = 0, none = 0;
+  constexpr condition(std::uint64_t all_bits = 0, std::uint64_t none_bits = 0) : all(all_bits), none(none_bits) {}
+  constexpr bool applies(std::uint64_t holds) const { return (all & holds) == all && (none & holds) == 0; }
+};
+constexpr condition operator|(std::uint64_t all, unless u) { return {all, u.bits}; }
 
 struct hf_row {
   std::string_view name;
   shape_rule shape;
   dtype_role type;
   keep_class keep;
-  std::uint64_t when;
+  condition when;
   // A forward_moment's free point: the row whose allocation ends the variable holding it, else or_until
   // (when `until` does not apply); "@output": once the layer's output exists (a variable the decoder layer's
   // forward holds until it returns). Neither applying: freed at the next buffer that outlives the event. A

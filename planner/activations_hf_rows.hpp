@@ -20,7 +20,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt | input_grad},
     // Llama: input_layernorm upcasts to fp32 and saves that, rsqrt(var + eps), and the normalized tensor
     // (which weight * normed saves for the weight's gradient only).
-    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | norm_keeps_input | input_grad},
+    {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, llama | input_grad | unless{norm_copies_input}},
     {"layer{}.fwd.input", shape_rule::bsh, dtype_role::param, keep_class::layer_input_moment, llama | norm_copies_input},
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | norm_copies_input | input_grad,
      "layer{}.fwd.ln1_x_rsqrt"},
@@ -41,7 +41,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.ln1.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln1_out",
      "layer{}.attn.qkv_in"},
     {"layer{}.fwd.ln1_normed", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     llama | fwd_program | norm_upcasts | norms_frozen, "layer{}.fwd.ln1_out"},
+     llama | fwd_program | norm_upcasts | unless{norms_train}, "layer{}.fwd.ln1_out"},
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
      "layer{}.fwd.attn_proj_out"},
     // (Under LoRA the frozen q, k and v save no input: the norm's output lives until self_attn returns.)
@@ -182,8 +182,8 @@ constexpr hf_row layer_rows[] = {
     // saved 35 times in 12 layers of 3 such modules, lora_B's all 12).
     {"layer{}.autocast.adapter_weights.qkv_a", shape_rule::lora_w_qkv_a, dtype_role::compute, keep_class::autocast_cache,
      amp | peft_qkv | input_grad},
-    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv | peft_lumped},
-    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv | peft_lumped},
+    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv | unless{peft_per_module}},
+    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv | unless{peft_per_module}},
     {"layer{}.autocast.adapter_weights", shape_rule::lora_w_rest, dtype_role::compute, keep_class::autocast_cache, amp | peft},
     {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
      "layer{}.fwd.qkv_scaled"},
@@ -240,18 +240,21 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, math_ops},
     {"layer{}.fwd.math_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, math_ops,
      "layer{}.fwd.safe_softmax_rows"},
-    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | copies_generic},
-    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | copies_generic},
-    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | gqa_values | v_copy_first},
+    {"layer{}.attn.q", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | unless{math_ops}},
+    {"layer{}.attn.k_t", shape_rule::bs_q, dtype_role::compute, keep_class::saved, attn_copies | unless{math_ops}},
+    // (v's copy comes here, repeat_kv's, but where GPT-2's eager _attn op by op and the math path op by op make it.)
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved,
+     llama | attn_copies | gqa_values | unless{math_ops}},
+    {"layer{}.attn.v_rep", shape_rule::bs_q, dtype_role::compute, keep_class::saved, gpt | attn_copies | gqa_values | unless{eager_ops}},
     // Gemma 2's eager attention caps the scores, cap * tanh(scores / cap): tanh saves its output.
     {"layer{}.attn.softcap_tanh", shape_rule::bass, dtype_role::compute, keep_class::saved, attn_probs | attn_softcap},
     // Eager and math attention build the s x s scores as tensors (q k^T, scaled, masked: one alive at a
     // time) while softmax writes its output. When softmax runs in fp32 on 16-bit scores (autocast, or
     // softmax(dtype=float32)) what it reads is an fp32 copy, and the 16-bit scores are already freed.
     {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_working,
-     attn_probs | scores_same_dtype | eager_lumped},
+     attn_probs | scores_same_dtype | unless{eager_ops | math_ops}},
     {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_working,
-     attn_probs | scores_upcast | eager_lumped},
+     attn_probs | scores_upcast | unless{eager_ops | math_ops}},
     {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_estimate,
      attn_probs | scores_same_dtype | eager_ops},
     {"layer{}.fwd.attn_scores", shape_rule::bass, dtype_role::compute, keep_class::forward_estimate,
@@ -277,7 +280,7 @@ constexpr hf_row layer_rows[] = {
     // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
     // is all -inf. torch 2.11's recorded allocator history (S10, data/measurements/allocator-history-*)
     // shows per layer the scores, the softmax output and the 256 MiB mask, and no third [b,a,s,s] buffer.
-    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path | math_lumped},
+    {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path | unless{math_ops}},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
     {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_moment, math_ops,
      "layer{}.fwd.safe_softmax_rows"},
@@ -321,8 +324,8 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.attn_proj_out"},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
     {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
-    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies | peft_lumped},
-    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o | peft_lumped},
+    {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies | unless{peft_per_module}},
+    {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o | unless{peft_per_module}},
     {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.o_scaled"},
     {"layer{}.fwd.o_scaled", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
@@ -367,7 +370,7 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.ln2_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | norm_upcasts,
      "layer{}.mlp.fc_in", "layer{}.fwd.ln2_out"},
     {"layer{}.fwd.ln2_normed", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     llama | fwd_program | norm_upcasts | norms_frozen, "layer{}.fwd.ln2_out"},
+     llama | fwd_program | norm_upcasts | unless{norms_train}, "layer{}.fwd.ln2_out"},
     {"layer{}.ln2.normed", shape_rule::bsh, dtype_role::param, keep_class::saved, llama | norms_train, "layer{}.fwd.ln2_out",
      "layer{}.mlp.fc_in"},
     // Llama: post_attention_layernorm's output, held until the MLP returns (in a 16-bit model what gate and up save).
@@ -406,7 +409,9 @@ constexpr hf_row layer_rows[] = {
     // in the GEMM dtype, 1 + tanh promoted to fp32); c_proj reads a cast of the fp32 result. Under fwd_program
     // the unsaved steps between pow and tanh are made and freed one by one (each freed once the next exists).
     {"layer{}.mlp.gelu.half_x", shape_rule::bsf, dtype_role::compute, keep_class::saved, gpt, "layer{}.fwd.gelu_out"},
-    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt | gelu_input_copy, "layer{}.fwd.gelu_cube"},
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt | amp, "layer{}.fwd.gelu_cube"},
+    {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt | no_autocast | coarse_forward,
+     "layer{}.fwd.gelu_cube"},
     {"layer{}.fwd.gelu_cube", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.gelu_cube_scaled"},
     {"layer{}.fwd.gelu_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program,
