@@ -146,17 +146,15 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   const bool one_qkv_module = is_gpt || m.fused_projections;  // c_attn, qkv_proj
   const std::uint64_t peft_qkv_modules = one_qkv_module ? 1u : static_cast<std::uint64_t>(__builtin_popcount(qkv_targets));
   const std::uint64_t peft_fc_modules = one_qkv_module ? 1u : 2u;  // c_fc, gate_up_proj | gate, up
-  // One layer's adapter elements, in peft's module order (q, k, v first): the q, k, v modules' lora_A, and the rest.
+  // One layer's adapter elements (lora_layer_tensors: each module's lora_A then lora_B, q, k and v's modules
+  // first): the q, k, v modules' lora_A, and the rest.
   std::uint64_t adapters_qkv_a = 0, adapters_rest = 0;
   if (peft_lora) {
-    const std::vector<lora_module> modules = lora_layer_modules(m, run.lora_targets);
+    const std::vector<std::uint64_t> tensors = lora_layer_tensors(m, rank, run.lora_targets);
     const std::size_t qkv_modules = lora_qkv_modules(m, run.lora_targets);
-    for (std::size_t i = 0; i < modules.size(); ++i) {
-      const std::uint64_t a_elements = checked_mul(rank, modules[i].in, "LoRA adapters");
-      const std::uint64_t b_elements = checked_mul(rank, modules[i].out, "LoRA adapters");
-      if (i < qkv_modules) adapters_qkv_a = checked_add(adapters_qkv_a, a_elements, "LoRA adapters");
-      else adapters_rest = checked_add(adapters_rest, a_elements, "LoRA adapters");
-      adapters_rest = checked_add(adapters_rest, b_elements, "LoRA adapters");
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      std::uint64_t& sum = lora_is_qkv_a(i, qkv_modules) ? adapters_qkv_a : adapters_rest;
+      sum = checked_add(sum, tensors[i], "LoRA adapters");
     }
   }
   const std::uint64_t peft_qkv_copies = holds & peft_copies ? peft_qkv_modules : 1u;

@@ -6,6 +6,7 @@
 #include "planner/caching_allocator.hpp"
 #include "planner/checked_math.hpp"
 #include "planner/expandable_allocator.hpp"
+#include "planner/lora.hpp"
 
 namespace trainplan {
 namespace {
@@ -81,7 +82,7 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
     case param_scope::layer_adapters_qkv_a:  // lora_A of each q, k, v module: tensors 0, 2, ... of the layer's list
     case param_scope::layer_adapters_rest:
       for (std::size_t i = 0; i < inv.adapter_layer_tensors.size(); ++i) {
-        const bool qkv_a = i % 2 == 0 && i / 2 < inv.adapter_qkv_modules;
+        const bool qkv_a = lora_is_qkv_a(i, inv.adapter_qkv_modules);
         if (qkv_a == (t.scope == param_scope::layer_adapters_qkv_a)) sizes.push_back(inv.adapter_layer_tensors[i] * width);
       }
       break;

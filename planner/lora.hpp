@@ -2,6 +2,7 @@
 // LoRA adapters (Hu et al. 2021): each targeted linear layer W (out x in) gains B (out x r) and A (r x in),
 // r * (in + out) trainable parameters, while W stays frozen. QLoRA (Dettmers et al. 2023) stores the
 // frozen linear weights in 4-bit NF4 with double quantization.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,9 @@ std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targ
 // How many of those modules are the attention's q, k and v (GPT-2's and Phi-3's one fused module): the first
 // ones of lora_layer_modules.
 unsigned lora_qkv_modules(const model_spec& m, unsigned targets, framework_kind framework = framework_kind::hf);
+
+// Whether tensor `index` of lora_layer_tensors is the lora_A of one of the layer's first `qkv_modules` modules.
+constexpr bool lora_is_qkv_a(std::size_t index, std::size_t qkv_modules) { return index % 2 == 0 && index / 2 < qkv_modules; }
 
 // How many linear layers of one transformer layer the targets adapt (mlp: fc and proj, or gate, up, down).
 unsigned lora_linears(const model_spec& m, unsigned targets, framework_kind framework = framework_kind::hf);
