@@ -71,12 +71,15 @@ TEST_CASE("hf LoRA in pure bf16: fp32 adapters, and each adapted linear saves an
   CHECK(tensor_named(inv, "final_norm.normed")->momentary);  // made, and freed once the norm's output exists
   // Without checkpointing the frozen embedding's output needs no gradient: layer 0's norm saves nothing (its
   // fp32 copy and rsqrt are made for a moment).
+  int norm_tensors = 0;
   for (const tensor_spec& t : inv.tensors)
     if (t.name == "layer{}.ln1.in" || t.name == "layer{}.ln1.rsqrt") {
+      ++norm_tensors;
       INFO(t.name << " from layer " << t.layer_begin);
       CHECK(t.kept_to_backward == (t.layer_begin == 1));
       CHECK(t.momentary == (t.layer_begin == 0));
     }
+  CHECK(norm_tensors == 4);  // each in layer 0 and from layer 1 on
   CHECK(tensor_named(inv, "layer{}.ln2.in")->layer_begin == 0);
   CHECK(tensor_named(inv, "layer{}.lora.q_in")->layer_begin == 0);
 }
@@ -111,11 +114,14 @@ TEST_CASE("hf LoRA under amp-bf16: an fp32 base whose weights autocast casts ane
   // saves its copy for its input's gradient, lora_A on q, k and v again from layer 1 on.
   const std::uint64_t a_qkv = r16 * 3 * h, all = r16 * ((h + h) + 2 * (h + 256) + (h + h));
   CHECK(tensor_named(inv, "layer{}.autocast.adapter_weights")->bytes == 2 * (all - a_qkv));
+  int qkv_a_copies = 0;  // layer 0's (cached to the forward's end) and layers 1 on's (saved)
   for (const tensor_spec& t : inv.tensors)
     if (t.name == "layer{}.autocast.adapter_weights.qkv_a") {
+      ++qkv_a_copies;
       CHECK(t.bytes == 2 * a_qkv);
       CHECK(t.kept_to_backward == (t.layer_begin == 1));
     }
+  CHECK(qkv_a_copies == 2);
   REQUIRE(tensor_named(inv, "lm_head.autocast.weight"));
   CHECK(tensor_named(inv, "lm_head.autocast.weight")->bytes == 2 * 32000 * h);
   // lora_A's input is autocast's bf16 copy, one per module: o's too (peft casts the bf16 attention output
@@ -168,8 +174,13 @@ TEST_CASE("hf LoRA on a one-layer model saves nothing of layer 0's norm and stil
   lora_case c(precision_regime::bf16);
   c.m.layers = 1;
   const inventory inv = c.inv();
+  int copies = 0;
   for (const tensor_spec& t : inv.tensors)
-    if (t.name == "layer{}.ln1.in") CHECK_FALSE(t.kept_to_backward);  // layer 0's fp32 copy, made for a moment
+    if (t.name == "layer{}.ln1.in") {
+      ++copies;
+      CHECK_FALSE(t.kept_to_backward);  // layer 0's fp32 copy, made for a moment
+    }
+  CHECK(copies == 1);
   CHECK(tensor_named(inv, "layer{}.ln2.in"));
   const plan_result p = evaluate_plan(c.m, c.r, test::data().gpu("h100"), test::data().calibration_for(test::data().gpu("h100")));
   CHECK(p.tensor_peak_bytes > 0);
