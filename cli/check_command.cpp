@@ -29,6 +29,7 @@ struct check_args {
   std::string gpu = "h100";
   double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0, time_tolerance_pct = 20.0;
   std::string segments_out;
+  bool one_process = false;
   std::string data_dir;  // as for plan: its gpus.json, models.json and calibration.json add to or override the built-in data
 };
 
@@ -178,14 +179,16 @@ void print_gpu_busy_summary(std::vector<double> errors) {
 
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
                        double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
-                       std::string* segments_jsonl) {
+                       std::string* segments_jsonl, bool one_process) {
   bool all_within = true;
   double worst_tensor = 0, worst_device = 0, worst_time = 0;
   for (const std::string& path : files) {
     std::vector<double> busy;  // the GPU-busy errors of this file's profiled runs
-    const measured_file f = parse_measurements(read_text_file(path), path);
-    fmt::print("{}: {}, torch {}, transformers {}; CUDA context {} as measured\n", path, f.gpu, f.torch,
-               f.transformers, gib(f.context_bytes));
+    measured_file f = parse_measurements(read_text_file(path), path);
+    if (one_process) mark_one_process(f);
+    fmt::print("{}: {}, torch {}, transformers {}; CUDA context {} as measured{}\n", path, f.gpu, f.torch,
+               f.transformers, gib(f.context_bytes),
+               one_process ? "; runs measured one after another in one process (the first made the cuBLAS workspaces)" : "");
     fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {:>9} {:>9} {:>8}   {}\n", "run", "tensor peak",
                "predicted", "error", "device peak", "replayed", "error", "step", "predicted", "error", "configuration");
     for (const measured_run& r : f.runs) {
@@ -263,6 +266,10 @@ void register_check_command(CLI::App& app, command_action& chosen) {
                   "pool, bytes, tensor, reserved_bytes}; step 0 is the model's creation), in the order it makes them: "
                   "what scripts/compare_allocator_history.py sets beside PyTorch's recorded history")
       ->type_name("FILE");
+  cmd->add_flag("--one-process", args->one_process,
+               "the runs were measured one after another in one process (as the shared file's 14 were), not each in "
+               "a process of its own as scripts/collect_hf.py does: every run after the first finds PyTorch's cuBLAS "
+               "workspaces made, and the allocator replay does not make them again");
   cmd->add_option("--data-dir", args->data_dir,
                   "as for plan: GPUs, models and calibration beyond the built-in ones (a calibration.json that plan "
                   "calibrate --framework hf -o wrote for this machine, say)")
@@ -280,7 +287,7 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       std::string segments;
       const int status = check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,
                                             args->device_tolerance_pct, args->time_tolerance_pct,
-                                            args->segments_out.empty() ? nullptr : &segments);
+                                            args->segments_out.empty() ? nullptr : &segments, args->one_process);
       if (!args->segments_out.empty()) write_output(args->segments_out, segments);
       return status;
     };

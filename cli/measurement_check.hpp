@@ -14,6 +14,6 @@ namespace trainplan::cli {
 // run (plan check --segments-out).
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
                        double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
-                       std::string* segments_jsonl = nullptr);
+                       std::string* segments_jsonl = nullptr, bool one_process = false);
 
 }  // namespace trainplan::cli

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "planner/activations_hf_backward.hpp"
 #include "planner/activations_hf_rows.hpp"
 #include "planner/checked_math.hpp"
 #include "planner/lora.hpp"
@@ -44,10 +45,37 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
          !hf_sliding_window_mask(m, run);
 }
 
+// The head's and the embedding's backward temporaries, which only the allocator replay makes (momentary), and
+// the steps of the three backward events (planner/activations_hf_backward.hpp).
+void add_gpt_backward_outside_layers(inventory_builder& inv, const model_spec& m, const run_config& run, dtype compute,
+                                     dtype param, std::array<backward_program, 3>& backward) {
+  using ek = event_kind;
+  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, V = m.vocab, tokens = b * s;
+  auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last) {
+    inv.span(name, shape, type, tensor_category::activation_grads, first, last).momentary = true;
+  };
+  moment("head.d_logits", {tokens, V}, compute, ek::bwd_head, ek::bwd_head);
+  moment("head.d_weight", {V, h}, compute, ek::bwd_head, ek::bwd_head);
+  moment("head.d_input", {b, s, h}, compute, ek::bwd_head, ek::bwd_head);
+  moment("head.d_input_fp32", {b, s, h}, param, ek::bwd_head, ek::bwd_head);
+  // The residual stream's gradient, from ln_f's backward to the embedding's (the layers add theirs into it).
+  moment("grad.residual", {b, s, h}, param, ek::bwd_head, ek::bwd_embed);
+  moment("embed.d_dropout", {b, s, h}, param, ek::bwd_embed, ek::bwd_embed);
+  moment("embed.d_positions_sum", {1, s, h}, param, ek::bwd_embed, ek::bwd_embed);
+  // embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu) sorts more than 3072 indices and sums
+  // them in partial segments of at most NROWS_PER_THREAD = 10 rows (EmbeddingBackwardKernel.cu): an fp32 buffer
+  // of numel / 10 + min(numel, rows) segments of h (13.2 MiB for S1's and S5's 4096 tokens of GPT-2's table).
+  if (tokens > 3072)
+    moment("embed.grad_partials", {tokens / 10 + std::min(tokens, V), h}, dtype::fp32, ek::bwd_embed, ek::bwd_embed);
+  backward[0] = {ek::bwd_head, hf_rows::gpt_head_backward, std::size(hf_rows::gpt_head_backward)};
+  backward[1] = {ek::bwd_layer, hf_rows::gpt_layer_backward, std::size(hf_rows::gpt_layer_backward)};
+  backward[2] = {ek::bwd_embed, hf_rows::gpt_embedding_backward, std::size(hf_rows::gpt_embedding_backward)};
+}
+
 }  // namespace
 
 bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
-                        const param_counts& counts) {
+                        const param_counts& counts, std::array<backward_program, 3>& backward) {
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim, V = m.vocab;
   // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
   const std::uint64_t f = m.dense_mlp_width(), f_expert = m.ffn;
@@ -128,6 +156,11 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (norm_copy) holds |= norm_upcasts;
   const bool own_input = !is_gpt && in_program_order && norm_copy && !checkpointed;  // beside RMSNorm's fp32 copy
   if (own_input) holds |= norm_copies_input;
+  // The backward op by op where S5's and S1's histories show it (planner/activations_hf_backward.hpp): GPT-2
+  // fully fine-tuned under autocast on SDPA's fused kernel, with dropout, on one GPU and one micro-batch a step.
+  const bool backward_in_order = is_gpt && autocast && in_program_order && full && backend == sdpa_backend::fused &&
+                                 drop && run.zero == 0 && run.grad_accum == 1 && m.max_positions > 0;
+  if (backward_in_order) holds |= bwd_program;
   const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
   const bool math_in_order = in_program_order && backend == sdpa_backend::math;
   if (eager_in_order) holds |= eager_ops;
@@ -215,6 +248,10 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
       case shape_rule::bs_kvw: return {b, s, m.kv_width()};
       case shape_rule::ss: return {s, s};
       case shape_rule::bas_rows: return {b, a, s};
+      case shape_rule::reduce_bsh: return {2, b, s, h};
+      case shape_rule::reduce_bsf: return {2, b, s, f};
+      case shape_rule::reduce_bs_qkv: return {2, b, s, m.qkv_width()};
+      case shape_rule::sdpa_bwd: return {b, a, s, d + 1};
     }
     return {};
   };
@@ -309,7 +346,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     const dtype type = type_of(row.type);
     const tensor_category cat = row.keep == keep_class::autocast_cache || row.keep == keep_class::frozen_cast
                                     ? tensor_category::weights
-                                : row.keep == keep_class::backward_working || row.keep == keep_class::backward_moment
+                                : row.keep == keep_class::backward_working || row.keep == keep_class::backward_moment ||
+                                          row.keep == keep_class::backward_estimate
                                     ? tensor_category::activation_grads
                                     : tensor_category::activations;
     tensor_spec* made = nullptr;
@@ -347,6 +385,10 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         made->replayed = false;
         break;
       case keep_class::backward_working: made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer}); break;
+      case keep_class::backward_estimate:
+        made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer});
+        made->replayed = false;
+        break;
       case keep_class::backward_moment:
         made = &inv.layer_intervals(row.name, shape, type, cat, {backward_of_layer});
         made->momentary = true;
@@ -381,6 +423,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (m.dense_layers == 0) {
     for (const hf_row& row : layer_rows)
       if (applies(row)) emit(row);
+    if (backward_in_order)
+      for (const hf_row& row : gpt_backward_rows) emit(row);
     if (m.is_moe())
       for (const hf_row& row : moe_rows)
         if (applies(row)) emit(row);
@@ -527,6 +571,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, backward);
   return in_program_order;
 }
 

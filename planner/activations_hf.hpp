@@ -3,6 +3,8 @@
 // every tensor autograd saves for backward, the loss's fp32 buffers, and the working sets that exist only
 // within one event. Read off the saved-tensor inventories measured with torch 2.11 and transformers 5.17 on
 // an H100 (../shared/measurements/, copied with provenance into tests/data/measurements/).
+#include <array>
+
 #include "planner/inventory_builder.hpp"
 #include "planner/model_spec.hpp"
 #include "planner/param_count.hpp"
@@ -32,8 +34,10 @@ void check_hf_run(const run_config& run, const precision_layout& layout);
 // recorded allocator histories show it (inventory::forward_in_program_order): GPT-2 under autocast (without
 // peft's lora_dropout; checkpointed too), and dense Llama-family models under autocast, fully fine-tuned on SDPA
 // without a mask and not checkpointed: temporaries with their own free points (tensor_spec::freed_after), which
-// the allocator replay makes and frees where PyTorch does.
+// the allocator replay makes and frees where PyTorch does. Where a recorded history shows the backward op by
+// op too (GPT-2 under autocast on SDPA's fused kernel, with dropout), it writes those events' steps into
+// `backward` (inventory::backward_programs) and leaves it alone otherwise.
 bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
-                        const param_counts& counts);
+                        const param_counts& counts, std::array<backward_program, 3>& backward);
 
 }  // namespace trainplan

@@ -62,6 +62,11 @@ enum class shape_rule {
   lora_w_rest,   // every other adapter of the layer
   bs_qw,       // [b, s, a d]: q_proj's output as the linear writes it
   bs_kvw,      // [b, s, kv d]: k_proj's and v_proj's
+  // GPT-2's backward op by op (planner/activations_hf_backward.hpp):
+  reduce_bsh,     // [2, b, s, h], fp32: the staging buffer of a bias gradient's column sum
+  reduce_bsf,     // [2, b, s, f]
+  reduce_bs_qkv,  // [2, b, s, q + 2kv]
+  sdpa_bwd,       // [b, a, s, d + 1], fp32: the fused SDPA backward's workspace
 };
 
 // The dtype a row is kept in.
@@ -91,6 +96,7 @@ enum class keep_class {
   forward_estimate,  // the peak timeline's forward working set where forward_moment rows spell it out
   backward_working,  // exists while the layer's backward runs
   backward_moment,   // exists for a moment within the layer's backward (tensor_spec::momentary)
+  backward_estimate, // the peak timeline's backward working set where backward_moment rows spell it out
   autocast_cache,    // autocast's weight copies: saved, or under checkpointing cached until the forward ends
   frozen_cast,       // autocast's copies of frozen weights: not cached, saved by the GEMM's backward
 };
@@ -164,6 +170,9 @@ enum when_bits : std::uint64_t {
   // A 16-bit model without autocast: RMSNorm's .to(float32) is a copy, x * rsqrt an fp32 temporary, and the
   // attention's residual sum a tensor the norm does not save (an fp32 model's norm reads and saves it as it is).
   norm_upcasts = 1ull << 49,
+  // GPT-2's backward under autocast op by op (planner/activations_hf_backward.hpp: S5's and S1's histories):
+  // backward_moment rows and the event's steps; otherwise (unless{bwd_program}) the coarse working buffers.
+  bwd_program = 1ull << 50,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`

@@ -494,9 +494,14 @@ constexpr hf_row layer_rows[] = {
     // temporaries, and in backward the residual gradient and the MLP's inner gradients.
     {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_working, dense_mlp | coarse_forward},
     {"layer{}.fwd.mlp_temporaries", shape_rule::bsf, dtype_role::param, keep_class::forward_estimate, dense_mlp | fwd_program},
-    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0},
-    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp},
-    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp | separate_proj},
+    // (Where the backward is op by op, planner/activations_hf_backward.hpp, these count for the peak timeline alone.)
+    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_working, 0 | unless{bwd_program}},
+    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_working, dense_mlp | unless{bwd_program}},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_working,
+     dense_mlp | separate_proj | unless{bwd_program}},
+    {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_estimate, bwd_program},
+    {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_estimate, bwd_program},
+    {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_estimate, bwd_program},
     // Phi-3: chunk's backward writes gate_up_proj's whole [b, s, 2f] output gradient.
     {"layer{}.bwd.d_mlp_compute", shape_rule::bs2f, dtype_role::compute, keep_class::backward_working, dense_mlp | fused_proj},
 };

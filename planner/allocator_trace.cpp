@@ -15,7 +15,9 @@ namespace {
 // dtype; otherwise (sharded, quantized) it stays one allocation.
 // A per-layer buffer stands for the tensors of the layers it covers (DeepSeek-V3's dense first layers hold
 // other MLP tensors than its MoE layers).
-std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts, const inventory& inv) {
+// With `names`, each allocation's parameter tensor too (for the parameter scopes; left empty for the others).
+std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts, const inventory& inv,
+                                               std::vector<std::string_view>* names = nullptr) {
   const std::uint64_t width = dtype_bytes(t.type);
   if (t.allocations > 1 && t.scope == param_scope::none && t.bytes % t.allocations == 0)
     return std::vector<std::uint64_t>(t.allocations, t.bytes / t.allocations);  // peft's per-module copies
@@ -30,6 +32,7 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
       for (std::uint64_t e : *pieces) sizes.push_back(e * width);
     else
       sizes.push_back(p.count * width);
+    if (names) names->resize(sizes.size(), p.name);
   };
   auto take = [&](auto keep, std::uint64_t copies) {
     for (const param_tensor& p : facts.tensors)
@@ -89,7 +92,11 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
   }
   std::uint64_t sum = 0;
   for (std::uint64_t s : sizes) sum += s;
-  if (sizes.empty() || sum != t.bytes) return {t.bytes};
+  if (names && names->size() != sizes.size()) names->clear();
+  if (sizes.empty() || sum != t.bytes) {
+    if (names) names->clear();
+    return {t.bytes};
+  }
   return sizes;
 }
 
@@ -115,6 +122,60 @@ void interleave_optimizer_states(allocator_schedule& schedule, const inventory& 
     for (std::uint32_t i : group) together.push_back(schedule.sizes[i][p]);
   schedule.sizes[group[0]] = std::move(together);
   for (std::size_t k = 1; k < group.size(); ++k) schedule.sizes[group[k]].assign(1, 0);  // a zero-byte request: none
+}
+
+// A backward event's steps (inventory::backward_programs) against this inventory: for each buffer the step that
+// allocates it and the one that frees it (-1: none), and the steps that allocate one parameter's piece of a
+// split gradient buffer.
+struct resolved_program {
+  std::uint64_t count = 0;         // 0: the event is not written op by op
+  std::uint64_t recompute_at = 0;  // the steps before it come before the recomputation
+  std::vector<std::int32_t> alloc_at, free_at;
+  struct piece_step {
+    std::uint32_t tensor;
+    std::int32_t piece, step;
+  };
+  std::vector<piece_step> pieces;
+};
+
+// A step naming a buffer the inventory does not hold, or a parameter its buffer does not stand for, is skipped:
+// that buffer then follows the replay's default rules.
+resolved_program resolve_program(const backward_program& program, const inventory& inv, const model_facts& facts,
+                                 std::vector<std::vector<std::uint64_t>>& sizes, std::vector<std::vector<bool>>& placed) {
+  resolved_program r;
+  if (program.count == 0) return r;
+  r.count = program.count;
+  r.recompute_at = program.count;
+  r.alloc_at.assign(inv.tensors.size(), -1);
+  r.free_at.assign(inv.tensors.size(), -1);
+  for (std::size_t k = 0; k < program.count; ++k) {
+    const backward_step& st = program.steps[k];
+    const std::int32_t step = static_cast<std::int32_t>(k);
+    if (st.kind == backward_step::recompute) {
+      r.recompute_at = std::min<std::uint64_t>(r.recompute_at, k);
+      continue;
+    }
+    for (std::uint32_t i = 0; i < inv.tensors.size(); ++i) {
+      const tensor_spec& t = inv.tensors[i];
+      if (t.name != st.tensor || !t.replayed) continue;
+      if (st.kind == backward_step::free) {
+        r.free_at[i] = step;
+      } else if (st.part.empty()) {
+        r.alloc_at[i] = step;
+      } else {
+        std::vector<std::string_view> names;
+        std::vector<std::uint64_t> split = split_by_parameters(t, facts, inv, &names);
+        const auto at = std::find(names.begin(), names.end(), st.part);
+        if (at == names.end()) continue;
+        if (sizes[i].empty()) sizes[i] = std::move(split);
+        placed[i].resize(sizes[i].size());
+        const std::int32_t piece = static_cast<std::int32_t>(at - names.begin());
+        placed[i][static_cast<std::size_t>(piece)] = true;
+        r.pieces.push_back({i, piece, step});
+      }
+    }
+  }
+  return r;
 }
 
 struct instance {
@@ -228,13 +289,50 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   //     the forward are freed at the event's end, as the timeline counts them (every buffer whose lifetime
   //     covers the event is live at once), so the replay never holds less than the timeline; the gradient
   //     working buffers too.
+  //   - A backward event written op by op (inventory::backward_programs): its steps in order. Those before the
+  //     recomputation come first, then the recomputation as above, then the rest; what no step names is freed
+  //     at the event's end.
   struct op {
     std::uint64_t time, sub;
     std::uint32_t kind;  // 0 allocate, 1 free
     std::uint64_t index;
+    std::int32_t piece = -1;
   };
   const std::uint64_t P = inv.tensors.size();
   const std::uint64_t event_end = 4 * P + 4;
+  std::vector<std::vector<std::uint64_t>> sizes(inv.tensors.size());
+  std::vector<std::vector<bool>> placed(inv.tensors.size());
+  std::array<resolved_program, 3> programs;
+  std::uint64_t longest_program = 0;
+  for (std::size_t k = 0; k < programs.size(); ++k) {
+    programs[k] = resolve_program(inv.backward_programs[k], inv, facts, sizes, placed);
+    longest_program = std::max(longest_program, programs[k].count);
+  }
+  const std::uint64_t program_end = event_end + 2 * longest_program + 1;  // after every step of any program
+  const std::int64_t head_event = event_index(event_kind::bwd_head, 0, L), embed_event = event_index(event_kind::bwd_embed, 0, L);
+  // The program of the backward event at time t, if it has one.
+  auto program_at = [&](std::uint64_t t) -> const resolved_program* {
+    if (t == 0 || t == never) return nullptr;
+    const std::uint64_t r = (t - 1) % per_step;
+    if (r == mbs * E) return nullptr;  // the optimizer step
+    const std::int64_t e = static_cast<std::int64_t>(r % E);
+    for (std::size_t k = 0; k < programs.size(); ++k) {
+      const backward_program& bp = inv.backward_programs[k];
+      const bool here = bp.event == event_kind::bwd_head    ? e == head_event
+                        : bp.event == event_kind::bwd_embed ? e == embed_event
+                                                            : e > head_event && e < embed_event;
+      if (bp.count > 0 && here) return &programs[k];
+    }
+    return nullptr;
+  };
+  // Where an op of a program event goes: a step's place, or the default rules' shifted past the steps before
+  // the recomputation, with the event's end after every step.
+  auto program_sub = [&](const resolved_program* p, std::uint64_t sub, std::int32_t step) -> std::uint64_t {
+    if (!p) return sub;
+    const std::uint64_t k = static_cast<std::uint64_t>(step);
+    if (step >= 0) return k < p->recompute_at ? k : p->recompute_at + event_end + k;
+    return sub >= event_end ? program_end : sub + p->recompute_at;
+  };
   const std::uint64_t fwd0 = static_cast<std::uint64_t>(event_index(event_kind::fwd_layer, 0, L));
   const std::uint64_t last_forward = static_cast<std::uint64_t>(event_index(event_kind::loss, 0, L));
   auto forward_event = [&](std::uint64_t t, std::uint64_t& e) {  // false for the optimizer step and backward events
@@ -284,8 +382,22 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
       alloc_sub = working && !gradient ? 2 * rank : reverse_position(rank);
       if (working && !gradient && !own_free_point) free_sub = reverse_position(rank) + 1;
     }
+    if (const resolved_program* p = program_at(in.begin)) alloc_sub = program_sub(p, alloc_sub, p->alloc_at[in.tensor]);
+    if (const resolved_program* p = program_at(in.end)) free_sub = program_sub(p, free_sub, p->free_at[in.tensor]);
     ops.push_back({in.begin, alloc_sub, 0, n});
     if (in.end != never) ops.push_back({in.end, free_sub, 1, n});
+    // The parameters' pieces a program places: in its event of the instance's step and micro-batch (a layer's
+    // program in that layer's backward).
+    for (std::size_t k = 0; k < programs.size(); ++k)
+      for (const resolved_program::piece_step& ps : programs[k].pieces) {
+        if (ps.tensor != in.tensor || in.begin == 0) continue;
+        const backward_program& bp = inv.backward_programs[k];
+        const std::uint64_t start = in.begin - (in.begin - 1) % per_step % E;  // event 0 of the instance's micro-batch
+        const std::int64_t e = bp.event == event_kind::bwd_layer ? event_index(event_kind::bwd_layer, static_cast<std::int64_t>(in.layer), L)
+                               : bp.event == event_kind::bwd_head ? head_event
+                                                                  : embed_event;
+        ops.push_back({start + static_cast<std::uint64_t>(e), program_sub(&programs[k], 0, ps.step), 0, n, ps.piece});
+      }
   }
   std::sort(ops.begin(), ops.end(), [](const op& a, const op& b) {
     if (a.time != b.time) return a.time < b.time;
@@ -297,13 +409,15 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   allocator_schedule schedule;
   schedule.inv = &inv;
   schedule.instances = instances.size();
-  schedule.sizes.resize(inv.tensors.size());
+  schedule.sizes = std::move(sizes);
+  schedule.placed = std::move(placed);
   schedule.ops.reserve(ops.size());
   for (const op& o : ops) {
     const instance& in = instances[o.index];
-    std::vector<std::uint64_t>& sizes = schedule.sizes[in.tensor];
-    if (o.kind == 0 && sizes.empty()) sizes = split_by_parameters(inv.tensors[in.tensor], facts, inv);
-    schedule.ops.push_back({o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1});
+    std::vector<std::uint64_t>& tensor_sizes = schedule.sizes[in.tensor];
+    if (o.kind == 0 && tensor_sizes.empty()) tensor_sizes = split_by_parameters(inv.tensors[in.tensor], facts, inv);
+    schedule.ops.push_back(
+        {o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1, o.piece});
   }
   interleave_optimizer_states(schedule, inv);
   // Where the cuBLAS workspaces are requested: before the first operation of step 1's first layer forward and
@@ -354,8 +468,12 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
       held.clear();
       continue;
     }
-    for (std::uint64_t bytes : schedule.sizes[o.tensor]) {
-      if (bytes == 0) continue;
+    const std::vector<std::uint64_t>& sizes = schedule.sizes[o.tensor];
+    const std::vector<bool>& placed = schedule.placed[o.tensor];
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const std::uint64_t bytes = sizes[k];
+      const bool placed_apart = k < placed.size() && placed[k];  // allocated by a backward step of its own
+      if (bytes == 0 || (o.piece >= 0 ? k != static_cast<std::size_t>(o.piece) : placed_apart)) continue;
       const std::uint64_t before = alloc.reserved_bytes();
       const bool failed_before = alloc.out_of_memory();
       held.push_back(alloc.allocate(bytes));

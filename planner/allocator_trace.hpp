@@ -39,7 +39,8 @@ struct allocator_replay {
 // replay follows program order, the inventory's order of a layer's buffers (planner/activations_hf_rows.hpp): a
 // forward event's working buffers die once the next buffer that outlives the event exists; a backward event
 // recomputes (checkpointing) first, then walks the layer in reverse, allocating gradients and freeing saved
-// buffers as it reaches them. Creation and the optimizer step allocate, then free.
+// buffers as it reaches them; a backward event written op by op (inventory::backward_programs) follows its
+// steps instead. Creation and the optimizer step allocate, then free.
 // Simulates the model's creation and `steps` optimizer steps (the measurements read step 3), with segments
 // limited to `capacity_bytes` in all (what cudaMalloc can hand out; default unlimited).
 // Each time an allocation raises what the allocator reserves: with PyTorch's default allocator (no
@@ -61,11 +62,15 @@ struct allocator_schedule {
     std::uint32_t tensor;    // index in inv->tensors
     int step;                // 0-based optimizer step, -1 while creating the model
     bool free;
+    // An allocation: the one of sizes[tensor] at this index (a backward step that places one parameter's
+    // gradient), or -1: all of them but those placed so (placed[tensor]).
+    std::int32_t piece = -1;
   };
   const inventory* inv = nullptr;  // must outlive the schedule
   std::uint64_t instances = 0;
   std::vector<op> ops;
   std::vector<std::vector<std::uint64_t>> sizes;  // by tensor: the tensors PyTorch allocates for one instance
+  std::vector<std::vector<bool>> placed;          // by tensor: which of those a backward step allocates (else empty)
   // The allocator it replays through: PyTorch's default (planner/caching_allocator.hpp), or with
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/expandable_allocator.hpp), whose segments'
   // address space is sized from the GPU's memory (80 GiB when not set).

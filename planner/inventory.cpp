@@ -405,7 +405,7 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   if (hf) {
     check_hf_run(run, layout);
     if (layout.loss_scaling) add_grad_scaler_state(inv);
-    out.forward_in_program_order = add_hf_activations(inv, m, run, layout, pc);
+    out.forward_in_program_order = add_hf_activations(inv, m, run, layout, pc, out.backward_programs);
     return finish_inventory(std::move(out), m);
   }
 

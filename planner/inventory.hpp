@@ -155,6 +155,24 @@ struct tensor_spec {
   std::uint64_t instances() const { return per_layer ? layer_end - layer_begin : 1; }
 };
 
+// One step of a backward event written op by op (hf: planner/activations_hf_backward.hpp): allocate or free
+// the buffers named `tensor` (every one the inventory holds by that name whose lifetime starts or ends in the
+// event), or, with `part`, only the allocation of a gradient buffer that stands for that parameter tensor
+// ("layer{}.mlp.proj.weight"); `recompute` marks where a checkpointed layer's recomputation runs (the first
+// op that needs a saved tensor). The allocator replay follows these steps in order in the event, instead of
+// its reverse walk; the peak timeline does not read them.
+struct backward_step {
+  enum kind_t : std::uint8_t { alloc, free, recompute };
+  kind_t kind;
+  std::string_view tensor = {};
+  std::string_view part = {};
+};
+struct backward_program {
+  event_kind event = event_kind::bwd_layer;  // bwd_head, bwd_layer (each layer's backward), bwd_embed
+  const backward_step* steps = nullptr;      // static storage
+  std::size_t count = 0;                     // 0: none, the replay's reverse walk
+};
+
 struct inventory {
   std::uint64_t layers = 0;
   std::uint64_t dense_layers = 0;  // DeepSeek's dense first layers, whose buffers differ from the MoE layers'
@@ -167,6 +185,8 @@ struct inventory {
   std::uint32_t adapter_qkv_modules = 0;  // how many of those modules (lora_A, lora_B each) are q, k and v's
   // hf: the layers' forward is listed op by op in program order (add_hf_activations).
   bool forward_in_program_order = false;
+  // hf: backward events written op by op (GPT-2 under autocast: the head's, each layer's, the embedding's).
+  std::array<backward_program, 3> backward_programs{};
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)
   std::uint64_t activations_all_layers_bytes = 0;  // every layer's

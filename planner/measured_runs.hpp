@@ -65,4 +65,9 @@ struct measured_file {
 // Throws input_error naming the file, the line and the field for anything malformed or missing.
 measured_file parse_measurements(std::string_view text, const std::string& file_name);
 
+// The file's runs were measured one after another in one process (the shared file, which does not say so:
+// its one env line and S1's segments, byte for byte those of S1 in a process of its own, do): every run after
+// the first found the cuBLAS workspaces the first made (run_config::cublas_workspaces_held).
+void mark_one_process(measured_file& f);
+
 }  // namespace trainplan

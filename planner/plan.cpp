@@ -197,7 +197,8 @@ bool replay_makes_cublas_workspaces(const plan_result& r) {
   // the replay they are a segment each, as E11's measured segments show (two of 32 MiB more than its replay
   // made). With expandable segments no history was recorded, and there the coarse replays moved most when they
   // were made (E17 +6.2 points): left out too.
-  return r.run.framework == framework_kind::hf && r.inv.forward_in_program_order && !r.run.expandable_segments;
+  return r.run.framework == framework_kind::hf && r.inv.forward_in_program_order && !r.run.expandable_segments &&
+         !r.run.cublas_workspaces_held;
 }
 
 allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {

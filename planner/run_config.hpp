@@ -59,6 +59,11 @@ struct run_config {
   // hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, segments that grow by mapping pages instead of new
   // cudaMalloc'd segments (planner/expandable_allocator.hpp). Other frameworks' allocators are not replayed.
   bool expandable_segments = false;
+  // hf: the process already holds PyTorch's two cuBLAS workspaces, made by an earlier run in it (never freed:
+  // aten/src/ATen/cuda/CublasHandlePool.cpp), so this run requests none and the replay makes none; they stay
+  // segments of their own. Set for measurements taken one after another in one process (plan check
+  // --one-process), not by the plan command.
+  bool cublas_workspaces_held = false;
 
   // Beyond one GPU (issue 6). gpus = data-parallel degree x tp x pp.
   std::uint64_t gpus = 1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 
 #include "planner/allocator_trace.hpp"
 #include "planner/timeline.hpp"
@@ -153,12 +154,16 @@ TEST_CASE("hf GPT-2 program: the replay makes PyTorch's cuBLAS workspaces, with 
 namespace {
 
 // Walks a schedule: every buffer instance is allocated once, then freed once, in that order; the momentary
-// ones (the forward's temporaries) are all freed by the end.
+// ones (the forward's temporaries) are all freed by the end. A gradient buffer whose parameters' pieces a
+// backward step places (allocator_schedule::op::piece) is allocated piece by piece: each piece once, and
+// the op for the rest once, all before the free.
 void check_made_before_freed(const inventory& inv, const allocator_schedule& schedule) {
   std::vector<char> state(schedule.instances, 0);  // 0 not made, 1 live, 2 freed
+  std::set<std::pair<std::uint64_t, std::int32_t>> made;  // (instance, piece) allocated
   std::size_t wrong = 0;
   for (const allocator_schedule::op& o : schedule.ops) {
-    if (state[o.instance] != (o.free ? 1 : 0)) {
+    const bool twice = !o.free && !made.insert({o.instance, o.piece}).second;
+    if (o.free ? state[o.instance] != 1 : state[o.instance] == 2 || twice) {
       ++wrong;
       UNSCOPED_INFO((o.free ? "freed before made: " : "made twice: ") << inv.tensors[o.tensor].name);
     }
