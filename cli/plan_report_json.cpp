@@ -1,5 +1,7 @@
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "cli/plan_report.hpp"
 #include "planner/search.hpp"
 
@@ -132,6 +134,12 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                 // measured runs were about one such segment (with expandable segments: null)
                                 {"loss_segment_bytes", p.run.expandable_segments ? nlohmann::json()
                                                                                  : nlohmann::json(hf_loss_segment_bytes(p.model, p.run))},
+                                // after another run in the same process (cuBLAS workspaces made already);
+                                // null where not replayed so (planner/plan.hpp, reserved_after_another_run)
+                                {"reserved_after_another_run_bytes", [&] {
+                                   const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model));
+                                   return warm ? nlohmann::json(*warm) : nlohmann::json();
+                                 }()},
                                 {"out_of_memory", a.out_of_memory},
                                 // the tensors alone would fit: the shortfall is fragmentation
                                 {"tensors_fit", a.tensors_fit},

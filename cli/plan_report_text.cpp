@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 
 #include "cli/format.hpp"
 #include "cli/model_features.hpp"
@@ -236,6 +238,15 @@ std::string render_plan_text(const plan_report_input& in) {
       line("  Its known error: against PyTorch on an H100, its larger misses were about one segment of the loss's "
            "[b*s, V] fp32 size; here {}",
            gib(hf_loss_segment_bytes(p.model, p.run)));
+    // Where the run sits on an edge, the process's history decides a segment (planner/plan.hpp).
+    if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model))) {
+      const double now = static_cast<double>(p.allocator_reserved_bytes), then = static_cast<double>(*warm);
+      if (std::abs(then - now) >= 0.01 * now)
+        line("  After another run in the same process (PyTorch's cuBLAS workspaces made already, as in a notebook that "
+             "trains twice) it reserves {} ({:+.2f} GiB): this run sits on an edge of the allocator, where one block's "
+             "place decides a segment (PyTorch's S5 reserved 5.39 GiB in a process of its own, 4.65 GiB after S1)",
+             gib(*warm), (then - now) / 1073741824.0);
+    }
     const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
     if (a.out_of_memory && a.tensors_fit && !expandable)
       line("  The tensors fit: with the context and workspaces they need {} at most (in the allocator's blocks); what is "

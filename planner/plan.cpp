@@ -210,6 +210,14 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
   return schedule;
 }
 
+std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts) {
+  if (!r.allocator || r.allocator->out_of_memory || r.allocator->cache_releases > 0 || !replay_makes_cublas_workspaces(r))
+    return std::nullopt;
+  allocator_schedule schedule = plan_allocator_schedule(r, facts);
+  schedule.workspace_bytes = 0;
+  return checked_add(replay_schedule(schedule).peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
+}
+
 void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
   if (!replays_allocator(r.run)) return;
   const std::uint64_t fixed = checked_add(r.overhead.cuda_context_bytes, r.overhead.cublas_workspace_bytes, "overhead");

@@ -120,6 +120,14 @@ std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
 // them to the overhead line: hf, the forward op by op, PyTorch's default allocator (plan.cpp says why).
 bool replay_makes_cublas_workspaces(const plan_result& r);
 
+// What the same run reserves after another run in the same process (a notebook or a script that trains twice,
+// as the shared file's S2-S14 were measured): PyTorch's cuBLAS workspaces are made already, so the replay makes
+// none and they stay segments of their own (counted in). Where a request sits on an edge this moves a whole
+// segment: S5 reserved 5.39 GiB in a process of its own and 4.65 GiB after S1. Set only where the replay makes
+// the workspaces and completes without running short (nullopt otherwise); one more replay, so the plan command
+// asks for it and sweeps do not.
+std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts);
+
 // The allocations and frees the hf allocator replay makes for r (planner/allocator_trace.hpp), with r's
 // allocator (default or expandable segments), the GPU's memory and PyTorch's two cuBLAS workspaces.
 allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps = 3);

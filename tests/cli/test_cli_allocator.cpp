@@ -2,6 +2,8 @@
 // option, in the report and the JSON, as a suggestion and a search lever (planner/expandable_allocator.hpp).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "run_plan.hpp"
@@ -87,4 +89,25 @@ TEST_CASE("the replay's known error is one segment of the loss's size, named in 
   // Llama-3.1-8B's 128,256-word vocabulary at b1 s8192: 3.91 GiB.
   CHECK(json::parse(run_plan("--model llama-3.1-8b --seq 8192 --micro-batch 1 --gpu h200 --json").out)["memory"]["allocator"]
             ["loss_segment_bytes"].get<std::uint64_t>() == 8192ull * 128256 * 4);
+}
+
+TEST_CASE("the report says what a run on an allocator edge reserves after another run in the same process", "[cli][allocator]") {
+  // S5's configuration: 5.39 GiB in a process of its own, 4.65 GiB after S1 had made the cuBLAS workspaces
+  // (tests/data/measurements/, the shared file: 4,991,221,760 bytes). The replay gives both.
+  const std::string s5 = "--model gpt2 --seq 1024 --micro-batch 4 --precision amp-bf16 --dropout 0.1 --recompute full --gpu h100";
+  const json j = json::parse(run_plan(s5 + " --json").out);
+  const json& a = j["memory"]["allocator"];
+  const std::uint64_t warm = a["reserved_after_another_run_bytes"].get<std::uint64_t>();
+  CHECK(std::abs(static_cast<double>(warm) - 4991221760.0) < 0.005 * 4991221760.0);
+  CHECK(j["memory"]["allocator_reserved_bytes"].get<std::uint64_t>() > warm + (700ull << 20));  // a loss segment apart
+  CHECK_THAT(run_plan(s5).out, Catch::Contains("After another run in the same process") && Catch::Contains("4.65 GiB (-0.74 GiB)"));
+  // S1's configuration sits on no such edge: within 1% either way (32 MiB: the forward's workspace, a segment of
+  // its own when made before), and no line.
+  const std::string s1 = "--model gpt2 --seq 1024 --micro-batch 4 --precision amp-bf16 --dropout 0.1 --gpu h100";
+  const json j1 = json::parse(run_plan(s1 + " --json").out);
+  const double own = j1["memory"]["allocator_reserved_bytes"].get<double>();
+  CHECK(std::abs(j1["memory"]["allocator"]["reserved_after_another_run_bytes"].get<double>() - own) < 0.01 * own);
+  CHECK(run_plan(s1).out.find("After another run") == std::string::npos);
+  // Not replayed so with expandable segments (the workspaces stay out of that replay): null.
+  CHECK(json::parse(run_plan(s1 + " --expandable-segments --json").out)["memory"]["allocator"]["reserved_after_another_run_bytes"].is_null());
 }
