@@ -159,7 +159,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // The backward op by op where S5's and S1's histories show it (planner/activations_hf_backward.hpp): GPT-2
   // fully fine-tuned under autocast on SDPA's fused kernel, with dropout, on one GPU and one micro-batch a step.
   const bool backward_in_order = is_gpt && autocast && in_program_order && full && backend == sdpa_backend::fused &&
-                                 drop && run.zero == 0 && run.grad_accum == 1 && m.max_positions > 0;
+                                 drop && run.zero == 0 && run.data_parallel() == 1 && run.grad_accum == 1 &&
+                                 m.max_positions > 0;
   if (backward_in_order) holds |= bwd_program;
   const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
   const bool math_in_order = in_program_order && backend == sdpa_backend::math;

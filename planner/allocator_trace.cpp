@@ -92,12 +92,9 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
   }
   std::uint64_t sum = 0;
   for (std::uint64_t s : sizes) sum += s;
-  if (names && names->size() != sizes.size()) names->clear();
-  if (sizes.empty() || sum != t.bytes) {
-    if (names) names->clear();
-    return {t.bytes};
-  }
-  return sizes;
+  const bool split = !sizes.empty() && sum == t.bytes;
+  if (names && (!split || names->size() != sizes.size())) names->clear();  // one allocation, or no parameters
+  return split ? sizes : std::vector<std::uint64_t>{t.bytes};
 }
 
 // torch.optim's _init_group creates one parameter's states together (AdamW: exp_avg, then exp_avg_sq) before
@@ -309,6 +306,9 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     longest_program = std::max(longest_program, programs[k].count);
   }
   const std::uint64_t program_end = event_end + 2 * longest_program + 1;  // after every step of any program
+  std::vector<bool> placed_by_steps(inv.tensors.size(), false);  // the buffers some pieces of which steps place
+  for (const resolved_program& p : programs)
+    for (const resolved_program::piece_step& ps : p.pieces) placed_by_steps[ps.tensor] = true;
   const std::int64_t head_event = event_index(event_kind::bwd_head, 0, L), embed_event = event_index(event_kind::bwd_embed, 0, L);
   // The program of the backward event at time t, if it has one.
   auto program_at = [&](std::uint64_t t) -> const resolved_program* {
@@ -388,9 +388,9 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     if (in.end != never) ops.push_back({in.end, free_sub, 1, n});
     // The parameters' pieces a program places: in its event of the instance's step and micro-batch (a layer's
     // program in that layer's backward).
-    for (std::size_t k = 0; k < programs.size(); ++k)
+    for (std::size_t k = 0; k < programs.size() && placed_by_steps[in.tensor] && in.begin != 0; ++k)
       for (const resolved_program::piece_step& ps : programs[k].pieces) {
-        if (ps.tensor != in.tensor || in.begin == 0) continue;
+        if (ps.tensor != in.tensor) continue;
         const backward_program& bp = inv.backward_programs[k];
         const std::uint64_t start = in.begin - (in.begin - 1) % per_step % E;  // event 0 of the instance's micro-batch
         const std::int64_t e = bp.event == event_kind::bwd_layer ? event_index(event_kind::bwd_layer, static_cast<std::int64_t>(in.layer), L)
