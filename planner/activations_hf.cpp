@@ -46,30 +46,40 @@ bool forward_in_program_order(const model_spec& m, const run_config& run, const 
 }
 
 // The head's and the embedding's backward temporaries, which only the allocator replay makes (momentary), and
-// the steps of the three backward events (planner/activations_hf_backward.hpp).
+// the steps of the three backward events (planner/activations_hf_backward.hpp): under autocast (with dropout),
+// or in a 16-bit model.
 void add_gpt_backward_outside_layers(inventory_builder& inv, const model_spec& m, const run_config& run, dtype compute,
-                                     dtype param, std::array<backward_program, 3>& backward) {
+                                     dtype param, bool autocast, std::array<backward_program, 3>& backward) {
   using ek = event_kind;
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, V = m.vocab, tokens = b * s;
   auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last) {
     inv.span(name, shape, type, tensor_category::activation_grads, first, last).momentary = true;
   };
   moment("head.d_logits", {tokens, V}, compute, ek::bwd_head, ek::bwd_head);
-  moment("head.d_weight", {V, h}, compute, ek::bwd_head, ek::bwd_head);
+  // Under autocast its fp32 cast is the tied table's contribution; in a 16-bit model it is itself, held until
+  // the embedding's backward adds the table's own.
+  moment("head.d_weight", {V, h}, compute, ek::bwd_head, autocast ? ek::bwd_head : ek::bwd_embed);
   moment("head.d_input", {b, s, h}, compute, ek::bwd_head, ek::bwd_head);
-  moment("head.d_input_fp32", {b, s, h}, param, ek::bwd_head, ek::bwd_head);
+  if (autocast) moment("head.d_input_fp32", {b, s, h}, param, ek::bwd_head, ek::bwd_head);
   // The residual stream's gradient, from ln_f's backward to the embedding's (the layers add theirs into it).
   moment("grad.residual", {b, s, h}, param, ek::bwd_head, ek::bwd_embed);
-  moment("embed.d_dropout", {b, s, h}, param, ek::bwd_embed, ek::bwd_embed);
+  if (run.dropout > 0) moment("embed.d_dropout", {b, s, h}, param, ek::bwd_embed, ek::bwd_embed);
   moment("embed.d_positions_sum", {1, s, h}, param, ek::bwd_embed, ek::bwd_embed);
   // embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu) sorts more than 3072 indices and sums
   // them in partial segments of at most NROWS_PER_THREAD = 10 rows (EmbeddingBackwardKernel.cu): an fp32 buffer
   // of numel / 10 + min(numel, rows) segments of h (13.2 MiB for S1's and S5's 4096 tokens of GPT-2's table).
   if (tokens > 3072)
     moment("embed.grad_partials", {tokens / 10 + std::min(tokens, V), h}, dtype::fp32, ek::bwd_embed, ek::bwd_embed);
-  backward[0] = {ek::bwd_head, hf_rows::gpt_head_backward, std::size(hf_rows::gpt_head_backward)};
-  backward[1] = {ek::bwd_layer, hf_rows::gpt_layer_backward, std::size(hf_rows::gpt_layer_backward)};
-  backward[2] = {ek::bwd_embed, hf_rows::gpt_embedding_backward, std::size(hf_rows::gpt_embedding_backward)};
+  using namespace hf_rows;
+  if (autocast) {
+    backward[0] = {ek::bwd_head, gpt_head_backward, std::size(gpt_head_backward)};
+    backward[1] = {ek::bwd_layer, gpt_layer_backward, std::size(gpt_layer_backward)};
+    backward[2] = {ek::bwd_embed, gpt_embedding_backward, std::size(gpt_embedding_backward)};
+  } else {
+    backward[0] = {ek::bwd_head, gpt_16bit_head_backward, std::size(gpt_16bit_head_backward)};
+    backward[1] = {ek::bwd_layer, gpt_16bit_layer_backward, std::size(gpt_16bit_layer_backward)};
+    backward[2] = {ek::bwd_embed, gpt_16bit_embedding_backward, std::size(gpt_16bit_embedding_backward)};
+  }
 }
 
 }  // namespace
@@ -156,11 +166,13 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (norm_copy) holds |= norm_upcasts;
   const bool own_input = !is_gpt && in_program_order && norm_copy && !checkpointed;  // beside RMSNorm's fp32 copy
   if (own_input) holds |= norm_copies_input;
-  // The backward op by op where S5's and S1's histories show it (planner/activations_hf_backward.hpp): GPT-2
-  // fully fine-tuned under autocast on SDPA's fused kernel, with dropout, on one GPU and one micro-batch a step.
-  const bool backward_in_order = is_gpt && autocast && in_program_order && full && backend == sdpa_backend::fused &&
-                                 drop && run.zero == 0 && run.data_parallel() == 1 && run.grad_accum == 1 &&
-                                 m.max_positions > 0;
+  // The backward op by op where a recorded history shows it (planner/activations_hf_backward.hpp): GPT-2 fully
+  // fine-tuned on SDPA's fused kernel, on one GPU and one micro-batch a step, under autocast with dropout (S5's
+  // and S1's histories), or a 16-bit model without dropout, not checkpointed (S3's).
+  const bool gpt_backward = is_gpt && in_program_order && full && backend == sdpa_backend::fused && run.zero == 0 &&
+                            run.data_parallel() == 1 && run.grad_accum == 1 && m.max_positions > 0;
+  const bool backward_in_order =
+      gpt_backward && (autocast ? drop : param != dtype::fp32 && !drop && !checkpointed);
   if (backward_in_order) holds |= bwd_program;
   const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
   const bool math_in_order = in_program_order && backend == sdpa_backend::math;
@@ -425,7 +437,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     for (const hf_row& row : layer_rows)
       if (applies(row)) emit(row);
     if (backward_in_order)
-      for (const hf_row& row : gpt_backward_rows) emit(row);
+      for (const hf_row& row : gpt_backward_rows)
+        if (applies(row)) emit(row);
     if (m.is_moe())
       for (const hf_row& row : moe_rows)
         if (applies(row)) emit(row);
@@ -572,7 +585,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
-  if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, backward);
+  if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, autocast, backward);
   return in_program_order;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-// The hf profile's backward op by op, where a recorded allocator history shows it: GPT-2 fully fine-tuned
-// under autocast on SDPA's fused kernel, with dropout (S5's history, checkpointed, and S1's, not:
-// data/measurements/allocator-history-h100-2026-11-27/). The rows name the backward's temporaries (the
+// The hf profile's backward op by op, where a recorded allocator history shows it: GPT-2 fully fine-tuned on
+// SDPA's fused kernel, under autocast with dropout (S5's history, checkpointed, and S1's, not), or a 16-bit model
+// without dropout, not checkpointed (S3's: data/measurements/allocator-history-h100-2026-11-27/). The rows name
+// the backward's temporaries (the
 // vocabulary of planner/activations_hf_row_rules.hpp); the steps say in which order the autograd engine makes
 // and frees them and releases what the forward saved (planner/inventory.hpp, backward_step). The allocator
 // replay follows the steps; the peak timeline counts the coarse backward_estimate rows instead. Data only;
@@ -31,43 +32,44 @@
 
 namespace trainplan::hf_rows {
 
-// One GPT-2 layer's backward temporaries, in the order its backward makes them.
+// One GPT-2 layer's backward temporaries, in the order its backward makes them (those only autocast's casts
+// make: amp). In a 16-bit model the gradients are in the model's dtype and no cast copies them.
 constexpr hf_row gpt_backward_rows[] = {
     // The residual add's backward: the gradient for the bf16 MLP branch (resid_dropout's output).
-    {"layer{}.bwd.d_mlp_branch", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_mlp_branch", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
+    {"layer{}.bwd.d_mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     // mlp.c_proj: the input's and the weight's bf16 gradients, the bias sum's staging buffer.
     {"layer{}.bwd.d_proj_in", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_proj_weight", shape_rule::w_proj, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_proj_weight", shape_rule::w_proj, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.proj_bias_sum", shape_rule::reduce_bsh, dtype_role::fp32, keep_class::backward_moment, bwd_program},
     // gelu_new, 0.5*x * (1 + tanh(sqrt(2/pi)*(x + 0.044715*pow(x, 3)))), backwards: its output's fp32
     // gradient (the cast's backward), each product's and function's gradient in fp32, and x's three
     // contributions cast to bf16.
-    {"layer{}.bwd.d_gelu_out", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_gelu_out", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_one_plus_tanh", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_half_x_fp32", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_half_x_fp32", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_half_x", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_inner_scaled", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_inner", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_fc_out", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_fc_out", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_cube_scaled", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
     // pow's backward, grad * 3 * x^2: x^2, its product with 3, the product with the gradient.
     {"layer{}.bwd.pow_square", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.pow_scaled", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_pow_in", shape_rule::bsf, dtype_role::param, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_fc_out_pow", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_fc_out_pow", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_fc_out_half", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program},
     // mlp.c_fc, ln_2.
     {"layer{}.bwd.d_fc_in", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_fc_weight", shape_rule::w_fc, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_fc_weight", shape_rule::w_fc, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.fc_bias_sum", shape_rule::reduce_bsf, dtype_role::fp32, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_ln2_out", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_ln2_out", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_ln2_in", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program},
     // The attention: the residual add's cast for its branch, resid_dropout, attn.c_proj, SDPA, c_attn, ln_1.
-    {"layer{}.bwd.d_attn_branch", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_attn_branch", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
+    {"layer{}.bwd.d_attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_o_in", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_o_weight", shape_rule::w_o, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_o_weight", shape_rule::w_o, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.o_bias_sum", shape_rule::reduce_bsh, dtype_role::fp32, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_q", shape_rule::bs_q, dtype_role::compute, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_k", shape_rule::bs_q, dtype_role::compute, keep_class::backward_moment, bwd_program},
@@ -75,9 +77,9 @@ constexpr hf_row gpt_backward_rows[] = {
     {"layer{}.bwd.sdpa_workspace", shape_rule::sdpa_bwd, dtype_role::fp32, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_qkv_in", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_qkv_weight", shape_rule::w_qkv, dtype_role::compute, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_qkv_weight", shape_rule::w_qkv, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.qkv_bias_sum", shape_rule::reduce_bs_qkv, dtype_role::fp32, keep_class::backward_moment, bwd_program},
-    {"layer{}.bwd.d_ln1_out", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program},
+    {"layer{}.bwd.d_ln1_out", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.d_ln1_in", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program},
 };
 
@@ -168,6 +170,62 @@ constexpr step gpt_embedding_backward[] = {
     {alloc, "grads.embedding.incoming"},
     {alloc, "embed.grad_partials"}, {release, "embed.grad_partials"},
     {release, "embed.d_dropout"}, {release, "grads.embedding.incoming"},
+};
+
+// A 16-bit GPT-2's layer backward without dropout, not checkpointed (S3's history): no casts, so the residual
+// stream's gradient is c_proj's output gradient itself, each GEMM writes its weight's .grad, and gelu_new's
+// x gets its first gradient as the sum's own gradient (d_inner), into which the other two are added.
+constexpr step gpt_16bit_layer_backward[] = {
+    {alloc, "layer{}.bwd.d_proj_in"}, {alloc, "layer{}.grads", "layer{}.mlp.proj.weight"},
+    {alloc, "layer{}.grads", "layer{}.mlp.proj.bias"}, {alloc, "layer{}.bwd.proj_bias_sum"},
+    {release, "layer{}.bwd.proj_bias_sum"}, {release, "layer{}.mlp.proj_in"},
+    {alloc, "layer{}.bwd.d_one_plus_tanh"}, {alloc, "layer{}.bwd.d_half_x"}, {release, "layer{}.bwd.d_proj_in"},
+    {release, "layer{}.mlp.gelu.one_plus_tanh"}, {release, "layer{}.mlp.gelu.half_x"},
+    {alloc, "layer{}.bwd.d_inner_scaled"}, {release, "layer{}.bwd.d_one_plus_tanh"}, {release, "layer{}.mlp.gelu.tanh"},
+    {alloc, "layer{}.bwd.d_inner"}, {release, "layer{}.bwd.d_inner_scaled"},
+    {alloc, "layer{}.bwd.d_cube_scaled"}, {alloc, "layer{}.bwd.pow_square"}, {alloc, "layer{}.bwd.pow_scaled"},
+    {alloc, "layer{}.bwd.d_pow_in"}, {release, "layer{}.bwd.pow_scaled"}, {release, "layer{}.bwd.pow_square"},
+    {release, "layer{}.bwd.d_cube_scaled"}, {release, "layer{}.mlp.gelu.pow_in"}, {release, "layer{}.bwd.d_pow_in"},
+    {alloc, "layer{}.bwd.d_fc_out_half"}, {release, "layer{}.bwd.d_half_x"}, {release, "layer{}.bwd.d_fc_out_half"},
+    {alloc, "layer{}.bwd.d_fc_in"}, {alloc, "layer{}.grads", "layer{}.mlp.fc.weight"},
+    {alloc, "layer{}.grads", "layer{}.mlp.fc.bias"}, {alloc, "layer{}.bwd.fc_bias_sum"},
+    {release, "layer{}.bwd.fc_bias_sum"}, {release, "layer{}.bwd.d_inner"}, {release, "layer{}.mlp.fc_in"},
+    {alloc, "layer{}.bwd.d_ln2_in"}, {alloc, "layer{}.grads", "layer{}.ln2.weight"}, {alloc, "layer{}.grads", "layer{}.ln2.bias"},
+    {release, "layer{}.bwd.d_fc_in"}, {release, "layer{}.ln2.in"}, {release, "layer{}.ln2.stats"},
+    {release, "layer{}.bwd.d_ln2_in"},
+    {alloc, "layer{}.bwd.d_o_in"}, {alloc, "layer{}.grads", "layer{}.attn.out.weight"},
+    {alloc, "layer{}.grads", "layer{}.attn.out.bias"}, {alloc, "layer{}.bwd.o_bias_sum"}, {release, "layer{}.bwd.o_bias_sum"},
+    {alloc, "layer{}.bwd.d_q"}, {alloc, "layer{}.bwd.d_k"}, {alloc, "layer{}.bwd.d_v"},
+    {alloc, "layer{}.bwd.sdpa_workspace"}, {release, "layer{}.bwd.sdpa_workspace"}, {release, "layer{}.bwd.d_o_in"},
+    {release, "layer{}.attn.qkv"}, {release, "layer{}.attn.lse"}, {release, "layer{}.attn.out_in"},
+    {alloc, "layer{}.bwd.d_qkv"}, {release, "layer{}.bwd.d_q"}, {release, "layer{}.bwd.d_k"}, {release, "layer{}.bwd.d_v"},
+    {alloc, "layer{}.bwd.d_qkv_in"}, {alloc, "layer{}.grads", "layer{}.attn.qkv.weight"},
+    {alloc, "layer{}.grads", "layer{}.attn.qkv.bias"}, {alloc, "layer{}.bwd.qkv_bias_sum"},
+    {release, "layer{}.bwd.qkv_bias_sum"}, {release, "layer{}.bwd.d_qkv"}, {release, "layer{}.attn.qkv_in"},
+    {alloc, "layer{}.bwd.d_ln1_in"}, {alloc, "layer{}.grads", "layer{}.ln1.weight"}, {alloc, "layer{}.grads", "layer{}.ln1.bias"},
+    {release, "layer{}.bwd.d_qkv_in"}, {release, "layer{}.ln1.in"}, {release, "layer{}.ln1.stats"},
+    {release, "layer{}.bwd.d_ln1_in"},
+};
+
+// Its head: the loss's fp32 gradients cast back to the logits' dtype, lm_head's weight gradient (the tied table's
+// contribution, held until the embedding's joins it) and input gradient, then ln_f's.
+constexpr step gpt_16bit_head_backward[] = {
+    {alloc, "loss.grad_log_probs"}, {release, "loss.shift_labels"},
+    {alloc, "loss.grad_logits_fp32"}, {release, "loss.grad_log_probs"}, {release, "loss.log_probs"},
+    {alloc, "head.d_logits"}, {release, "loss.grad_logits_fp32"},
+    {alloc, "head.d_weight"}, {alloc, "head.d_input"}, {release, "head.d_logits"}, {release, "lm_head.in"},
+    {alloc, "grad.residual"}, {alloc, "grads.head", "final_norm.weight"}, {alloc, "grads.head", "final_norm.bias"},
+    {release, "head.d_input"}, {release, "final_norm.in"}, {release, "final_norm.stats"},
+};
+
+// Its embedding: the position table's gradient, the token table's, then their sum with the head's
+// contribution, a new tensor (the engine adds out of place here), which becomes the table's .grad.
+constexpr step gpt_16bit_embedding_backward[] = {
+    {alloc, "embed.d_positions_sum"}, {alloc, "grads.head", "embed.positions"}, {release, "embed.d_positions_sum"},
+    {alloc, "grads.embedding.incoming"},
+    {alloc, "embed.grad_partials"}, {release, "embed.grad_partials"},
+    {release, "grad.residual"},
+    {alloc, "grads.head", "embed.tokens"}, {release, "head.d_weight"}, {release, "grads.embedding.incoming"},
 };
 
 }  // namespace trainplan::hf_rows
