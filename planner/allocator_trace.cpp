@@ -442,17 +442,25 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
   alloc.set_capacity(capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : capacity_bytes + workspaces_bytes);
   allocator_replay result;
   std::uint64_t workspaces_made = 0;
-  auto make_workspace = [&] {
+  std::size_t workspaces_count = 0;
+  auto make_kept = [&](std::uint64_t bytes, std::string_view what) {
     const std::uint64_t before = alloc.reserved_bytes();
     const bool failed_before = alloc.out_of_memory();
-    alloc.allocate(schedule.workspace_bytes);
-    workspaces_made += schedule.workspace_bytes;
+    alloc.allocate(bytes);
     if (alloc.out_of_memory() && !failed_before) {
-      result.failed_tensor = "cuBLAS workspace";
+      result.failed_tensor = what;
       result.failed_step = 0;
     }
     if (growth && alloc.reserved_bytes() > before)
-      growth->push_back({"cuBLAS workspace", alloc.reserved_bytes(), 0, alloc.reserved_bytes() - before, false});
+      growth->push_back({what, alloc.reserved_bytes(), 0, alloc.reserved_bytes() - before, caching_allocator::small_pool(bytes)});
+  };
+  auto make_workspace = [&] {
+    make_kept(schedule.workspace_bytes, "cuBLAS workspace");
+    workspaces_made += schedule.workspace_bytes;
+    // The same thread's cuBLASLt workspace, where it runs a GEMM with a bias.
+    if (workspaces_count < 2 && schedule.lt_after[workspaces_count] && schedule.lt_workspace_bytes > 0)
+      make_kept(schedule.lt_workspace_bytes, "cuBLASLt workspace");
+    ++workspaces_count;
   };
   std::vector<std::vector<typename allocator::handle>> handles(schedule.instances);
   for (std::size_t n = 0; n < schedule.ops.size(); ++n) {

@@ -86,6 +86,15 @@ struct allocator_schedule {
   // counts them on a line of their own (runtime_overhead::cublas_workspace_bytes).
   std::uint64_t workspace_bytes = 0;
   std::array<std::size_t, 2> workspace_ops{};
+  // PyTorch's cuBLASLt workspaces (CublasHandlePool.cpp, getCUDABlasLtWorkspace: one per handle and stream, of
+  // CUBLASLT_WORKSPACE_SIZE, 1024 KiB by default, kept once made), which a thread makes at its first GEMM
+  // with a bias (addmm's gemm_and_bias: GPT-2's Conv1D, Qwen2's q, k, v): the replay makes one right after each
+  // cuBLAS workspace whose thread runs such a GEMM (`lt_after`: the forward's; the autograd engine's when it
+  // recomputes checkpointed layers). Unlike the cuBLAS workspaces they count in the replay's peaks: no
+  // overhead line holds them. The recorded histories show each (S1-S5, S12, E4, E7, E13: a 1 MiB block never
+  // freed, one 2 MiB small segment where no other has room).
+  std::uint64_t lt_workspace_bytes = 0;
+  std::array<bool, 2> lt_after{};
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);

@@ -206,7 +206,18 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
   schedule.expandable_segments = r.run.expandable_segments;
   schedule.gpu_total_bytes = r.gpu_memory_bytes;
   // hf's overhead line holds both workspaces (evaluate_plan).
-  if (replay_makes_cublas_workspaces(r)) schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
+  if (replay_makes_cublas_workspaces(r)) {
+    schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
+    // A GEMM with a bias goes through cuBLASLt, with a workspace of its own (planner/allocator_trace.hpp): GPT-2's
+    // Conv1D layers (addmm), Qwen2's biased q, k and v projections. The autograd engine's thread runs one only
+    // where it recomputes a checkpointed layer's forward. (From the facts: a sweep's results leave r.model empty.)
+    const bool biased_gemm = std::any_of(facts.tensors.begin(), facts.tensors.end(),
+                                         [](const param_tensor& t) { return t.name == "layer{}.attn.qkv.bias"; });
+    if (biased_gemm) {
+      schedule.lt_workspace_bytes = pytorch_cublaslt_workspace_bytes;
+      schedule.lt_after = {true, r.run.recompute == recompute_mode::full};
+    }
+  }
   return schedule;
 }
 

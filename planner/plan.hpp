@@ -106,6 +106,9 @@ struct plan_options {
 // and a million layers had taken 10.8 GB of host memory and not finished after 60 s; just under this limit a
 // report takes about 4 s (3,500 layers of width 512). Beyond it the peak is the estimate.
 inline constexpr std::uint64_t max_replayed_instances = 250'000;
+// PyTorch's cuBLASLt workspace: CUBLASLT_WORKSPACE_SIZE, 1024 KiB unless set (aten/src/ATen/cuda/CublasHandlePool.cpp,
+// parseCUDABlasLtWorkspaceSize), one per thread that runs a GEMM with a bias (planner/allocator_trace.hpp).
+inline constexpr std::uint64_t pytorch_cublaslt_workspace_bytes = 1ull << 20;
 
 // Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
 bool replays_allocator(const run_config& run);

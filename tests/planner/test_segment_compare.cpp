@@ -86,19 +86,19 @@ TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's se
   // 151,936 vocabulary), E6 (amp-fp16); checkpointed, E2 under autocast and S9 and E10 in bf16. Each replay, its two cuBLAS workspaces included, makes PyTorch's
   // segments size for size and reserves what PyTorch reserved to the byte, or one 2 MiB small-pool segment
   // short. Before the forward was listed op by op E13 reserved 10% less, S5 2.5% less, and S6 matched 88 of
-  // its 109 segments.
+  // its 109 segments. GPT-2's runs were one small segment short until the replay made PyTorch's cuBLASLt
+  // workspace (a 1 MiB block kept from the first GEMM with a bias: allocator_schedule::lt_workspace_bytes);
+  // E4's (Qwen2) comes at q_proj, later than the replay makes it, where another small segment has room.
   struct expectation {
     const char* file;
     const char* id;
     std::uint64_t small_segments_short;
   };
   for (const expectation& x : {expectation{"pytorch-hf-h100-2026-11-26-gaps.jsonl", "S1", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-gaps.jsonl", "S5", 1},
+                               expectation{"pytorch-hf-h100-2026-11-26-gaps.jsonl", "S5", 0},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E5", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E7", 1},
-                               // (E13: PyTorch's backward also makes each adapter's bf16 weight gradient for
-                               // a moment before its fp32 .grad, 12-48 KiB blocks the replay leaves out.)
-                               expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "E13", 1},
+                               expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E7", 0},
+                               expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "E13", 0},
                                expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "S6", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E4", 1},
                                expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E6", 1},
@@ -113,8 +113,9 @@ TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's se
                                expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S10", 1},
                                // GPT-2's eager attention under autocast, with dropout: S2.
                                expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S2", 0},
-                               // GPT-2 in bf16 without autocast: S3.
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S3", 1},
+                               // GPT-2 in bf16 without autocast: S3; GPT-2 medium under autocast: S12.
+                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S3", 0},
+                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S12", 0},
                                // Eager attention on a 16-bit Llama: S8.
                                expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S8", 0},
                                // LoRA r16 on q, k, v, o of TinyLlama in bf16 (fp32 adapters): E11, and E12 checkpointed.
