@@ -35,8 +35,9 @@ void check_hf_run(const run_config& run, const precision_layout& layout);
 // peft's lora_dropout; checkpointed too), and dense Llama-family models under autocast, fully fine-tuned on SDPA
 // without a mask and not checkpointed: temporaries with their own free points (tensor_spec::freed_after), which
 // the allocator replay makes and frees where PyTorch does. Where a recorded history shows the backward op by
-// op too (GPT-2 under autocast on SDPA's fused kernel, with dropout), it writes those events' steps into
-// `backward` (inventory::backward_programs) and leaves it alone otherwise.
+// op too (GPT-2 on SDPA's fused kernel: under autocast with dropout, or in 16 bits without dropout, not
+// checkpointed), it writes those events' steps into `backward` (inventory::backward_programs) and leaves it
+// alone otherwise.
 bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts, std::array<backward_program, 3>& backward);
 

@@ -2,11 +2,10 @@
 // The hf profile's backward op by op, where a recorded allocator history shows it: GPT-2 fully fine-tuned on
 // SDPA's fused kernel, under autocast with dropout (S5's history, checkpointed, and S1's, not), or a 16-bit model
 // without dropout, not checkpointed (S3's: data/measurements/allocator-history-h100-2026-11-27/). The rows name
-// the backward's temporaries (the
-// vocabulary of planner/activations_hf_row_rules.hpp); the steps say in which order the autograd engine makes
-// and frees them and releases what the forward saved (planner/inventory.hpp, backward_step). The allocator
-// replay follows the steps; the peak timeline counts the coarse backward_estimate rows instead. Data only;
-// included by activations_hf.cpp alone.
+// the backward's temporaries (the vocabulary of planner/activations_hf_row_rules.hpp); the steps say in which
+// order the autograd engine makes and frees them and releases what the forward saved (planner/inventory.hpp,
+// backward_step). The allocator replay follows the steps; the peak timeline counts the coarse
+// backward_estimate rows instead. Data only; included by activations_hf.cpp alone.
 //
 // What the histories show, and why (PyTorch's tools/autograd/derivatives.yaml, torch/csrc/autograd):
 //   - Autocast's casts have backwards of their own (ToCopyBackward0): a bf16 GEMM's input gradient becomes an

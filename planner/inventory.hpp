@@ -185,7 +185,8 @@ struct inventory {
   std::uint32_t adapter_qkv_modules = 0;  // how many of those modules (lora_A, lora_B each) are q, k and v's
   // hf: the layers' forward is listed op by op in program order (add_hf_activations).
   bool forward_in_program_order = false;
-  // hf: backward events written op by op (GPT-2 under autocast: the head's, each layer's, the embedding's).
+  // hf: backward events written op by op (GPT-2's where its histories show them: the head's, each layer's, the
+  // embedding's).
   std::array<backward_program, 3> backward_programs{};
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)
