@@ -234,7 +234,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
       // A run on an allocator edge: what it reserves after another run in the same process (planner/plan.hpp),
       // beside the measurement, a hint where a report's runs shared a process (--one-process). Not checked.
       if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(r.model));
-          warm && std::abs(static_cast<double>(*warm) - (device - f.context_bytes)) >= 0.01 * (device - f.context_bytes))
+          warm && std::abs(static_cast<double>(*warm) - (device - f.context_bytes)) >= allocator_edge_fraction * (device - f.context_bytes))
         fmt::print("  {:<10}   after another run in the same process the replay reserves {}: device peak {} ({:+.2f}%)\n", "",
                    gib(*warm), gib(f.context_bytes + *warm),
                    error_pct(static_cast<double>(f.context_bytes + *warm), measured_device));

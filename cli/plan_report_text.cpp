@@ -241,7 +241,7 @@ std::string render_plan_text(const plan_report_input& in) {
     // Where the run sits on an edge, the process's history decides a segment (planner/plan.hpp).
     if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model))) {
       const double now = static_cast<double>(p.allocator_reserved_bytes), then = static_cast<double>(*warm);
-      if (std::abs(then - now) >= 0.01 * now)
+      if (std::abs(then - now) >= allocator_edge_fraction * now)
         line("  After another run in the same process (PyTorch's cuBLAS workspaces made already, as in a notebook that "
              "trains twice) it reserves {} ({:+.2f} GiB): this run sits on an edge of the allocator, where one block's "
              "place decides a segment (PyTorch's S5 reserved 5.39 GiB in a process of its own, 4.65 GiB after S1)",

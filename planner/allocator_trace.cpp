@@ -306,9 +306,6 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     longest_program = std::max(longest_program, programs[k].count);
   }
   const std::uint64_t program_end = event_end + 2 * longest_program + 1;  // after every step of any program
-  std::vector<bool> placed_by_steps(inv.tensors.size(), false);  // the buffers some pieces of which steps place
-  for (const resolved_program& p : programs)
-    for (const resolved_program::piece_step& ps : p.pieces) placed_by_steps[ps.tensor] = true;
   const std::int64_t head_event = event_index(event_kind::bwd_head, 0, L), embed_event = event_index(event_kind::bwd_embed, 0, L);
   // The program of the backward event at time t, if it has one.
   auto program_at = [&](std::uint64_t t) -> const resolved_program* {
@@ -388,7 +385,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     if (in.end != never) ops.push_back({in.end, free_sub, 1, n});
     // The parameters' pieces a program places: in its event of the instance's step and micro-batch (a layer's
     // program in that layer's backward).
-    for (std::size_t k = 0; k < programs.size() && placed_by_steps[in.tensor] && in.begin != 0; ++k)
+    for (std::size_t k = 0; k < programs.size() && !placed[in.tensor].empty() && in.begin != 0; ++k)
       for (const resolved_program::piece_step& ps : programs[k].pieces) {
         if (ps.tensor != in.tensor) continue;
         const backward_program& bp = inv.backward_programs[k];

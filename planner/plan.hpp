@@ -130,6 +130,8 @@ bool replay_makes_cublas_workspaces(const plan_result& r);
 // the workspaces and completes without running short (nullopt otherwise); one more replay, so the plan command
 // asks for it and sweeps do not.
 std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts);
+// How far apart the two must be for the report and plan check to name the edge: 1% of what the run reserves.
+inline constexpr double allocator_edge_fraction = 0.01;
 
 // The allocations and frees the hf allocator replay makes for r (planner/allocator_trace.hpp), with r's
 // allocator (default or expandable segments), the GPU's memory and PyTorch's two cuBLAS workspaces.
