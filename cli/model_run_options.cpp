@@ -65,6 +65,8 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_flag("--sequence-parallel", a.sequence_parallel, "with --tp: split norms and dropout along the sequence too")
       ->group(par_group);
   app.add_option("--pp", a.pp, "pipeline-parallel degree, 1F1B schedule (must divide the layers)")->type_name("N")->group(par_group);
+  app.add_option("--vpp", a.vpp, "model chunks per pipeline GPU: Megatron's interleaved 1F1B schedule (default 1: not "
+                 "interleaved; --pp x --vpp must divide the layers)")->type_name("N")->group(par_group);
   app.add_option("--ep", a.ep, "expert-parallel degree for Mixture-of-Experts models: each GPU holds experts/N of each layer's "
                                "experts (must divide the experts and the data-parallel GPUs)")
       ->type_name("N")->group(par_group);
@@ -242,6 +244,7 @@ void apply_framework_options(const model_run_args& a, run_config& run) {
 
 void apply_parallel_options(const model_run_args& a, run_config& run) {
   if (!a.pp.empty()) run.pp = parse_integer(a.pp, "--pp");
+  if (!a.vpp.empty()) run.vpp = parse_integer(a.vpp, "--vpp");
   if (!a.gpus.empty()) run.gpus = parse_integer(a.gpus, "--gpus");
   if (!a.tp.empty()) run.tp = parse_integer(a.tp, "--tp");
   run.sequence_parallel = a.sequence_parallel;

@@ -28,7 +28,7 @@ struct model_run_args {
   std::string gpu = "h100";
   std::string data_dir;
   // Beyond one GPU, and fine-tuning (single values, also in sweeps).
-  std::string gpus, tp, pp, ep, capacity_factor, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets, lora_dtype,
+  std::string gpus, tp, pp, vpp, ep, capacity_factor, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets, lora_dtype,
       lora_dropout;
   bool sequence_parallel = false;
 };

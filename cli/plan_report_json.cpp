@@ -69,6 +69,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"data_parallel", run.data_parallel()},
               {"tp", run.tp},
               {"pp", run.pp},
+              {"vpp", run.vpp},
               {"pipeline_stage", p.pipeline_stage},
               {"sequence_parallel", run.sequence_parallel},
               {"zero", run.zero},

@@ -410,12 +410,14 @@ inventory build_inventory(const model_spec& m, const run_config& run, const prec
   }
 
   // ---- embedding -----------------------------------------------------------------------------------
+  // The embedding's input and dropout mask, kept to its backward: one per micro-batch in flight on the first GPU.
+  const std::uint64_t b_embed = checked_mul(b, stage.embedding_inflight, "activations in flight");
   if (stage.first)
-    inv.span("batch.tokens", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::bwd_embed);
+    inv.span("batch.tokens", {b_embed, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::bwd_embed);
   if (stage.last)
     inv.span("batch.targets", {b, s}, dtype::i32, tensor_category::activations, event_kind::fwd_embed, event_kind::loss);
   if (dropout && stage.first)  // dropout on the embedding sum; its backward needs the mask
-    inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, event_kind::fwd_embed,
+    inv.span("embed.dropout_mask", {b_embed, s, h}, dtype::u8, tensor_category::activations, event_kind::fwd_embed,
              event_kind::bwd_embed);
 
   // ---- one transformer layer (Korthikanti et al. 2022, Sec. 4.1, per-layer accounting) --------------

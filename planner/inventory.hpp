@@ -208,12 +208,14 @@ struct model_facts {
 model_facts describe_model(const model_spec& m);
 std::uint64_t count_tensor_instances(const std::vector<param_tensor>& tensors, const layer_counts& layers);
 
-// One pipeline stage (pipeline parallelism, 1F1B schedule): `m` then holds the stage's layers. The first
-// stage owns the embedding and keeps `inflight` micro-batches of activations (Korthikanti et al. 2022,
-// Sec. 4.2.3: the first stage stores p micro-batches' worth); the last stage owns the head and the loss.
+// One pipeline GPU (planner/pipeline.hpp): `m` then holds one model chunk's layers (the GPU's layers, or a
+// 1/vpp share of them when interleaved). The first GPU owns the embedding, the last the head and the loss;
+// `inflight` chunk forwards keep their layers' activations until their backward (Korthikanti et al. 2022,
+// Sec. 4.2.3), `embedding_inflight` of them the embedding's.
 struct pipeline_stage {
   bool first = true, last = true;
   std::uint64_t inflight = 1;
+  std::uint64_t embedding_inflight = 1;
 };
 
 // The harness's norm backward sums weight gradients in at most this many fp32 partial rows, one per thread

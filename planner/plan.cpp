@@ -12,6 +12,7 @@
 #include "planner/input_error.hpp"
 #include "planner/inventory_llmc.hpp"
 #include "planner/lora.hpp"
+#include "planner/pipeline.hpp"
 
 namespace trainplan {
 namespace {
@@ -38,8 +39,7 @@ void validate_run(const model_spec& m, const run_config& run) {
     throw input_error(fmt::format("--seq {} squared x --micro-batch {} x {} heads (eager attention's scores) is larger "
                                   "than 64 bits of bytes can hold", run.seq, run.micro_batch, m.heads));
   check_parallel_layout(run);
-  if (m.layers % run.pp != 0)
-    throw input_error(fmt::format("--pp {} must divide the {} layers of {}", run.pp, m.layers, m.name));
+  check_pipeline_layout(m, run);
   if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0 || m.dense_mlp_width() % run.tp != 0)
     throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}{}) of {}", run.tp, m.heads,
                                   m.kv_heads, m.ffn, m.dense_ffn > 0 ? fmt::format(", dense {}", m.dense_ffn) : "", m.name));
@@ -100,39 +100,6 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
   const std::uint64_t weights = trained_weight_bytes(inv);
   if (layout.master) return checked_add(bytes, checked_add(checked_mul(master, 2, what), weights, what), what);
   return checked_add(bytes, checked_mul(weights, 2, what), what);
-}
-
-// What one pipeline stage holds of the model: `stage_model`'s layers (their count, and how many of them
-// are DeepSeek's dense first layers), plus the embedding on the first stage and the final norm and head on
-// the last (with tied embeddings, the last stage keeps its own copy of the table, as Megatron-LM does).
-model_facts stage_facts(const model_spec& stage_model, bool first, bool last) {
-  model_facts f;
-  const model_facts whole = describe_model(stage_model);
-  const param_counts& c = whole.counts;
-  for (const param_tensor& t : whole.tensors) {
-    const bool embed = t.name.starts_with("embed."), head = t.name.starts_with("final_norm.") || t.name.starts_with("lm_head.");
-    if (t.per_layer || (embed && first) || (head && last)) f.tensors.push_back(t);
-  }
-  f.counts = c;  // the layers' counts are the stage's; the embedding and the head follow
-  const model_spec& m = stage_model;
-  f.counts.embedding = first ? c.embedding : 0;
-  f.counts.final_norm = last ? c.final_norm : 0;
-  f.counts.lm_head = last ? (m.tied_embeddings && !first ? checked_mul(m.vocab, m.hidden, "head copy") : c.lm_head) : 0;
-  if (last && m.tied_embeddings && !first) f.tensors.push_back({"lm_head.weight", {m.vocab, m.hidden}, m.vocab * m.hidden, false, true});
-  f.counts.total = f.counts.layers_total + f.counts.embedding + f.counts.final_norm + f.counts.lm_head;
-  f.counts.matmul = c.matmul_layers_total + (last ? m.vocab * m.hidden : 0);
-  f.tensor_instances = count_tensor_instances(f.tensors, layer_counts(m));
-  return f;
-}
-
-// Pipeline stage `index` of `stages` (1F1B): its share of the layers, and how many of them are dense
-// first layers.
-model_spec stage_model_of(const model_spec& model, std::uint64_t index, std::uint64_t stages) {
-  model_spec stage = model;
-  stage.layers = model.layers / stages;
-  const std::uint64_t begin = index * stage.layers;
-  stage.dense_layers = model.dense_layers > begin ? std::min(model.dense_layers - begin, stage.layers) : 0;
-  return stage;
 }
 
 // The peak (the tensors plus the overhead lines), and from it and the allocator replay (when it ran) the
@@ -319,10 +286,11 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   } else if (run.pp == 1) {
     r.inv = build_inventory(model, run, r.layout, facts);
   } else {
-    // The first stage keeps the most activations (min(pp, accumulation) micro-batches in flight); the
-    // last holds the head and the logits. Whichever peaks higher is what the GPUs must hold. With dense
-    // first layers (DeepSeek-V3) the first stage may hold lighter layers than the next: the first stage
-    // of MoE layers alone is a candidate too (stage j keeps min(pp - j, accumulation) in flight).
+    // Every pipeline GPU holds its own layers' weights, gradients and optimizer state (planner/pipeline.hpp);
+    // the first also the embedding and the most micro-batches in flight, the last the head and the logits.
+    // A middle GPU holds what the first does less the embedding and fewer micro-batches, so the first and the
+    // last bound the rest; with dense first layers (DeepSeek-V3) the first GPU may hold lighter layers than
+    // the next, so the first GPU of MoE layers alone is a candidate too. The worst is what the GPUs must hold.
     std::vector<std::uint64_t> candidates{0, run.pp - 1};
     if (model.dense_layers > 0) {
       const std::uint64_t stage_layers = model.layers / run.pp, first_moe = (model.dense_layers + stage_layers - 1) / stage_layers;
@@ -331,24 +299,34 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     std::uint64_t best_peak = 0;
     bool have = false;
     for (const std::uint64_t j : candidates) {
-      const model_spec stage_model = stage_model_of(model, j, run.pp);
+      const model_spec stage_model = pipeline_stage_model(model, j, run.pp, run.vpp);
       const bool first = j == 0, last = j == run.pp - 1;
-      const model_facts stage = stage_facts(stage_model, first, last);
-      const std::uint64_t inflight = std::min(run.pp - j, run.grad_accum);
-      inventory inv = build_inventory(stage_model, run, r.layout, &stage, {first, last, inflight});
+      const model_facts stage = pipeline_stage_facts(stage_model, first, last);
+      // The activations: `chunks` forwards of one model chunk (L/(p v) layers) in flight, of which `first_chunk`
+      // are of the chunk that holds the embedding (planner/pipeline.hpp).
+      const std::uint64_t chunks = pipeline_chunks_in_flight(j, run.pp, run.vpp, run.grad_accum);
+      model_spec chunk_model = stage_model;
+      chunk_model.layers = stage_model.layers / run.vpp;
+      inventory inv = build_inventory(chunk_model, run, r.layout, &stage,
+                                      {first, last, chunks, pipeline_first_chunk_in_flight(chunks, run.pp, run.vpp)});
       const std::uint64_t peak_bytes = walk_timeline(inv, run.grad_accum, timeline_detail::peak).peak.live_bytes;
       if (have && peak_bytes <= best_peak) continue;
       have = true;
       best_peak = peak_bytes;
       r.inv = std::move(inv);
-      if (first)
-        r.pipeline_stage = fmt::format("first of {} pipeline stages: embedding and {} layers, {} micro-batch{} in flight",
-                                       run.pp, stage_model.layers, inflight, inflight == 1 ? "" : "es");
+      const std::string held =
+          run.vpp == 1 ? fmt::format("{} micro-batch{} in flight", chunks, chunks == 1 ? "" : "es")
+                       : fmt::format("{} chunk forwards of {} layers in flight", chunks, chunk_model.layers);
+      if (first && last)
+        r.pipeline_stage = fmt::format("the only stage: {} layers", stage_model.layers);
+      else if (first)
+        r.pipeline_stage = fmt::format("first of {} pipeline stages: embedding and {} layers, {}", run.pp,
+                                       stage_model.layers, held);
       else if (last)
-        r.pipeline_stage = fmt::format("last of {} pipeline stages: {} layers and the head", run.pp, stage_model.layers);
+        r.pipeline_stage = fmt::format("last of {} pipeline stages: {} layers and the head, {}", run.pp, stage_model.layers, held);
       else
-        r.pipeline_stage = fmt::format("stage {} of {}, the first without dense layers: {} layers, {} micro-batch{} in flight",
-                                       j + 1, run.pp, stage_model.layers, inflight, inflight == 1 ? "" : "es");
+        r.pipeline_stage = fmt::format("stage {} of {}, the first without dense layers: {} layers, {}", j + 1, run.pp,
+                                       stage_model.layers, held);
     }
   }
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
@@ -424,7 +402,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
   r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
                               run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
-                              run.pp > 1 ? static_cast<double>(run.pp - 1) / static_cast<double>(run.grad_accum) : 0.0);
+                              pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum));
   // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time
   // (tokens/s, MFU and training time all divide by it) should any other input still reach one.
   if (!std::isfinite(r.time.step_seconds) || !(r.time.step_seconds > 0) || !std::isfinite(r.time.tokens_per_second))

@@ -69,6 +69,7 @@ struct run_config {
   std::uint64_t gpus = 1;
   std::uint64_t tp = 1;                  // tensor-parallel degree (Megatron-LM)
   std::uint64_t pp = 1;                  // pipeline-parallel degree (1F1B schedule)
+  std::uint64_t vpp = 1;                 // model chunks per pipeline GPU: above 1, Megatron's interleaved 1F1B
   bool sequence_parallel = false;        // with tp: norms and dropout split along the sequence too
   int zero = 0;                          // ZeRO stage 0..3 over the data-parallel group
   offload_mode offload = offload_mode::none;
