@@ -23,9 +23,9 @@
 #include "cli/format.hpp"
 #include "cli/sweep_output.hpp"
 #include "cli/sweep_space_options.hpp"
-#include "planner/catalog.hpp"
-#include "planner/input_error.hpp"
-#include "planner/plan.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "validate/validation.hpp"
 
 #include "cli/cuda_backend.hpp"
@@ -181,7 +181,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                  grouped(fitting), checksum % 1000003, passes[1], grouped(static_cast<std::uint64_t>(total / passes[1])));
 
       // The same configurations each built from nothing (as `plan search` and single plans are): what the
-      // reuse across accumulation counts (planner/plan.hpp, plan_reuse) gains, and a check that it changes
+      // reuse across accumulation counts (planner/evaluate/plan.hpp, plan_reuse) gains, and a check that it changes
       // no result.
       const auto tc = std::chrono::steady_clock::now();
       std::uint64_t cold_checksum = 0;
@@ -196,7 +196,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
       if (cold_checksum != checksum || cold_seconds_sum != step_seconds_sum) throw std::runtime_error("the reused and the rebuilt plans differ: a bug in plan_reuse");
 
       // As plan sweep evaluates by default: the allocator replay for every hf row, and for a row that does not
-      // fit the bisection for the least memory it needs (planner/plan.hpp, apply_allocator_replay). One to
+      // fit the bisection for the least memory it needs (planner/evaluate/plan.hpp, apply_allocator_replay). One to
       // fifteen milliseconds a row: a strided sample.
       {
         const std::uint64_t stride = std::max<std::uint64_t>(1, total / 2000);

@@ -7,9 +7,10 @@
 #include <functional>
 #include <initializer_list>
 
-#include "planner/checked_math.hpp"
-#include "planner/inventory.hpp"
-#include "planner/param_count.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/util/checked_math.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/model/param_count.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -43,9 +44,9 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
                                         const std::function<void(const kernel_timing&)>& on_row) {
   const std::uint64_t T = checked_mul(batch, seq, "tokens"), h = m.hidden, f = m.ffn, V = m.vocab, a = m.heads,
                       d = m.head_dim, qkv_w = m.qkv_width(), out_w = a * d;
-  // The harness's vocabulary tables and logits are padded as llm.c's (planner/param_count.hpp vocab_rows); V
+  // The harness's vocabulary tables and logits are padded as llm.c's (planner/model/param_count.hpp vocab_rows); V
   // stays the class count.
-  const std::uint64_t Vp = vocab_rows(m, framework_kind::trainplan);
+  const std::uint64_t Vp = vocab_rows(m, vocab_pad_multiple(framework_kind::trainplan));
   const bool gpt = m.family == model_family::gpt;
   const dtype bf16 = dtype::bf16, fp32 = dtype::fp32;
   const double peak_flops = gpu.peak_flops_per_s(bf16).value_or(0), bandwidth = gpu.memory_bandwidth_bytes_per_s;
@@ -165,7 +166,7 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
     });
   }
   {  // AdamW over every parameter: fp32 master, m, v read and written, bf16 gradient read, bf16 weights written
-    const std::uint64_t P = count_params(with_vocab_rows(m, framework_kind::trainplan)).total;
+    const std::uint64_t P = count_params(with_vocab_rows(m, Vp)).total;
     bench_buffer master(ops, P, fp32), grads(ops, P, bf16), mom(ops, P, fp32), var(ops, P, fp32), weights(ops, P, bf16);
     const kernels::adamw_config cfg;
     time("adamw_step", fmt::format("{} parameters", P), 0, (b4 * 6 + b2 * 2) * P, [&] {

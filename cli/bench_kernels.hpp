@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/ops_table.hpp"
-#include "planner/gpu_spec.hpp"
-#include "planner/model_spec.hpp"
+#include "planner/system/gpu_spec.hpp"
+#include "planner/model/model_spec.hpp"
 
 namespace trainplan::cli {
 

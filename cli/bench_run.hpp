@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "planner/catalog.hpp"
-#include "planner/model_spec.hpp"
-#include "planner/run_config.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/run_config.hpp"
 
 namespace trainplan::cli {
 

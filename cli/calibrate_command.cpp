@@ -24,14 +24,14 @@
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/measurement_check.hpp"
-#include "planner/calibration_fit.hpp"
-#include "planner/measured_runs.hpp"
-#include "planner/catalog.hpp"
-#include "planner/embedded_data.hpp"
-#include "planner/input_error.hpp"
-#include "planner/text_file.hpp"
-#include "planner/plan.hpp"
-#include "planner/timing_fit.hpp"
+#include "planner/measure/calibration_fit.hpp"
+#include "planner/measure/measured_runs.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/io/embedded_data.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/text_file.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/measure/timing_fit.hpp"
 
 namespace trainplan::cli {
 namespace {

@@ -10,16 +10,17 @@
 #include <optional>
 #include <sstream>
 
+#include "planner/model/model_facts.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/measurement_check.hpp"
 #include "cli/output_file.hpp"
-#include "planner/catalog.hpp"
-#include "planner/input_error.hpp"
-#include "planner/measured_runs.hpp"
-#include "planner/plan.hpp"
-#include "planner/segment_compare.hpp"
-#include "planner/text_file.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/measure/measured_runs.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/measure/segment_compare.hpp"
+#include "planner/util/text_file.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -231,7 +232,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                  r.id, gib(r.alloc_peak_bytes), gib(static_cast<std::uint64_t>(tensor)), te,
                  gib(static_cast<std::uint64_t>(measured_device)), gib(static_cast<std::uint64_t>(device)), de,
                  r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
-      // A run on an allocator edge: what it reserves after another run in the same process (planner/plan.hpp),
+      // A run on an allocator edge: what it reserves after another run in the same process (planner/evaluate/plan.hpp),
       // beside the measurement, a hint where a report's runs shared a process (--one-process). Not checked.
       if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(r.model));
           warm && std::abs(static_cast<double>(*warm) - (device - f.context_bytes)) >= allocator_edge_fraction * (device - f.context_bytes))

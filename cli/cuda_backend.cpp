@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "planner/input_error.hpp"
+#include "planner/util/input_error.hpp"
 
 namespace trainplan::cli {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "planner/input_error.hpp"
+#include "planner/util/input_error.hpp"
 
 // What each engine reads, and where it was read (the rules below cite these):
 //   DeepSpeed: deepspeed/runtime/engine.py (get_data_types, _do_optimizer_sanity_check, _configure_optimizer;
@@ -87,14 +87,14 @@ std::vector<std::string> hf_target_modules(const std::string& engine, const mode
     if (t & lora_mlp) out.insert(out.end(), {"c_fc", "mlp.c_proj"});
     return out;
   }
-  if (m.is_mla()) {  // planner/lora.cpp counts the same modules
+  if (m.is_mla()) {  // planner/run/lora.cpp counts the same modules
     if (t & lora_q) {
       if (m.q_lora_rank > 0) out.insert(out.end(), {"q_a_proj", "q_b_proj"});
       else out.push_back("q_proj");
     }
     if (t & lora_k) out.push_back("kv_a_proj_with_mqa");
     if (t & lora_v) out.push_back("kv_b_proj");
-  } else if (m.fused_projections) {  // Phi-3: naming any of q, k, v adapts qkv_proj, as planner/lora.cpp counts
+  } else if (m.fused_projections) {  // Phi-3: naming any of q, k, v adapts qkv_proj, as planner/run/lora.cpp counts
     if (t & (lora_q | lora_k | lora_v)) out.push_back("qkv_proj");
   } else {
     if (t & lora_q) out.push_back("q_proj");

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "planner/model_spec.hpp"
-#include "planner/run_config.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/run_config.hpp"
 
 namespace trainplan::cli {
 

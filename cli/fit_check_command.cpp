@@ -11,9 +11,9 @@
 #include "cli/emit_config.hpp"
 #include "cli/model_run_options.hpp"
 #include "cli/plan_report.hpp"
-#include "planner/input_error.hpp"
-#include "planner/quantity_parse.hpp"
-#include "planner/suggest.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/quantity_parse.hpp"
+#include "planner/search/suggest.hpp"
 
 namespace trainplan::cli {
 

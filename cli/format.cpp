@@ -5,7 +5,7 @@
 #include <cmath>
 #include <ctime>
 
-#include "planner/grouped_count.hpp"
+#include "planner/util/grouped_count.hpp"
 
 namespace trainplan::cli {
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cli/output_file.hpp"
-#include "planner/input_error.hpp"
+#include "planner/util/input_error.hpp"
 
 namespace trainplan::cli {
 namespace {

@@ -5,8 +5,8 @@
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_features.hpp"
-#include "planner/catalog.hpp"
-#include "planner/param_count.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/model/param_count.hpp"
 
 namespace trainplan::cli {
 

@@ -14,7 +14,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
-#include "planner/input_error.hpp"
+#include "planner/util/input_error.hpp"
 
 namespace {
 

@@ -6,15 +6,16 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "planner/model/model_facts.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
-#include "planner/input_error.hpp"
-#include "planner/levers.hpp"
-#include "planner/max_fit.hpp"
-#include "planner/param_count.hpp"
-#include "planner/search.hpp"
-#include "planner/shape_from_params.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/search/levers.hpp"
+#include "planner/search/max_fit.hpp"
+#include "planner/model/param_count.hpp"
+#include "planner/search/search.hpp"
+#include "planner/io/shape_from_params.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -172,7 +173,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       const std::uint64_t stride = args->what == "seq" ? seq_grid : 1;
 
       // The largest value that fits for one model and run (the answer, or one ladder row). Under hf the verdict
-      // is the allocator replay's, which need not follow the quantity monotonically (planner/max_fit.hpp):
+      // is the allocator replay's, which need not follow the quantity monotonically (planner/search/max_fit.hpp):
       // after the bisection, the climb over every micro-batch, or for sequences every multiple of 64, above its
       // boundary, and with `name_misses` the smaller ones on that grid that do not fit. A model's size is
       // searched as derived shapes, which change by whole layers and widths: bisection alone. With the global

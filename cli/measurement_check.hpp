@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "planner/calibration.hpp"
-#include "planner/gpu_spec.hpp"
+#include "planner/system/calibration.hpp"
+#include "planner/system/gpu_spec.hpp"
 
 namespace trainplan::cli {
 

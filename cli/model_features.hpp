@@ -2,7 +2,7 @@
 // The model options beyond a plain family's block, in words for the text report and `plan models`.
 #include <string>
 
-#include "planner/model_spec.hpp"
+#include "planner/model/model_spec.hpp"
 
 namespace trainplan::cli {
 

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "planner/checked_math.hpp"
-#include "planner/hf_config.hpp"
-#include "planner/input_error.hpp"
-#include "planner/quantity_parse.hpp"
-#include "planner/shape_from_params.hpp"
+#include "planner/util/checked_math.hpp"
+#include "planner/io/hf_config.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/quantity_parse.hpp"
+#include "planner/io/shape_from_params.hpp"
 
 namespace trainplan::cli {
 

@@ -8,11 +8,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "planner/catalog.hpp"
-#include "planner/calibration.hpp"
-#include "planner/gpu_spec.hpp"
-#include "planner/model_spec.hpp"
-#include "planner/run_config.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/system/calibration.hpp"
+#include "planner/system/gpu_spec.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/run_config.hpp"
 
 namespace trainplan::cli {
 

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "planner/input_error.hpp"
-#include "planner/text_file.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/text_file.hpp"
 
 namespace trainplan::cli {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "planner/plan.hpp"
-#include "planner/suggest.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/search/suggest.hpp"
 
 namespace trainplan::cli {
 

@@ -2,8 +2,9 @@
 
 #include <optional>
 
+#include "planner/model/model_facts.hpp"
 #include "cli/plan_report.hpp"
-#include "planner/search.hpp"
+#include "planner/search/search.hpp"
 
 namespace trainplan::cli {
 
@@ -136,7 +137,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                 {"loss_segment_bytes", p.run.expandable_segments ? nlohmann::json()
                                                                                  : nlohmann::json(hf_loss_segment_bytes(p.model, p.run))},
                                 // after another run in the same process (cuBLAS workspaces made already);
-                                // null where not replayed so (planner/plan.hpp, reserved_after_another_run)
+                                // null where not replayed so (planner/evaluate/plan.hpp, reserved_after_another_run)
                                 {"reserved_after_another_run_bytes", [&] {
                                    const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model));
                                    return warm ? nlohmann::json(*warm) : nlohmann::json();

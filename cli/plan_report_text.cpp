@@ -4,12 +4,13 @@
 #include <cmath>
 #include <optional>
 
+#include "planner/model/model_facts.hpp"
 #include "cli/format.hpp"
 #include "cli/model_features.hpp"
 #include "cli/plan_report.hpp"
-#include "planner/activations_hf.hpp"
-#include "planner/moe.hpp"
-#include "planner/search.hpp"
+#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/run/moe.hpp"
+#include "planner/search/search.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -233,12 +234,12 @@ std::string render_plan_text(const plan_report_input& in) {
                             a.failed_step < 0 ? std::string("creating the model") : fmt::format("step {}", a.failed_step + 1),
                             a.failed_tensor);
     line("{}", replay);
-    // What the measurements say of the replay (planner/plan.hpp, hf_loss_segment_bytes).
+    // What the measurements say of the replay (planner/evaluate/plan.hpp, hf_loss_segment_bytes).
     if (!expandable)
       line("  Its known error: against PyTorch on an H100, its larger misses were about one segment of the loss's "
            "[b*s, V] fp32 size; here {}",
            gib(hf_loss_segment_bytes(p.model, p.run)));
-    // Where the run sits on an edge, the process's history decides a segment (planner/plan.hpp).
+    // Where the run sits on an edge, the process's history decides a segment (planner/evaluate/plan.hpp).
     if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model))) {
       const double now = static_cast<double>(p.allocator_reserved_bytes), then = static_cast<double>(*warm);
       if (std::abs(then - now) >= allocator_edge_fraction * now)
@@ -323,7 +324,7 @@ std::string render_plan_text(const plan_report_input& in) {
                            duration(sec), percent(total > 0 ? sec / total : 0));
     }
     line("  by op class: {}", parts);
-    // Where the host's work alone outlasts the GPU's, the step is the host's (planner/roofline.hpp): more
+    // Where the host's work alone outlasts the GPU's, the step is the host's (planner/time/roofline.hpp): more
     // work per kernel (a larger micro-batch) costs the GPU's idle time first.
     const op_time_breakdown& b = p.time.breakdown;
     const double host_work = b.host_seconds - p.calib.timing_for(run.framework).step_seconds;

@@ -12,9 +12,9 @@
 #include "cli/format.hpp"
 #include "cli/gnuplot.hpp"
 #include "cli/sweep_space_options.hpp"
-#include "planner/input_error.hpp"
-#include "planner/text_file.hpp"
-#include "planner/timeline.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/text_file.hpp"
+#include "planner/memory/timeline.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -244,7 +244,7 @@ gnuplot_job breakdown_chart(const sweep_space& space) {
   return job;
 }
 
-// One step's time by op class (planner/roofline.hpp), in milliseconds.
+// One step's time by op class (planner/time/roofline.hpp), in milliseconds.
 gnuplot_job time_breakdown_chart(const sweep_space& space) {
   const sweep_gpu& g = space.gpus.front();
   const run_config r = space.at(0).run;

@@ -12,11 +12,11 @@
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/sweep_space_options.hpp"
-#include "planner/input_error.hpp"
-#include "planner/levers.hpp"
-#include "planner/quantity_parse.hpp"
-#include "planner/search.hpp"
-#include "planner/suggest.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/search/levers.hpp"
+#include "planner/util/quantity_parse.hpp"
+#include "planner/search/search.hpp"
+#include "planner/search/suggest.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -27,7 +27,7 @@ struct search_args {
   double margin = -1;
   std::size_t top = 5;
   bool json = false;
-  std::string levers;  // --levers: widen the search along these (planner/levers.hpp)
+  std::string levers;  // --levers: widen the search along these (planner/search/levers.hpp)
 };
 
 std::string config_label(const config_summary& s) {

@@ -9,8 +9,8 @@
 #include "cli/output_file.hpp"
 #include "cli/sweep_output.hpp"
 #include "cli/sweep_space_options.hpp"
-#include "planner/input_error.hpp"
-#include "planner/plan.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/evaluate/plan.hpp"
 
 namespace trainplan::cli {
 namespace {

@@ -5,8 +5,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "planner/input_error.hpp"
-#include "planner/plan.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/evaluate/plan.hpp"
 
 namespace trainplan::cli {
 namespace {

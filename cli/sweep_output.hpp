@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "planner/sweep.hpp"
+#include "planner/search/sweep.hpp"
 
 namespace trainplan::cli {
 

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "planner/input_error.hpp"
-#include "planner/sweep_axis.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/sweep_axis.hpp"
 
 namespace trainplan::cli {
 namespace {

@@ -2,7 +2,7 @@
 // Turns `plan`'s options, where each may now be a list or a range, into a sweep space. Shared by
 // `plan sweep`, `plan search`, `plan max` and `plan plot`.
 #include "cli/model_run_options.hpp"
-#include "planner/sweep.hpp"
+#include "planner/search/sweep.hpp"
 
 namespace trainplan::cli {
 

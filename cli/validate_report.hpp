@@ -4,8 +4,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "planner/model_spec.hpp"
-#include "planner/run_config.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/run_config.hpp"
 #include "validate/validation.hpp"
 
 namespace trainplan::cli {

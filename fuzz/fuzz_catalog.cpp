@@ -1,4 +1,4 @@
-// Fuzz target: the data files (planner/catalog.hpp), at the text level the loader uses for data/ and
+// Fuzz target: the data files (planner/io/catalog.hpp), at the text level the loader uses for data/ and
 // --data-dir. Each input is tried as each document in turn, beside small valid companions:
 //   - gpus.json and models.json through catalog::from_text;
 //   - calibration.json through apply_calibration over the built-in catalog, both as the file that
@@ -13,8 +13,8 @@
 #include <string_view>
 
 #include "fuzz/fuzz_check.hpp"
-#include "planner/catalog.hpp"
-#include "planner/embedded_data.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/io/embedded_data.hpp"
 
 using namespace trainplan;
 using trainplan::fuzz::require;

@@ -7,7 +7,7 @@
 #include <exception>
 #include <string_view>
 
-#include "planner/input_error.hpp"
+#include "planner/util/input_error.hpp"
 
 namespace trainplan::fuzz {
 

@@ -1,4 +1,4 @@
-// Fuzz target: Hugging Face config.json text (planner/hf_config.hpp, model_from_hf_config_text), as
+// Fuzz target: Hugging Face config.json text (planner/io/hf_config.hpp, model_from_hf_config_text), as
 // `plan --hf-config` reads it. Any text must give a model or throw input_error. A model it gives must be one
 // validate_model accepts (no zero or absurd sizes, kv_heads dividing heads), and counting its parameters,
 // what `plan` does next, must give exact counts or input_error, never wrap around.
@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "fuzz/fuzz_check.hpp"
-#include "planner/hf_config.hpp"
-#include "planner/param_count.hpp"
+#include "planner/io/hf_config.hpp"
+#include "planner/model/param_count.hpp"
 
 using namespace trainplan;
 using trainplan::fuzz::require;

@@ -1,4 +1,4 @@
-// Fuzz target: measured-run reports in the collector's JSON-lines format (planner/measured_runs.hpp,
+// Fuzz target: measured-run reports in the collector's JSON-lines format (planner/measure/measured_runs.hpp,
 // parse_measurements), as `plan check` and `plan calibrate --framework hf` read them. Any text must parse
 // or throw input_error. A file that parses must have at least one run, none of them the env line, and
 // every run a model validate_model accepts, a dropout within [0, 1) and segments of 1 to 2^50 bytes, summing
@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_check.hpp"
-#include "planner/measured_runs.hpp"
+#include "planner/measure/measured_runs.hpp"
 
 using namespace trainplan;
 using trainplan::fuzz::require;

@@ -1,4 +1,4 @@
-// Fuzz target: the numbers users type (planner/quantity_parse.hpp). Every input, given to each of
+// Fuzz target: the numbers users type (planner/util/quantity_parse.hpp). Every input, given to each of
 // parse_decimal_count, parse_binary_count, parse_integer and parse_probability, must return or throw
 // input_error. What they return must keep the header's promises:
 //   - counts are at least 1 and exact: "<digits>[.<digits>]<suffix>" recomputed in 128-bit integers gives
@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_check.hpp"
-#include "planner/quantity_parse.hpp"
+#include "planner/util/quantity_parse.hpp"
 
 using namespace trainplan;
 using trainplan::fuzz::require;

@@ -1,4 +1,4 @@
-// Fuzz target: sweep axes as typed (planner/sweep_axis.hpp): parse_count_axis (binary and decimal counts),
+// Fuzz target: sweep axes as typed (planner/util/sweep_axis.hpp): parse_count_axis (binary and decimal counts),
 // parse_name_axis and parse_probability_axis must return or throw input_error, and keep their promises:
 //   - a count axis is never empty, every value is at least 1, and it never holds more than max_values
 //     values: that bound is what keeps "1:16T" from filling memory (the default, 2^20 values, is 8 MiB);
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_check.hpp"
-#include "planner/sweep_axis.hpp"
+#include "planner/util/sweep_axis.hpp"
 
 using namespace trainplan;
 using trainplan::fuzz::require;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "planner/dtype.hpp"
+#include "planner/util/dtype.hpp"
 
 namespace trainplan::kernels {
 

@@ -340,7 +340,7 @@ def model_field(args):
     return m
 
 
-# LoRA targets: trainplan's q,k,v,o,mlp (planner/run_config.hpp) mapped to each family's module names.
+# LoRA targets: trainplan's q,k,v,o,mlp (planner/run/run_config.hpp) mapped to each family's module names.
 LLAMA_LORA = {"q": ["q_proj"], "k": ["k_proj"], "v": ["v_proj"], "o": ["o_proj"], "mlp": ["gate_proj", "up_proj", "down_proj"]}
 PHI3_LORA = {"q": ["qkv_proj"], "k": ["qkv_proj"], "v": ["qkv_proj"], "o": ["o_proj"], "mlp": ["gate_up_proj", "down_proj"]}
 GPT2_LORA = {"q": ["attn.c_attn"], "k": ["attn.c_attn"], "v": ["attn.c_attn"], "o": ["attn.c_proj"], "mlp": ["mlp.c_fc", "mlp.c_proj"]}

@@ -23,8 +23,9 @@ done
 # 2. Sweeps: each profile over families, precisions, recomputation and layouts.
 sweep() {
   local name=$1; shift
-  "$plan" sweep --quiet --threads 1 "$@" -o "$out/sweep/$name.csv" >"$out/sweep/$name.log" 2>&1
-  echo "exit $?" >>"$out/sweep/$name.log"
+  # (the summary's seconds and path differ from run to run: left out)
+  "$plan" sweep --quiet --threads 1 "$@" -o "$out/sweep/$name.csv" 2>&1 | sed -E 's# in [0-9.]+ s$##; s#written to .*/#written to #' >"$out/sweep/$name.log"
+  echo "exit ${PIPESTATUS[0]}" >>"$out/sweep/$name.log"
 }
 sweep hf-gpt2 --framework hf --model gpt2,gpt2-medium --seq 256,1024 --micro-batch 1,4 --grad-accum 1,2 \
   --precision amp-bf16,bf16,fp32 --recompute none,full --attention eager,flash --dropout 0,0.1

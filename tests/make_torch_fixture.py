@@ -39,7 +39,7 @@ def init_value(param_index, name, i):
 
 
 def param_shapes(cfg):
-    """Parameters in the planner's order (planner/param_count.cpp): embeddings, one layer's tensors
+    """Parameters in the planner's order (planner/model/param_count.cpp): embeddings, one layer's tensors
     (named layer{}), final norm, untied head."""
     h, f, v = cfg["hidden"], cfg["ffn"], cfg["vocab"]
     hd = h // cfg["heads"]

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "kernels/dropout.hpp"
-#include "planner/param_count.hpp"
+#include "planner/model/param_count.hpp"
 
 namespace trainplan::validate {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "planner/model_spec.hpp"
-#include "planner/precision.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/precision.hpp"
 #include "validate/tracking_allocator.hpp"
 
 namespace trainplan::validate {
@@ -21,7 +21,7 @@ class model_state {
  public:
   // Allocates the weights (and the master copy) and fills them from `seed` (see init_value). The vocabulary
   // tables (the token embedding, an untied head) hold `vocab_rows` rows, at least m.vocab: the rows past
-  // m.vocab are llm.c's padding (planner/param_count.hpp vocab_rows) and start, and stay, zero.
+  // m.vocab are llm.c's padding (planner/model/param_count.hpp vocab_rows) and start, and stay, zero.
   model_state(const model_spec& m, std::uint64_t vocab_rows, const precision_layout& layout, tracking_allocator& alloc,
               std::uint64_t seed);
 

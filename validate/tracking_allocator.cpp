@@ -5,7 +5,7 @@
 #include <new>
 
 #include "kernels/device_arena.hpp"
-#include "planner/checked_math.hpp"
+#include "planner/util/checked_math.hpp"
 
 namespace trainplan::validate {
 

@@ -12,7 +12,7 @@
 
 #include "kernels/ops_table.hpp"
 #include "kernels/view.hpp"
-#include "planner/dtype.hpp"
+#include "planner/util/dtype.hpp"
 
 namespace trainplan::validate {
 

@@ -4,8 +4,9 @@
 
 #include <algorithm>
 
-#include "planner/input_error.hpp"
-#include "planner/param_count.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/model/param_count.hpp"
 
 namespace trainplan::validate {
 
@@ -52,7 +53,7 @@ training_run::training_run(const model_spec& m, const run_config& run, const tra
       options(opts),
       alloc(ops),
       // The parameters as the harness stores them: the vocabulary tables padded as llm.c's (vocab_rows).
-      state(model, vocab_rows(model, config.framework), layout, alloc, opts.seed),
+      state(model, vocab_rows(model, vocab_pad_multiple(config.framework)), layout, alloc, opts.seed),
       buffers(build_inventory(model, config, layout)),
       net(model, config, layout, buffers, alloc, state, opts.seed),
       loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {

@@ -13,9 +13,9 @@
 #include "kernels/moe_combine.hpp"
 #include "kernels/moe_router.hpp"
 #include "kernels/norm.hpp"
-#include "planner/input_error.hpp"
-#include "planner/moe.hpp"
-#include "planner/param_count.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/run/moe.hpp"
+#include "planner/model/param_count.hpp"
 
 namespace trainplan::validate {
 
@@ -36,13 +36,13 @@ transformer::transformer(const model_spec& m, const run_config& run, const preci
   if (m.is_moe()) {
     if (!ops_.moe_router_forward)
       throw input_error(fmt::format("MoE runs on the CPU backend only: the {} backend has no routing kernels yet", ops_.backend));
-    // Capacity: the planner's rows per expert, ceil(c * k * b * s / E) (planner/moe.hpp), so both count the same rows.
+    // Capacity: the planner's rows per expert, ceil(c * k * b * s / E) (planner/run/moe.hpp), so both count the same rows.
     dispatch_ = {rows_, m.experts, m.experts_per_token, run.capacity_factor > 0 ? routed_rows(m, run) / m.experts : 0};
   }
   token_losses_ = act("loss.token_losses");
   // llm.c's padded rows: zero from model_state on, and zero they stay (no token indexes them, the loss
   // gives their logits zero gradient, so AdamW, weight decay included, leaves them at zero).
-  vocab_rows_ = vocab_rows(m, run.framework);
+  vocab_rows_ = vocab_rows(m, vocab_pad_multiple(run.framework));
 }
 
 void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label) {
@@ -257,7 +257,7 @@ void transformer::moe_forward(std::uint64_t i, tensor* output) {
     ops_.moe_permute_forward(dispatch_, l.topk_indices.view(), l.fc_in.view(), l.permuted_in.view(), h);
   }
   const kernels::moe_row_map map = moe_rows(l);
-  // Expert e's weights: slice e of each stacked (E, f, h) / (E, h, f) tensor (planner/param_count.cpp).
+  // Expert e's weights: slice e of each stacked (E, f, h) / (E, h, f) tensor (planner/model/param_count.cpp).
   auto expert = [&](const view& stacked, std::uint64_t e) { return stacked.slice(e * f * h, f * h); };
   if (!l.mlp_a) {  // each expert's SwiGLU over its rows (padding rows are zeros and stay zeros)
     l.mlp_a = act(pname(i, "mlp.gate"));    // (R, f)

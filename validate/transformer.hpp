@@ -1,17 +1,17 @@
 #pragma once
 // One micro-batch of a GPT or Llama transformer on the CPU kernels: forward layer by layer, loss, backward
 // layer by layer, with the buffers the planner's inventory names, allocated and freed at the planner's
-// events (planner/inventory.hpp), and recomputation that really recomputes.
+// events (planner/memory/inventory.hpp), and recomputation that really recomputes.
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "kernels/attention.hpp"
 #include "kernels/moe_permute.hpp"
-#include "planner/inventory.hpp"
-#include "planner/model_spec.hpp"
-#include "planner/precision.hpp"
-#include "planner/run_config.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/precision.hpp"
+#include "planner/run/run_config.hpp"
 #include "validate/model_state.hpp"
 #include "validate/tracking_allocator.hpp"
 
@@ -80,7 +80,7 @@ class transformer {
   kernels::attention_shape shape_;
   std::uint64_t rows_;  // b * s
   // The rows of the vocabulary tables and the logits' width: V padded to a multiple of 128 as llm.c's
-  // (planner/param_count.hpp vocab_rows); the first m_.vocab are the classes.
+  // (planner/model/param_count.hpp vocab_rows); the first m_.vocab are the classes.
   std::uint64_t vocab_rows_;
   kernels::moe_dispatch dispatch_;  // tokens, experts, top-k, capacity (MoE only)
 

@@ -6,7 +6,8 @@
 #include <map>
 #include <optional>
 
-#include "planner/timeline.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/memory/timeline.hpp"
 
 namespace trainplan::validate {
 namespace {

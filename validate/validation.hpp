@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "planner/inventory.hpp"
-#include "planner/model_spec.hpp"
-#include "planner/run_config.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/run_config.hpp"
 #include "validate/training_run.hpp"
 
 namespace trainplan::validate {

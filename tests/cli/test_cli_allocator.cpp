@@ -1,5 +1,5 @@
 // --expandable-segments: PyTorch's allocator under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as a run
-// option, in the report and the JSON, as a suggestion and a search lever (planner/expandable_allocator.hpp).
+// option, in the report and the JSON, as a suggestion and a search lever (planner/allocator/expandable_allocator.hpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>

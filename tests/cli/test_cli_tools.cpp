@@ -204,7 +204,7 @@ TEST_CASE("option --emit writes what the engine runs as planned, or says why it 
   emit("--params 7B --gpu h100 --gpus 8 --zero 3 --finetune qlora --emit hf-trainer", "qlora.json");
   json qlora = json::parse(slurp(dir / "qlora.lora.json"));
   CHECK(qlora["bnb_config"]["bnb_4bit_quant_storage"] == "bfloat16");
-  // Multi-head latent attention's projections, as planner/lora.cpp counts them.
+  // Multi-head latent attention's projections, as planner/run/lora.cpp counts them.
   emit("--model deepseek-v3 --gpu h100 --gpus 64 --zero 3 --seq 1024 --recompute full --finetune lora --emit hf-trainer", "mla.json");
   CHECK(json::parse(slurp(dir / "mla.lora.json"))["lora_config"]["target_modules"] ==
         json({"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}));

@@ -1,11 +1,11 @@
 #pragma once
 // The shared H100 measurements of PyTorch + Hugging Face (tests/data/measurements/), read with the
-// planner's own reader (planner/measured_runs.hpp).
+// planner's own reader (planner/measure/measured_runs.hpp).
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include "planner/measured_runs.hpp"
+#include "planner/measure/measured_runs.hpp"
 
 namespace trainplan::test {
 

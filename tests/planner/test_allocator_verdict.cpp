@@ -1,12 +1,13 @@
 // Under --framework hf the peak is the CUDA context plus what PyTorch's caching allocator reserves, replayed
-// within the GPU's memory, and the verdict is the replay's (planner/plan.hpp, apply_allocator_replay): the
+// within the GPU's memory, and the verdict is the replay's (planner/evaluate/plan.hpp, apply_allocator_replay): the
 // fit check, sweeps (unless --estimate), searches, max and the suggestions agree on it.
 #include <catch2/catch.hpp>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/max_fit.hpp"
-#include "planner/search.hpp"
-#include "planner/sweep.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/search/max_fit.hpp"
+#include "planner/search/search.hpp"
+#include "planner/search/sweep.hpp"
 #include "tests/planner/measured_runs.hpp"
 #include "tests/planner/plan_helpers.hpp"
 

@@ -1,8 +1,9 @@
-// The simulated PyTorch caching allocator (planner/caching_allocator.hpp) on constructed cases, rule by
+// The simulated PyTorch caching allocator (planner/allocator/caching_allocator.hpp) on constructed cases, rule by
 // rule as c10/cuda/CUDACachingAllocator.cpp states them.
 #include <catch2/catch.hpp>
 
-#include "planner/caching_allocator.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/allocator/caching_allocator.hpp"
 
 using trainplan::caching_allocator;
 
@@ -70,11 +71,11 @@ TEST_CASE("freed neighbours merge, and segments are never given back", "[allocat
   CHECK(a.peak_allocated_bytes() == 100 * MiB);
 }
 
-// ---- the replay's order within an event (planner/allocator_trace.cpp) --------------------------------------
+// ---- the replay's order within an event (planner/allocator/allocator_trace.cpp) --------------------------------------
 // One-layer (or two-layer) inventories by hand: events fwd_embed 0, fwd_layer i: 1+i, fwd_head L+1, loss L+2,
 // bwd_head L+3, bwd_layer i: L+4+(L-1-i), bwd_embed 2L+4.
 
-#include "planner/allocator_trace.hpp"
+#include "planner/allocator/allocator_trace.hpp"
 
 namespace {
 

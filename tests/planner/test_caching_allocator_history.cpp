@@ -1,4 +1,4 @@
-// The simulated caching allocator (planner/caching_allocator.hpp) driven by PyTorch's own recorded events:
+// The simulated caching allocator (planner/allocator/caching_allocator.hpp) driven by PyTorch's own recorded events:
 // the allocations and frees of three real training runs on an H100 (torch 2.11, allocator histories of
 // S1, S5 and S10 in data/measurements/allocator-history-h100-2026-11-26/, converted by
 // scripts/allocator_trace_from_history.py). Given the same events, the simulation must make the segments
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/caching_allocator.hpp"
+#include "planner/allocator/caching_allocator.hpp"
 
 using trainplan::caching_allocator;
 

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <limits>
 
-#include "planner/calibration_fit.hpp"
-#include "planner/input_error.hpp"
-#include "planner/timing_fit.hpp"
+#include "planner/measure/calibration_fit.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/measure/timing_fit.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
@@ -221,7 +221,7 @@ TEST_CASE("the synthetic runs mix device-bound and host-bound steps", "[calibrat
 }
 
 TEST_CASE("the timing fit follows the schedules of accumulating and GradScaler steps", "[calibrate][accumulation]") {
-  // The fit solves the same schedules estimate_op_times takes the longest of (planner/roofline.cpp,
+  // The fit solves the same schedules estimate_op_times takes the longest of (planner/time/roofline.cpp,
   // schedules_of): with micro-batches that alternate forward and backward, and a host that waits for the
   // device before the optimizer (GradScaler's .item()), it still gives the constants back.
   std::vector<timing_observation> runs;

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "planner/catalog.hpp"
-#include "planner/input_error.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/util/input_error.hpp"
 #include "test_helpers.hpp"
 #include "tests/scratch_dir.hpp"
 

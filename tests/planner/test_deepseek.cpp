@@ -6,15 +6,17 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/flops.hpp"
-#include "planner/hf_config.hpp"
-#include "planner/input_error.hpp"
-#include "planner/inventory.hpp"
-#include "planner/lora.hpp"
-#include "planner/param_count.hpp"
-#include "planner/plan.hpp"
-#include "planner/timeline.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/time/flops.hpp"
+#include "planner/io/hf_config.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/run/lora.hpp"
+#include "planner/model/param_count.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/memory/timeline.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;

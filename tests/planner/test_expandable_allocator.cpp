@@ -1,10 +1,10 @@
 // The simulated allocator under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-// (planner/expandable_allocator.hpp) on constructed cases, rule by rule as c10/cuda/CUDACachingAllocator.cpp
+// (planner/allocator/expandable_allocator.hpp) on constructed cases, rule by rule as c10/cuda/CUDACachingAllocator.cpp
 // states them.
 #include <catch2/catch.hpp>
 
-#include "planner/caching_allocator.hpp"
-#include "planner/expandable_allocator.hpp"
+#include "planner/allocator/caching_allocator.hpp"
+#include "planner/allocator/expandable_allocator.hpp"
 
 using trainplan::caching_allocator;
 using trainplan::expandable_allocator;

@@ -1,8 +1,8 @@
 #include <catch2/catch.hpp>
 
-#include "planner/flops.hpp"
-#include "planner/param_count.hpp"
-#include "planner/plan.hpp"
+#include "planner/time/flops.hpp"
+#include "planner/model/param_count.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;
@@ -20,7 +20,7 @@ TEST_CASE("model FLOPs equal Megatron's 72BsLh^2(1 + s/6h + V/12hL) for a GPT wi
     CHECK(f.model_per_step == Approx(megatron).epsilon(1e-12));
     // Eager, no recomputation: nothing redone. The harness's head runs over the vocabulary padded to a
     // multiple of 128 (50,257 -> 50,304; 51,200 stays): its forward and two backward GEMMs over the extra rows.
-    const double padded_rows = static_cast<double>(vocab_padded_to_128(V) - V);
+    const double padded_rows = static_cast<double>(((V + 127) / 128 * 128) - V);
     CHECK(f.padded_vocab_per_step == 3.0 * 2.0 * h * padded_rows * B * s);
     CHECK(f.hardware_per_step == f.model_per_step + f.padded_vocab_per_step);
     r.framework = framework_kind::hf;  // stores V rows
@@ -69,7 +69,7 @@ TEST_CASE("step time, MFU and HFU follow from the op breakdown, peak and calibra
   // AdamW bf16-mixed traffic: read grads (2), master r/w (8), write weights (2), m and v r/w (16) = 28 B/param,
   // at the achieved bandwidth (its launches are counted under overhead).
   // The parameters the harness stores: GPT-2's vocabulary padded to 50304 rows (llm.c's).
-  const double stored = static_cast<double>(count_params(with_vocab_rows(m, r.framework)).total);
+  const double stored = static_cast<double>(count_params(with_vocab_rows(m, vocab_rows(m, vocab_pad_multiple(r.framework)))).total);
   CHECK(p.time.optimizer_seconds == Approx(28.0 * stored / (3.35e12 * k.bandwidth_fraction)));
 }
 

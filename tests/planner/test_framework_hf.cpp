@@ -10,8 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/plan.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "tests/planner/measured_runs.hpp"
 #include "tests/planner/test_helpers.hpp"
 
@@ -57,7 +59,7 @@ TEST_CASE("hf profile: device peak (context + simulated caching allocator) of th
   // The shared file measured its 14 runs one after another in one process (mark_one_process): from S2 on the
   // cuBLAS workspaces S1 made were there, and no run requested its own. That is what moved S5's loss off a
   // fourth [b*s, V] fp32 segment (786 MiB) that a run of its own reserves; with the backward replayed op by op
-  // (planner/activations_hf_backward.hpp) the replay reserves what the shared run did. The fp32 Llama on SDPA's
+  // (planner/profiles/hf/activations_hf_backward.hpp) the replay reserves what the shared run did. The fp32 Llama on SDPA's
   // math path (S10) was 6% under until its recorded history showed a third s x s buffer in every layer's
   // softmax backward (the momentary layer{}.bwd.softmax_grad_temp).
   measured_file f = test::shared_h100_measurements();

@@ -1,4 +1,4 @@
-// hf's backward op by op (inventory::backward_programs, planner/activations_hf_backward.hpp): GPT-2 on SDPA's
+// hf's backward op by op (inventory::backward_programs, planner/profiles/hf/activations_hf_backward.hpp): GPT-2 on SDPA's
 // fused kernel, under autocast with dropout (S5's and S1's recorded allocator histories) or in bf16 without it (S3's). The steps name
 // buffers and parameters by name; a name that resolves to nothing is skipped by the replay, so these tests
 // check that every name resolves, that every buffer a layer keeps for its backward is released by a step,
@@ -9,8 +9,9 @@
 #include <set>
 #include <string>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/measured_runs.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/measure/measured_runs.hpp"
 #include "tests/planner/measured_runs.hpp"
 #include "tests/planner/plan_helpers.hpp"
 

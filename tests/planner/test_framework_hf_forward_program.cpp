@@ -1,4 +1,4 @@
-// hf's forward op by op (inventory::forward_in_program_order, planner/activations_hf_rows.hpp): the temporaries the
+// hf's forward op by op (inventory::forward_in_program_order, planner/profiles/hf/activations_hf_rows.hpp): the temporaries the
 // recorded allocator histories of S1, S5, E13 and S6 show, made and freed by the allocator replay where PyTorch does,
 // and left out of the peak timeline, which counts its coarser working set instead.
 #include <catch2/catch.hpp>
@@ -7,8 +7,9 @@
 #include <array>
 #include <set>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/timeline.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/memory/timeline.hpp"
 #include "tests/planner/plan_helpers.hpp"
 
 using namespace trainplan;

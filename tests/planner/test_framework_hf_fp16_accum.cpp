@@ -8,12 +8,13 @@
 
 #include <algorithm>
 
-#include "planner/activations_hf.hpp"
-#include "planner/allocator_trace.hpp"
-#include "planner/plan.hpp"
-#include "planner/roofline.hpp"
-#include "planner/step_ops.hpp"
-#include "planner/timeline.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/time/roofline.hpp"
+#include "planner/time/step_ops.hpp"
+#include "planner/memory/timeline.hpp"
 #include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 

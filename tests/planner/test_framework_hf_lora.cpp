@@ -5,11 +5,14 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/caching_allocator.hpp"
-#include "planner/lora.hpp"
-#include "planner/plan.hpp"
-#include "planner/step_ops.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/profile_step_ops.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/caching_allocator.hpp"
+#include "planner/run/lora.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/time/step_ops.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;

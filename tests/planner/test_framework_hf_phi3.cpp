@@ -3,8 +3,8 @@
 // Each case sets Phi-3 beside a Llama of the same shape with separate projections.
 #include <catch2/catch.hpp>
 
-#include "planner/lora.hpp"
-#include "planner/plan.hpp"
+#include "planner/run/lora.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 

@@ -3,9 +3,9 @@
 // of these is shared yet.
 #include <catch2/catch.hpp>
 
-#include "planner/activations_hf.hpp"
-#include "planner/plan.hpp"
-#include "planner/roofline.hpp"
+#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/time/roofline.hpp"
 #include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 
@@ -112,7 +112,7 @@ TEST_CASE("hf SDPA handed a sliding-window mask computes every tile: twice a cau
   REQUIRE(b);
   CHECK(a->every_tile);
   CHECK_FALSE(b->every_tile);
-  CHECK(a->flops == b->flops);  // the same square counted (planner/flops.hpp's hardware FLOPs)
+  CHECK(a->flops == b->flops);  // the same square counted (planner/time/flops.hpp's hardware FLOPs)
   const gpu_spec& h100 = test::data().gpu("h100");
   const roofline_rates rates(*h100.peak_flops_per_s(dtype::bf16), h100.memory_bandwidth_bytes_per_s,
                              test::data().calibration_for(h100).timing_for(framework_kind::hf), false);

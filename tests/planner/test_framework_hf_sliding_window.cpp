@@ -4,8 +4,8 @@
 // saves the mask as a bias. From the sources (transformers 5.x, torch 2.11); no GPU run of it is shared.
 #include <catch2/catch.hpp>
 
-#include "planner/activations_hf.hpp"
-#include "planner/plan.hpp"
+#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
 

@@ -11,8 +11,9 @@
 #include <cmath>
 #include <fmt/format.h>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/plan.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "tests/planner/measured_runs.hpp"
 #include "tests/planner/test_helpers.hpp"
 

@@ -2,9 +2,9 @@
 // -O3 for sm_90, default -r 1), from the shared measurements' README (tests/data/measurements/README.md).
 #include <catch2/catch.hpp>
 
-#include "planner/input_error.hpp"
-#include "planner/inventory_llmc.hpp"
-#include "planner/plan.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/profiles/llmc/inventory_llmc.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;
@@ -62,7 +62,7 @@ TEST_CASE("llmc profile: llm.c's step times on an H100 within 15%", "[framework]
 
 TEST_CASE("llmc profile: parameters padded to llm.c's vocabulary, everything allocated once", "[framework][llmc]") {
   model_spec m = test::gpt_shape(12, 768, 12, 50257);
-  CHECK(vocab_rows(m, framework_kind::llmc) == 50304);
+  CHECK(vocab_rows(m, vocab_pad_multiple(framework_kind::llmc)) == 50304);
   m.max_positions = 1024;
   run_config run;
   run.framework = framework_kind::llmc;

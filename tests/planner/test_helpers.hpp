@@ -2,10 +2,10 @@
 // Small builders shared by the planner tests.
 #include <filesystem>
 
-#include "planner/catalog.hpp"
-#include "planner/inventory.hpp"
-#include "planner/model_spec.hpp"
-#include "planner/run_config.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/run/run_config.hpp"
 
 namespace trainplan::test {
 

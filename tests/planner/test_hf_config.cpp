@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "planner/catalog.hpp"
-#include "planner/hf_config.hpp"
-#include "planner/input_error.hpp"
-#include "planner/param_count.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/io/hf_config.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/model/param_count.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
-#include "planner/inventory.hpp"
-#include "planner/timeline.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/memory/timeline.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;

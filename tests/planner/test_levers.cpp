@@ -1,4 +1,4 @@
-// The levers of issue 14 (planner/levers.hpp): names, what a change costs, the flags that reproduce it,
+// The levers of issue 14 (planner/search/levers.hpp): names, what a change costs, the flags that reproduce it,
 // which alternatives each framework can train, and the search space they span.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <set>
 
-#include "planner/input_error.hpp"
-#include "planner/levers.hpp"
-#include "planner/search.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/search/levers.hpp"
+#include "planner/search/search.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;

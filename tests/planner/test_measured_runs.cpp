@@ -1,12 +1,12 @@
-// The collector's report format (planner/measured_runs.hpp): fields beyond the shared file's.
+// The collector's report format (planner/measure/measured_runs.hpp): fields beyond the shared file's.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "planner/input_error.hpp"
-#include "planner/measured_runs.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/measure/measured_runs.hpp"
 
 using namespace trainplan;
 using nlohmann::json;

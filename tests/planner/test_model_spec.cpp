@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 #include <limits>
 
-#include "planner/catalog.hpp"
-#include "planner/input_error.hpp"
-#include "planner/model_spec.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/model/model_spec.hpp"
 
 using namespace trainplan;
 

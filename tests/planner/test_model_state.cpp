@@ -2,9 +2,10 @@
 // optimizer, read from the inventory: the seeds' bytes-per-parameter figures must follow from the layout.
 #include <catch2/catch.hpp>
 
-#include "planner/input_error.hpp"
-#include "planner/inventory.hpp"
-#include "planner/param_count.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/model/param_count.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;
@@ -57,7 +58,7 @@ TEST_CASE("the Ultra-scale Playbook table: 16 and 20 bytes per parameter", "[mod
 TEST_CASE("other regimes: pure bf16 8, Megatron 18, autocast 16, fp16-mixed 16 bytes/param", "[model-state]") {
   const model_spec& m = data().model("gpt2").spec;
   // What the default profile (trainplan) stores: GPT-2's vocabulary padded to 50304 rows as llm.c's.
-  const std::uint64_t P = count_params(with_vocab_rows(m, framework_kind::trainplan)).total;
+  const std::uint64_t P = count_params(with_vocab_rows(m, vocab_rows(m, 128))).total;
   auto bpp = [&](precision_regime p) { return state_bytes(m, p, grad_dtype_choice::automatic, optimizer_kind::adamw); };
   CHECK(bpp(precision_regime::bf16) == 8 * P);           // bf16 weights, grads, m, v
   CHECK(bpp(precision_regime::megatron_bf16) == 18 * P); // 2 + 4 (main_grad) + 4 (master) + 8
@@ -70,7 +71,7 @@ TEST_CASE("other regimes: pure bf16 8, Megatron 18, autocast 16, fp16-mixed 16 b
 
 TEST_CASE("option --grad-dtype fp32 adds a buffer only where gradients are 16-bit", "[model-state]") {
   const model_spec& m = data().model("gpt2").spec;
-  const std::uint64_t P = count_params(with_vocab_rows(m, framework_kind::trainplan)).total;  // padded vocabulary
+  const std::uint64_t P = count_params(with_vocab_rows(m, vocab_rows(m, 128))).total;  // padded vocabulary
   CHECK(state_bytes(m, precision_regime::fp32, grad_dtype_choice::fp32, optimizer_kind::adamw) == 16 * P);
   CHECK(state_bytes(m, precision_regime::megatron_bf16, grad_dtype_choice::fp32, optimizer_kind::adamw) == 18 * P);
   CHECK(state_bytes(m, precision_regime::bf16, grad_dtype_choice::fp32, optimizer_kind::adamw) == 12 * P);

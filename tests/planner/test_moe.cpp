@@ -4,14 +4,15 @@
 
 #include <filesystem>
 
-#include "planner/flops.hpp"
-#include "planner/hf_config.hpp"
-#include "planner/input_error.hpp"
-#include "planner/inventory.hpp"
-#include "planner/moe.hpp"
-#include "planner/optimizer.hpp"
-#include "planner/param_count.hpp"
-#include "planner/plan.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/time/flops.hpp"
+#include "planner/io/hf_config.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/run/moe.hpp"
+#include "planner/run/optimizer.hpp"
+#include "planner/model/param_count.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "tests/planner/test_helpers.hpp"
 
 using namespace trainplan;

@@ -1,9 +1,10 @@
 // Beyond one GPU and fine-tuning: ZeRO stages, offload, tensor/sequence parallelism, LoRA and QLoRA.
 #include <catch2/catch.hpp>
 
-#include "planner/input_error.hpp"
-#include "planner/lora.hpp"
-#include "planner/plan.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/run/lora.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;

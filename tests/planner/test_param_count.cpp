@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "planner/catalog.hpp"
-#include "planner/input_error.hpp"
-#include "planner/param_count.hpp"
-#include "planner/shape_from_params.hpp"
+#include "planner/io/catalog.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/model/param_count.hpp"
+#include "planner/io/shape_from_params.hpp"
 
 using namespace trainplan;
 
@@ -186,17 +186,17 @@ TEST_CASE("the --params rule refuses a count no derived shape comes within 3% of
 TEST_CASE("trainplan and llmc pad the vocabulary rows to 128, V stays the class count", "[params][vocab]") {
   // llm.c's train_gpt2.cu pads V to a multiple of 128: GPT-2's 50257 to 50304.
   const model_spec& gpt2 = data().model("gpt2").spec;
-  CHECK(vocab_padded_to_128(50257) == 50304);
-  CHECK(vocab_padded_to_128(50304) == 50304);
-  CHECK(vocab_padded_to_128(1) == 128);
-  CHECK(vocab_rows(gpt2, framework_kind::trainplan) == 50304);
-  CHECK(vocab_rows(gpt2, framework_kind::llmc) == 50304);
-  CHECK(vocab_rows(gpt2, framework_kind::hf) == 50257);
-  CHECK(vocab_rows(gpt2, framework_kind::megatron) == 50257);
+  CHECK(vocab_rows(gpt2, 128) == 50304);
+  CHECK(vocab_rows(with_vocab_rows(gpt2, 50304), 128) == 50304);
+  CHECK(vocab_rows(with_vocab_rows(gpt2, 1), 128) == 128);
+  CHECK(vocab_rows(gpt2, 1) == 50257);
+  CHECK(vocab_pad_multiple(framework_kind::trainplan) == 128);
+  CHECK(vocab_pad_multiple(framework_kind::llmc) == 128);
+  CHECK(vocab_pad_multiple(framework_kind::hf) == 1);
+  CHECK(vocab_pad_multiple(framework_kind::megatron) == 1);
   // The stored layout grows by the padded rows of the (tied) table; the model's own count does not change.
-  const model_spec stored = with_vocab_rows(gpt2, framework_kind::trainplan);
+  const model_spec stored = with_vocab_rows(gpt2, vocab_rows(gpt2, 128));
   CHECK(stored.vocab == 50304);
   CHECK(count_params(stored).total == 124'439'808ull + 47 * 768);  // llm.c's num_parameters: 124,475,904
   CHECK(params_of("gpt2") == 124'439'808ull);
-  CHECK(with_vocab_rows(gpt2, framework_kind::hf).vocab == 50257);
 }

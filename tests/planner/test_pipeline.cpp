@@ -1,11 +1,13 @@
-// Pipeline parallelism (planner/pipeline.hpp): what each pipeline GPU holds of the model state, how many
+// Pipeline parallelism (planner/run/pipeline.hpp): what each pipeline GPU holds of the model state, how many
 // micro-batches' activations it keeps under 1F1B and interleaved 1F1B, and the bubble, each against a
 // derivation by hand from the papers and Megatron-Core's schedule.
 #include <catch2/catch.hpp>
 
-#include "planner/input_error.hpp"
-#include "planner/pipeline.hpp"
-#include "planner/plan.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/run/pipeline.hpp"
+#include "planner/evaluate/plan.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "planner/input_error.hpp"
-#include "planner/plan.hpp"
-#include "planner/suggest.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/search/suggest.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "planner/input_error.hpp"
-#include "planner/quantity_parse.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/quantity_parse.hpp"
 
 using namespace trainplan;
 

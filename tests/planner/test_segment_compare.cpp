@@ -1,10 +1,11 @@
-// Segment by segment (planner/segment_compare.hpp): a measured run's segments against the replay's.
+// Segment by segment (planner/measure/segment_compare.hpp): a measured run's segments against the replay's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
-#include "planner/allocator_trace.hpp"
-#include "planner/segment_compare.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/measure/segment_compare.hpp"
 #include "tests/planner/measured_runs.hpp"
 #include "tests/planner/plan_helpers.hpp"
 

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "planner/framework.hpp"
-#include "planner/plan.hpp"
-#include "planner/roofline.hpp"
-#include "planner/timing_fit.hpp"
+#include "planner/run/framework.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/time/roofline.hpp"
+#include "planner/measure/timing_fit.hpp"
 #include "tests/planner/measured_runs.hpp"
 #include "tests/planner/test_helpers.hpp"
 

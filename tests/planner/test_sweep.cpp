@@ -2,11 +2,12 @@
 
 #include <set>
 
-#include "planner/input_error.hpp"
-#include "planner/max_fit.hpp"
-#include "planner/search.hpp"
-#include "planner/sweep.hpp"
-#include "planner/sweep_axis.hpp"
+#include "planner/model/model_facts.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/search/max_fit.hpp"
+#include "planner/search/search.hpp"
+#include "planner/search/sweep.hpp"
+#include "planner/util/sweep_axis.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;

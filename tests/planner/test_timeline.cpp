@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "planner/framework.hpp"
-#include "planner/inventory.hpp"
-#include "planner/timeline.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/run/framework.hpp"
+#include "planner/memory/inventory.hpp"
+#include "planner/memory/timeline.hpp"
 #include "test_helpers.hpp"
 
 using namespace trainplan;

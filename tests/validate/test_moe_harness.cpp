@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "../planner/test_helpers.hpp"
-#include "planner/input_error.hpp"
-#include "planner/moe.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/run/moe.hpp"
 #include "validate/training_run.hpp"
 #include "validate/validation.hpp"
 

@@ -5,7 +5,7 @@
 
 #include "../planner/test_helpers.hpp"
 #include "kernels/device_arena.hpp"
-#include "planner/input_error.hpp"
+#include "planner/util/input_error.hpp"
 #include "validate/training_run.hpp"
 #include "validate/validation.hpp"
 
@@ -66,7 +66,7 @@ TEST_CASE("recomputation in bf16 reproduces the forward bit for bit", "[validate
 }
 
 TEST_CASE("the padded vocabulary matches the planner and keeps V classes", "[validate][vocab]") {
-  // The harness pads V = 301 to 384 rows as llm.c does (planner/param_count.hpp vocab_rows). The planner's
+  // The harness pads V = 301 to 384 rows as llm.c does (planner/model/param_count.hpp vocab_rows). The planner's
   // trainplan inventory must still match to the byte, and the loss must be over the 301 classes only.
   const std::uint64_t V = 301, Vp = 384;
   for (model_family family : {model_family::gpt, model_family::llama})

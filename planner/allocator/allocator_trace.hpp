@@ -1,0 +1,112 @@
+#pragma once
+// Replays training steps' allocations and frees, as the inventory's lifetimes order them, through the
+// simulated caching allocator (planner/allocator/caching_allocator.hpp): what PyTorch reserves from the device.
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "planner/model/model_facts.hpp"
+#include "planner/memory/inventory.hpp"
+
+namespace trainplan {
+
+struct allocator_replay {
+  std::uint64_t peak_allocated_bytes = 0;  // max_memory_allocated(): tensors, rounded to the allocator's blocks
+  std::uint64_t peak_reserved_bytes = 0;   // max_memory_reserved(): segments taken from the device
+  // With a capacity: whether an allocation found no room even after the allocator freed its unused cached
+  // segments (the program stops there with an out-of-memory error: its buffer and 0-based step, -1 while
+  // creating the model), and how often before that it had to free them (each time, it synchronizes the
+  // device).
+  bool out_of_memory = false;
+  std::string_view failed_tensor;
+  int failed_step = 0;
+  std::uint64_t cache_releases = 0;
+  // Segments it made (cudaMalloc calls: memory_stats()'s num_device_alloc), those it gave back included; with
+  // expandable segments, the address ranges it reserved.
+  std::uint64_t segments_made = 0;
+  // Set by apply_allocator_replay (planner/evaluate/plan.hpp): whether the tensors alone, in the allocator's blocks,
+  // fit the capacity, so that a failure is the allocator's fragmentation.
+  bool tensors_fit = true;
+  // Also set by apply_allocator_replay: max_memory_reserved() of the replay in what the budget leaves it, the
+  // cache it keeps included: what a measurement on that GPU reads (plan check compares it), where
+  // peak_reserved_bytes becomes the least memory in which the replay completes; up to the failure for a run
+  // that runs out.
+  std::uint64_t budget_reserved_bytes = 0;
+};
+
+// Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach
+// AdamW one state tensor per parameter); activations one tensor per buffer and layer. Within an event the
+// replay follows program order, the inventory's order of a layer's buffers (planner/profiles/hf/activations_hf_rows.hpp): a
+// forward event's working buffers die once the next buffer that outlives the event exists; a backward event
+// recomputes (checkpointing) first, then walks the layer in reverse, allocating gradients and freeing saved
+// buffers as it reaches them; a backward event written op by op (inventory::backward_programs) follows its
+// steps instead. Creation and the optimizer step allocate, then free.
+// Simulates the model's creation and `steps` optimizer steps (the measurements read step 3), with segments
+// limited to `capacity_bytes` in all (what cudaMalloc can hand out; default unlimited).
+// Each time an allocation raises what the allocator reserves: with PyTorch's default allocator (no
+// capacity) one new segment of `added_bytes`; with expandable segments, pages mapped.
+struct allocator_growth {
+  std::string_view tensor;     // the buffer whose allocation took a new segment
+  std::uint64_t reserved_bytes = 0;  // reserved after it
+  int step = 0;                // 0-based optimizer step, -1 while creating the model
+  std::uint64_t added_bytes = 0;     // reserved after it less reserved before
+  bool small_pool = false;           // the request was 1 MiB or less (kSmallSize): the small pool's segment
+};
+// The allocations and frees of a replay in program order, with each buffer's sizes: built once, replayed at
+// several capacities (the bisection for the least memory a run needs: planner/evaluate/plan.cpp). With
+// `stop_at_out_of_memory` a replay returns at the first allocation that finds no room (the program would
+// stop there): enough for a yes-or-no probe, but its peaks are then those up to that allocation.
+struct allocator_schedule {
+  struct op {
+    std::uint64_t instance;  // one allocation of a buffer: for a layer, a micro-batch, a step
+    std::uint32_t tensor;    // index in inv->tensors
+    int step;                // 0-based optimizer step, -1 while creating the model
+    bool free;
+    // An allocation: the one of sizes[tensor] at this index (a backward step that places one parameter's
+    // gradient), or -1: all of them but those placed so (placed[tensor]).
+    std::int32_t piece = -1;
+  };
+  const inventory* inv = nullptr;  // must outlive the schedule
+  std::uint64_t instances = 0;
+  std::vector<op> ops;
+  std::vector<std::vector<std::uint64_t>> sizes;  // by tensor: the tensors PyTorch allocates for one instance
+  std::vector<std::vector<bool>> placed;          // by tensor: which of those a backward step allocates (else empty)
+  // The allocator it replays through: PyTorch's default (planner/allocator/caching_allocator.hpp), or with
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/allocator/expandable_allocator.hpp), whose segments'
+  // address space is sized from the GPU's memory (80 GiB when not set).
+  bool expandable_segments = false;
+  std::uint64_t gpu_total_bytes = 80ull << 30;
+  // PyTorch's cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp: one per handle and stream, a handle
+  // per thread), one of `workspace_bytes` each; 0: none. They come from the caching allocator when a thread
+  // runs its first GEMM and are never freed: the forward's in step 1's first layer, the autograd engine's at
+  // the start of step 1's backward, where it takes a block the forward freed (a 48 MiB one of GPT-2's
+  // gelu_new in the recorded histories of S1 and E13, data/measurements/allocator-history-*), which changes
+  // where later tensors go. The replay makes them at the start of those events (`workspace_ops`: the
+  // operations they come before) but reports its peaks and takes its capacity without them, as the planner
+  // counts them on a line of their own (runtime_overhead::cublas_workspace_bytes).
+  std::uint64_t workspace_bytes = 0;
+  std::array<std::size_t, 2> workspace_ops{};
+  // PyTorch's cuBLASLt workspaces (CublasHandlePool.cpp, getCUDABlasLtWorkspace: one per handle and stream, of
+  // CUBLASLT_WORKSPACE_SIZE, 1024 KiB by default, kept once made), which a thread makes at its first GEMM
+  // with a bias (addmm's gemm_and_bias: GPT-2's Conv1D, Qwen2's q, k, v): the replay makes one right after each
+  // cuBLAS workspace whose thread runs such a GEMM (`lt_after`: the forward's; the autograd engine's when it
+  // recomputes checkpointed layers). Unlike the cuBLAS workspaces they count in the replay's peaks: no
+  // overhead line holds them. The recorded histories show each (S1-S5, S12, E4, E7, E13: a 1 MiB block never
+  // freed, one 2 MiB small segment where no other has room).
+  std::uint64_t lt_workspace_bytes = 0;
+  std::array<bool, 2> lt_after{};
+};
+allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                        int steps = 3);
+// How many buffer instances schedule_allocations would make, at most (without making them): what a replay
+// costs in time and host memory, about 100 bytes an instance and its two operations.
+std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_accum, int steps = 3);
+allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth = nullptr,
+                                 std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false);
+
+allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                  int steps = 3, std::vector<allocator_growth>* growth = nullptr,
+                                  std::uint64_t capacity_bytes = ~0ull);
+
+}  // namespace trainplan

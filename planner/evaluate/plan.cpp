@@ -1,0 +1,417 @@
+#include "planner/evaluate/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/profile_step_ops.hpp"
+#include "planner/profiles/build_inventory.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/caching_allocator.hpp"
+#include "planner/util/checked_math.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/profiles/llmc/inventory_llmc.hpp"
+#include "planner/run/lora.hpp"
+#include "planner/run/pipeline.hpp"
+
+namespace trainplan {
+namespace {
+
+void validate_run(const model_spec& m, const run_config& run) {
+  if (run.seq == 0 || run.micro_batch == 0 || run.grad_accum == 0)
+    throw input_error("sequence length, micro-batch and accumulation must each be at least 1");
+  if (m.max_positions > 0 && run.seq > m.max_positions)
+    throw input_error(fmt::format("--seq {} is longer than model {}'s {} learned positions", run.seq, m.name,
+                                  m.max_positions));
+  if (run.dropout < 0.0 || run.dropout >= 1.0) throw input_error("--dropout must be at least 0 and below 1");
+  // Tokens per step must be countable exactly.
+  if (!product_fits_64_bits({run.seq, run.micro_batch, run.grad_accum, run.gpus}))
+    throw input_error(fmt::format("tokens per step, --seq {} x --micro-batch {} x --grad-accum {} x --gpus {}, is larger "
+                                  "than 64 bits can hold", run.seq, run.micro_batch, run.grad_accum, run.gpus));
+  // The inventory multiplies a micro-batch's tokens by a row width and up to 8 bytes an element, and eager
+  // attention's scores by heads x seq again. Checked here, the error names the options that are too large,
+  // not the first tensor whose size would wrap (checked_math.hpp stays the backstop for the rest).
+  const std::uint64_t widest_row = std::max({m.hidden, m.ffn, m.dense_mlp_width(), m.vocab});
+  if (!product_fits_64_bits({run.seq, run.micro_batch, widest_row, 8}))
+    throw input_error(fmt::format("--seq {} x --micro-batch {} tokens of the model's widest row ({} elements) are larger "
+                                  "than 64 bits of bytes can hold", run.seq, run.micro_batch, widest_row));
+  if (run.attention == attention_kind::eager && !product_fits_64_bits({run.micro_batch, m.heads, run.seq, run.seq, 8}))
+    throw input_error(fmt::format("--seq {} squared x --micro-batch {} x {} heads (eager attention's scores) is larger "
+                                  "than 64 bits of bytes can hold", run.seq, run.micro_batch, m.heads));
+  check_parallel_layout(run);
+  check_pipeline_layout(m, run);
+  if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0 || m.dense_mlp_width() % run.tp != 0)
+    throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}{}) of {}", run.tp, m.heads,
+                                  m.kv_heads, m.ffn, m.dense_ffn > 0 ? fmt::format(", dense {}", m.dense_ffn) : "", m.name));
+  if (run.zero < 0 || run.zero > 3) throw input_error("--zero must be 0, 1, 2 or 3");
+  if ((run.offload == offload_mode::params || run.offload == offload_mode::both) && run.zero != 3)
+    throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
+  if (run.finetune != finetune_kind::full && (run.lora_rank == 0 || run.lora_targets == 0))
+    throw input_error("--finetune lora/qlora needs --lora-rank of at least 1 and some --lora-targets");
+  // An update B·A of rank r adds nothing past the smaller side of the matrix it adapts (Hu et al. 2021).
+  if (run.finetune != finetune_kind::full && run.lora_rank > m.hidden)
+    throw input_error(fmt::format("--lora-rank {} is larger than the hidden size ({}) of {}: a low-rank update has a rank "
+                                  "below the matrix's sides", run.lora_rank, m.hidden, m.name));
+  if (!(run.capacity_factor == 0.0 || (run.capacity_factor >= 1.0 && run.capacity_factor <= 1024.0)))
+    throw input_error("--capacity-factor must be from 1 to 1024, or dropless");
+  if (run.ep == 0) throw input_error("--ep must be at least 1");
+  if (run.ep > 1 || run.capacity_factor > 0.0) {
+    if (!m.is_moe()) throw input_error(fmt::format("--ep and --capacity-factor need a Mixture-of-Experts model; {} is dense", m.name));
+    if (m.experts % run.ep != 0)
+      throw input_error(fmt::format("--ep {} must divide the {} experts of {}", run.ep, m.experts, m.name));
+    if (run.ep > 1 && run.finetune != finetune_kind::full)
+      throw input_error("--ep with LoRA/QLoRA adapters is not modelled");
+    if (run.data_parallel() % run.ep != 0)
+      throw input_error(fmt::format("--ep {} must divide the data-parallel GPUs ({} = --gpus / (--tp x --pp))", run.ep,
+                                    run.data_parallel()));
+  }
+  if (run.finetune == finetune_kind::qlora && run.precision == precision_regime::fp32)
+    throw input_error("--finetune qlora computes in bf16 over an NF4 base; it cannot be combined with --precision fp32");
+}
+
+// The buffer the optimizer writes updated weights into: the LoRA adapters when training them, otherwise
+// the model's weights (not the fp8 copies or the frozen NF4 base).
+std::uint64_t trained_weight_bytes(const inventory& inv) {
+  for (const std::vector<tensor_spec>* list : {&inv.tensors, &inv.host_tensors})
+    for (const tensor_spec& t : *list)
+      if (t.role == tensor_role::trained_weights) return t.bytes;
+  return 0;
+}
+
+// Bytes the optimizer step reads and writes on this GPU (or its host, when offloaded): the gradient it
+// reads (the fp32 accumulation buffer when there is one), the master copy read and written (or the
+// weights, when there is none), the low-precision weights written from it, each state read and written.
+// Communication buffers are not part of the update.
+std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layout& layout) {
+  const char* what = "optimizer traffic";
+  std::uint64_t bytes = 0, master = 0;
+  for (const std::vector<tensor_spec>* list : {&inv.tensors, &inv.host_tensors})
+    for (const tensor_spec& t : *list) {
+      const bool state = t.role == tensor_role::optimizer_state || t.role == tensor_role::optimizer_temporary ||
+                         t.role == tensor_role::master_weights || t.role == tensor_role::gradients;
+      if (!state) continue;  // communication buffers are not part of the update
+      // hf's gradients are one buffer per layer (they appear layer by layer).
+      const std::uint64_t all = checked_mul(t.bytes, t.instances(), what);
+      if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(all, 2, what), what);
+      if (t.category == tensor_category::master_weights) master = all;
+      if (t.category == tensor_category::gradients && t.type == layout.optimizer_grad_dtype())
+        bytes = checked_add(bytes, all, what);
+    }
+  const std::uint64_t weights = trained_weight_bytes(inv);
+  if (layout.master) return checked_add(bytes, checked_add(checked_mul(master, 2, what), weights, what), what);
+  return checked_add(bytes, checked_mul(weights, 2, what), what);
+}
+
+// The peak (the tensors plus the overhead lines), and from it and the allocator replay (when it ran) the
+// verdict and the headroom against the budget. The headroom is signed: with the peak below 2^63 and a GPU's
+// memory at most 2^50 (planner/io/catalog.cpp), it is exact. A peak beyond 8 EiB is no plan at all (it once
+// saturated the headroom at -2^63).
+void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
+  const runtime_overhead& o = r.overhead;
+  r.peak_bytes = checked_add(
+      r.tensor_peak_bytes,
+      checked_add(o.cuda_context_bytes, checked_add(o.cublas_workspace_bytes, o.allocator_slack_bytes, "overhead"), "overhead"),
+      "peak bytes");
+  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
+  r.fits = r.peak_bytes <= budget_bytes && r.host_fits && !(r.allocator && r.allocator->out_of_memory);
+  r.headroom_bytes = static_cast<std::int64_t>(budget_bytes) - static_cast<std::int64_t>(r.peak_bytes);
+}
+
+}  // namespace
+
+bool replays_allocator(const run_config& run) { return run.framework == framework_kind::hf && run.pp == 1; }
+
+std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run) {
+  const std::uint64_t rows = checked_mul(run.micro_batch, run.seq, "loss rows");
+  const std::uint64_t bytes = checked_mul(checked_mul(rows, m.vocab, "loss elements"), dtype_bytes(dtype::fp32), "loss bytes");
+  return caching_allocator::segment_size(caching_allocator::round_size(bytes));
+}
+
+bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
+  const std::uint64_t fixed = r.overhead.cuda_context_bytes + r.overhead.cublas_workspace_bytes;  // both below 2^40
+  if (!replays_allocator(r.run) || r.tensor_peak_bytes > budget_bytes || fixed > budget_bytes - r.tensor_peak_bytes)
+    return false;
+  apply_allocator_replay(r, facts, budget_bytes);
+  return true;
+}
+
+namespace {
+
+constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
+
+// The least capacity, in 2 MiB steps, in which the schedule's replay completes, between `fails` (a capacity
+// in steps where it runs out, or one below the tensors) and `completes` (one where it completes). A
+// bisection: how the segments split depends on the limit (a tighter one frees cached segments sooner), so
+// completing is not monotone in the capacity, and the result is a capacity that completes with one step
+// less failing, not always the least of all. log2 of the range's 2 MiB steps in replays (16 across an 80 GB
+// GPU), each stopping at its first failure.
+std::uint64_t least_completing_capacity(const allocator_schedule& schedule, std::uint64_t fails, std::uint64_t completes) {
+  while (completes - fails > 1) {
+    const std::uint64_t mid = fails + (completes - fails) / 2;
+    if (replay_schedule(schedule, nullptr, mid * allocator_capacity_step_bytes, true).out_of_memory) fails = mid;
+    else completes = mid;
+  }
+  return checked_mul(completes, allocator_capacity_step_bytes, "reserved bytes");
+}
+
+}  // namespace
+
+bool replay_makes_cublas_workspaces(const plan_result& r) {
+  // Only where the replay follows the forward op by op: there the backward's takes a block the forward freed,
+  // as PyTorch's recorded histories show (S1, S5, E13 and S6 then reserve PyTorch's segments, or one 2 MiB small
+  // segment fewer). A coarser forward leaves free blocks PyTorch did not have, in which they would hide; outside
+  // the replay they are a segment each, as E11's measured segments show (two of 32 MiB more than its replay
+  // made). With expandable segments no history was recorded, and there the coarse replays moved most when they
+  // were made (E17 +6.2 points): left out too.
+  return r.run.framework == framework_kind::hf && r.inv.forward_in_program_order && !r.run.expandable_segments &&
+         !r.run.cublas_workspaces_held;
+}
+
+allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {
+  allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum, steps);
+  schedule.expandable_segments = r.run.expandable_segments;
+  schedule.gpu_total_bytes = r.gpu_memory_bytes;
+  // hf's overhead line holds both workspaces (evaluate_plan).
+  if (replay_makes_cublas_workspaces(r)) {
+    schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
+    // A GEMM with a bias goes through cuBLASLt, with a workspace of its own (planner/allocator/allocator_trace.hpp): GPT-2's
+    // Conv1D layers (addmm), Qwen2's biased q, k and v projections. The autograd engine's thread runs one only
+    // where it recomputes a checkpointed layer's forward. (From the facts: a sweep's results leave r.model empty.)
+    const bool biased_gemm = std::any_of(facts.tensors.begin(), facts.tensors.end(),
+                                         [](const param_tensor& t) { return t.name == "layer{}.attn.qkv.bias"; });
+    if (biased_gemm) {
+      schedule.lt_workspace_bytes = pytorch_cublaslt_workspace_bytes;
+      schedule.lt_after = {true, r.run.recompute == recompute_mode::full};
+    }
+  }
+  return schedule;
+}
+
+std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts) {
+  if (!r.allocator || r.allocator->out_of_memory || r.allocator->cache_releases > 0 || !replay_makes_cublas_workspaces(r))
+    return std::nullopt;
+  allocator_schedule schedule = plan_allocator_schedule(r, facts);
+  schedule.workspace_bytes = 0;
+  return checked_add(replay_schedule(schedule).peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
+}
+
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
+  if (!replays_allocator(r.run)) return;
+  const std::uint64_t fixed = checked_add(r.overhead.cuda_context_bytes, r.overhead.cublas_workspace_bytes, "overhead");
+  // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
+  // torch.cuda.set_per_process_memory_fraction.
+  const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
+  if (const std::uint64_t instances = count_schedule_instances(r.inv, r.run.grad_accum); instances > max_replayed_instances) {
+    r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
+    set_peak_and_verdict(r, budget_bytes);
+    return;
+  }
+  const allocator_schedule schedule = plan_allocator_schedule(r, facts);
+  r.allocator = replay_schedule(schedule, nullptr, capacity);
+  r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
+  r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
+  constexpr std::uint64_t step = allocator_capacity_step_bytes;
+  if (r.allocator->out_of_memory) {
+    // What it needs: the least memory in which the replay completes (the allocator frees its cached segments
+    // as it runs short there too), searched between what the budget leaves it (where it failed) and what it
+    // reserves with no limit (where it cannot fail: until a segment would exceed a limit, a limited replay
+    // is the unlimited one). Not from the tensors up: a replay that fails in the GPU's memory may complete in
+    // less (mistral-7b, seq 44,745, recompute full on an H200: out of memory in 139.8 GiB, complete in
+    // 139.3), and "needs less than the GPU has" would contradict the verdict.
+    const allocator_replay unlimited = replay_schedule(schedule);
+    const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
+    r.allocator->peak_reserved_bytes =
+        least_completing_capacity(schedule, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step));
+  } else if (r.allocator->cache_releases > 0) {
+    // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
+    // budget, a cache it would have kept, not what the run needs (a 7B run with the optimizer offloaded
+    // showed a peak of the H100's whole memory and 0.2 MiB of headroom). The peak is the least memory in
+    // which it completes, as for a run that does not fit. The search starts at what it reserved: a replay
+    // in any capacity from that up to the budget is the same replay (it runs short at the same allocations,
+    // where a segment would pass the budget, and never reserves more).
+    const std::uint64_t fails = (std::max<std::uint64_t>(r.allocator->peak_allocated_bytes, 1) - 1) / step;  // below the tensors
+    const std::uint64_t completes = (r.allocator->peak_reserved_bytes + step - 1) / step;
+    if (completes > fails + 1 && completes * step <= capacity)
+      r.allocator->peak_reserved_bytes =
+          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(schedule, fails, completes));
+  }
+  r.allocator_reserved_bytes =
+      checked_add(r.allocator->peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
+  // The replay holds every buffer the timeline counts at once (planner/allocator/allocator_trace.hpp), so it reserves at
+  // least the tensor peak; the guard keeps the line non-negative regardless.
+  r.overhead.allocator_slack_bytes =
+      r.allocator->peak_reserved_bytes > r.tensor_peak_bytes ? r.allocator->peak_reserved_bytes - r.tensor_peak_bytes : 0;
+  set_peak_and_verdict(r, budget_bytes);
+}
+
+plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
+                          const calibration& calib, const plan_options& options) {
+  validate_model(model);
+  validate_run(model, run);
+  plan_result r;
+  r.run = run;
+  r.gpu_memory_bytes = gpu.memory_bytes;
+  if (options.copy_specs) {
+    r.model = model;
+    r.gpu = gpu;
+    r.calib = calib;
+  }
+  r.layout = make_precision_layout(run.precision, run.grad_dtype);
+  model_facts local;
+  const model_facts* facts = options.facts;
+  if (!facts) {
+    local = describe_model(model);
+    facts = &local;
+  }
+  r.params = facts->counts;
+
+  auto peak = gpu.peak_flops_per_s(r.layout.compute);
+  if (!peak)
+    throw input_error(fmt::format("GPU {} has no {} tensor throughput in gpus.json; precision {} cannot run on it",
+                                  gpu.name, dtype_name(r.layout.compute), precision_name(run.precision)));
+
+  // A sweep's previous configuration of this model and run, accumulation aside (plan_reuse).
+  plan_reuse* reuse = run.pp == 1 && options.detail == timeline_detail::peak ? options.reuse : nullptr;
+  if (reuse) {
+    run_config key = run;
+    key.grad_accum = 0;
+    if (reuse->model != &model || reuse->facts != facts || !(reuse->run == key)) {
+      reuse->inv = build_inventory(model, run, r.layout, facts);
+      reuse->timelines = {};
+      reuse->micro_batch_ops.reset();
+      reuse->model = &model, reuse->facts = facts, reuse->run = key;
+    }
+    r.inv = reuse->inv;
+  } else if (run.pp == 1) {
+    r.inv = build_inventory(model, run, r.layout, facts);
+  } else {
+    // Every pipeline GPU holds its own layers' weights, gradients and optimizer state (planner/run/pipeline.hpp);
+    // the first also the embedding and the most micro-batches in flight, the last the head and the logits.
+    // A middle GPU holds what the first does less the embedding and fewer micro-batches, so the first and the
+    // last bound the rest; with dense first layers (DeepSeek-V3) the first GPU may hold lighter layers than
+    // the next, so the first GPU of MoE layers alone is a candidate too. The worst is what the GPUs must hold.
+    std::vector<std::uint64_t> candidates{0, run.pp - 1};
+    if (model.dense_layers > 0) {
+      const std::uint64_t stage_layers = model.layers / run.pp, first_moe = (model.dense_layers + stage_layers - 1) / stage_layers;
+      if (first_moe > 0 && first_moe < run.pp - 1) candidates.push_back(first_moe);
+    }
+    std::uint64_t best_peak = 0;
+    bool have = false;
+    for (const std::uint64_t j : candidates) {
+      const model_spec stage_model = pipeline_stage_model(model, j, run.pp, run.vpp);
+      const bool first = j == 0, last = j == run.pp - 1;
+      const model_facts stage = pipeline_stage_facts(stage_model, first, last);
+      // The activations: `chunks` forwards of one model chunk (L/(p v) layers) in flight, of which `first_chunk`
+      // are of the chunk that holds the embedding (planner/run/pipeline.hpp).
+      const std::uint64_t chunks = pipeline_chunks_in_flight(j, run.pp, run.vpp, run.grad_accum);
+      model_spec chunk_model = stage_model;
+      chunk_model.layers = stage_model.layers / run.vpp;
+      inventory inv = build_inventory(chunk_model, run, r.layout, &stage,
+                                      {first, last, chunks, pipeline_first_chunk_in_flight(chunks, run.pp, run.vpp)});
+      const std::uint64_t peak_bytes = walk_timeline(inv, run.grad_accum, timeline_detail::peak).peak.live_bytes;
+      if (have && peak_bytes <= best_peak) continue;
+      have = true;
+      best_peak = peak_bytes;
+      r.inv = std::move(inv);
+      const std::string held =
+          run.vpp == 1 ? fmt::format("{} micro-batch{} in flight", chunks, chunks == 1 ? "" : "es")
+                       : fmt::format("{} chunk forwards of {} layers in flight", chunks, chunk_model.layers);
+      if (first && last)
+        r.pipeline_stage = fmt::format("the only stage: {} layers", stage_model.layers);
+      else if (first)
+        r.pipeline_stage = fmt::format("first of {} pipeline stages: embedding and {} layers, {}", run.pp,
+                                       stage_model.layers, held);
+      else if (last)
+        r.pipeline_stage = fmt::format("last of {} pipeline stages: {} layers and the head, {}", run.pp, stage_model.layers, held);
+      else
+        r.pipeline_stage = fmt::format("stage {} of {}, the first without dense layers: {} layers, {}", j + 1, run.pp,
+                                       stage_model.layers, held);
+    }
+  }
+  for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
+  r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
+  r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets, run.framework);
+  if (reuse) {
+    std::optional<timeline_result>& known = reuse->timelines[run.grad_accum > 1 ? 1 : 0];
+    if (!known) known = walk_timeline(r.inv, run.grad_accum, options.detail);
+    r.timeline = *known;
+  } else {
+    r.timeline = walk_timeline(r.inv, run.grad_accum, options.detail);
+  }
+  r.tensor_peak_bytes = r.timeline.peak.live_bytes;
+
+  // hf: PyTorch's CUDA context (data/calibration.json: measured with torch 2.11 on an H100 until a collector
+  // report calibrates it for a GPU); trainplan: the harness's where `plan calibrate` measured it.
+  r.overhead.cuda_context_bytes = calib.context_bytes_for(run.framework);
+  r.overhead.cublas_workspace_bytes = calib.cublas_workspace_bytes;
+  if (run.framework == framework_kind::hf) {
+    // PyTorch keeps a cuBLAS workspace per (handle, stream) and a handle per thread: the forward's and the
+    // autograd engine's (aten/src/ATen/cuda/CublasHandlePool.cpp). It allocates them through its caching
+    // allocator, so they count in memory_allocated.
+    r.overhead.cublas_workspace_bytes = checked_mul(2, calib.cublas_workspace_bytes, "cuBLAS workspaces");
+  }
+  if (run.framework == framework_kind::llmc) {
+    r.overhead.cuda_context_bytes = cuda_program_context_bytes;
+    r.overhead.cublas_workspace_bytes = llmc_cublaslt_workspace_bytes;
+  }
+  // llm.c takes its few large blocks straight from cudaMalloc: no caching allocator, no slack.
+  const double slack_fraction = calib.slack_fraction_for(run.framework);
+  const double slack = std::floor(static_cast<double>(r.tensor_peak_bytes) * slack_fraction);
+  if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
+    throw input_error("allocator slack is larger than 64 bits can hold");
+  r.overhead.allocator_slack_bytes = static_cast<std::uint64_t>(slack);
+  set_peak_and_verdict(r, gpu.memory_bytes);
+  // A peak-only evaluation leaves the replay (about a millisecond; 1 to 15 for a run that does not fit) to its
+  // caller: sweeps and charts apply it to every point, searches only where it can change the verdict.
+  if (options.detail != timeline_detail::peak) apply_allocator_replay(r, *facts, gpu.memory_bytes);
+
+  r.flops = count_flops(model, run, r.params);
+  // PCIe traffic of offloading per step (Ren et al. 2021, ZeRO-Offload: gradients to the host, updated
+  // weights back; Rajbhandari et al. 2021, ZeRO-Infinity: every weight streamed in for each forward and
+  // backward of each micro-batch).
+  double pcie_bytes = 0;
+  for (const tensor_spec& t : r.inv.host_tensors)
+    if (t.category == tensor_category::weights) pcie_bytes += 2.0 * static_cast<double>(run.grad_accum) * t.bytes;
+  if (run.offload == offload_mode::optimizer || run.offload == offload_mode::both) {
+    for (const tensor_spec& t : r.inv.tensors)
+      if (t.role == tensor_role::gradients)  // down as gradients, up as weights of the same size
+        pcie_bytes += 2.0 * static_cast<double>(t.bytes) * static_cast<double>(t.instances());
+  }
+  // What the optimizer updates on this GPU: ZeRO shards it over data parallelism, tp and pp split it.
+  double trained_tensors = 0;
+  if (run.finetune == finetune_kind::full) {
+    trained_tensors = static_cast<double>(facts->tensor_instances);  // counted once per model (describe_model)
+  } else {
+    trained_tensors = 2.0 * lora_linears(model, run.lora_targets, run.framework) * static_cast<double>(model.layers);  // A and B
+  }
+  const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
+  // The three figures depend on the model, the inventory and the run's sharding, not on the accumulation:
+  // a reused inventory's ops are reused with it.
+  if (reuse) {
+    if (!reuse->micro_batch_ops)
+      reuse->micro_batch_ops = list_micro_batch_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
+                                                    trained_tensors / static_cast<double>(run.pp),
+                                                    static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+    r.ops = *reuse->micro_batch_ops;
+    repeat_micro_batches(r.ops, run.grad_accum);
+  } else {
+    r.ops = list_step_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
+                          trained_tensors / static_cast<double>(run.pp),
+                          static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+  }
+  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
+                              run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
+                              pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum));
+  // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time
+  // (tokens/s, MFU and training time all divide by it) should any other input still reach one.
+  if (!std::isfinite(r.time.step_seconds) || !(r.time.step_seconds > 0) || !std::isfinite(r.time.tokens_per_second))
+    throw input_error(fmt::format("the step time of {} on {} is not a finite positive number: check the timing constants "
+                                  "of calibration.json and the GPU's entry in gpus.json", model.name, gpu.name));
+  return r;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,52 @@
+#pragma once
+// The GPUs, model presets and calibration the planner knows, loaded strictly from data/ (embedded in the
+// binary) or from a folder given with --data-dir. An unknown or missing key is an error that names the
+// file and the key.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "planner/system/calibration.hpp"
+#include "planner/system/gpu_spec.hpp"
+#include "planner/model/model_spec.hpp"
+
+namespace trainplan {
+
+struct model_preset {
+  model_spec spec;
+  std::uint64_t nominal_params = 0;  // the size class in the name ("7B" -> 7e9)
+  std::string nominal_text;
+  std::string hf_repo;  // the Hugging Face repository of its config.json ("meta-llama/Llama-3.1-8B"); may be empty
+};
+
+class catalog {
+ public:
+  // Embedded data/, then the files of data_dir that exist: their entries are added, or replace built-in
+  // entries of the same name (a calibration.json there overrides the keys it names).
+  static catalog load(const std::optional<std::filesystem::path>& data_dir = std::nullopt);
+  // Parses the three documents directly (tests use this for malformed input).
+  static catalog from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json);
+
+  const gpu_spec& gpu(std::string_view name) const;       // name or alias, case-insensitive
+  // A preset's name or its Hugging Face repository id (also as a huggingface.co URL), case-insensitive.
+  const model_preset& model(std::string_view name) const;
+  calibration calibration_for(const gpu_spec& gpu) const;
+
+  const std::vector<gpu_spec>& gpus() const { return gpus_; }
+  const std::vector<model_preset>& models() const { return models_; }
+
+  // A calibration.json's entries over these (as --data-dir applies one); throws input_error naming the
+  // key for anything the loader rejects. `plan calibrate` reads back what it is about to write.
+  void apply_calibration(std::string_view calibration_json, bool replace_default);
+
+ private:
+
+  std::vector<gpu_spec> gpus_;
+  std::vector<model_preset> models_;
+  calibration default_calibration_;
+  std::vector<std::pair<std::string, calibration>> gpu_calibration_;  // gpu name -> default with overrides
+};
+
+}  // namespace trainplan

@@ -1,0 +1,44 @@
+#pragma once
+// The activations of one training step of PyTorch eager + Hugging Face transformers (--framework hf):
+// every tensor autograd saves for backward, the loss's fp32 buffers, and the working sets that exist only
+// within one event. Read off the saved-tensor inventories measured with torch 2.11 and transformers 5.17 on
+// an H100 (../shared/measurements/, copied with provenance into tests/data/measurements/).
+#include <array>
+
+#include "planner/memory/inventory_builder.hpp"
+#include "planner/model/model_spec.hpp"
+#include "planner/model/param_count.hpp"
+#include "planner/run/precision.hpp"
+#include "planner/run/run_config.hpp"
+
+namespace trainplan {
+
+// Which kernel torch.nn.functional.scaled_dot_product_attention runs (attention_kind::flash under hf
+// means the model's attn_implementation="sdpa"; eager means "eager").
+enum class sdpa_backend { fused, efficient, math, eager };
+// PyTorch's choice for the dtype and head layout (sdp_utils.cpp): cuDNN or FlashAttention for 16-bit
+// inputs (on the H100 the inventories show cuDNN; both save q, k, v, the output and an fp32 log-sum-exp),
+// memory-efficient attention for fp32 without grouped-query heads, the math path for fp32 with them.
+sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
+
+// Whether transformers hands SDPA a sliding-window mask (every layer sliding, sequence >= window): then
+// k and v are repeated to every query head and the fused kernel saves the mask as a [b,1,s,s] bias.
+bool hf_sliding_window_mask(const model_spec& m, const run_config& run);
+std::string_view sdpa_backend_name(sdpa_backend b);
+
+// Throws input_error for what the profile does not model (tensor or pipeline parallelism, selective
+// recomputation: Hugging Face checkpoints whole decoder layers).
+void check_hf_run(const run_config& run, const precision_layout& layout);
+
+// Adds the hf profile's activations. Returns whether it listed the layers' forward op by op, in program order, as
+// recorded allocator histories show it (inventory::forward_in_program_order): GPT-2 under autocast (without
+// peft's lora_dropout; checkpointed too), and dense Llama-family models under autocast, fully fine-tuned on SDPA
+// without a mask and not checkpointed: temporaries with their own free points (tensor_spec::freed_after), which
+// the allocator replay makes and frees where PyTorch does. Where a recorded history shows the backward op by
+// op too (GPT-2 on SDPA's fused kernel: under autocast with dropout, or in 16 bits without dropout, not
+// checkpointed), it writes those events' steps into `backward` (inventory::backward_programs) and leaves it
+// alone otherwise.
+bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+                        const param_counts& counts, std::array<backward_program, 3>& backward);
+
+}  // namespace trainplan

@@ -1,0 +1,166 @@
+#include "planner/search/search.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/util/checked_math.hpp"
+#include "planner/util/input_error.hpp"
+
+namespace trainplan {
+
+std::uint64_t memory_budget(const gpu_spec& gpu, double margin) {
+  return static_cast<std::uint64_t>(std::floor(static_cast<double>(gpu.memory_bytes) * (1.0 - margin)));
+}
+
+bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib) {
+  return peak_bytes > memory_budget(gpu, calib.safety_margin_fraction);
+}
+
+bool tight_fit(const plan_result& r) { return r.fits && tight_peak(r.peak_bytes, r.gpu, r.calib); }
+
+std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
+                                               double margin, std::string* why, replay_when replay) {
+  plan_options options;
+  options.detail = timeline_detail::peak;
+  options.facts = &model.facts;
+  options.copy_specs = false;  // the caller holds the model and the GPU
+  try {
+    plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
+    const std::uint64_t budget = memory_budget(gpu.spec, margin);
+    // Under hf the verdict is the allocator replay's, as the fit check's (planner/evaluate/plan.hpp). The replay gets
+    // the whole GPU, as in the fit check, and the margin is kept free beyond its peak: replayed in the smaller
+    // budget, the allocator would free cached segments sooner and could complete below the peak `plan`
+    // reports for the same run (mistral-7b, bf16, seq 2048 on an H100: 70.41 GiB within a 10% margin, 74.02
+    // GiB on the whole GPU), and search, max and the fit check would then disagree on a run's peak. Where the
+    // tensors alone pass the margin's budget it does not fit either way, and the replay is skipped.
+    const std::uint64_t floor = checked_add(p.tensor_peak_bytes, checked_add(p.overhead.cuda_context_bytes,
+                                                                             p.overhead.cublas_workspace_bytes, "overhead"),
+                                            "floor bytes");
+    const std::uint64_t whole_gpu = memory_budget(gpu.spec, 0.0);
+    if (replay == replay_when::always) apply_allocator_replay(p, model.facts, whole_gpu);
+    else if (replay == replay_when::tensors_fit && floor <= budget) confirm_with_allocator_replay(p, model.facts, whole_gpu);
+    config_summary s;
+    s.model = &model;
+    s.gpu = &gpu;
+    s.run = run;
+    s.peak_bytes = p.peak_bytes;
+    s.budget_bytes = budget;
+    s.floor_bytes = floor;
+    // the fit check's verdict, host memory included (and the replay's, when it ran)
+    s.fits = p.peak_bytes <= s.budget_bytes && p.host_fits && !(p.allocator && p.allocator->out_of_memory);
+    s.tokens_per_second = p.time.tokens_per_second;
+    s.mfu = p.time.mfu;
+    s.step_seconds = p.time.step_seconds;
+    s.overhead_bytes = p.overhead.total();
+    std::uint64_t largest = 0;
+    for (int c = 0; c < tensor_category_count; ++c) {
+      s.category_bytes[c] = p.timeline.category_bytes_at_peak[c];
+      if (s.category_bytes[c] > largest) largest = s.category_bytes[c], s.largest = static_cast<tensor_category>(c);
+    }
+    return s;
+  } catch (const input_error& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+template <typename T>
+void add_unique(std::vector<T>& axis, const T& value) {
+  if (std::find(axis.begin(), axis.end(), value) == axis.end()) axis.push_back(value);
+}
+
+}  // namespace
+
+void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& reach) {
+  if (levers & lever_seq) throw input_error("--levers: seq is not a search lever; give --seq a list instead");
+  if (space.size() == 0) return;
+  const sweep_space::point first = space.at(0);
+  const run_config& base = first.run;
+  // The axes that were not swept hold the base's value from now on.
+  if (space.layouts.empty()) space.layouts.push_back({base.gpus, base.zero, base.ep});
+  if (space.offloads.empty()) space.offloads.push_back(base.offload);
+  if (space.finetunes.empty()) space.finetunes.push_back(base.finetune);
+  if (space.optimizer_impls.empty()) space.optimizer_impls.push_back(base.optimizer_impl);
+  if (space.expandable_segments.empty()) space.expandable_segments.push_back(base.expandable_segments);
+  std::vector<run_config> alternatives;
+  for (unsigned i = 0; i < lever_count; ++i) {
+    const auto lever = static_cast<lever_bit>(1u << i);
+    if (!(levers & lever)) continue;
+    for (const sweep_model& model : space.models)
+      for (const sweep_gpu& gpu : space.gpus)
+        for (const lever_change& c : lever_alternatives(lever, model.spec, base, gpu.spec, reach))
+          c.apply(alternatives.emplace_back(base));
+  }
+  for (const run_config& r : alternatives) {
+    add_unique(space.precisions, r.precision);
+    add_unique(space.grad_dtypes, r.grad_dtype);
+    add_unique(space.optimizers, r.optimizer);
+    add_unique(space.optimizer_impls, r.optimizer_impl);
+    add_unique<bool>(space.expandable_segments, r.expandable_segments);
+    add_unique(space.recomputes, r.recompute);
+    add_unique(space.attentions, r.attention);
+    add_unique(space.micro_batches, r.micro_batch);
+    add_unique(space.finetunes, r.finetune);
+    add_unique(space.offloads, r.offload);
+    const bool layout_known = std::any_of(space.layouts.begin(), space.layouts.end(), [&](const sweep_space::gpu_layout& l) {
+      return l.gpus == r.gpus && l.zero == r.zero && l.ep == r.ep;
+    });
+    if (!layout_known) space.layouts.push_back({r.gpus, r.zero, r.ep});
+  }
+  space.size();  // rejects a widened space beyond 2^64 configurations, with its message
+}
+
+bool dominates(const config_summary& a, const config_summary& b) {
+  const bool no_worse = a.peak_bytes <= b.peak_bytes && a.tokens_per_second >= b.tokens_per_second;
+  const bool better = a.peak_bytes < b.peak_bytes || a.tokens_per_second > b.tokens_per_second;
+  return no_worse && better;
+}
+
+search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin) {
+  if (target_tokens_per_step == 0) throw input_error("the target batch must be at least one token");
+  if (margin < 0 || margin >= 1) throw input_error("--margin must be at least 0 and below 1");
+  if (!space.global_batches.empty() || space.grad_accums != std::vector<std::uint64_t>{1})
+    throw input_error("the search chooses the accumulation from the target batch: give no --grad-accum or --global-batch");
+  search_result out;
+  const std::uint64_t total = space.size();
+  for (std::uint64_t k = 0; k < total; ++k) {
+    sweep_space::point p = space.at(k);
+    // Tokens one accumulation step adds across the data-parallel replicas.
+    const std::uint64_t tokens_per_micro_batch = p.run.seq * p.run.micro_batch * p.run.data_parallel();
+    if (tokens_per_micro_batch == 0 || target_tokens_per_step % tokens_per_micro_batch != 0 ||
+        tokens_per_micro_batch > target_tokens_per_step) {
+      ++out.unreachable;
+      continue;
+    }
+    p.run.grad_accum = target_tokens_per_step / tokens_per_micro_batch;
+    ++out.evaluated;
+    std::string why;
+    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin, &why);
+    if (!s) {
+      if (out.invalid++ == 0) out.first_invalid_reason = why;
+    } else if (s->fits) out.fitting.push_back(*s);
+    else out.failing.push_back(*s);
+  }
+  std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {
+    if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
+    // Equal speed (with flash attention, selective recomputation changes nothing): prefer less
+    // recomputation, then fewer, larger GEMMs, then more headroom.
+    if (a.run.recompute != b.run.recompute) return a.run.recompute < b.run.recompute;
+    if (a.run.micro_batch != b.run.micro_batch) return a.run.micro_batch > b.run.micro_batch;
+    return a.peak_bytes < b.peak_bytes;
+  });
+  // Pareto front: by ascending peak, keep each run faster than every run with a smaller peak.
+  std::vector<config_summary> by_peak = out.fitting;
+  std::stable_sort(by_peak.begin(), by_peak.end(), [](const config_summary& a, const config_summary& b) {
+    if (a.peak_bytes != b.peak_bytes) return a.peak_bytes < b.peak_bytes;
+    return a.tokens_per_second > b.tokens_per_second;
+  });
+  double best_speed = -1;
+  for (const config_summary& s : by_peak)
+    if (s.tokens_per_second > best_speed) out.pareto.push_back(s), best_speed = s.tokens_per_second;
+  return out;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,32 @@
+#pragma once
+// A GPU as the planner sees it: memory capacity, dense peak throughput per dtype, bandwidths.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/util/dtype.hpp"
+
+namespace trainplan {
+
+struct gpu_spec {
+  std::string name;                     // "h100"
+  std::vector<std::string> aliases;
+  std::string description;              // "NVIDIA H100 SXM5 80GB HBM3"
+  std::uint64_t memory_bytes = 0;       // total as the driver reports it
+  double memory_bandwidth_bytes_per_s = 0;
+  double host_link_bytes_per_s = 0;     // PCIe to the host, one direction
+  // By dtype (index: the dtype's value); empty: the GPU has no such mode. A fixed table, not a map:
+  // plan_result keeps a copy of its GPU, made for every configuration of a sweep.
+  std::array<std::optional<double>, dtype_count> peak_dense_tflops{};
+  std::string source;
+
+  std::optional<double> peak_flops_per_s(dtype t) const {
+    const std::optional<double>& tflops = peak_dense_tflops[static_cast<std::size_t>(t)];
+    if (!tflops) return std::nullopt;
+    return *tflops * 1e12;
+  }
+};
+
+}  // namespace trainplan

@@ -1,0 +1,53 @@
+#include "planner/time/flops.hpp"
+
+#include <algorithm>
+
+namespace trainplan {
+
+step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params) {
+  step_flops f;
+  const double L = static_cast<double>(m.layers);
+  const double s = static_cast<double>(run.seq);
+  f.tokens_per_step = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch) *
+                      static_cast<double>(run.grad_accum);
+  f.gemm_forward_per_token = 2.0 * static_cast<double>(params.active_matmul);  // top-k experts with MoE
+  // QK^T over heads x head_dim, the probabilities times V over heads x v_head_dim: 2 FLOPs per product term.
+  const double score_and_value_width = static_cast<double>(m.q_width() + m.out_width());
+  f.attention_forward_per_token = 2.0 * attended_keys(m, run.seq) * score_and_value_width;
+  const double forward = (f.gemm_forward_per_token + f.attention_forward_per_token) * f.tokens_per_step;
+  // Backward = input gradients (one forward's work) + weight gradients (another); frozen weights (LoRA,
+  // QLoRA) need no weight gradients, so their backward is one forward's work (adapters are negligible).
+  const double passes = run.finetune == finetune_kind::full ? 3.0 : 2.0;
+  f.model_per_step = passes * forward;
+
+  // What the attention kernel computes: the window, or the whole square with the rest masked.
+  const double computed_attention_per_token = kernel_skips_window(run) ? f.attention_forward_per_token
+                                                                           : 2.0 * L * s * score_and_value_width;
+  f.masked_attention_per_step = passes * (computed_attention_per_token - f.attention_forward_per_token) * f.tokens_per_step;
+  const double attention_core = computed_attention_per_token * f.tokens_per_step;
+  if (run.recompute == recompute_mode::full) {
+    const double layer_gemm = 2.0 * static_cast<double>(params.active_matmul_layers_total) * f.tokens_per_step;
+    f.recompute_per_step = layer_gemm + attention_core;
+    if (run.attention == attention_kind::flash) f.recompute_per_step += attention_core;  // and again in its bwd
+  } else if (run.recompute == recompute_mode::selective || run.attention == attention_kind::flash) {
+    f.recompute_per_step = attention_core;
+  }
+  // The head's forward, input-gradient and (unless frozen) weight-gradient GEMMs run over every stored row.
+  const double padded_rows = static_cast<double>(vocab_rows(m, vocab_pad_multiple(run.framework)) - m.vocab);
+  f.padded_vocab_per_step = passes * 2.0 * static_cast<double>(m.hidden) * padded_rows * f.tokens_per_step;
+  f.hardware_per_step = f.model_per_step + f.recompute_per_step + f.masked_attention_per_step + f.padded_vocab_per_step;
+  f.six_n_per_step = 6.0 * static_cast<double>(params.active) * f.tokens_per_step;  // 6 x active with MoE
+  return f;
+}
+
+double attended_keys(const model_spec& m, std::uint64_t seq) {
+  const double s = static_cast<double>(seq), sliding = static_cast<double>(m.sliding_layers());
+  const double window = std::min(s, static_cast<double>(m.sliding_window_tokens));
+  return (static_cast<double>(m.layers) - sliding) * s + sliding * window;
+}
+
+bool kernel_skips_window(const run_config& run) {
+  return run.attention == attention_kind::flash && run.framework != framework_kind::hf;
+}
+
+}  // namespace trainplan
