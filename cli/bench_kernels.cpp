@@ -7,7 +7,8 @@
 #include <functional>
 #include <initializer_list>
 
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
+#include "planner/profiles/trainplan/trainplan_profile.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/memory/inventory.hpp"
 #include "planner/model/param_count.hpp"
@@ -46,7 +47,7 @@ std::vector<kernel_timing> time_kernels(const kernels::kernel_ops& ops, const gp
                       d = m.head_dim, qkv_w = m.qkv_width(), out_w = a * d;
   // The harness's vocabulary tables and logits are padded as llm.c's (planner/model/param_count.hpp vocab_rows); V
   // stays the class count.
-  const std::uint64_t Vp = vocab_rows(m, vocab_pad_multiple(framework_kind::trainplan));
+  const std::uint64_t Vp = vocab_rows(m, harness_profile().traits.vocab_pad_multiple);
   const bool gpt = m.family == model_family::gpt;
   const dtype bf16 = dtype::bf16, fp32 = dtype::fp32;
   const double peak_flops = gpu.peak_flops_per_s(bf16).value_or(0), bandwidth = gpu.memory_bandwidth_bytes_per_s;

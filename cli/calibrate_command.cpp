@@ -19,6 +19,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "planner/profiles/registry.hpp"
 #include "cli/bench_run.hpp"
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
@@ -51,7 +52,10 @@ json timing_json(const timing_constants& k) {
 // own prefix (and holding no "; " itself). A fit replaces its own part and keeps the other's (the trainplan
 // fit and --framework hf's fill different keys of the same entry).
 constexpr std::string_view trainplan_source_prefix = "plan calibrate on ";
-constexpr std::string_view hf_source_prefix = "plan calibrate --framework hf on ";
+// A stack calibrated from its collector's reports: "plan calibrate --framework <name> on ".
+std::string collector_source_prefix(const stack_profile& stack) {
+  return fmt::format("plan calibrate --framework {} on ", stack.name);
+}
 
 std::string merged_source(const json& entry, std::string_view own_prefix, const std::string& own_text) {
   std::string merged = own_text;
@@ -106,7 +110,7 @@ std::string describe_inputs(const std::vector<std::string>& inputs) {
 
 struct calibrate_args {
   std::vector<std::string> inputs;
-  std::string output, data_dir, framework = "trainplan", gpu = "h100";
+  std::string output, data_dir, framework, gpu = "h100";  // framework: empty = the harness
   bool json = false;
   bool held_out = false;  // --held-out: leave-one-out predictions beside the fit's residuals
   std::vector<std::string> device_only;  // --device-only: profiled reports whose busy times alone join the hf fit
@@ -220,22 +224,28 @@ json parse_calibration_to_update(const std::string& path) {
   return json::parse(calibration_text_of(path), limit);
 }
 
-// --framework hf: collector reports (scripts/collect_hf.py). The profile has one runtime constant, PyTorch's
-// CUDA context, which the reports measure directly (their env lines; the median when several): it is written
-// into the GPU's entry, and every run is then predicted beside its measurement.
-int calibrate_hf(const calibrate_args& args, const catalog& data) {
+// Collector reports (scripts/collect_hf.py) of `stack`. Its runtime constant, the process's CUDA context, the
+// reports measure directly (their env lines; the median when several): it is written into the GPU's entry, and
+// every run is then predicted beside its measurement.
+int calibrate_from_collector(const calibrate_args& args, const catalog& data, const stack_profile& stack) {
   const gpu_spec& g = data.gpu(args.gpu);
   std::vector<measured_file> files;
-  for (const std::string& path : args.inputs) files.push_back(parse_measurements(read_text_file(path), path));
+  for (const std::string& path : args.inputs) {
+    files.push_back(parse_measurements(read_text_file(path), path));
+    if (files.back().stack != &stack)
+      throw input_error(fmt::format("calibrate --framework {}: {} measured --framework {}", stack.name, path,
+                                    files.back().stack->name));
+  }
   std::vector<std::uint64_t> contexts;
   for (const measured_file& f : files) contexts.push_back(f.context_bytes);
   std::sort(contexts.begin(), contexts.end());
   calibration c = data.calibration_for(g);
-  const std::uint64_t before = c.hf_cuda_context_bytes;
-  c.hf_cuda_context_bytes = contexts[contexts.size() / 2];
-  fmt::print("plan calibrate --framework hf: {} ({}): PyTorch's CUDA context {} (was {})\n\n", g.name, g.description,
-             gib(c.hf_cuda_context_bytes), gib(before));
-  // The hf profile's roofline constants, fitted over every measured step time.
+  const std::uint64_t before = c.context_bytes(stack.name);
+  stack_calibration& own = c.stack(stack.name);
+  own.cuda_context_bytes = contexts[contexts.size() / 2];
+  fmt::print("plan calibrate --framework {}: {} ({}): the stack's CUDA context {} (was {})\n\n", stack.name, g.name,
+             g.description, gib(*own.cuda_context_bytes), gib(before));
+  // The stack's roofline constants, fitted over every measured step time.
   std::vector<timing_observation> timed;
   for (const measured_file& f : files)
     for (const measured_run& r : f.runs) {
@@ -257,12 +267,12 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
   if (!args.device_only.empty() && device_only_runs == 0)
     throw input_error("calibrate --device-only: no profiled run (collect_hf.py --profile) in those reports");
   const timing_fit fit = fit_timing(timed);
-  c.timing_for(framework_kind::hf) = fit.constants;
+  c.stack(stack.name).timing = fit.constants;
   const timing_constants& k = fit.constants;
-  fmt::print("Step time (hf profile): GEMMs at {} (fp32: {}) x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
+  fmt::print("Step time ({} profile): GEMMs at {} (fp32: {}) x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
              "bandwidth {}, {:.2f} us between kernels; host {:.3f} ms per step, {:.2f} us per forward and {:.2f} us per "
              "backward launch, {:.1f} us per foreach tensor: over {} runs the median error is {:.1f}%, the largest {:.1f}%\n\n",
-             percent(k.gemm_efficiency), percent(k.fp32_gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim,
+             stack.name, percent(k.gemm_efficiency), percent(k.fp32_gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim,
              k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
              k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6,
              k.foreach_tensor_seconds * 1e6, timed.size() - device_only_runs, fit.median_error_pct, fit.max_error_pct);
@@ -290,10 +300,12 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
         (doc.contains("gpus") && doc["gpus"].contains(g.name) && !doc["gpus"][g.name].is_object()))
       throw input_error(fmt::format("{}: not a calibration file (an object with a \"gpus\" object)", args.output));
     json& entry = doc["gpus"][g.name];
-    entry["hf_cuda_context_bytes"] = c.hf_cuda_context_bytes;
-    if (entry.contains("timing") && !entry["timing"].is_object())
-      throw input_error(fmt::format("{}: gpus.{}.timing is not an object", args.output, g.name));
-    entry["timing"]["hf"] = timing_json(k);
+    if (entry.contains("profiles") && (!entry["profiles"].is_object() ||
+                                       (entry["profiles"].contains(stack.name) && !entry["profiles"][std::string(stack.name)].is_object())))
+      throw input_error(fmt::format("{}: gpus.{}.profiles is not an object of objects", args.output, g.name));
+    json& own_entry = entry["profiles"][std::string(stack.name)];
+    own_entry["cuda_context_bytes"] = *own.cuda_context_bytes;
+    own_entry["timing"] = timing_json(k);
     auto names_of = [](const std::vector<std::string>& paths) {
       std::string names;
       for (const std::string& path : paths) names += (names.empty() ? "" : ", ") + std::filesystem::path(path).filename().string();
@@ -302,15 +314,15 @@ int calibrate_hf(const calibrate_args& args, const catalog& data) {
     const std::string busy = device_only_runs == 0 ? std::string()
                                                    : fmt::format(", and the GPU busy times of {} ({} runs)",
                                                                  names_of(args.device_only), device_only_runs);
-    entry["source"] = merged_source(entry, hf_source_prefix,
-                                    fmt::format("{}{} ({} runs){}: PyTorch's CUDA context and the hf profile's step-time "
-                                                "constants",
-                                                hf_source_prefix, names_of(args.inputs), timed.size() - device_only_runs, busy));
+    const std::string prefix = collector_source_prefix(stack);
+    entry["source"] = merged_source(entry, prefix,
+                                    fmt::format("{}{} ({} runs){}: the stack's CUDA context and step-time constants", prefix,
+                                                names_of(args.inputs), timed.size() - device_only_runs, busy));
     const std::string text = doc.dump(2) + "\n";
     catalog check = data;
     check.apply_calibration(text, false);  // never write what the loader would reject
     write_output(args.output, text);
-    fmt::print("Wrote the {} entry's hf_cuda_context_bytes and hf timing constants to {}\n", g.name, args.output);
+    fmt::print("Wrote the {} entry's {} context and timing constants to {}\n", g.name, stack.name, args.output);
   }
   return verdict;
 }
@@ -330,31 +342,33 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--data-dir", args->data_dir, "as for plan: GPUs and models beyond the built-in ones")->type_name("DIR");
   cmd->add_flag("--json", args->json, "print the fit as one JSON object (the harness's reports)");
   cmd->add_option("--framework", args->framework,
-                  "trainplan (default): validation reports of this project's harness; hf: collector reports "
-                  "(scripts/collect_hf.py), which set PyTorch's CUDA context")
+                  fmt::format("{} (default): validation reports of this project's harness; another stack: its collector's "
+                              "reports (scripts/collect_hf.py: {}), which set its CUDA context and step-time constants",
+                              harness_profile().name, default_cli_profile().name))
       ->type_name("NAME");
   cmd->add_flag("--held-out", args->held_out,
                 "also predict each run's step time from the constants fitted on the other runs (leave-one-out: one "
                 "fit per run; the exit code stays the fit's)");
   cmd->add_option("--device-only", args->device_only,
-                  "with --framework hf: profiled collector reports of another host (the same GPU and software) whose "
+                  "with a collector's reports: profiled collector reports of another host (the same GPU and software) whose "
                   "GPU busy times join the fit of the device constants; their step times and memory are not fitted")
       ->type_name("FILE...");
   cmd->add_option("--gpu,-g", args->gpu,
-                  "with --framework hf: the GPU the reports were measured on (default h100); the harness's reports name "
+                  "with a collector's reports: the GPU the reports were measured on (default h100); the harness's reports name "
                   "theirs, which --gpu, when given, must match")
       ->type_name("NAME");
   cmd->callback([args, &chosen, cmd]() {
     const bool gpu_named = cmd->count("--gpu") > 0;
     chosen = [args, gpu_named]() -> int {
       const catalog data = catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
-      if (args->framework == "hf" && args->json)  // its report is plan check's table, which has no JSON form
-        throw input_error("calibrate --json: for the harness's reports (--framework trainplan); --framework hf prints its table");
-      if (args->framework == "hf") return calibrate_hf(*args, data);
+      const stack_profile& stack = args->framework.empty() ? harness_profile() : profile_named(args->framework);
+      const bool collector = &stack != &harness_profile();
+      if (collector && args->json)  // its report is plan check's table, which has no JSON form
+        throw input_error(fmt::format("calibrate --json: for the harness's reports (--framework {}); a collector's reports "
+                                      "print their table", harness_profile().name));
+      if (collector) return calibrate_from_collector(*args, data, stack);
       if (!args->device_only.empty())
-        throw input_error("calibrate --device-only: for --framework hf (collector reports with --profile)");
-      if (args->framework != "trainplan")
-        throw input_error(fmt::format("calibrate --framework: '{}' has no calibration yet (known: trainplan, hf)", args->framework));
+        throw input_error("calibrate --device-only: for a collector's reports (collect_hf.py --profile)");
       std::vector<std::filesystem::path> files;
       for (const std::string& in : args->inputs) {
         if (std::filesystem::is_directory(in)) {
@@ -405,16 +419,18 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       // The harness's reports name their GPU; a --gpu that differs is a mistake, not an override.
       if (gpu_named && data.gpu(args->gpu).name != g.name)
         throw input_error(fmt::format("calibrate --gpu {}: the reports were measured on {}", args->gpu, g.name));
-      const calibration_fit fit = fit_calibration(runs, data.calibration_for(g));
+      const std::string harness(harness_profile().name);
+      const calibration_fit fit = fit_calibration(runs, data.calibration_for(g), harness);
       std::optional<held_out_fit> held;
       if (args->held_out) held = fit_held_out(timing_observations(runs));
       const calibration& c = fit.fitted;
       const bool within = fit.max_memory_error_pct <= memory_target_pct && fit.max_time_error_pct <= time_target_pct;
 
-      json entry{{"trainplan_cuda_context_bytes", c.trainplan_cuda_context_bytes},
-                 {"cublas_workspace_bytes", c.cublas_workspace_bytes},
-                 {"trainplan_allocator_slack_fraction", c.trainplan_allocator_slack_fraction},
-                 {"timing", {{"trainplan", timing_json(c.timing_for(framework_kind::trainplan))}}},
+      const stack_calibration& own = *c.stack(harness);
+      json entry{{"cublas_workspace_bytes", c.cublas_workspace_bytes},
+                 {"profiles", {{harness, {{"cuda_context_bytes", *own.cuda_context_bytes},
+                                          {"allocator_slack_fraction", *own.allocator_slack_fraction},
+                                          {"timing", timing_json(own.timing)}}}}},
                  {"source", fmt::format("{}{} run{} of {} (this project's harness, max errors: memory {:.2f}%, time {:.2f}%)",
                                         trainplan_source_prefix, runs.size(), runs.size() == 1 ? "" : "s",
                                         describe_inputs(args->inputs), fit.max_memory_error_pct, fit.max_time_error_pct)}};
@@ -428,13 +444,12 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         if (!doc.is_object() || (doc.contains("gpus") && !doc["gpus"].is_object()) ||
             (doc.contains("gpus") && doc["gpus"].contains(g.name) && !doc["gpus"][g.name].is_object()))
           throw input_error(fmt::format("{}: not a calibration file (an object with a \"gpus\" object)", args->output));
-        // The fit's keys replace theirs in the GPU's entry; what --framework hf fitted there stays.
+        // The fit's keys replace theirs in the GPU's entry; what a collector's reports fitted there stays.
         json& existing = doc["gpus"][g.name];
-        if (existing.contains("timing") && !existing["timing"].is_object())
-          throw input_error(fmt::format("{}: gpus.{}.timing is not an object", args->output, g.name));
+        if (existing.contains("profiles") && !existing["profiles"].is_object())
+          throw input_error(fmt::format("{}: gpus.{}.profiles is not an object", args->output, g.name));
         // Not cublas_workspace_bytes: the harness sets its own workspace's size, and the key is every profile's.
-        for (const char* key : {"trainplan_cuda_context_bytes", "trainplan_allocator_slack_fraction"}) existing[key] = entry[key];
-        existing["timing"]["trainplan"] = entry["timing"]["trainplan"];
+        existing["profiles"][harness] = entry["profiles"][harness];
         existing["source"] = merged_source(existing, trainplan_source_prefix, entry["source"].get<std::string>());
         const std::string text = doc.dump(2) + "\n";
         // Never write what the loader would reject: read it back the way `plan --data-dir` will.
@@ -463,8 +478,8 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       }
       fmt::print("plan calibrate: {} ({}) from {} run{}\n", g.name, g.description, runs.size(), runs.size() == 1 ? "" : "s");
       fmt::print("  CUDA context       {}\n  cuBLAS workspace   {}\n  allocator slack    {} of tensor bytes\n",
-                 gib(c.trainplan_cuda_context_bytes), gib(c.cublas_workspace_bytes), percent(c.trainplan_allocator_slack_fraction));
-      const timing_constants& k = c.timing_for(framework_kind::trainplan);
+                 gib(*own.cuda_context_bytes), gib(c.cublas_workspace_bytes), percent(*own.allocator_slack_fraction));
+      const timing_constants& k = own.timing;
       fmt::print("  step time          GEMMs {} x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
                  "bandwidth {}, {:.2f} us per kernel, {:.3f} ms per step, host {:.2f} us per forward and {:.2f} us per "
                  "backward launch\n",

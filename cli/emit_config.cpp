@@ -1,5 +1,7 @@
 #include "cli/emit_config.hpp"
 
+#include "planner/profiles/registry.hpp"
+
 #include <fmt/format.h>
 
 #include <sys/stat.h>
@@ -65,7 +67,7 @@ void note_pure_bf16(const std::string& engine, const run_config& r, std::vector<
 // fp32 accumulation buffer, which only DeepSpeed's config holds: `holds_grad_accum_dtype`).
 void note_model_loading(const std::string& engine, const run_config& r, bool holds_grad_accum_dtype,
                         std::vector<std::string>& notes) {
-  if (r.framework == framework_kind::hf && r.attention == attention_kind::eager)
+  if (profile_of(r).hugging_face_modules && r.attention == attention_kind::eager)
     notes.push_back(engine + ": eager attention: load the model with attn_implementation=\"eager\"");
   if (r.finetune != finetune_kind::full && !r.lora_fp32)
     notes.push_back(engine + ": --lora-dtype model: cast the adapters to the model's dtype after get_peft_model "

@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "planner/profiles/registry.hpp"
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/emit_config.hpp"
@@ -61,7 +62,7 @@ command_action register_fit_check(CLI::App& app) {
       for (const emitted_file& f : emitted.files) fmt::print(stderr, "wrote {} ({} config)\n", f.path, args->emit);
       for (const std::string& note : emitted.notes) fmt::print(stderr, "note: {}\n", note);
       // No engine's config file holds the allocator's setting: it is the training process's environment.
-      if (r.run.expandable_segments && r.run.framework == framework_kind::hf)
+      if (r.run.expandable_segments && profile_of(r.run).offers_expandable_segments)
         fmt::print(stderr, "the prediction assumes PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the "
                            "training job's environment\n");
     }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/profiles/registry.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/io/hf_config.hpp"
 #include "planner/util/input_error.hpp"
@@ -9,6 +10,46 @@
 #include "planner/io/shape_from_params.hpp"
 
 namespace trainplan::cli {
+
+namespace {
+
+// "hf (PyTorch eager + Hugging Face transformers, the default) | llmc (llm.c) | ..."
+std::string framework_help() {
+  std::string list;
+  for (const stack_profile* p : all_profiles()) {
+    if (!list.empty()) list += " | ";
+    list += fmt::format("{} ({}{})", p->name, p->title, p == &default_cli_profile() ? ", the default" : "");
+  }
+  return fmt::format("the training stack whose memory and time are predicted: {}; with --ep above 1 and none named: {}",
+                     list, default_cli_profile(true).name);
+}
+
+std::string profiles_offering(bool stack_profile::*offers) {
+  std::string names;
+  for (const stack_profile* p : all_profiles())
+    if (p->*offers) names += (names.empty() ? "" : ", ") + std::string(p->name);
+  return names;
+}
+
+std::string precision_help() {
+  std::string defaults;
+  for (const stack_profile* p : all_profiles()) {
+    const precision_regime full = p->default_precision(false), lora = p->default_precision(true);
+    if (!defaults.empty()) defaults += ", ";
+    defaults += fmt::format("{} for {}", precision_name(full), p->name);
+    if (lora != full) defaults += fmt::format(" ({} with --finetune lora: a base loaded in {})", precision_name(lora), precision_name(lora));
+  }
+  return fmt::format("{} (default: the stack's: {})", precision_names(" | "), defaults);
+}
+
+std::string recompute_help() {
+  std::string notes;
+  for (const stack_profile* p : all_profiles())
+    if (!p->recompute_help.empty()) notes += fmt::format("; {}", p->recompute_help);
+  return fmt::format("none | selective | full (default none{})", notes);
+}
+
+}  // namespace
 
 void add_model_run_options(CLI::App& app, model_run_args& a) {
   const char* model_group = "Model (one of --model, --params, --hf-config, or a shape)";
@@ -35,25 +76,22 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--grad-accum", a.grad_accum, "micro-batches per optimizer step (default 1)")->type_name("N")->group(run_group);
   app.add_option("--global-batch", a.global_batch, "sequences per optimizer step over all GPUs; sets --grad-accum = global / (micro x data-parallel)")
       ->group(run_group);
-  app.add_option("--framework", a.framework,
-                 "the training stack whose memory is predicted: hf (PyTorch + Hugging Face, default) | llmc | megatron | "
-                 "trainplan (this project's harness); megatron when --ep > 1 names none")
+  app.add_option("--framework", a.framework, framework_help())
       ->type_name("NAME")->group(run_group)->each([&a](const std::string&) { a.framework_given = true; });
-  app.add_option("--optimizer-impl", a.optimizer_impl, "PyTorch AdamW flavour under --framework hf: foreach (default) | fused")
+  app.add_option("--optimizer-impl", a.optimizer_impl,
+                 fmt::format("PyTorch's AdamW flavour (--framework {}): foreach (default) | fused", profiles_offering(&stack_profile::offers_optimizer_impl)))
       ->type_name("IMPL")->group(run_group);
   app.add_flag("--expandable-segments", a.expandable_segments,
-               "under --framework hf: PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (segments grow "
-               "by mapping pages instead of new cudaMalloc'd segments: less fragmentation)")
+               fmt::format("PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (--framework {}: segments "
+                           "grow by mapping pages instead of new cudaMalloc'd segments: less fragmentation)",
+                           profiles_offering(&stack_profile::offers_expandable_segments)))
       ->group(run_group);
-  app.add_option("--precision", a.precision,
-                 "fp32 | bf16-mixed | fp16-mixed | bf16 | fp8-mixed | amp-bf16 | amp-fp16 | megatron-bf16 (default: the "
-                 "framework's: amp-bf16 for hf (bf16 with --finetune lora: a base loaded in bf16), bf16-mixed for llmc and "
-                 "trainplan, megatron-bf16 for megatron)")
+  app.add_option("--precision", a.precision, precision_help())
       ->type_name("REGIME")->group(run_group);
   app.add_option("--grad-dtype", a.grad_dtype, "auto | fp32 (adds an fp32 gradient accumulation buffer)")->type_name("DTYPE")->group(run_group);
   app.add_option("--optimizer", a.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit | lion (default adamw)")
       ->type_name("NAME")->group(run_group);
-  app.add_option("--recompute", a.recompute, "none | selective | full (default none; under --framework llmc: llm.c's -r 0 | -r 1 | -r 2, default selective = -r 1, GELU recomputed)")->type_name("MODE")->group(run_group);
+  app.add_option("--recompute", a.recompute, recompute_help())->type_name("MODE")->group(run_group);
   app.add_option("--attention", a.attention, "eager | flash (default flash)")->type_name("KIND")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
@@ -190,29 +228,29 @@ resolved_run resolve_model_run(const model_run_args& a) {
     run.grad_accum = accum;
   }
   apply_framework_options(a, run);
-  if (!a.framework_given && run.framework == framework_kind::megatron)
-    r.notes.push_back("--ep: expert parallelism is Megatron-Core's (Hugging Face's MoE blocks have none), so this predicts "
-                      "--framework megatron");
+  const stack_profile& stack = profile_of(run);
+  if (a.framework.empty() && &stack != &default_cli_profile())
+    r.notes.push_back(fmt::format("--ep: expert parallelism is {}'s ({} has none), so this predicts --framework {}",
+                                  stack.title, default_cli_profile().title, stack.name));
   // Options this run ignores are said, so that a script's slip is seen rather than silently planned around.
   if (run.finetune == finetune_kind::full)
     for (const auto& [given, name] : {std::pair{!a.lora_rank.empty(), "--lora-rank"}, std::pair{!a.lora_targets.empty(), "--lora-targets"},
                                       std::pair{!a.lora_dtype.empty(), "--lora-dtype"}, std::pair{!a.lora_dropout.empty(), "--lora-dropout"}})
       if (given) r.notes.push_back(fmt::format("{} has no effect without --finetune lora or qlora", name));
   for (const auto& [given, name] : {std::pair{!a.lora_dtype.empty(), "--lora-dtype"}, std::pair{!a.lora_dropout.empty(), "--lora-dropout"}})
-    if (given && run.finetune != finetune_kind::full && run.framework != framework_kind::hf)
-      r.notes.push_back(fmt::format("{} has no effect under --framework {}: it describes peft (hf)", name,
-                                    framework_name(run.framework)));
+    if (given && run.finetune != finetune_kind::full && !stack.lora_through_peft)
+      r.notes.push_back(fmt::format("{} has no effect under --framework {}: it describes peft, which it does not use", name,
+                                    stack.name));
   if (run.sequence_parallel && run.tp == 1) r.notes.push_back("--sequence-parallel has no effect without --tp above 1");
-  if (run.expandable_segments && run.framework != framework_kind::hf)
+  if (run.expandable_segments && !stack.offers_expandable_segments)
     r.notes.push_back(fmt::format("--expandable-segments has no effect under --framework {}: it configures PyTorch's "
-                                  "caching allocator, which only hf replays", framework_name(run.framework)));
+                                  "caching allocator, which that stack does not use", stack.name));
   run.grad_dtype = parse_grad_dtype(a.grad_dtype);
   run.optimizer = parse_optimizer(a.optimizer);
   run.recompute = parse_recompute(recompute_text(a));
   run.attention = parse_attention(a.attention);
-  // llm.c has no dropout: its profile takes the model's dropout as 0 unless one is asked for (then refused).
-  run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout")
-                : run.framework == framework_kind::llmc ? 0.0 : m.dropout;
+  // A stack without dropout (llm.c) takes the model's as 0 unless one is asked for (then refused).
+  run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 
   r.gpu = r.data.gpu(a.gpu);
   r.calib = r.data.calibration_for(r.gpu);
@@ -222,21 +260,21 @@ resolved_run resolve_model_run(const model_run_args& a) {
 std::string precision_text(const model_run_args& a) {
   if (!a.precision.empty()) return a.precision;
   // A malformed --finetune is reported where it is parsed; here it only picks the default.
-  return std::string(precision_name(default_precision(chosen_framework(a), a.finetune == "lora")));
+  return std::string(precision_name(chosen_profile(a).default_precision(a.finetune == "lora")));
 }
 
 std::string recompute_text(const model_run_args& a) {
   if (!a.recompute.empty()) return a.recompute;
-  return chosen_framework(a) == framework_kind::llmc ? "selective" : "none";
+  return std::string(recompute_name(chosen_profile(a).default_recompute));
 }
 
-framework_kind chosen_framework(const model_run_args& a) {
-  if (!a.framework_given && !a.ep.empty() && parse_integer(a.ep, "--ep") > 1) return framework_kind::megatron;
-  return parse_framework(a.framework);
+const stack_profile& chosen_profile(const model_run_args& a) {
+  if (!a.framework.empty()) return profile_named(a.framework);
+  return default_cli_profile(!a.ep.empty() && parse_integer(a.ep, "--ep") > 1);
 }
 
 void apply_framework_options(const model_run_args& a, run_config& run) {
-  run.framework = chosen_framework(a);
+  run.profile = &chosen_profile(a);
   run.optimizer_impl = parse_optimizer_impl(a.optimizer_impl);
   run.precision = parse_precision(precision_text(a));
   run.expandable_segments = a.expandable_segments;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "planner/io/catalog.hpp"
+#include "planner/profiles/profile.hpp"
 #include "planner/system/calibration.hpp"
 #include "planner/system/gpu_spec.hpp"
 #include "planner/model/model_spec.hpp"
@@ -20,8 +21,8 @@ struct model_run_args {
   std::string model, params, hf_config;
   std::string family, layers, hidden, heads, kv_heads, ffn, vocab, experts, experts_per_token;
   std::string seq, micro_batch, grad_accum, global_batch;
-  std::string framework = "hf", optimizer_impl = "foreach";
-  bool framework_given = false;  // --framework on the command line (else --ep > 1 implies megatron)
+  std::string framework, optimizer_impl = "foreach";  // framework: empty = the default stack (chosen_profile)
+  bool framework_given = false;  // --framework on the command line
   bool expandable_segments = false;
   std::string precision, grad_dtype = "auto", optimizer = "adamw";  // precision: empty = the framework's default
   std::string recompute, attention = "flash", dropout;  // recompute: empty = the framework's default
@@ -46,10 +47,10 @@ struct resolved_run {
 
 resolved_run resolve_model_run(const model_run_args& args);  // throws input_error
 
-// The framework asked for: --framework, or hf by default, or megatron when --ep > 1 asks for expert
-// parallelism without naming one (Hugging Face's MoE blocks have none; Megatron-Core has).
-framework_kind chosen_framework(const model_run_args& args);
-// The framework, its AdamW implementation, and the precision (the framework's default when not given).
+// The training stack asked for: --framework, or the default stack for what the options ask (one that shards
+// experts when --ep > 1 names none: planner/profiles/registry.hpp default_cli_profile).
+const stack_profile& chosen_profile(const model_run_args& args);
+// The stack, its AdamW implementation, and the precision (the stack's default when not given).
 void apply_framework_options(const model_run_args& args, run_config& run);
 // The precision text to parse: --precision as given, else the framework's default regime's name.
 std::string precision_text(const model_run_args& args);

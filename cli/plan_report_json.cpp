@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "cli/plan_report.hpp"
 #include "planner/search/search.hpp"
 
@@ -57,7 +58,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"ep", run.ep},
               {"capacity_factor", run.capacity_factor},
               {"tokens_per_step", run.seq * run.global_batch()},
-              {"framework", framework_name(run.framework)},
+              {"framework", profile_of(run).name},
               {"optimizer_impl", optimizer_impl_name(run.optimizer_impl)},
               {"expandable_segments", run.expandable_segments},
               {"precision", precision_name(run.precision)},

@@ -8,7 +8,7 @@
 #include "cli/format.hpp"
 #include "cli/model_features.hpp"
 #include "cli/plan_report.hpp"
-#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/run/moe.hpp"
 #include "planner/search/search.hpp"
 
@@ -42,33 +42,10 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                               : "several GPUs: memory per GPU; communication time between GPUs is not modelled (the "
                                 "pipeline bubble is)");
   a.push_back(fmt::format("precision {}: {}", precision_name(p.run.precision), precision_summary(p.layout)));
-  a.push_back(std::string(framework_assumption(p.run.framework)));
-  if (p.run.framework == framework_kind::hf)
-    a.push_back(fmt::format("attention: {}; AdamW {}{}", sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout)),
-                            optimizer_impl_name(p.run.optimizer_impl),
-                            p.run.expandable_segments
-                                ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a segment of addresses a pool, "
-                                  "grown by mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's source, "
-                                  "not yet measured)"
-                                : ""));
-  if (p.run.framework == framework_kind::hf && hf_sliding_window_mask(p.model, p.run))
-    a.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to every "
-                            "head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
-                            p.model.sliding_window_tokens, p.run.seq,
-                            sdpa_backend_name(hf_sdpa_backend(p.model, p.run, p.layout))));
-  if (p.run.framework == framework_kind::hf && p.run.finetune == finetune_kind::lora)
-    a.push_back(fmt::format(
-        "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "
-        "alike, lora_dropout {:g}; each adapted linear's lora_A saves its input (a copy per module when peft casts it "
-        "to the adapters' dtype or autocast to bf16, or when lora_dropout is above 0, which also keeps a bool mask "
-        "per module); frozen norms "
-        "and linears save nothing for their weights; without checkpointing, layer 0's input needs no gradient; "
-        "under autocast the base is the fp32 model and each frozen weight is cast anew, its bf16 copy kept per "
-        "layer for backward (a base loaded in bf16: --precision bf16)",
-        p.run.lora_fp32 ? "in fp32 (get_peft_model's autocast_adapter_dtype=True; --lora-dtype model: the model's dtype)"
-                        : "in the model's dtype (--lora-dtype model: the model cast after get_peft_model)",
-        p.run.lora_dropout));
-  a.push_back(p.run.framework == framework_kind::hf
+  const stack_profile& stack = profile_of(p.run);
+  a.push_back(std::string(stack.assumption));
+  if (stack.describe) stack.describe(p.model, p.run, p.layout, a);
+  a.push_back(stack.grads_per_parameter
                   ? "each gradient exists from its own backward until the optimizer step ends (zero_grad(set_to_none=True)); "
                     "optimizer state is created by the first optimizer step"
                   : "gradients exist from the first backward of a step until its optimizer step ends "
@@ -80,20 +57,15 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                                                        program && replay_makes_cublas_workspaces(p)
                                                            ? ", the workspaces made where it asks for them"
                                                            : "")
-                                          : fmt::format("allocator slack {} of tensor bytes{}", percent(p.calib.slack_fraction_for(p.run.framework)),
+                                          : fmt::format("allocator slack {} of tensor bytes{}", percent(stack.slack_fraction(p.calib)),
                                                         p.allocator_replay_skipped_instances
                                                             ? std::string(" (PyTorch's caching allocator not replayed: "
                                                                           "the model is too large, see the memory above)")
                                                             : std::string());
   a.push_back(fmt::format("runtime overhead: CUDA context {}, cuBLAS workspace {}, {} ({})", gib(p.overhead.cuda_context_bytes),
                           gib(p.overhead.cublas_workspace_bytes), cached,
-                          p.run.framework == framework_kind::hf
-                              ? "PyTorch's context from data/calibration.json, measured with torch 2.11 on an H100 unless "
-                                "calibrated; two 32 MiB workspaces, PyTorch's on sm_90, one per thread that runs GEMMs"
-                              : p.run.framework == framework_kind::trainplan && p.calib.trainplan_calibrated()
-                                    ? "data/calibration.json: this harness measured by plan calibrate on this GPU"
-                                    : "data/calibration.json; initial literature values until calibrated"));
-  const timing_constants& k = p.calib.timing_for(p.run.framework);
+                          stack.overhead_note(p.calib)));
+  const timing_constants& k = p.calib.timing(stack.name);
   const bool host_model = k.forward_kernel_seconds > 0 || k.backward_kernel_seconds > 0;
   const std::string shape = k.gemm_half_dim > 0 ? fmt::format(" x m/(m+{0:.0f}) x n/(n+{0:.0f}) x k/(k+{0:.0f})", k.gemm_half_dim)
                                                  : std::string();
@@ -114,7 +86,7 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                                                    duration(p.time.breakdown.host_seconds),
                                                    duration(p.time.breakdown.device_seconds))
                                      : std::string(),
-                          framework_name(p.run.framework)));
+                          stack.name));
   return a;
 }
 
@@ -141,11 +113,7 @@ std::string render_plan_text(const plan_report_input& in) {
   line("  run    seq {} x micro-batch {} x {} accumulation{} = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
        run.data_parallel() > 1 ? fmt::format(" x {} data-parallel", run.data_parallel()) : std::string(),
        grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step) * run.data_parallel()));
-  line("         framework {}: {}", framework_name(run.framework),
-       run.framework == framework_kind::hf ? "PyTorch eager + Hugging Face transformers"
-       : run.framework == framework_kind::llmc ? "llm.c"
-       : run.framework == framework_kind::megatron ? "Megatron-LM + Transformer Engine"
-                                                   : "trainplan's own harness");
+  line("         framework {}: {}", profile_of(run).name, profile_of(run).title);
   line("         {}, {}, recompute {}, {} attention, dropout {}", precision_name(run.precision),
        optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout);
   if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
@@ -198,7 +166,7 @@ std::string render_plan_text(const plan_report_input& in) {
   row("  CUDA context", p.overhead.cuda_context_bytes);
   row("  cuBLAS workspace", p.overhead.cublas_workspace_bytes);
   row(p.allocator ? std::string("  allocator cache, unused (replay)")
-                  : fmt::format("  allocator slack ({} of tensors)", percent(p.calib.slack_fraction_for(p.run.framework))),
+                  : fmt::format("  allocator slack ({} of tensors)", percent(profile_of(p.run).slack_fraction(p.calib))),
       p.overhead.allocator_slack_bytes);
   line("  {:-<80}", "");
   row("peak", p.peak_bytes);
@@ -206,7 +174,7 @@ std::string render_plan_text(const plan_report_input& in) {
   if (p.allocator_replay_skipped_instances)
     line("  PyTorch's caching allocator is not replayed: {} buffer instances over 3 steps are more than the {} a replay "
          "takes; the peak is the tensors plus {} slack", grouped(p.allocator_replay_skipped_instances),
-         grouped(max_replayed_instances), percent(p.calib.slack_fraction_for(p.run.framework)));
+         grouped(max_replayed_instances), percent(profile_of(p.run).slack_fraction(p.calib)));
   if (p.allocator) {
     const allocator_replay& a = *p.allocator;
     const bool expandable = p.run.expandable_segments;
@@ -327,7 +295,7 @@ std::string render_plan_text(const plan_report_input& in) {
     // Where the host's work alone outlasts the GPU's, the step is the host's (planner/time/roofline.hpp): more
     // work per kernel (a larger micro-batch) costs the GPU's idle time first.
     const op_time_breakdown& b = p.time.breakdown;
-    const double host_work = b.host_seconds - p.calib.timing_for(run.framework).step_seconds;
+    const double host_work = b.host_seconds - p.calib.timing(profile_of(run).name).step_seconds;
     if (host_work > b.device_seconds)
       line("  bound by the host: {} of host work (Python dispatch, the autograd engine) against {} of GPU work a step; "
            "a larger micro-batch fills the GPU's idle time first",

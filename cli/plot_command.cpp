@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "planner/profiles/registry.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/gnuplot.hpp"
@@ -175,8 +176,8 @@ gnuplot_job recompute_chart(const sweep_space& space) {
       run_config r = base;
       r.seq = seq;
       r.recompute = rc;
-      // Hugging Face checkpoints whole layers: the hf profile has no selective mode, drawn as a gap.
-      if (rc == recompute_mode::selective && r.framework == framework_kind::hf) {
+      // A stack that checkpoints whole layers (Hugging Face's) has no selective mode: drawn as a gap.
+      if (rc == recompute_mode::selective && !profile_of(r).offers_selective_recompute) {
         row += " NaN";
         continue;
       }
@@ -260,7 +261,7 @@ gnuplot_job time_breakdown_chart(const sweep_space& space) {
       "plot 'time.dat' using 0:2:xtic(1) with boxes lc rgb '{}' notitle, \\\n"
       "  '' using 0:2:(sprintf('%.1f', $2)) with labels offset 0,0.8 notitle\n",
       quote(fmt::format("{} on {} ({} profile): step {:.1f} ms, {:.0f} tokens/s, MFU {:.1f}%\\n{{/*0.8 {}}}",
-                        space.models.front().spec.name, g.spec.name, framework_name(r.framework),
+                        space.models.front().spec.name, g.spec.name, profile_of(r).name,
                         p.time.step_seconds * 1e3, p.time.tokens_per_second, 100 * p.time.mfu, run_text(r, true))),
       palette[1]);
   return job;

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <nlohmann/json.hpp>
 
+#include "planner/profiles/registry.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/sweep_space_options.hpp"
@@ -35,11 +36,11 @@ std::string config_label(const config_summary& s) {
                                   s.run.micro_batch, s.run.grad_accum, recompute_name(s.run.recompute),
                                   attention_name(s.run.attention), precision_name(s.run.precision), optimizer_name(s.run.optimizer));
   // What only the levers vary, when it is not the default.
-  if (s.run.optimizer_impl == optimizer_impl_kind::fused && s.run.framework == framework_kind::hf) label += " (fused)";
+  if (s.run.optimizer_impl == optimizer_impl_kind::fused && profile_of(s.run).offers_optimizer_impl) label += " (fused)";
   if (s.run.finetune != finetune_kind::full) label += fmt::format(", {}", finetune_name(s.run.finetune));
   if (s.run.offload != offload_mode::none) label += fmt::format(", offload {}", offload_name(s.run.offload));
   if (s.run.gpus > 1) label += fmt::format(", {} GPUs ZeRO-{}", s.run.gpus, s.run.zero);
-  if (s.run.expandable_segments && s.run.framework == framework_kind::hf) label += ", expandable segments";
+  if (s.run.expandable_segments && profile_of(s.run).offers_expandable_segments) label += ", expandable segments";
   return label;
 }
 
@@ -162,13 +163,14 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                   "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE), allocator (hf: "
                   "expandable segments) (comma-separated)")
       ->type_name("LIST");
-  cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full (none/full under --framework hf) unless given; lists and ranges as in sweep.\n"
+  cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full (none/full where the stack recomputes whole "
+              "layers only) unless given; lists and ranges as in sweep.\n"
               "With --levers, the changes and their cost are relative to the first value of each option (the run as given).");
 
   CLI::Option* recompute_opt = cmd->get_option("--recompute");
   cmd->callback([args, margin_opt, recompute_opt, &chosen]() {
-    // Hugging Face checkpoints whole layers: its default search has no selective recomputation to try.
-    if (recompute_opt->count() == 0 && chosen_framework(args->model_run) == framework_kind::hf)
+    // A stack that checkpoints whole layers (Hugging Face's) has no selective recomputation to try.
+    if (recompute_opt->count() == 0 && !chosen_profile(args->model_run).offers_selective_recompute)
       args->model_run.recompute = "none,full";
     chosen = [args, margin_given = margin_opt->count() > 0]() -> int {
       sweep_space space = resolve_sweep_space(args->model_run);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
 
@@ -109,7 +110,7 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   cells[n++] = t(recompute_name(run.recompute));
   cells[n++] = t(attention_name(run.attention));
   cells[n++] = r(run.dropout);
-  cells[n++] = t(framework_name(run.framework));
+  cells[n++] = t(profile_of(run).name);
   cells[n++] = t(optimizer_impl_name(run.optimizer_impl));
   cells[n++] = t(finetune_name(run.finetune));
   cells[n++] = u(run.gpus);

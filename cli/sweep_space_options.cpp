@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/util/sweep_axis.hpp"
 
@@ -24,7 +25,7 @@ std::vector<T> names_axis(const std::string& text, const char* option, Parse par
 sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::string>* notes) {
   sweep_space space;
   apply_parallel_options(args, space.base);
-  space.base.framework = chosen_framework(args);
+  space.base.profile = &chosen_profile(args);
   space.base.optimizer_impl = parse_optimizer_impl(args.optimizer_impl);
   space.base.expandable_segments = args.expandable_segments;
   // Models: resolve each listed one through the same path as `plan` (single values).
@@ -45,7 +46,7 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
     // Run options are swept below; resolve the model with single placeholder run values.
     one.seq = "1";
     one.micro_batch = one.grad_accum = one.global_batch = "";
-    one.framework = "trainplan";
+    one.framework = std::string(harness_profile().name);
     one.expandable_segments = false;
     one.precision = "bf16-mixed";
     one.grad_dtype = "auto";

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
@@ -200,7 +200,7 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<validate_args>();
   CLI::App* cmd = app.add_subcommand(
       "validate", "run real training steps and compare measured memory with the prediction (exit 0 pass, 1 fail, 4 out of memory)");
-  args->model_run.framework = "trainplan";  // the harness is what validate runs and compares
+  args->model_run.framework = std::string(harness_profile().name);  // the harness is what validate runs and compares
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("--backend", args->backend, "cpu (default) or cuda (needs a GPU; reports device memory and step time)")
       ->type_name("NAME");
@@ -221,8 +221,8 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
-      if (args->model_run.framework != "trainplan")
-        throw input_error(fmt::format("validate runs this project's harness: --framework trainplan, not {}",
+      if (&profile_named(args->model_run.framework) != &harness_profile())
+        throw input_error(fmt::format("validate runs this project's harness: --framework {}, not {}", harness_profile().name,
                                       args->model_run.framework));
       // CLI::Range lets NaN through (every comparison with NaN is false).
       if (!(args->tolerance_pct >= 0 && args->tolerance_pct <= 100))
@@ -254,7 +254,7 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
 
       const precision_layout layout = make_precision_layout(r.run.precision, r.run.grad_dtype);
       const std::uint64_t predicted_peak = walk_timeline(build_inventory(r.model, r.run, layout), r.run.grad_accum, timeline_detail::peak).peak.live_bytes;
-      const double flops = count_flops(r.model, r.run, count_params(r.model)).hardware_per_step * options.steps;
+      const double flops = count_flops(r.model, r.run, count_params(r.model), profile_of(r.run).traits).hardware_per_step * options.steps;
       if (!args->force && !device && (flops > cpu_flops_limit || predicted_peak > cpu_bytes_limit))
         throw input_error(fmt::format(
             "the CPU backend would run {:.2g} FLOPs over {} of buffers; use a small shape (e.g. --layers 2 --hidden 64 "

@@ -25,11 +25,11 @@ namespace {
 constexpr std::string_view no_gpus = R"({"gpus": []})";
 constexpr std::string_view no_models = R"({"models": []})";
 constexpr std::string_view default_calibration = R"({"default": {"cuda_context_bytes": 1, "cublas_workspace_bytes": 1,
-  "hf_cuda_context_bytes": 1, "allocator_slack_fraction": 0.02, "safety_margin_fraction": 0.05, "source": "fuzz",
-  "timing": {"hf": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
-             "llmc": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
-             "megatron": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
-             "trainplan": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}}}, "gpus": {}})";
+  "allocator_slack_fraction": 0.02, "safety_margin_fraction": 0.05, "source": "fuzz",
+  "profiles": {"hf": {"cuda_context_bytes": 1, "timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}},
+               "llmc": {"timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}},
+               "megatron": {"timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}},
+               "trainplan": {"timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4, "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}}}}, "gpus": {}})";
 
 std::string_view embedded(std::string_view name) {
   for (const embedded_file& f : embedded_data_files())
@@ -48,15 +48,15 @@ void check_catalog(const catalog& c) {
       require(!tflops || (*tflops >= 1 && *tflops <= 1e5), "a GPU's peak escaped its range");
     for (const std::string& alias : g.aliases) require(&c.gpu(alias) == &g, "a GPU is not found by its alias");
     const calibration k = c.calibration_for(g);
-    require(k.cuda_context_bytes <= (1ull << 50) && k.hf_cuda_context_bytes <= (1ull << 50) &&
-                k.cublas_workspace_bytes <= (1ull << 50) && k.trainplan_cuda_context_bytes <= (1ull << 50),
+    require(k.cuda_context_bytes <= (1ull << 50) && k.cublas_workspace_bytes <= (1ull << 50),
             "calibration bytes escaped their range");
     require(k.allocator_slack_fraction >= 0 && k.allocator_slack_fraction <= 1, "allocator_slack_fraction escaped [0, 1]");
-    require(k.trainplan_allocator_slack_fraction == -1 ||
-                (k.trainplan_allocator_slack_fraction >= 0 && k.trainplan_allocator_slack_fraction <= 1),
-            "trainplan_allocator_slack_fraction escaped [0, 1]");
     require(k.safety_margin_fraction >= 0 && k.safety_margin_fraction < 1, "safety_margin_fraction escaped [0, 1)");
-    for (const timing_constants& t : k.timing) {
+    for (const stack_calibration& stack : k.stacks) {
+      require(!stack.cuda_context_bytes || *stack.cuda_context_bytes <= (1ull << 50), "a stack's context escaped its range");
+      require(!stack.allocator_slack_fraction || (*stack.allocator_slack_fraction >= 0 && *stack.allocator_slack_fraction <= 1),
+              "a stack's allocator_slack_fraction escaped [0, 1]");
+      const timing_constants& t = stack.timing;
       require(t.gemm_efficiency > 0 && t.gemm_efficiency <= 1 && t.fp32_gemm_efficiency > 0 &&
                   t.fp32_gemm_efficiency <= 1 && t.attention_efficiency > 0 && t.attention_efficiency <= 1 &&
                   t.bandwidth_fraction > 0 && t.bandwidth_fraction <= 1,

@@ -1,5 +1,5 @@
 // Fuzz target: measured-run reports in the collector's JSON-lines format (planner/measure/measured_runs.hpp,
-// parse_measurements), as `plan check` and `plan calibrate --framework hf` read them. Any text must parse
+// parse_measurements), as `plan check` and `plan calibrate` read a collector's reports. Any text must parse
 // or throw input_error. A file that parses must have at least one run, none of them the env line, and
 // every run a model validate_model accepts, a dropout within [0, 1) and segments of 1 to 2^50 bytes, summing
 // to at most 2^50.

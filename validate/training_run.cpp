@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/model/param_count.hpp"
 
@@ -41,8 +41,8 @@ void check_harness_supports(const model_spec& m, const run_config& run) {
   if (run.gpus != 1 || run.tp != 1 || run.pp != 1 || run.ep != 1 || run.zero != 0 || run.offload != offload_mode::none)
     throw input_error("the harness runs one GPU's training step: no --gpus, --tp, --pp, --ep, --zero or --offload");
   if (run.finetune != finetune_kind::full) throw input_error("the harness trains every weight: no --finetune lora/qlora");
-  if (run.framework != framework_kind::trainplan)
-    throw input_error(fmt::format("the harness is --framework trainplan, not {}", framework_name(run.framework)));
+  if (&profile_of(run) != &harness_profile())
+    throw input_error(fmt::format("the harness is --framework {}, not {}", harness_profile().name, profile_of(run).name));
 }
 
 training_run::training_run(const model_spec& m, const run_config& run, const training_options& opts,
@@ -53,7 +53,7 @@ training_run::training_run(const model_spec& m, const run_config& run, const tra
       options(opts),
       alloc(ops),
       // The parameters as the harness stores them: the vocabulary tables padded as llm.c's (vocab_rows).
-      state(model, vocab_rows(model, vocab_pad_multiple(config.framework)), layout, alloc, opts.seed),
+      state(model, vocab_rows(model, profile_of(config).traits.vocab_pad_multiple), layout, alloc, opts.seed),
       buffers(build_inventory(model, config, layout)),
       net(model, config, layout, buffers, alloc, state, opts.seed),
       loss_scale_(layout.loss_scaling ? opts.initial_loss_scale : 1.0f) {

@@ -14,6 +14,7 @@
 #include "kernels/moe_router.hpp"
 #include "kernels/norm.hpp"
 #include "planner/util/input_error.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/run/moe.hpp"
 #include "planner/model/param_count.hpp"
 
@@ -42,7 +43,7 @@ transformer::transformer(const model_spec& m, const run_config& run, const preci
   token_losses_ = act("loss.token_losses");
   // llm.c's padded rows: zero from model_state on, and zero they stay (no token indexes them, the loss
   // gives their logits zero gradient, so AdamW, weight decay included, leaves them at zero).
-  vocab_rows_ = vocab_rows(m, vocab_pad_multiple(run.framework));
+  vocab_rows_ = vocab_rows(m, profile_of(run).traits.vocab_pad_multiple);
 }
 
 void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64_t layer, const std::string& label) {

@@ -6,7 +6,7 @@
 #include <map>
 #include <optional>
 
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/memory/timeline.hpp"
 
 namespace trainplan::validate {

@@ -7,13 +7,11 @@
 #include <limits>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/profile_step_ops.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/allocator/caching_allocator.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
-#include "planner/profiles/llmc/inventory_llmc.hpp"
 #include "planner/run/lora.hpp"
 #include "planner/run/pipeline.hpp"
 
@@ -123,7 +121,9 @@ void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
 
 }  // namespace
 
-bool replays_allocator(const run_config& run) { return run.framework == framework_kind::hf && run.pp == 1; }
+bool replays_allocator(const run_config& run) {
+  return profile_of(run).allocator == allocator_model::pytorch_replay && run.pp == 1;
+}
 
 std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run) {
   const std::uint64_t rows = checked_mul(run.micro_batch, run.seq, "loss rows");
@@ -167,7 +167,7 @@ bool replay_makes_cublas_workspaces(const plan_result& r) {
   // the replay they are a segment each, as E11's measured segments show (two of 32 MiB more than its replay
   // made). With expandable segments no history was recorded, and there the coarse replays moved most when they
   // were made (E17 +6.2 points): left out too.
-  return r.run.framework == framework_kind::hf && r.inv.forward_in_program_order && !r.run.expandable_segments &&
+  return replays_allocator(r.run) && r.inv.forward_in_program_order && !r.run.expandable_segments &&
          !r.run.cublas_workspaces_held;
 }
 
@@ -274,20 +274,24 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     throw input_error(fmt::format("GPU {} has no {} tensor throughput in gpus.json; precision {} cannot run on it",
                                   gpu.name, dtype_name(r.layout.compute), precision_name(run.precision)));
 
+  // What the run's stack can train (its own checks), before anything of it is built.
+  const stack_profile& profile = profile_of(run);
+  profile.check(model, run, r.layout);
+
   // A sweep's previous configuration of this model and run, accumulation aside (plan_reuse).
   plan_reuse* reuse = run.pp == 1 && options.detail == timeline_detail::peak ? options.reuse : nullptr;
   if (reuse) {
     run_config key = run;
     key.grad_accum = 0;
     if (reuse->model != &model || reuse->facts != facts || !(reuse->run == key)) {
-      reuse->inv = build_inventory(model, run, r.layout, facts);
+      reuse->inv = profile.build_inventory(model, run, r.layout, *facts, {});
       reuse->timelines = {};
       reuse->micro_batch_ops.reset();
       reuse->model = &model, reuse->facts = facts, reuse->run = key;
     }
     r.inv = reuse->inv;
   } else if (run.pp == 1) {
-    r.inv = build_inventory(model, run, r.layout, facts);
+    r.inv = profile.build_inventory(model, run, r.layout, *facts, {});
   } else {
     // Every pipeline GPU holds its own layers' weights, gradients and optimizer state (planner/run/pipeline.hpp);
     // the first also the embedding and the most micro-batches in flight, the last the head and the logits.
@@ -304,14 +308,14 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     for (const std::uint64_t j : candidates) {
       const model_spec stage_model = pipeline_stage_model(model, j, run.pp, run.vpp);
       const bool first = j == 0, last = j == run.pp - 1;
-      const model_facts stage = pipeline_stage_facts(stage_model, first, last);
+      const model_facts stage_facts = pipeline_stage_facts(stage_model, first, last);
       // The activations: `chunks` forwards of one model chunk (L/(p v) layers) in flight, of which `first_chunk`
       // are of the chunk that holds the embedding (planner/run/pipeline.hpp).
       const std::uint64_t chunks = pipeline_chunks_in_flight(j, run.pp, run.vpp, run.grad_accum);
       model_spec chunk_model = stage_model;
       chunk_model.layers = stage_model.layers / run.vpp;
-      inventory inv = build_inventory(chunk_model, run, r.layout, &stage,
-                                      {first, last, chunks, pipeline_first_chunk_in_flight(chunks, run.pp, run.vpp)});
+      inventory inv = profile.build_inventory(chunk_model, run, r.layout, stage_facts,
+                                              {first, last, chunks, pipeline_first_chunk_in_flight(chunks, run.pp, run.vpp)});
       const std::uint64_t peak_bytes = walk_timeline(inv, run.grad_accum, timeline_detail::peak).peak.live_bytes;
       if (have && peak_bytes <= best_peak) continue;
       have = true;
@@ -334,7 +338,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
   r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
-  r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets, run.framework);
+  r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets, profile.traits);
   if (reuse) {
     std::optional<timeline_result>& known = reuse->timelines[run.grad_accum > 1 ? 1 : 0];
     if (!known) known = walk_timeline(r.inv, run.grad_accum, options.detail);
@@ -346,20 +350,13 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
 
   // hf: PyTorch's CUDA context (data/calibration.json: measured with torch 2.11 on an H100 until a collector
   // report calibrates it for a GPU); trainplan: the harness's where `plan calibrate` measured it.
-  r.overhead.cuda_context_bytes = calib.context_bytes_for(run.framework);
-  r.overhead.cublas_workspace_bytes = calib.cublas_workspace_bytes;
-  if (run.framework == framework_kind::hf) {
-    // PyTorch keeps a cuBLAS workspace per (handle, stream) and a handle per thread: the forward's and the
-    // autograd engine's (aten/src/ATen/cuda/CublasHandlePool.cpp). It allocates them through its caching
-    // allocator, so they count in memory_allocated.
-    r.overhead.cublas_workspace_bytes = checked_mul(2, calib.cublas_workspace_bytes, "cuBLAS workspaces");
-  }
-  if (run.framework == framework_kind::llmc) {
-    r.overhead.cuda_context_bytes = cuda_program_context_bytes;
-    r.overhead.cublas_workspace_bytes = llmc_cublaslt_workspace_bytes;
-  }
-  // llm.c takes its few large blocks straight from cudaMalloc: no caching allocator, no slack.
-  const double slack_fraction = calib.slack_fraction_for(run.framework);
+  // The stack's process: its CUDA context and cuBLAS workspaces (data/calibration.json unless the stack knows
+  // its own), and, unless its allocator is replayed below, the calibrated share of the tensor peak its cache
+  // holds unused.
+  const stack_overhead fixed = profile.overhead(calib);
+  r.overhead.cuda_context_bytes = fixed.cuda_context_bytes;
+  r.overhead.cublas_workspace_bytes = fixed.cublas_workspace_bytes;
+  const double slack_fraction = profile.slack_fraction(calib);
   const double slack = std::floor(static_cast<double>(r.tensor_peak_bytes) * slack_fraction);
   if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
     throw input_error("allocator slack is larger than 64 bits can hold");
@@ -369,7 +366,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   // caller: sweeps and charts apply it to every point, searches only where it can change the verdict.
   if (options.detail != timeline_detail::peak) apply_allocator_replay(r, *facts, gpu.memory_bytes);
 
-  r.flops = count_flops(model, run, r.params);
+  r.flops = count_flops(model, run, r.params, profile.traits);
   // PCIe traffic of offloading per step (Ren et al. 2021, ZeRO-Offload: gradients to the host, updated
   // weights back; Rajbhandari et al. 2021, ZeRO-Infinity: every weight streamed in for each forward and
   // backward of each micro-batch).
@@ -386,24 +383,21 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   if (run.finetune == finetune_kind::full) {
     trained_tensors = static_cast<double>(facts->tensor_instances);  // counted once per model (describe_model)
   } else {
-    trained_tensors = 2.0 * lora_linears(model, run.lora_targets, run.framework) * static_cast<double>(model.layers);  // A and B
+    trained_tensors = 2.0 * lora_linears(model, run.lora_targets, profile.traits) * static_cast<double>(model.layers);  // A and B
   }
   const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
   // The three figures depend on the model, the inventory and the run's sharding, not on the accumulation:
   // a reused inventory's ops are reused with it.
+  const trained_share trained{static_cast<double>(r.trainable_params) / shards, trained_tensors / static_cast<double>(run.pp),
+                              static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout))};
   if (reuse) {
-    if (!reuse->micro_batch_ops)
-      reuse->micro_batch_ops = list_micro_batch_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
-                                                    trained_tensors / static_cast<double>(run.pp),
-                                                    static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+    if (!reuse->micro_batch_ops) reuse->micro_batch_ops = profile.micro_batch_ops(model, run, r.layout, trained);
     r.ops = *reuse->micro_batch_ops;
-    repeat_micro_batches(r.ops, run.grad_accum);
   } else {
-    r.ops = list_step_ops(model, run, r.layout, static_cast<double>(r.trainable_params) / shards,
-                          trained_tensors / static_cast<double>(run.pp),
-                          static_cast<double>(optimizer_traffic_bytes(r.inv, r.layout)));
+    r.ops = profile.micro_batch_ops(model, run, r.layout, trained);
   }
-  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing_for(run.framework),
+  repeat_micro_batches(r.ops, run.grad_accum);
+  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing(profile.name),
                               run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum));
   // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/profile_step_ops.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/system/calibration.hpp"
 #include "planner/time/flops.hpp"
@@ -87,7 +86,7 @@ struct plan_reuse {
   run_config run;  // with grad_accum 0
   inventory inv;
   std::array<std::optional<timeline_result>, 2> timelines;  // accumulation 1, and more than 1
-  std::optional<step_ops> micro_batch_ops;                   // list_micro_batch_ops
+  std::optional<step_ops> micro_batch_ops;                   // the stack's micro_batch_ops
 };
 
 struct plan_options {

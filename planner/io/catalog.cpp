@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "planner/io/embedded_data.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/util/text_file.hpp"
 #include "planner/util/quantity_parse.hpp"
@@ -236,41 +237,71 @@ std::vector<model_preset> parse_models(std::string_view text) {
   return out;
 }
 
-// "timing": {"hf": {...}, "llmc": {...}}: each framework's roofline constants; an entry over a base
+// A stack's "timing": the step-time model's constants (planner/system/timing_constants.hpp); an entry over a base
 // overrides only the keys it names. Ranges (timing_limits) keep the roofline finite and meaningful.
-void parse_timing(const json& j, const std::string& where, calibration& c, bool partial) {
-  strict_object frameworks(j, where);
-  for (const framework_kind f : {framework_kind::hf, framework_kind::llmc, framework_kind::megatron, framework_kind::trainplan}) {
-    const std::string name(framework_name(f));
-    if (!frameworks.has(name)) {
+void parse_timing(const json& j, const std::string& at, timing_constants& t, bool partial) {
+  strict_object o(j, at);
+  auto pick = [&](const char* key, double& field, double lo, double hi) {
+    if (partial && !o.has(key)) return;
+    field = o.number(key);
+    if (!(field >= lo && field <= hi)) throw input_error(fmt::format("{}: {} must be within [{}, {}]", at, key, lo, hi));
+  };
+  using lim = timing_limits;
+  pick("gemm_efficiency", t.gemm_efficiency, lim::min_efficiency, 1);
+  pick("gemm_half_dim", t.gemm_half_dim, 0, lim::max_gemm_half_dim);
+  pick("fp32_gemm_efficiency", t.fp32_gemm_efficiency, lim::min_efficiency, 1);
+  pick("attention_efficiency", t.attention_efficiency, lim::min_efficiency, 1);
+  pick("bandwidth_fraction", t.bandwidth_fraction, lim::min_efficiency, 1);
+  pick("kernel_seconds", t.kernel_seconds, 0, lim::max_kernel_seconds);
+  pick("step_seconds", t.step_seconds, 0, lim::max_step_seconds);
+  pick("foreach_tensor_seconds", t.foreach_tensor_seconds, 0, lim::max_foreach_tensor_seconds);
+  // The host's cost per launch (absent: 0, a host that never holds the GPU back).
+  if (o.has("forward_kernel_seconds") || partial)
+    pick("forward_kernel_seconds", t.forward_kernel_seconds, 0, lim::max_host_kernel_seconds);
+  if (o.has("backward_kernel_seconds") || partial)
+    pick("backward_kernel_seconds", t.backward_kernel_seconds, 0, lim::max_host_kernel_seconds);
+  o.finish();
+}
+
+constexpr std::uint64_t max_overhead_bytes = 1ull << 50;  // 1 PiB: no context or workspace is larger
+
+// "profiles": {"hf": {...}, ...}: each stack's own constants, under its profile's name (planner/profiles/
+// registry.hpp). A stack's entry holds "timing" and the keys its profile reads (calibration_keys). The default
+// entry (partial false) holds every registered stack's complete timing; a GPU's entry overrides what it names.
+void parse_stacks(const json& j, const std::string& where, calibration& c, bool partial) {
+  strict_object stacks(j, where);
+  for (auto it = j.begin(); it != j.end(); ++it)  // an unknown stack first: its name says more than a missing one
+    if (!it.key().starts_with("_")) profile_named(it.key(), where);
+  for (const stack_profile* p : all_profiles()) {
+    const std::string name(p->name);
+    if (!stacks.has(name)) {
       if (!partial) throw input_error(fmt::format("{}: missing key '{}'", where, name));
       continue;
     }
     const std::string at = where + "." + name;
-    strict_object o(frameworks.at(name), at);
-    timing_constants& t = c.timing_for(f);
-    auto pick = [&](const char* key, double& field, double lo, double hi) {
-      if (partial && !o.has(key)) return;
-      field = o.number(key);
-      if (!(field >= lo && field <= hi)) throw input_error(fmt::format("{}: {} must be within [{}, {}]", at, key, lo, hi));
+    strict_object o(stacks.at(name), at);
+    stack_calibration& sc = c.stack(name);
+    auto reads = [&](std::string_view key) {
+      return std::find(p->calibration_keys.begin(), p->calibration_keys.end(), key) != p->calibration_keys.end();
     };
-    using lim = timing_limits;
-    pick("gemm_efficiency", t.gemm_efficiency, lim::min_efficiency, 1);
-    pick("gemm_half_dim", t.gemm_half_dim, 0, lim::max_gemm_half_dim);
-    pick("fp32_gemm_efficiency", t.fp32_gemm_efficiency, lim::min_efficiency, 1);
-    pick("attention_efficiency", t.attention_efficiency, lim::min_efficiency, 1);
-    pick("bandwidth_fraction", t.bandwidth_fraction, lim::min_efficiency, 1);
-    pick("kernel_seconds", t.kernel_seconds, 0, lim::max_kernel_seconds);
-    pick("step_seconds", t.step_seconds, 0, lim::max_step_seconds);
-    pick("foreach_tensor_seconds", t.foreach_tensor_seconds, 0, lim::max_foreach_tensor_seconds);
-    // The host's cost per launch (absent: 0, a host that never holds the GPU back).
-    if (o.has("forward_kernel_seconds") || partial)
-      pick("forward_kernel_seconds", t.forward_kernel_seconds, 0, lim::max_host_kernel_seconds);
-    if (o.has("backward_kernel_seconds") || partial)
-      pick("backward_kernel_seconds", t.backward_kernel_seconds, 0, lim::max_host_kernel_seconds);
+    if (o.has("cuda_context_bytes")) {
+      if (!reads("cuda_context_bytes"))
+        throw input_error(fmt::format("{}: the {} profile reads no cuda_context_bytes of its own", at, name));
+      sc.cuda_context_bytes = o.uint("cuda_context_bytes");
+      if (*sc.cuda_context_bytes > max_overhead_bytes)
+        throw input_error(at + ": cuda_context_bytes must be at most 2^50 (1 PiB)");
+    }
+    if (o.has("allocator_slack_fraction")) {
+      if (!reads("allocator_slack_fraction"))
+        throw input_error(fmt::format("{}: the {} profile reads no allocator_slack_fraction of its own", at, name));
+      sc.allocator_slack_fraction = o.number("allocator_slack_fraction");
+      if (*sc.allocator_slack_fraction < 0 || *sc.allocator_slack_fraction > 1)
+        throw input_error(at + ": allocator_slack_fraction must be within [0, 1]");
+    }
+    if (!partial || o.has("timing")) parse_timing(o.at("timing"), at + ".timing", sc.timing, partial);
     o.finish();
   }
-  frameworks.finish();
+  stacks.finish();
 }
 
 calibration parse_calibration_entry(const json& j, const std::string& where, const calibration* base) {
@@ -286,24 +317,12 @@ calibration parse_calibration_entry(const json& j, const std::string& where, con
   };
   pick_uint("cuda_context_bytes", c.cuda_context_bytes);
   pick_uint("cublas_workspace_bytes", c.cublas_workspace_bytes);
-  pick_uint("hf_cuda_context_bytes", c.hf_cuda_context_bytes);
   pick_number("allocator_slack_fraction", c.allocator_slack_fraction);
-  // Written by `plan calibrate` into a GPU's entry: a measurement of one GPU, never a default.
-  if (!base && (o.has("trainplan_cuda_context_bytes") || o.has("trainplan_allocator_slack_fraction")))
-    throw input_error(where + ": trainplan_cuda_context_bytes and trainplan_allocator_slack_fraction belong in a GPU's "
-                              "entry (what plan calibrate measured there), not in the default");
-  if (o.has("trainplan_cuda_context_bytes")) c.trainplan_cuda_context_bytes = o.uint("trainplan_cuda_context_bytes");
-  if (o.has("trainplan_allocator_slack_fraction")) {
-    c.trainplan_allocator_slack_fraction = o.number("trainplan_allocator_slack_fraction");
-    if (c.trainplan_allocator_slack_fraction < 0 || c.trainplan_allocator_slack_fraction > 1)
-      throw input_error(where + ": trainplan_allocator_slack_fraction must be within [0, 1]");
-  }
   pick_number("safety_margin_fraction", c.safety_margin_fraction);
-  if (!base || o.has("timing")) parse_timing(o.at("timing"), where + ".timing", c, base != nullptr);
+  if (!base || o.has("profiles")) parse_stacks(o.at("profiles"), where + ".profiles", c, base != nullptr);
   if (!base || o.has("source")) c.source = o.string("source");
   o.finish();
-  if (c.cuda_context_bytes > (1ull << 50) || c.hf_cuda_context_bytes > (1ull << 50) || c.cublas_workspace_bytes > (1ull << 50) ||
-      c.trainplan_cuda_context_bytes > (1ull << 50))
+  if (c.cuda_context_bytes > max_overhead_bytes || c.cublas_workspace_bytes > max_overhead_bytes)
     throw input_error(where + ": context and workspace bytes must be at most 2^50 (1 PiB)");
   if (c.allocator_slack_fraction < 0 || c.allocator_slack_fraction > 1)
     throw input_error(where + ": allocator_slack_fraction must be within [0, 1]");

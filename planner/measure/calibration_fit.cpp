@@ -15,7 +15,8 @@ std::vector<timing_observation> timing_observations(const std::vector<calibratio
   return timed;
 }
 
-calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base) {
+calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base,
+                                std::string_view stack) {
   if (runs.empty()) throw input_error("calibrate: no measured runs to fit");
   // Inputs whose sums would pass 64 bits, or that make an error percentage infinite, are refused.
   constexpr std::uint64_t max_bytes = 1ull << 50;  // 1 PiB, as for a GPU's memory in gpus.json
@@ -30,6 +31,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   calibration_fit out;
   calibration& c = out.fitted;
   c = base;
+  stack_calibration& own = c.stack(stack);
 
   std::vector<const calibration_observation*> measured;  // the runs with memory figures
   for (const auto& r : runs)
@@ -38,7 +40,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   std::vector<std::uint64_t> contexts;
   for (const auto* r : measured) contexts.push_back(r->context_bytes);
   std::sort(contexts.begin(), contexts.end());
-  c.trainplan_cuda_context_bytes = contexts[contexts.size() / 2];
+  own.cuda_context_bytes = contexts[contexts.size() / 2];
   c.cublas_workspace_bytes = 0;
   for (const auto* r : measured) c.cublas_workspace_bytes = std::max(c.cublas_workspace_bytes, r->workspace_bytes);
 
@@ -46,16 +48,16 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   double xy = 0, xx = 0;
   for (const auto* r : measured) {
     const double x = static_cast<double>(r->tensor_peak_bytes);
-    const double y = static_cast<double>(r->device_peak_bytes) - x - static_cast<double>(c.trainplan_cuda_context_bytes) -
+    const double y = static_cast<double>(r->device_peak_bytes) - x - static_cast<double>(*own.cuda_context_bytes) -
                      static_cast<double>(c.cublas_workspace_bytes);
     xy += x * y;
     xx += x * x;
   }
-  c.trainplan_allocator_slack_fraction = xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0.0;
+  own.allocator_slack_fraction = xx > 0 ? std::clamp(xy / xx, 0.0, 1.0) : 0.0;
 
   // Step time: the harness's roofline constants.
   const timing_fit time_fit = fit_timing(timing_observations(runs));
-  c.timing_for(framework_kind::trainplan) = time_fit.constants;
+  own.timing = time_fit.constants;
 
   std::size_t run_index = 0;
   for (const auto& r : runs) {
@@ -74,8 +76,8 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
     // Each term is at most 2^50 (checked above; the slack fraction is at most 1): the sum stays exact.
     res.predicted_device_peak_bytes =
         r.tensor_peak_bytes +
-        static_cast<std::uint64_t>(std::floor(static_cast<double>(r.tensor_peak_bytes) * c.trainplan_allocator_slack_fraction)) +
-        c.trainplan_cuda_context_bytes + c.cublas_workspace_bytes;
+        static_cast<std::uint64_t>(std::floor(static_cast<double>(r.tensor_peak_bytes) * *own.allocator_slack_fraction)) +
+        *own.cuda_context_bytes + c.cublas_workspace_bytes;
     res.memory_error_pct = 100.0 * (static_cast<double>(res.predicted_device_peak_bytes) - static_cast<double>(r.device_peak_bytes)) /
                            static_cast<double>(r.device_peak_bytes);
     out.max_memory_error_pct = std::max(out.max_memory_error_pct, std::abs(res.memory_error_pct));

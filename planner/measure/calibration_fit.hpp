@@ -4,10 +4,12 @@
 //   cuBLAS workspace the largest workspace measured
 //   allocator slack  s minimizing sum (device_peak - tensor_peak - context - workspace - s * tensor_peak)^2
 //                    (least squares through the origin), clipped to [0, 1]
-//   step time        the harness's (trainplan profile's) roofline constants, planner/measure/timing_fit.hpp
+//   step time        the stack's roofline constants, planner/measure/timing_fit.hpp
+// into the entry of the stack that ran them (its profile's name: the harness's, for `plan validate` reports)
 // and reports, run by run, how far the calibrated planner is from what was measured.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "planner/system/calibration.hpp"
@@ -45,9 +47,11 @@ struct calibration_fit {
   double max_memory_error_pct = 0, max_time_error_pct = 0;  // absolute values
 };
 
-// `base` supplies what the runs cannot measure (the search's safety margin). Throws input_error when
-// there is nothing to fit (no run, or no run with memory figures) or a run's numbers cannot be right.
-calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base);
+// `base` supplies what the runs cannot measure (the search's safety margin); `stack`: the profile name whose
+// constants the runs measure. Throws input_error when there is nothing to fit (no run, or no run with memory
+// figures) or a run's numbers cannot be right.
+calibration_fit fit_calibration(const std::vector<calibration_observation>& runs, const calibration& base,
+                                std::string_view stack);
 
 // The runs' step times as the timing fit takes them (for fit_held_out).
 std::vector<timing_observation> timing_observations(const std::vector<calibration_observation>& runs);

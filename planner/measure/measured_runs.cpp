@@ -1,5 +1,7 @@
 #include "planner/measure/measured_runs.hpp"
 
+#include "planner/profiles/registry.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -184,7 +186,6 @@ measured_run read_run(const line_reader& r) {
   validate_model(s);
 
   run_config& c = run.run;
-  c.framework = framework_kind::hf;
   c.seq = r.count("seq");
   c.micro_batch = r.count("mbs");
   c.grad_accum = r.count_in(r.j, "grad_accum", 1);
@@ -268,6 +269,9 @@ measured_file parse_measurements(std::string_view text, const std::string& file_
       out.transformers = r.text("transformers");
       out.context_bytes = r.count("context_bytes");
       out.gpu_total_bytes = r.count("gpu_total_bytes");
+      // The training stack the collector measured (a profile's name); reports from before the field: the
+      // collector's own stack.
+      if (r.j.contains("stack")) out.stack = &profile_named(r.text("stack"), where + ": stack");
       check_env(r, out);
       have_env = true;
       continue;
@@ -275,6 +279,8 @@ measured_file parse_measurements(std::string_view text, const std::string& file_
     out.runs.push_back(read_run(r));
   }
   if (!have_env) throw input_error(fmt::format("{}: no env line (\"id\": \"env\") describing the machine", file_name));
+  if (!out.stack) out.stack = &unlabelled_report_profile();
+  for (measured_run& run : out.runs) run.run.profile = out.stack;
   if (out.runs.empty()) throw input_error(fmt::format("{}: no measured configuration", file_name));
   return out;
 }

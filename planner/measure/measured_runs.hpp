@@ -2,7 +2,7 @@
 // Measurements of real training runs in the collector's format (scripts/collect_hf.py; the shared H100
 // file tests/data/measurements/pytorch-hf-h100-2026-11-22.jsonl): one JSON object a line, the first
 // describing the machine ("id": "env"), each other one configuration with its measured memory and time.
-// Read into the planner's terms, so that `plan check` and the tests predict each run with --framework hf.
+// Read into the planner's terms, so that `plan check` and the tests predict each run with the stack it measured.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,6 +59,7 @@ struct measured_file {
   std::string gpu, torch, transformers;   // from the env line
   std::uint64_t context_bytes = 0;        // CUDA context less PyTorch's reserved bytes
   std::uint64_t gpu_total_bytes = 0;      // cudaMemGetInfo's total
+  const stack_profile* stack = nullptr;   // the training stack measured: the env line's "stack", or the collector's
   std::vector<measured_run> runs;
 };
 

@@ -193,4 +193,7 @@ struct inventory {
   std::uint64_t activations_all_layers_bytes = 0;  // every layer's
 };
 
+// Sets the inventory's layer counts and its per-layer activation totals once its buffers are added.
+inventory finish_inventory(inventory out, const model_spec& m);
+
 }  // namespace trainplan

@@ -5,9 +5,9 @@
 
 namespace trainplan {
 
-std::vector<lora_module> lora_layer_modules(const model_spec& m, unsigned targets, framework_kind framework) {
+std::vector<lora_module> lora_layer_modules(const model_spec& m, unsigned targets, const stack_traits& stack) {
   const std::uint64_t h = m.hidden, hq = m.q_width(), kv = m.kv_width(), f = m.ffn;
-  const bool fused = m.fused_projections && framework == framework_kind::hf;
+  const bool fused = m.fused_projections && stack.keeps_fused_projections;
   std::vector<lora_module> out;
   if (m.is_mla()) {
     // Multi-head latent attention (peft target names of DeepseekV3Attention): q means q_a_proj and q_b_proj
@@ -39,29 +39,29 @@ std::vector<lora_module> lora_layer_modules(const model_spec& m, unsigned target
   return out;
 }
 
-std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets, framework_kind framework) {
+std::uint64_t lora_params(const model_spec& m, std::uint64_t rank, unsigned targets, const stack_traits& stack) {
   std::uint64_t per_layer = 0;  // sum of (in + out) over targeted layers
-  for (const lora_module& mod : lora_layer_modules(m, targets, framework))
+  for (const lora_module& mod : lora_layer_modules(m, targets, stack))
     per_layer = checked_add(per_layer, checked_add(mod.in, mod.out, "LoRA parameter count"), "LoRA parameter count");
   return checked_product({per_layer, rank, m.layers}, "LoRA parameter count");
 }
 
 std::vector<std::uint64_t> lora_layer_tensors(const model_spec& m, std::uint64_t rank, unsigned targets,
-                                              framework_kind framework) {
+                                              const stack_traits& stack) {
   std::vector<std::uint64_t> out;
-  for (const lora_module& mod : lora_layer_modules(m, targets, framework)) {
+  for (const lora_module& mod : lora_layer_modules(m, targets, stack)) {
     out.push_back(checked_mul(rank, mod.in, "LoRA parameter count"));   // lora_A: (r, in)
     out.push_back(checked_mul(mod.out, rank, "LoRA parameter count"));  // lora_B: (out, r)
   }
   return out;
 }
 
-unsigned lora_qkv_modules(const model_spec& m, unsigned targets, framework_kind framework) {
-  return static_cast<unsigned>(lora_layer_modules(m, targets & (lora_q | lora_k | lora_v), framework).size());
+unsigned lora_qkv_modules(const model_spec& m, unsigned targets, const stack_traits& stack) {
+  return static_cast<unsigned>(lora_layer_modules(m, targets & (lora_q | lora_k | lora_v), stack).size());
 }
 
-unsigned lora_linears(const model_spec& m, unsigned targets, framework_kind framework) {
-  return static_cast<unsigned>(lora_layer_modules(m, targets, framework).size());
+unsigned lora_linears(const model_spec& m, unsigned targets, const stack_traits& stack) {
+  return static_cast<unsigned>(lora_layer_modules(m, targets, stack).size());
 }
 
 std::uint64_t nf4_bytes(std::uint64_t n) {

@@ -4,18 +4,19 @@
 
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
+#include "planner/util/names.hpp"
 
 namespace trainplan {
 namespace {
 
-struct optimizer_entry {
-  optimizer_kind kind;
-  std::string_view name;
-};
-constexpr optimizer_entry optimizer_names[] = {
+constexpr named<optimizer_kind> optimizer_names[] = {
     {optimizer_kind::adamw, "adamw"},         {optimizer_kind::sgd, "sgd"},
     {optimizer_kind::sgd_momentum, "sgd-momentum"}, {optimizer_kind::adafactor, "adafactor"},
     {optimizer_kind::adamw_8bit, "adamw-8bit"}, {optimizer_kind::lion, "lion"},
+};
+constexpr named<optimizer_impl_kind> optimizer_impl_names[] = {
+    {optimizer_impl_kind::foreach_impl, "foreach"},
+    {optimizer_impl_kind::fused, "fused"},
 };
 
 constexpr std::uint64_t bnb_block_elements = 2048;   // bitsandbytes blockwise 8-bit optimizer block
@@ -23,17 +24,16 @@ constexpr std::uint64_t bnb_min_8bit_elements = 4096; // smaller tensors keep fp
 
 }  // namespace
 
-std::string_view optimizer_name(optimizer_kind o) {
-  for (const auto& e : optimizer_names)
-    if (e.kind == o) return e.name;
-  return "?";
-}
+std::string_view optimizer_name(optimizer_kind o) { return name_of(optimizer_names, o); }
 
 optimizer_kind parse_optimizer(std::string_view text) {
-  for (const auto& e : optimizer_names)
-    if (e.name == text) return e.kind;
-  throw input_error(fmt::format(
-      "--optimizer: unknown optimizer '{}' (known: adamw, sgd, sgd-momentum, adafactor, adamw-8bit, lion)", text));
+  return parse_named(optimizer_names, text, "--optimizer", "optimizer");
+}
+
+std::string_view optimizer_impl_name(optimizer_impl_kind o) { return name_of(optimizer_impl_names, o); }
+
+optimizer_impl_kind parse_optimizer_impl(std::string_view text) {
+  return parse_named(optimizer_impl_names, text, "--optimizer-impl", "implementation");
 }
 
 optimizer_state_buffers optimizer_state(optimizer_kind o, const std::vector<param_tensor>& params,

@@ -18,6 +18,13 @@ enum class optimizer_kind { adamw, sgd, sgd_momentum, adafactor, adamw_8bit, lio
 std::string_view optimizer_name(optimizer_kind o);
 optimizer_kind parse_optimizer(std::string_view text);  // throws input_error
 
+// PyTorch's AdamW implementations: foreach (the default on CUDA) works on lists of tensors and allocates a
+// temporary copy of the second moment for its square root; fused is one kernel with no temporaries. Only a
+// stack built on PyTorch's optimizers offers the choice (planner/profiles/profile.hpp).
+enum class optimizer_impl_kind { foreach_impl, fused };
+std::string_view optimizer_impl_name(optimizer_impl_kind o);
+optimizer_impl_kind parse_optimizer_impl(std::string_view text);  // throws input_error
+
 struct optimizer_state_buffer {
   std::string_view name;   // "adam.m" (static storage)
   dtype type = dtype::fp32;

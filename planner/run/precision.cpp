@@ -3,53 +3,36 @@
 #include <fmt/format.h>
 
 #include "planner/util/input_error.hpp"
+#include "planner/util/names.hpp"
 
 namespace trainplan {
 namespace {
 
-struct regime_name {
-  precision_regime regime;
-  std::string_view name;
-};
-constexpr regime_name regime_names[] = {
+constexpr named<precision_regime> regime_names[] = {
     {precision_regime::fp32, "fp32"},           {precision_regime::bf16_mixed, "bf16-mixed"},
     {precision_regime::fp16_mixed, "fp16-mixed"}, {precision_regime::bf16, "bf16"},
     {precision_regime::fp8_mixed, "fp8-mixed"}, {precision_regime::amp_bf16, "amp-bf16"},
-    {precision_regime::megatron_bf16, "megatron-bf16"}, {precision_regime::amp_fp16, "amp-fp16"},
+    {precision_regime::amp_fp16, "amp-fp16"},   {precision_regime::megatron_bf16, "megatron-bf16"},
+};
+constexpr named<grad_dtype_choice> grad_dtype_names[] = {
+    {grad_dtype_choice::automatic, "auto"}, {grad_dtype_choice::fp32, "fp32"},
+    {grad_dtype_choice::bf16, "bf16"},      {grad_dtype_choice::fp16, "fp16"},
 };
 
 }  // namespace
 
-std::string_view precision_name(precision_regime p) {
-  for (const auto& r : regime_names)
-    if (r.regime == p) return r.name;
-  return "?";
-}
+std::string_view precision_name(precision_regime p) { return name_of(regime_names, p); }
 
 precision_regime parse_precision(std::string_view text) {
-  for (const auto& r : regime_names)
-    if (r.name == text) return r.regime;
-  throw input_error(fmt::format(
-      "--precision: unknown regime '{}' (known: fp32, bf16-mixed, fp16-mixed, bf16, fp8-mixed, amp-bf16, amp-fp16, megatron-bf16)",
-      text));
+  return parse_named(regime_names, text, "--precision", "regime");
 }
 
-std::string_view grad_dtype_choice_name(grad_dtype_choice g) {
-  switch (g) {
-    case grad_dtype_choice::automatic: return "auto";
-    case grad_dtype_choice::fp32: return "fp32";
-    case grad_dtype_choice::bf16: return "bf16";
-    case grad_dtype_choice::fp16: return "fp16";
-  }
-  return "?";
-}
+std::string precision_names(std::string_view separator) { return joined_names(names_of(regime_names), separator); }
+
+std::string_view grad_dtype_choice_name(grad_dtype_choice g) { return name_of(grad_dtype_names, g); }
 
 grad_dtype_choice parse_grad_dtype(std::string_view text) {
-  if (text == "auto") return grad_dtype_choice::automatic;
-  if (text == "fp32") return grad_dtype_choice::fp32;
-  if (text == "bf16") return grad_dtype_choice::bf16;
-  if (text == "fp16") return grad_dtype_choice::fp16;
-  throw input_error(fmt::format("--grad-dtype: unknown dtype '{}' (known: auto, fp32, bf16, fp16)", text));
+  return parse_named(grad_dtype_names, text, "--grad-dtype", "dtype");
 }
 
 precision_layout make_precision_layout(precision_regime regime, grad_dtype_choice grad_dtype) {

@@ -3,6 +3,7 @@
 // saved in. Each regime is written down as the layout of buffers it keeps, so that "16 bytes/param" is a
 // consequence of the layout, not a constant.
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "planner/util/dtype.hpp"
@@ -26,6 +27,7 @@ enum class grad_dtype_choice { automatic, fp32, bf16, fp16 };
 
 std::string_view precision_name(precision_regime p);
 precision_regime parse_precision(std::string_view text);   // throws input_error
+std::string precision_names(std::string_view separator);   // every regime's name, in the order --help lists them
 std::string_view grad_dtype_choice_name(grad_dtype_choice g);
 grad_dtype_choice parse_grad_dtype(std::string_view text);  // throws input_error
 

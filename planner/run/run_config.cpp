@@ -6,50 +6,33 @@
 #include <string>
 
 #include "planner/util/input_error.hpp"
+#include "planner/util/names.hpp"
 
 namespace trainplan {
 
-std::string_view recompute_name(recompute_mode r) {
-  switch (r) {
-    case recompute_mode::none: return "none";
-    case recompute_mode::selective: return "selective";
-    case recompute_mode::full: return "full";
-  }
-  return "?";
-}
+namespace {
 
-recompute_mode parse_recompute(std::string_view text) {
-  if (text == "none") return recompute_mode::none;
-  if (text == "selective") return recompute_mode::selective;
-  if (text == "full") return recompute_mode::full;
-  throw input_error(fmt::format("--recompute: unknown mode '{}' (known: none, selective, full)", text));
-}
+constexpr named<recompute_mode> recompute_names[] = {
+    {recompute_mode::none, "none"}, {recompute_mode::selective, "selective"}, {recompute_mode::full, "full"}};
+constexpr named<offload_mode> offload_names[] = {
+    {offload_mode::none, "none"}, {offload_mode::optimizer, "optimizer"}, {offload_mode::params, "params"},
+    {offload_mode::both, "both"}};
+constexpr named<finetune_kind> finetune_names[] = {
+    {finetune_kind::full, "full"}, {finetune_kind::lora, "lora"}, {finetune_kind::qlora, "qlora"}};
+constexpr named<attention_kind> attention_names[] = {{attention_kind::eager, "eager"}, {attention_kind::flash, "flash"}};
+constexpr named<unsigned> lora_target_names[] = {
+    {lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}};
 
-std::string_view offload_name(offload_mode o) {
-  switch (o) {
-    case offload_mode::none: return "none";
-    case offload_mode::optimizer: return "optimizer";
-    case offload_mode::params: return "params";
-    case offload_mode::both: return "both";
-  }
-  return "?";
-}
+}  // namespace
 
-offload_mode parse_offload(std::string_view text) {
-  for (offload_mode o : {offload_mode::none, offload_mode::optimizer, offload_mode::params, offload_mode::both})
-    if (offload_name(o) == text) return o;
-  throw input_error(fmt::format("--offload: unknown mode '{}' (known: none, optimizer, params, both)", text));
-}
+std::string_view recompute_name(recompute_mode r) { return name_of(recompute_names, r); }
+recompute_mode parse_recompute(std::string_view text) { return parse_named(recompute_names, text, "--recompute", "mode"); }
 
-std::string_view finetune_name(finetune_kind f) {
-  return f == finetune_kind::full ? "full" : f == finetune_kind::lora ? "lora" : "qlora";
-}
+std::string_view offload_name(offload_mode o) { return name_of(offload_names, o); }
+offload_mode parse_offload(std::string_view text) { return parse_named(offload_names, text, "--offload", "mode"); }
 
-finetune_kind parse_finetune(std::string_view text) {
-  for (finetune_kind f : {finetune_kind::full, finetune_kind::lora, finetune_kind::qlora})
-    if (finetune_name(f) == text) return f;
-  throw input_error(fmt::format("--finetune: unknown kind '{}' (known: full, lora, qlora)", text));
-}
+std::string_view finetune_name(finetune_kind f) { return name_of(finetune_names, f); }
+finetune_kind parse_finetune(std::string_view text) { return parse_named(finetune_names, text, "--finetune", "kind"); }
 
 unsigned parse_lora_targets(std::string_view text) {
   unsigned out = 0;
@@ -57,12 +40,7 @@ unsigned parse_lora_targets(std::string_view text) {
   while (start <= text.size()) {
     const std::size_t end = std::min(text.find(',', start), text.size());
     const std::string_view item = text.substr(start, end - start);
-    if (item == "q") out |= lora_q;
-    else if (item == "k") out |= lora_k;
-    else if (item == "v") out |= lora_v;
-    else if (item == "o") out |= lora_o;
-    else if (item == "mlp") out |= lora_mlp;
-    else throw input_error(fmt::format("--lora-targets: unknown target '{}' (known: q, k, v, o, mlp)", item));
+    out |= parse_named(lora_target_names, item, "--lora-targets", "target");
     start = end + 1;
   }
   return out;
@@ -70,21 +48,16 @@ unsigned parse_lora_targets(std::string_view text) {
 
 std::string lora_targets_text(unsigned t) {
   std::string out;
-  for (auto [bit, name] : {std::pair{lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}})
-    if (t & bit) {
+  for (const named<unsigned>& target : lora_target_names)
+    if (t & target.value) {
       if (!out.empty()) out += ',';
-      out += name;
+      out += target.name;
     }
   return out;
 }
 
-std::string_view attention_name(attention_kind a) { return a == attention_kind::eager ? "eager" : "flash"; }
-
-attention_kind parse_attention(std::string_view text) {
-  if (text == "eager") return attention_kind::eager;
-  if (text == "flash") return attention_kind::flash;
-  throw input_error(fmt::format("--attention: unknown kind '{}' (known: eager, flash)", text));
-}
+std::string_view attention_name(attention_kind a) { return name_of(attention_names, a); }
+attention_kind parse_attention(std::string_view text) { return parse_named(attention_names, text, "--attention", "kind"); }
 
 void check_parallel_layout(const run_config& run) {
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");

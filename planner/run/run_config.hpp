@@ -4,11 +4,12 @@
 #include <string>
 #include <string_view>
 
-#include "planner/run/framework.hpp"
 #include "planner/run/optimizer.hpp"
 #include "planner/run/precision.hpp"
 
 namespace trainplan {
+
+struct stack_profile;  // planner/profiles/profile.hpp: a training stack, which the layers below it never ask about
 
 // none: every activation a layer's backward needs is kept from its forward.
 // selective: the attention core (QK^T, softmax, dropout, attention over V) is recomputed in backward
@@ -22,7 +23,7 @@ enum class attention_kind { eager, flash };
 
 // Where ZeRO-Offload / ZeRO-Infinity put model state (Ren et al. 2021; Rajbhandari et al. 2021).
 enum class offload_mode { none, optimizer, params, both };
-// full: every weight trains. lora: a frozen base (bf16; under hf the model's dtype), trainable low-rank adapters
+// full: every weight trains. lora: a frozen base (bf16; under peft the model's dtype), trainable low-rank adapters
 // (Hu et al. 2021).
 // qlora: frozen 4-bit NF4 base with double quantization, adapters as lora (Dettmers et al. 2023).
 enum class finetune_kind { full, lora, qlora };
@@ -52,20 +53,20 @@ struct run_config {
   recompute_mode recompute = recompute_mode::none;
   attention_kind attention = attention_kind::flash;
   double dropout = 0.0;
-  // The training stack (planner/model/framework.hpp). The library's default is our own harness, so that a
-  // run_config built in code means what the harness does; the `plan` command defaults to hf.
-  framework_kind framework = framework_kind::trainplan;
-  optimizer_impl_kind optimizer_impl = optimizer_impl_kind::foreach_impl;  // hf: PyTorch's AdamW flavour
-  // hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, segments that grow by mapping pages instead of new
-  // cudaMalloc'd segments (planner/allocator/expandable_allocator.hpp). Other frameworks' allocators are not replayed.
+  // The training stack (planner/profiles/registry.hpp). None named means this project's harness, so that a
+  // run_config built in code means what the harness does (profile_of); the `plan` command names its default.
+  const stack_profile* profile = nullptr;
+  optimizer_impl_kind optimizer_impl = optimizer_impl_kind::foreach_impl;  // PyTorch's AdamW flavour
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, segments that grow by mapping pages instead of new
+  // cudaMalloc'd segments (planner/allocator/expandable_allocator.hpp). Only a stack whose allocator is PyTorch's offers it.
   bool expandable_segments = false;
-  // hf: the process already holds PyTorch's two cuBLAS workspaces, made by an earlier run in it (never freed:
+  // The process already holds PyTorch's two cuBLAS workspaces, made by an earlier run in it (never freed:
   // aten/src/ATen/cuda/CublasHandlePool.cpp), so this run requests none and the replay makes none; they stay
   // segments of their own. Set for measurements taken one after another in one process (plan check
   // --one-process), not by the plan command.
   bool cublas_workspaces_held = false;
 
-  // Beyond one GPU (issue 6). gpus = data-parallel degree x tp x pp.
+  // Beyond one GPU. gpus = data-parallel degree x tp x pp.
   std::uint64_t gpus = 1;
   std::uint64_t tp = 1;                  // tensor-parallel degree (Megatron-LM)
   std::uint64_t pp = 1;                  // pipeline-parallel degree (1F1B schedule)
@@ -85,7 +86,7 @@ struct run_config {
   finetune_kind finetune = finetune_kind::full;
   std::uint64_t lora_rank = 16;
   unsigned lora_targets = lora_q | lora_k | lora_v | lora_o;
-  // --framework hf: peft keeps adapters in fp32 (get_peft_model upcasts a 16-bit base's); false: in the
+  // peft keeps adapters in fp32 (get_peft_model upcasts a 16-bit base's); false: in the
   // model's dtype, as when the model is cast after get_peft_model (--lora-dtype model).
   bool lora_fp32 = true;
   // peft's LoraConfig.lora_dropout (default 0: nn.Identity): above 0 each adapted linear drops out its own

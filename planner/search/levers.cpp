@@ -4,10 +4,8 @@
 
 #include <set>
 
-#include "planner/profiles/hf/activations_hf.hpp"
-#include "planner/run/framework.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
-#include "planner/profiles/llmc/inventory_llmc.hpp"
 #include "planner/search/max_fit.hpp"
 #include "planner/util/sweep_axis.hpp"
 
@@ -114,10 +112,10 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
   if (from.micro_batch != to.micro_batch || from.grad_accum != to.grad_accum)
     flags.push_back(fmt::format("--micro-batch {} --grad-accum {}", to.micro_batch, to.grad_accum));
   // The precision is named when it changes, and also when the fine-tuning does while the precision stays:
-  // the default depends on it (hf: bf16 under --finetune lora, amp-bf16 otherwise), so a run that relied on
+  // the default depends on it (PyTorch + HF: bf16 under --finetune lora, amp-bf16 otherwise), so a run that relied on
   // the default would otherwise be run with another precision than the one evaluated.
   const bool default_moves = from.finetune != to.finetune &&
-                             default_precision(to.framework, to.finetune == finetune_kind::lora) != to.precision;
+                             profile_of(to).default_precision(to.finetune == finetune_kind::lora) != to.precision;
   if (from.precision != to.precision || default_moves)
     flags.push_back(fmt::format("--precision {}", precision_name(to.precision)));
   if (from.grad_dtype != to.grad_dtype)
@@ -138,8 +136,7 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
 bool framework_can_train(const model_spec& model, const run_config& run) {
   try {
     const precision_layout layout = make_precision_layout(run.precision, run.grad_dtype);
-    if (run.framework == framework_kind::hf) check_hf_run(run, layout);
-    if (run.framework == framework_kind::llmc) check_llmc_run(model, run, layout);
+    profile_of(run).check(model, run, layout);
     return true;
   } catch (const input_error&) {
     return false;
@@ -181,8 +178,9 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
       if (p == precision_regime::fp32 && !has_bf16) out.push_back(precision_to(precision_regime::fp16_mixed));
       // Pure bf16 (model.to(bfloat16), bf16 optimizer state): what most people try first when 7B does not fit.
       if (p != precision_regime::bf16 && has_bf16) out.push_back(precision_to(precision_regime::bf16));
-      // Hugging Face's Trainer has no fp8 path of its own (it goes through Transformer Engine or torchao).
-      if (p != precision_regime::fp8_mixed && base.framework != framework_kind::hf && has_fp8)
+      // fp8 where the stack trains in it (its own checks refuse it otherwise: Hugging Face's Trainer has no fp8
+      // path of its own, it goes through Transformer Engine or torchao).
+      if (p != precision_regime::fp8_mixed && has_fp8)
         out.push_back(precision_to(precision_regime::fp8_mixed));
       break;
     }
@@ -191,20 +189,21 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
       for (optimizer_kind o : {optimizer_kind::adamw_8bit, optimizer_kind::adafactor, optimizer_kind::lion})
         if (base.optimizer != o) out.push_back({lever, [o](run_config& r) { r.optimizer = o; }});
       break;
-    case lever_optimizer_impl:  // PyTorch's AdamW flavours, under --framework hf only
-      if (base.framework == framework_kind::hf && base.optimizer_impl == optimizer_impl_kind::foreach_impl)
+    case lever_optimizer_impl:  // PyTorch's AdamW flavours, where the stack offers them
+      if (profile_of(base).offers_optimizer_impl && base.optimizer_impl == optimizer_impl_kind::foreach_impl)
         out.push_back({lever, [](run_config& r) {  // only AdamW has the two flavours
                          if (r.optimizer == optimizer_kind::adamw) r.optimizer_impl = optimizer_impl_kind::fused;
                        }});
       break;
     case lever_adapters:
       if (base.finetune == finetune_kind::full) {
-        // Under hf a LoRA base is loaded in bf16 rather than kept in fp32 under autocast (whose casts of
-        // frozen weights are not cached: a bf16 copy of every weight would be saved per layer).
+        // A LoRA base is loaded as the stack's default for LoRA (peft's setup: bf16) rather than kept in fp32
+        // under autocast (whose casts of frozen weights are not cached: a bf16 copy of every weight would be
+        // saved per layer).
         out.push_back({lever, [](run_config& r) {
                          r.finetune = finetune_kind::lora;
-                         if (r.framework == framework_kind::hf && r.precision == precision_regime::amp_bf16)
-                           r.precision = precision_regime::bf16;
+                         const stack_profile& stack = profile_of(r);
+                         if (r.precision == stack.default_precision(false)) r.precision = stack.default_precision(true);
                        }});
         out.push_back({lever, [](run_config& r) { r.finetune = finetune_kind::qlora; }});
       }
@@ -238,8 +237,8 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
         if (model.experts % ep == 0 && base.data_parallel() % ep == 0)
           out.push_back({lever, [ep](run_config& r) { r.ep = ep; }});
       break;
-    case lever_allocator:  // the caching allocator's expandable segments, replayed under hf on one pipeline stage
-      if (base.framework == framework_kind::hf && base.pp == 1 && !base.expandable_segments)
+    case lever_allocator:  // the caching allocator's expandable segments, where the stack's allocator is PyTorch's
+      if (profile_of(base).offers_expandable_segments && base.pp == 1 && !base.expandable_segments)
         out.push_back({lever, [](run_config& r) { r.expandable_segments = true; }});
       break;
     case lever_seq: break;  // found by a search against the rest of the run

@@ -1,5 +1,7 @@
 #include "planner/search/sweep.hpp"
 
+#include "planner/profiles/registry.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -56,7 +58,7 @@ sweep_space::point sweep_space::at(std::uint64_t index) const {
   p.gpu = &gpus[take(index, gpus.size())];
   p.model = &models[take(index, models.size())];
   // The model's dropout unless swept; llm.c has none, so its profile takes 0 (as `plan` does: cli/model_run_options.cpp).
-  r.dropout = !dropouts.empty() ? dropouts[drop_i] : r.framework == framework_kind::llmc ? 0.0 : p.model->spec.dropout;
+  r.dropout = !dropouts.empty() ? dropouts[drop_i] : !profile_of(r).runs_model_dropout ? 0.0 : p.model->spec.dropout;
   if (global_batches.empty()) {
     r.grad_accum = grad_accums[accum_i];
   } else {

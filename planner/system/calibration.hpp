@@ -1,44 +1,61 @@
 #pragma once
-// Constants a real GPU run shows and an analytic model cannot derive (data/calibration.json).
-#include <array>
+// Constants a real GPU run shows and an analytic model cannot derive (data/calibration.json): what any CUDA
+// program holds, and each training stack's own constants, keyed by the stack's profile name.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "planner/run/framework.hpp"
 #include "planner/system/timing_constants.hpp"
 
 namespace trainplan {
 
+// One training stack's constants on a GPU ("profiles": {"<name>": {...}} in data/calibration.json). Which keys a
+// stack reads is its profile's (planner/profiles/profile.hpp, calibration_keys).
+struct stack_calibration {
+  std::string name;                                // the profile's name
+  std::optional<std::uint64_t> cuda_context_bytes; // its process's CUDA context: device bytes in use after CUDA
+                                                   // initialisation less the allocator's reserved bytes
+  std::optional<double> allocator_slack_fraction;  // its caching allocator's unused cache, x tensor peak
+  timing_constants timing;                         // the step-time model's constants (planner/time/roofline.hpp)
+};
+
 struct calibration {
   std::uint64_t cuda_context_bytes = 0;      // CUDA context and loaded kernels of a CUDA program (literature)
-  std::uint64_t hf_cuda_context_bytes = 0;   // PyTorch's CUDA context (--framework hf): device bytes in use
-                                             // after CUDA initialisation less torch's reserved bytes
   std::uint64_t cublas_workspace_bytes = 0;  // cuBLAS(Lt) workspace of one handle
-  double allocator_slack_fraction = 0;       // caching-allocator rounding and fragmentation, x tensor peak
-  // This project's harness (--framework trainplan) as `plan calibrate` measured it on a GPU; 0 and a
-  // negative fraction: not calibrated, the two above apply. Kept apart so that a harness measurement does
-  // not become Megatron's context or slack.
-  std::uint64_t trainplan_cuda_context_bytes = 0;
-  double trainplan_allocator_slack_fraction = -1;
-  std::uint64_t context_bytes_for(framework_kind f) const {
-    if (f == framework_kind::hf) return hf_cuda_context_bytes;
-    if (f == framework_kind::trainplan && trainplan_cuda_context_bytes > 0) return trainplan_cuda_context_bytes;
-    return cuda_context_bytes;
-  }
-  double slack_fraction_for(framework_kind f) const {
-    if (f == framework_kind::llmc) return 0.0;  // llm.c takes its few large blocks straight from cudaMalloc
-    return f == framework_kind::trainplan && trainplan_allocator_slack_fraction >= 0 ? trainplan_allocator_slack_fraction
-                                                                                     : allocator_slack_fraction;
-  }
-  bool trainplan_calibrated() const { return trainplan_cuda_context_bytes > 0; }
-  // The per-op roofline's constants for each framework profile (index: framework_kind).
-  std::array<timing_constants, 4> timing{};
+  double allocator_slack_fraction = 0;       // a caching allocator's rounding and fragmentation, x tensor peak
   double safety_margin_fraction = 0;         // memory the search keeps free for what the model misses
-
+  std::vector<stack_calibration> stacks;     // by profile name
   std::string source;
 
-  const timing_constants& timing_for(framework_kind f) const { return timing[static_cast<std::size_t>(f)]; }
-  timing_constants& timing_for(framework_kind f) { return timing[static_cast<std::size_t>(f)]; }
+  const stack_calibration* stack(std::string_view name) const {
+    for (const stack_calibration& s : stacks)
+      if (s.name == name) return &s;
+    return nullptr;
+  }
+  stack_calibration& stack(std::string_view name) {  // made (with default timing) when absent
+    for (stack_calibration& s : stacks)
+      if (s.name == name) return s;
+    stack_calibration& added = stacks.emplace_back();
+    added.name = std::string(name);
+    return added;
+  }
+  // The stack's own measurement where there is one, else what any CUDA program holds.
+  std::uint64_t context_bytes(std::string_view name) const {
+    const stack_calibration* s = stack(name);
+    return s && s->cuda_context_bytes ? *s->cuda_context_bytes : cuda_context_bytes;
+  }
+  double slack_fraction(std::string_view name) const {
+    const stack_calibration* s = stack(name);
+    return s && s->allocator_slack_fraction ? *s->allocator_slack_fraction : allocator_slack_fraction;
+  }
+  // The stack's timing constants (data/calibration.json's default entry holds every registered stack's).
+  const timing_constants& timing(std::string_view name) const {
+    static const timing_constants defaults;
+    const stack_calibration* s = stack(name);
+    return s ? s->timing : defaults;
+  }
 };
 
 }  // namespace trainplan

@@ -4,7 +4,7 @@
 
 namespace trainplan {
 
-step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params) {
+step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params, const stack_traits& stack) {
   step_flops f;
   const double L = static_cast<double>(m.layers);
   const double s = static_cast<double>(run.seq);
@@ -21,7 +21,7 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.model_per_step = passes * forward;
 
   // What the attention kernel computes: the window, or the whole square with the rest masked.
-  const double computed_attention_per_token = kernel_skips_window(run) ? f.attention_forward_per_token
+  const double computed_attention_per_token = kernel_skips_window(run, stack) ? f.attention_forward_per_token
                                                                            : 2.0 * L * s * score_and_value_width;
   f.masked_attention_per_step = passes * (computed_attention_per_token - f.attention_forward_per_token) * f.tokens_per_step;
   const double attention_core = computed_attention_per_token * f.tokens_per_step;
@@ -33,7 +33,7 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
     f.recompute_per_step = attention_core;
   }
   // The head's forward, input-gradient and (unless frozen) weight-gradient GEMMs run over every stored row.
-  const double padded_rows = static_cast<double>(vocab_rows(m, vocab_pad_multiple(run.framework)) - m.vocab);
+  const double padded_rows = static_cast<double>(vocab_rows(m, stack.vocab_pad_multiple) - m.vocab);
   f.padded_vocab_per_step = passes * 2.0 * static_cast<double>(m.hidden) * padded_rows * f.tokens_per_step;
   f.hardware_per_step = f.model_per_step + f.recompute_per_step + f.masked_attention_per_step + f.padded_vocab_per_step;
   f.six_n_per_step = 6.0 * static_cast<double>(params.active) * f.tokens_per_step;  // 6 x active with MoE
@@ -46,8 +46,8 @@ double attended_keys(const model_spec& m, std::uint64_t seq) {
   return (static_cast<double>(m.layers) - sliding) * s + sliding * window;
 }
 
-bool kernel_skips_window(const run_config& run) {
-  return run.attention == attention_kind::flash && run.framework != framework_kind::hf;
+bool kernel_skips_window(const run_config& run, const stack_traits& stack) {
+  return run.attention == attention_kind::flash && stack.passes_window_to_kernel;
 }
 
 }  // namespace trainplan

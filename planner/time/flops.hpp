@@ -6,6 +6,7 @@
 #include "planner/model/model_spec.hpp"
 #include "planner/model/param_count.hpp"
 #include "planner/run/run_config.hpp"
+#include "planner/run/stack_traits.hpp"
 
 namespace trainplan {
 
@@ -17,8 +18,8 @@ struct step_flops {
   double recompute_per_step = 0;           // forward work redone in backward
   double masked_attention_per_step = 0;    // scores computed and then masked out: a sliding window that the
                                            // kernel does not skip (eager attention, Hugging Face's SDPA)
-  double padded_vocab_per_step = 0;        // the head's GEMMs over the vocabulary rows past V (llm.c and the
-                                           // harness pad V to a multiple of 128: param_count.hpp vocab_rows)
+  double padded_vocab_per_step = 0;        // the head's GEMMs over the vocabulary rows past V (a stack that pads
+                                           // V to a multiple of 128: param_count.hpp vocab_rows)
   double hardware_per_step = 0;            // model + recompute + masked attention + padded vocabulary
   double six_n_per_step = 0;               // the rule of thumb 6 * params * tokens (active params with MoE)
 };
@@ -34,7 +35,8 @@ struct step_flops {
 // These are one data-parallel replica's FLOPs (its micro-batches); tensor parallelism shares them.
 // Recomputation adds forward work: full reruns every layer's forward (not the head); selective reruns
 // the attention core; flash attention recomputes the scores in its backward, which counts the same.
-step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params);
+// `stack`: how the run's stack stores the vocabulary (its padded rows) and whether its kernel skips a window.
+step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params, const stack_traits& stack);
 
 // The keys each query attends to, summed over the layers: s on a full-attention layer, min(s, window) on a
 // sliding-window one (Beltagy et al. 2020, Longformer, Sec. 3.1; Jiang et al. 2023, Mistral 7B, Sec. 2;
@@ -44,8 +46,9 @@ double attended_keys(const model_spec& m, std::uint64_t seq);
 
 // Whether the run's attention kernel skips the keys outside a sliding window: flash attention given the
 // window (FlashAttention-2's window_size, which Megatron/Transformer Engine pass) does. Eager attention, and
-// Hugging Face's SDPA path, which receives the window as an explicit mask, compute every score of the
-// s x s matrix and mask the rest: their hardware FLOPs keep the full square.
-bool kernel_skips_window(const run_config& run);
+// a flash kernel that receives the window as an explicit mask (Hugging Face's SDPA path:
+// stack_traits::passes_window_to_kernel false), compute every score of the s x s matrix and mask the rest:
+// their hardware FLOPs keep the full square.
+bool kernel_skips_window(const run_config& run, const stack_traits& stack);
 
 }  // namespace trainplan

@@ -46,16 +46,17 @@ TEST_CASE("plan calibrate fits GPU reports, writes calibration.json, and the pla
   CHECK_THAT(r.out, Catch::Contains("met") && Catch::Contains("Wrote the h100 entry"));
   json written = json::parse(slurp(out));
   const json& overhead = first["memory"]["overhead"];
-  CHECK(written["gpus"]["h100"]["trainplan_cuda_context_bytes"] == overhead["cuda_context_bytes"]);
-  CHECK(written["gpus"]["h100"]["trainplan_allocator_slack_fraction"].get<double>() ==
+  const json& harness = written["gpus"]["h100"]["profiles"]["trainplan"];
+  CHECK(harness["cuda_context_bytes"] == overhead["cuda_context_bytes"]);
+  CHECK(harness["allocator_slack_fraction"].get<double>() ==
         Approx(overhead["allocator_slack_bytes"].get<double>() / first["memory"]["tensor_peak_bytes"].get<double>()).margin(1e-4));
   // The harness's fit is its own: Megatron's context stays the literature value.
   CHECK_FALSE(written["gpus"]["h100"].contains("cuda_context_bytes"));
-  CHECK(written["gpus"]["h100"]["timing"]["trainplan"]["gemm_efficiency"].is_number());
+  CHECK(harness["timing"]["gemm_efficiency"].is_number());
   CHECK(written["gpus"].contains("a100-40gb"));  // the other entries are kept
-  // and what --framework hf fitted in this GPU's entry (it once replaced the whole entry)
-  CHECK(written["gpus"]["h100"]["hf_cuda_context_bytes"] == 648871936ull);
-  CHECK(written["gpus"]["h100"]["timing"]["hf"]["gemm_efficiency"].is_number());
+  // and what a collector's reports fitted in this GPU's entry (it once replaced the whole entry)
+  CHECK(written["gpus"]["h100"]["profiles"]["hf"]["cuda_context_bytes"] == 648871936ull);
+  CHECK(written["gpus"]["h100"]["profiles"]["hf"]["timing"]["gemm_efficiency"].is_number());
   CHECK_THAT(written["gpus"]["h100"]["source"].get<std::string>(),
              Catch::StartsWith("plan calibrate on 3 runs") && Catch::Contains("; plan calibrate --framework hf on"));
   // Calibrating again replaces the fit's own part of the source, whole: the file comes out the same.
@@ -464,11 +465,11 @@ TEST_CASE("the committed harness calibration is the H100 suite's fit, every step
   CHECK(out["max_time_error_pct"].get<double>() <= 15.0);
   std::ifstream committed_file(std::string(TRAINPLAN_MEASUREMENTS) + "/../calibration.json");
   REQUIRE(committed_file);
-  const json committed = json::parse(committed_file)["gpus"]["h100"];
-  const json& fitted = out["calibration"];
-  CHECK(fitted["timing"]["trainplan"] == committed["timing"]["trainplan"]);
-  CHECK(fitted["trainplan_cuda_context_bytes"] == committed["trainplan_cuda_context_bytes"]);
-  CHECK(fitted["trainplan_allocator_slack_fraction"] == committed["trainplan_allocator_slack_fraction"]);
+  const json committed = json::parse(committed_file)["gpus"]["h100"]["profiles"]["trainplan"];
+  const json& fitted = out["calibration"]["profiles"]["trainplan"];
+  CHECK(fitted["timing"] == committed["timing"]);
+  CHECK(fitted["cuda_context_bytes"] == committed["cuda_context_bytes"]);
+  CHECK(fitted["allocator_slack_fraction"] == committed["allocator_slack_fraction"]);
 }
 
 // bench.json's runs are step times alone; a per-kernel benchmark is skipped, a bench run out of memory too, and a

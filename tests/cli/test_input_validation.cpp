@@ -71,13 +71,13 @@ TEST_CASE("calibration efficiencies near zero are refused, never a nan step time
   const auto dir = fresh_dir("calibration");
   for (const std::string key : {"attention_efficiency", "bandwidth_fraction", "gemm_efficiency", "fp32_gemm_efficiency"})
     for (const std::string value : {"1e-320", "1e-200", "0.0005"}) {
-      std::ofstream(dir / "calibration.json") << "{\"gpus\": {\"h100\": {\"timing\": {\"hf\": {\"" + key + "\": " + value + "}}}}}";
+      std::ofstream(dir / "calibration.json") << "{\"gpus\": {\"h100\": {\"profiles\": {\"hf\": {\"timing\": {\"" + key + "\": " + value + "}}}}}}";
       expect_refused("--model gpt2 --framework hf --data-dir " + dir.string(),
                      {"calibration.json", key, "must be within [0.001, 1]"});
     }
   // The bound itself is a (very slow) GPU, and the report stays finite.
-  std::ofstream(dir / "calibration.json") << R"({"gpus": {"h100": {"timing": {"hf": {"attention_efficiency": 0.001,
-    "bandwidth_fraction": 0.001, "gemm_efficiency": 0.001}}}}})";
+  std::ofstream(dir / "calibration.json") << R"({"gpus": {"h100": {"profiles": {"hf": {"timing": {"attention_efficiency": 0.001,
+    "bandwidth_fraction": 0.001, "gemm_efficiency": 0.001}}}}}})";
   const plan_run r = run_plan("--model gpt2 --framework hf --data-dir " + dir.string());
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, !Catch::Contains("nan") && !Catch::Contains("unknown") && !Catch::Contains("inf%"));

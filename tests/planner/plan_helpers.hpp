@@ -1,7 +1,7 @@
 #pragma once
 // Plans and inventories the planner tests build from a model and a run, with the run's own precision
 // layout, on the catalog's H100.
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "planner/run/precision.hpp"
 #include "tests/planner/test_helpers.hpp"

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/search/max_fit.hpp"
 #include "planner/search/search.hpp"
@@ -17,7 +18,7 @@ namespace {
 
 run_config gpt2_run(std::uint64_t micro_batch, recompute_mode recompute = recompute_mode::none) {
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 1024;
   r.micro_batch = micro_batch;
@@ -88,7 +89,7 @@ TEST_CASE("hf: plan max micro-batch, searches and sweeps give the fit check's ve
     space.precisions = {precision_regime::amp_bf16};
     space.seqs = {1024};
     space.micro_batches = {b};
-    space.base.framework = framework_kind::hf;
+    space.base.profile = &profile_named("hf");
     const sweep_result replayed = evaluate_point(space.at(0), nullptr, true);
     REQUIRE(replayed.plan.has_value());
     CHECK(replayed.plan->fits == p.fits);
@@ -112,7 +113,7 @@ TEST_CASE("hf: a sweep row whose tensors alone do not fit has plan's peak, the l
   space.precisions = {precision_regime::amp_bf16};
   space.seqs = {1024};
   space.micro_batches = {120};
-  space.base.framework = framework_kind::hf;
+  space.base.profile = &profile_named("hf");
   const sweep_result row = evaluate_point(space.at(0), nullptr, true);
   REQUIRE(row.plan.has_value());
   CHECK_FALSE(row.plan->fits);
@@ -124,7 +125,7 @@ TEST_CASE("hf: a run that runs out of memory on its GPU is never said to need le
   // Mistral-7B, seq 44,745, full recomputation on an H200: the replay runs out in the GPU's memory yet completes
   // in 139.3 GiB (a tighter limit frees cached segments sooner); the least memory is searched above the GPU's.
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 44745;
   r.recompute = recompute_mode::full;
@@ -167,7 +168,7 @@ namespace {
 // allocator's cache fills the GPU until it runs short and frees it.
 run_config offloaded_7b_run() {
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 4096;
   r.offload = offload_mode::optimizer;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "planner/measure/calibration_fit.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/measure/timing_fit.hpp"
 #include "tests/planner/test_helpers.hpp"
@@ -85,7 +86,7 @@ std::vector<calibration_observation> runs_from(const calibration& truth, double 
     o.bandwidth_bytes_per_s = 3.35e12;
     o.ops = synthetic_ops(k);
     o.step_seconds = estimate_op_times(o.ops, o.peak_flops_per_s, o.bandwidth_bytes_per_s,
-                                       truth.timing_for(framework_kind::trainplan)).total();
+                                       truth.timing("trainplan")).total();
     o.step_seconds *= 1 + (k % 2 ? noise_pct : -noise_pct) / 100;
     runs.push_back(o);
   }
@@ -99,19 +100,20 @@ TEST_CASE("calibration fitting recovers known constants", "[calibrate]") {
   truth.cuda_context_bytes = 600ull << 20;
   truth.cublas_workspace_bytes = 32ull << 20;
   truth.allocator_slack_fraction = 0.03;
-  truth.timing_for(framework_kind::trainplan) = truth_constants();
+  truth.stack("trainplan").timing = truth_constants();
   calibration base;
   base.safety_margin_fraction = 0.05;
-  const calibration_fit fit = fit_calibration(runs_from(truth), base);
-  // The harness's own keys: the literature's context and slack (Megatron's) stay as the base had them.
-  CHECK(fit.fitted.trainplan_cuda_context_bytes == truth.cuda_context_bytes);
+  const calibration_fit fit = fit_calibration(runs_from(truth), base, "trainplan");
+  // The stack's own keys: the literature's context and slack (every other stack's) stay as the base had them.
+  REQUIRE(fit.fitted.stack("trainplan"));
+  CHECK(fit.fitted.stack("trainplan")->cuda_context_bytes == truth.cuda_context_bytes);
   CHECK(fit.fitted.cublas_workspace_bytes == truth.cublas_workspace_bytes);
-  CHECK(fit.fitted.trainplan_allocator_slack_fraction == Approx(0.03).epsilon(1e-6));
+  CHECK(*fit.fitted.stack("trainplan")->allocator_slack_fraction == Approx(0.03).epsilon(1e-6));
   CHECK(fit.fitted.cuda_context_bytes == base.cuda_context_bytes);
   CHECK(fit.fitted.allocator_slack_fraction == base.allocator_slack_fraction);
-  CHECK(fit.fitted.context_bytes_for(framework_kind::trainplan) == truth.cuda_context_bytes);
-  CHECK(fit.fitted.slack_fraction_for(framework_kind::megatron) == base.allocator_slack_fraction);
-  const timing_constants& t = fit.fitted.timing_for(framework_kind::trainplan);
+  CHECK(fit.fitted.context_bytes("trainplan") == truth.cuda_context_bytes);
+  CHECK(fit.fitted.slack_fraction("megatron") == base.allocator_slack_fraction);
+  const timing_constants& t = fit.fitted.timing("trainplan");
   CHECK(t.gemm_efficiency == Approx(0.6));
   CHECK(t.gemm_half_dim == 128);
   CHECK(t.attention_efficiency == Approx(0.35));
@@ -131,15 +133,15 @@ TEST_CASE("calibration residuals show the noise the fit cannot remove", "[calibr
   truth.cuda_context_bytes = 500ull << 20;
   truth.cublas_workspace_bytes = 32ull << 20;
   truth.allocator_slack_fraction = 0.02;
-  truth.timing_for(framework_kind::trainplan) = truth_constants();
-  const calibration_fit fit = fit_calibration(runs_from(truth, 5.0), calibration{});
+  truth.stack("trainplan").timing = truth_constants();
+  const calibration_fit fit = fit_calibration(runs_from(truth, 5.0), calibration{}, "trainplan");
   CHECK(fit.max_time_error_pct > 1.0);   // +-5% alternating noise cannot be fitted away
   CHECK(fit.max_time_error_pct < 10.0);  // but the fit stays close
   CHECK(fit.residuals.size() == 16);
 }
 
 TEST_CASE("the timing fit refuses what it cannot fit", "[calibrate]") {
-  CHECK_THROWS_AS(fit_calibration({}, calibration{}), input_error);
+  CHECK_THROWS_AS(fit_calibration({}, calibration{}, "trainplan"), input_error);
   CHECK_THROWS_AS(fit_timing({}), input_error);
   timing_observation bad{"bad", synthetic_ops(0), 989.4e12, 3.35e12, 0.0};
   CHECK_THROWS_AS(fit_timing({bad}), input_error);
@@ -149,7 +151,7 @@ TEST_CASE("the timing fit refuses what it cannot fit", "[calibrate]") {
 
 TEST_CASE("held out, each run is predicted by the constants fitted on the others", "[calibrate]") {
   calibration truth;
-  truth.timing_for(framework_kind::trainplan) = truth_constants();
+  truth.stack("trainplan").timing = truth_constants();
   std::vector<timing_observation> runs = timing_observations(runs_from(truth));
   // Runs the model makes exactly: 15 of them pin the constants, so the 16th is predicted exactly too (with
   // 11 of 12 they do not: a run held out from 12 missed by 4.3%).
@@ -210,7 +212,7 @@ TEST_CASE("the timing fit keeps the host constants within what calibration.json 
 TEST_CASE("the synthetic runs mix device-bound and host-bound steps", "[calibrate]") {
   // Otherwise the fit above would not show that it finds which schedule binds each run.
   calibration truth;
-  truth.timing_for(framework_kind::trainplan) = truth_constants();
+  truth.stack("trainplan").timing = truth_constants();
   int host_bound = 0, device_bound = 0;
   for (int k = 0; k < 16; ++k) {
     const op_time_breakdown t = estimate_op_times(synthetic_ops(k), 989.4e12, 3.35e12, truth_constants());
@@ -254,14 +256,15 @@ TEST_CASE("the H100's harness calibration applies to the trainplan profile alone
   // data/calibration.json's h100 entry: plan calibrate on the GPU suite of 2026-11-27 (reports/).
   const gpu_spec& h100 = test::data().gpu("h100");
   const calibration c = test::data().calibration_for(h100);
-  REQUIRE(c.trainplan_calibrated());
-  CHECK(c.context_bytes_for(framework_kind::trainplan) == 623706112);  // 0.58 GiB, measured
-  CHECK(c.context_bytes_for(framework_kind::megatron) == 1ull << 30);  // the literature's 1 GiB
-  CHECK(c.context_bytes_for(framework_kind::hf) == c.hf_cuda_context_bytes);
-  CHECK(c.slack_fraction_for(framework_kind::trainplan) < 0.01);
-  CHECK(c.slack_fraction_for(framework_kind::megatron) == 0.02);
+  REQUIRE(c.stack("trainplan"));
+  REQUIRE(c.stack("trainplan")->cuda_context_bytes);
+  CHECK(c.context_bytes("trainplan") == 623706112);  // 0.58 GiB, measured
+  CHECK(c.context_bytes("megatron") == 1ull << 30);  // the literature's 1 GiB
+  CHECK(c.context_bytes("hf") == 648871936);         // PyTorch's, measured with torch 2.11 on an H100
+  CHECK(c.slack_fraction("trainplan") < 0.01);
+  CHECK(c.slack_fraction("megatron") == 0.02);
   // Another GPU has no harness measurement: its trainplan profile keeps the literature's values.
   const calibration a100 = test::data().calibration_for(test::data().gpu("a100-80gb"));
-  CHECK_FALSE(a100.trainplan_calibrated());
-  CHECK(a100.context_bytes_for(framework_kind::trainplan) == 1ull << 30);
+  CHECK_FALSE(a100.stack("trainplan")->cuda_context_bytes);
+  CHECK(a100.context_bytes("trainplan") == 1ull << 30);
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "planner/io/catalog.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "test_helpers.hpp"
 #include "tests/scratch_dir.hpp"
@@ -21,16 +22,19 @@ const std::string one_gpu = R"({"gpus": [{"name": "x1", "aliases": [], "descript
 const std::string one_model = R"({"models": [{"name": "m1", "family": "gpt", "nominal_params": "1M", "layers": 2,
   "hidden": 64, "heads": 4, "kv_heads": 4, "ffn": 256, "vocab": 100, "max_positions": 64, "tied_embeddings": true,
   "dropout": 0.0, "source": "test"}]})";
-const std::string calib = R"({"default": {"cuda_context_bytes": 1, "hf_cuda_context_bytes": 3, "cublas_workspace_bytes": 2,
+const std::string calib = R"({"default": {"cuda_context_bytes": 1, "cublas_workspace_bytes": 2,
   "allocator_slack_fraction": 0.0, "safety_margin_fraction": 0.1, "source": "test",
-  "timing": {"hf": {"gemm_efficiency": 0.5, "gemm_half_dim": 0, "fp32_gemm_efficiency": 0.9, "attention_efficiency": 0.4,
-                    "bandwidth_fraction": 0.8, "kernel_seconds": 1e-5, "step_seconds": 0.01, "foreach_tensor_seconds": 1e-4},
-             "llmc": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
-                    "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
-             "megatron": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
-                    "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0},
-             "trainplan": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
-                    "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}}}, "gpus": {"x1": {"cuda_context_bytes": 7, "timing": {"hf": {"kernel_seconds": 2e-5}}}}})";
+  "profiles": {
+    "hf": {"cuda_context_bytes": 3,
+           "timing": {"gemm_efficiency": 0.5, "gemm_half_dim": 0, "fp32_gemm_efficiency": 0.9, "attention_efficiency": 0.4,
+                      "bandwidth_fraction": 0.8, "kernel_seconds": 1e-5, "step_seconds": 0.01, "foreach_tensor_seconds": 1e-4}},
+    "llmc": {"timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
+                        "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}},
+    "megatron": {"timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
+                            "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}},
+    "trainplan": {"timing": {"gemm_efficiency": 0.7, "gemm_half_dim": 64, "fp32_gemm_efficiency": 0.85, "attention_efficiency": 0.4,
+                             "bandwidth_fraction": 0.8, "kernel_seconds": 4e-6, "step_seconds": 0, "foreach_tensor_seconds": 0}}}},
+  "gpus": {"x1": {"cuda_context_bytes": 7, "profiles": {"hf": {"timing": {"kernel_seconds": 2e-5}}}}}})";
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   auto pos = s.find(from);
@@ -100,9 +104,9 @@ TEST_CASE("per-GPU calibration overrides the default key by key", "[catalog]") {
   calibration cal = c.calibration_for(c.gpu("x1"));
   CHECK(cal.cuda_context_bytes == 7);
   CHECK(cal.cublas_workspace_bytes == 2);
-  CHECK(cal.timing_for(framework_kind::hf).gemm_efficiency == 0.5);
-  CHECK(cal.timing_for(framework_kind::hf).kernel_seconds == 2e-5);  // the GPU's entry overrides one key
-  CHECK(cal.timing_for(framework_kind::hf).step_seconds == 0.01);   // and keeps the others
+  CHECK(cal.timing("hf").gemm_efficiency == 0.5);
+  CHECK(cal.timing("hf").kernel_seconds == 2e-5);  // the GPU's entry overrides one key
+  CHECK(cal.timing("hf").step_seconds == 0.01);   // and keeps the others
   CHECK(data().calibration_for(data().gpu("a100-80gb")).cublas_workspace_bytes == 4u << 20);
   CHECK(data().calibration_for(data().gpu("h100")).cublas_workspace_bytes == 32u << 20);
 }
@@ -122,8 +126,11 @@ TEST_CASE("data loading is strict: broken JSON, unknown and missing keys name th
                     Catch::Contains("calibration.json") && Catch::Contains("x9"));
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"gemm_efficiency\": 0.5", "\"gemm_efficiency\": 1.5")),
                     Catch::Contains("gemm_efficiency"));
+  // A stack no profile is registered for, and a key its profile does not read.
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"llmc\": {", "\"jax\": {")),
-                    Catch::Contains("timing"));
+                    Catch::Contains("calibration.json: default.profiles") && Catch::Contains("jax"));
+  CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"llmc\": {", "\"llmc\": {\"cuda_context_bytes\": 5, ")),
+                    Catch::Contains("default.profiles.llmc") && Catch::Contains("cuda_context_bytes"));
   CHECK_THROWS_AS(catalog::from_text(replace(one_gpu, "\"bf16\": 2", "\"bf16\": \"fast\""), one_model, calib), input_error);
 }
 
@@ -188,13 +195,13 @@ TEST_CASE("timing efficiencies must be at least 0.001 and a preset's family name
   // Audit: an attention_efficiency of 1e-320 loaded and made the step time infinite (the report printed nan).
   for (const char* key : {"gemm_efficiency", "fp32_gemm_efficiency", "attention_efficiency", "bandwidth_fraction"}) {
     INFO(key);
-    const std::string entry = "{\"gpus\": {\"x1\": {\"timing\": {\"hf\": {\"" + std::string(key) + "\": ";
+    const std::string entry = "{\"gpus\": {\"x1\": {\"profiles\": {\"hf\": {\"timing\": {\"" + std::string(key) + "\": ";
     catalog c = catalog::from_text(one_gpu, one_model, calib);
-    CHECK_THROWS_WITH(c.apply_calibration(entry + "1e-320}}}}}", false),
-                      Catch::Contains("calibration.json: gpus.x1.timing.hf") && Catch::Contains(key) &&
+    CHECK_THROWS_WITH(c.apply_calibration(entry + "1e-320}}}}}}", false),
+                      Catch::Contains("calibration.json: gpus.x1.profiles.hf.timing") && Catch::Contains(key) &&
                           Catch::Contains("must be within [0.001, 1]"));
-    CHECK_THROWS_AS(c.apply_calibration(entry + "0}}}}}", false), input_error);
-    CHECK_NOTHROW(c.apply_calibration(entry + "0.001}}}}}", false));
+    CHECK_THROWS_AS(c.apply_calibration(entry + "0}}}}}}", false), input_error);
+    CHECK_NOTHROW(c.apply_calibration(entry + "0.001}}}}}}", false));
   }
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, replace(one_model, "\"gpt\"", "\"bert\""), calib),
                     Catch::Contains("models.json: models[0]") && Catch::Contains("'family'") && Catch::Contains("bert") &&
@@ -205,12 +212,12 @@ TEST_CASE("the host's cost per launch is optional in calibration.json, and withi
   // Absent (files written before the host and the GPU overlapped in the step time): 0, a host that never
   // holds the GPU back. Present: a number of seconds within [0, 1].
   catalog c = catalog::from_text(one_gpu, one_model, calib);
-  CHECK(c.calibration_for(c.gpu("x1")).timing_for(framework_kind::hf).forward_kernel_seconds == 0);
+  CHECK(c.calibration_for(c.gpu("x1")).timing("hf").forward_kernel_seconds == 0);
   const std::string with_host = replace(calib, "\"kernel_seconds\": 2e-5", "\"kernel_seconds\": 2e-5, \"forward_kernel_seconds\": 3e-5, \"backward_kernel_seconds\": 1e-5");
   const calibration cal = catalog::from_text(one_gpu, one_model, with_host).calibration_for(c.gpu("x1"));
-  CHECK(cal.timing_for(framework_kind::hf).forward_kernel_seconds == 3e-5);
-  CHECK(cal.timing_for(framework_kind::hf).backward_kernel_seconds == 1e-5);
-  CHECK(cal.timing_for(framework_kind::llmc).forward_kernel_seconds == 0);
+  CHECK(cal.timing("hf").forward_kernel_seconds == 3e-5);
+  CHECK(cal.timing("hf").backward_kernel_seconds == 1e-5);
+  CHECK(cal.timing("llmc").forward_kernel_seconds == 0);
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"kernel_seconds\": 2e-5", "\"kernel_seconds\": 2e-5, \"forward_kernel_seconds\": 5")),
                     Catch::Contains("forward_kernel_seconds must be within [0, 1]"));
   CHECK_THROWS_WITH(catalog::from_text(one_gpu, one_model, replace(calib, "\"kernel_seconds\": 2e-5", "\"kernel_seconds\": 2e-5, \"backward_kernel_seconds\": -1")),

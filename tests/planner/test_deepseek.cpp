@@ -7,7 +7,8 @@
 #include <filesystem>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/time/flops.hpp"
 #include "planner/io/hf_config.hpp"
@@ -142,7 +143,7 @@ TEST_CASE("DeepSeek-V3 FLOPs: 192-wide scores, 128-wide values, 6 x the active G
   const model_spec& m = data().model("deepseek-v3").spec;
   const param_counts c = count_params(m);
   const run_config r = megatron_run(4096);
-  const step_flops f = count_flops(m, r, c);
+  const step_flops f = count_flops(m, r, c, profile_of(r).traits);
   // Attention per token: 2 L s (heads x 192 for the scores + heads x 128 for the values).
   const double attention = 2.0 * 61 * 4096 * (128.0 * 192 + 128.0 * 128);
   CHECK(f.attention_forward_per_token == Approx(attention).epsilon(1e-12));
@@ -150,7 +151,7 @@ TEST_CASE("DeepSeek-V3 FLOPs: 192-wide scores, 128-wide values, 6 x the active G
   // Full recomputation reruns every layer's active GEMMs: the dense layers' and the MoE layers' own.
   run_config full = r;
   full.recompute = recompute_mode::full;
-  const step_flops g = count_flops(m, full, c);
+  const step_flops g = count_flops(m, full, c, profile_of(full).traits);
   CHECK(g.recompute_per_step == Approx(2.0 * double(c.active_matmul_layers_total) * 4096 + 2 * attention * 4096).epsilon(1e-12));
 }
 
@@ -214,21 +215,21 @@ TEST_CASE("the peak search visits the boundary between dense and MoE layers", "[
   // The cheap peak search (a few events) must find what walking every event finds, whichever kind of
   // layer holds the peak: the toy's dense layers have the widest MLP, its MoE layers the most buffers.
   model_spec m = toy_deepseek();
-  for (const framework_kind fw : {framework_kind::megatron, framework_kind::trainplan, framework_kind::hf})
+  for (const stack_profile* fw : {&profile_named("megatron"), &profile_named("trainplan"), &profile_named("hf")})
     for (const recompute_mode rc : {recompute_mode::none, recompute_mode::full})
       for (const std::uint64_t accum : {1, 3})
         for (const std::uint64_t dense_ffn : {96, 4096}) {
           run_config r;
-          r.framework = fw;
-          r.precision = fw == framework_kind::hf ? precision_regime::amp_bf16
-                        : fw == framework_kind::megatron ? precision_regime::megatron_bf16 : precision_regime::bf16_mixed;
+          r.profile = fw;
+          r.precision = fw->name == "hf" ? precision_regime::amp_bf16
+                        : fw->name == "megatron" ? precision_regime::megatron_bf16 : precision_regime::bf16_mixed;
           r.seq = 64, r.micro_batch = 2, r.grad_accum = accum, r.recompute = rc;
           m.dense_ffn = dense_ffn;
           const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
           const timeline_result every = walk_timeline(inv, accum, timeline_detail::every_event);
           std::uint64_t max_live = 0;
           for (const timeline_point& p : every.points) max_live = std::max(max_live, p.live_bytes);
-          INFO(framework_name(fw) << " recompute " << int(rc) << " accum " << accum << " dense_ffn " << dense_ffn);
+          INFO(fw->name << " recompute " << int(rc) << " accum " << accum << " dense_ffn " << dense_ffn);
           CHECK(walk_timeline(inv, accum, timeline_detail::peak).peak.live_bytes == max_live);
         }
 }
@@ -236,7 +237,7 @@ TEST_CASE("the peak search visits the boundary between dense and MoE layers", "[
 TEST_CASE("hf: DeepSeek's rows by layer kind, its gradients by layer, and the allocator replay", "[deepseek][hf]") {
   const model_spec m = toy_deepseek();
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 64, r.micro_batch = 2;
   const precision_layout layout = make_precision_layout(r.precision, r.grad_dtype);
@@ -292,6 +293,6 @@ TEST_CASE("LoRA on latent attention counts its own projections", "[deepseek][lor
   const model_spec m = toy_deepseek();
   // q: q_a (32 -> 24) and q_b (24 -> 48); k: kv_a (32 -> 20); v: kv_b (16 -> 4 x 16); o: (32 <- 32).
   const std::uint64_t per_rank = (32 + 24) + (24 + 48) + (32 + 20) + (16 + 64) + (32 + 32);
-  CHECK(lora_params(m, 8, lora_q | lora_k | lora_v | lora_o) == 8 * 6 * per_rank);
-  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o) == 5);
+  CHECK(lora_params(m, 8, lora_q | lora_k | lora_v | lora_o, hf_traits) == 8 * 6 * per_rank);
+  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o, hf_traits) == 5);
 }

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "tests/planner/measured_runs.hpp"
@@ -90,7 +90,7 @@ TEST_CASE("hf profile: Llama-2-7B in pure bf16 with checkpointing on an H100, as
   // device level on a real H100 (torch 2.11, transformers 5.17). A run the profile was not built from.
   const gpu_spec& h100 = test::data().gpu("h100");
   run_config run;
-  run.framework = framework_kind::hf;
+  run.profile = &profile_named("hf");
   run.precision = precision_regime::bf16;
   run.recompute = recompute_mode::full;
   run.optimizer_impl = optimizer_impl_kind::fused;
@@ -182,7 +182,7 @@ TEST_CASE("hf Gemma 2: post-norms keep their fp32 tensors, soft caps keep tanh's
   // final soft cap keeps one more logits-sized tensor (2 b s V).
   const model_spec& gemma = test::data().model("gemma-2-9b").spec;
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::bf16;
   r.seq = 1024, r.micro_batch = 2;
   auto per_layer = [&](const model_spec& m, attention_kind a) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/memory/timeline.hpp"
 #include "tests/planner/plan_helpers.hpp"
@@ -195,7 +196,7 @@ TEST_CASE("hf GPT-2 program: every buffer is made before it is freed, whatever t
           for (std::uint64_t accumulation : {1, 3})
             for (int adapters = 0; adapters < 5; ++adapters) {  // 0: full fine-tuning; then LoRA on four target sets
               run_config r = test::run_of(256, 2, recompute, attention, dropout);
-              r.framework = framework_kind::hf;
+              r.profile = &profile_named("hf");
               r.precision = precision;
               r.grad_accum = accumulation;
               if (adapters > 0) {
@@ -222,7 +223,7 @@ TEST_CASE("hf Llama program: every buffer is made before it is freed, whatever t
     for (precision_regime precision : {precision_regime::amp_bf16, precision_regime::amp_fp16})
       for (std::uint64_t accumulation : {1, 3}) {
         run_config r = test::run_of(256, 2, recompute_mode::none, attention_kind::flash, 0.0);
-        r.framework = framework_kind::hf;
+        r.profile = &profile_named("hf");
         r.precision = precision;
         r.grad_accum = accumulation;
         const inventory inv = test::inventory_of(m, r);

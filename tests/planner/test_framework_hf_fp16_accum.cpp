@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/evaluate/plan.hpp"
@@ -36,7 +37,7 @@ model_spec llama_small() {
 run_config hf_run(precision_regime p, std::uint64_t seq, std::uint64_t micro_batch, std::uint64_t accum = 1,
                   optimizer_impl_kind impl = optimizer_impl_kind::foreach_impl) {
   run_config r = test::run_of(seq, micro_batch, recompute_mode::none, attention_kind::flash, 0.0);
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = p;
   r.grad_accum = accum;
   r.optimizer_impl = impl;

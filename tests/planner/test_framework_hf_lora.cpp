@@ -6,8 +6,9 @@
 #include <fmt/format.h>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/profile_step_ops.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/registry.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/allocator/caching_allocator.hpp"
 #include "planner/run/lora.hpp"
@@ -27,7 +28,7 @@ struct lora_case {
   run_config r;
   lora_case(precision_regime p, recompute_mode rc = recompute_mode::none) {
     r = test::run_of(2048, 2, rc, attention_kind::flash, 0.0);
-    r.framework = framework_kind::hf;
+    r.profile = &profile_named("hf");
     r.precision = p;
     r.finetune = finetune_kind::lora;
     r.lora_rank = 16;
@@ -203,10 +204,10 @@ TEST_CASE("hf LoRA step ops: frozen linears have no weight-gradient GEMMs, the a
           "[framework][hf][lora][time]") {
   lora_case c(precision_regime::bf16);
   const precision_layout layout = make_precision_layout(c.r.precision, c.r.grad_dtype);
-  const step_ops lora = list_step_ops(c.m, c.r, layout, 1e6, 176, 1e7);
+  const step_ops lora = list_step_ops(c.m, c.r, layout, {1e6, 176, 1e7});
   run_config full_run = c.r;
   full_run.finetune = finetune_kind::full;
-  const step_ops full = list_step_ops(c.m, full_run, layout, 1e9, 201, 1e10);
+  const step_ops full = list_step_ops(c.m, full_run, layout, {1e9, 201, 1e10});
   const step_op *q_lora = op_named(lora, "attention.q_proj"), *q_full = op_named(full, "attention.q_proj");
   REQUIRE(q_lora);
   REQUIRE(q_full);
@@ -225,8 +226,8 @@ TEST_CASE("hf LoRA step ops: frozen linears have no weight-gradient GEMMs, the a
   const precision_layout amp_layout = make_precision_layout(amp.r.precision, amp.r.grad_dtype);
   run_config amp_full = amp.r;
   amp_full.finetune = finetune_kind::full;
-  const step_ops amp_lora_ops = list_step_ops(amp.m, amp.r, amp_layout, 1e6, 176, 1e7);
-  const step_ops amp_full_ops = list_step_ops(amp.m, amp_full, amp_layout, 1e9, 201, 1e10);
+  const step_ops amp_lora_ops = list_step_ops(amp.m, amp.r, amp_layout, {1e6, 176, 1e7});
+  const step_ops amp_full_ops = list_step_ops(amp.m, amp_full, amp_layout, {1e9, 201, 1e10});
   const step_op *cast_lora = op_named(amp_lora_ops, "autocast.weight"), *cast_full = op_named(amp_full_ops, "autocast.weight");
   REQUIRE(cast_lora);
   REQUIRE(cast_full);
@@ -291,13 +292,13 @@ TEST_CASE("hf LoRA with lora_dropout: each module drops out a copy of its own in
   c.r.recompute = recompute_mode::none;
   const precision_layout layout = make_precision_layout(c.r.precision, c.r.grad_dtype);
   double kernels = 0, bytes = 0;
-  for (const step_op& o : list_step_ops(c.m, c.r, layout, 1e6, 176, 1e7).ops)
+  for (const step_op& o : list_step_ops(c.m, c.r, layout, {1e6, 176, 1e7}).ops)
     if (o.name == "lora.dropout") kernels += o.kernels, bytes += o.bytes;
   CHECK(kernels == Approx(2 * 7 * 22));
   const double T = 2.0 * 2048, in = 6.0 * 2048 + 5632;  // q, k, v, o, gate, up read h; down reads f
   CHECK(bytes == Approx(2 * T * in * (2 * 2 + 1) * 22));
   c.r.lora_dropout = 0;
-  CHECK_FALSE(op_named(list_step_ops(c.m, c.r, layout, 1e6, 176, 1e7), "lora.dropout"));
+  CHECK_FALSE(op_named(list_step_ops(c.m, c.r, layout, {1e6, 176, 1e7}), "lora.dropout"));
 }
 
 TEST_CASE("hf LoRA in the allocator replay: each adapter tensor, gradient and state, and each module's input copy, "
@@ -311,7 +312,7 @@ TEST_CASE("hf LoRA in the allocator replay: each adapter tensor, gradient and st
   CHECK(inv.adapter_layer_tensors == layer);
   std::uint64_t per_layer = 0;
   for (std::uint64_t e : layer) per_layer += e;
-  CHECK(22 * per_layer == lora_params(c.m, 16, c.r.lora_targets));
+  CHECK(22 * per_layer == lora_params(c.m, 16, c.r.lora_targets, hf_traits));
   const allocator_schedule sched = schedule_allocations(inv, describe_model(c.m), 1, 2);
   auto sizes_of = [&](std::string_view name) {
     for (std::size_t i = 0; i < inv.tensors.size(); ++i)

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "planner/run/lora.hpp"
+#include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
@@ -29,7 +31,7 @@ model_spec unfused(model_spec m) {
 
 run_config hf_run(std::uint64_t seq, precision_regime p) {
   run_config r = test::run_of(seq, 1, recompute_mode::none, attention_kind::flash, 0.0);
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = p;
   return r;
 }
@@ -107,14 +109,14 @@ TEST_CASE("hf Phi-3: one GEMM per fused projection in the step, and LoRA adapts 
 
   // peft adapts qkv_proj (naming any of q, k, v) and gate_up_proj as one module each: rank x (in + out).
   const std::uint64_t h = m.hidden, f = m.ffn, L = m.layers, r = 16;
-  CHECK(lora_params(m, r, lora_q) == r * L * (h + m.qkv_width()));
-  CHECK(lora_params(m, r, lora_q | lora_k | lora_v | lora_o | lora_mlp) ==
+  CHECK(lora_params(m, r, lora_q, hf_traits) == r * L * (h + m.qkv_width()));
+  CHECK(lora_params(m, r, lora_q | lora_k | lora_v | lora_o | lora_mlp, hf_traits) ==
         r * L * ((h + m.qkv_width()) + (m.q_width() + h) + (h + 2 * f) + (f + h)));
-  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o | lora_mlp) == 4);
+  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o | lora_mlp, hf_traits) == 4);
   // Only peft on the Hugging Face model fuses them: the other frameworks keep their separate projections.
-  CHECK(lora_params(m, r, lora_q, framework_kind::trainplan) == lora_params(unfused(m), r, lora_q, framework_kind::trainplan));
-  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o | lora_mlp, framework_kind::megatron) == 7);
-  CHECK(lora_linears(unfused(m), lora_q | lora_k | lora_v | lora_o | lora_mlp) == 7);
+  CHECK(lora_params(m, r, lora_q, profile_named("trainplan").traits) == lora_params(unfused(m), r, lora_q, profile_named("trainplan").traits));
+  CHECK(lora_linears(m, lora_q | lora_k | lora_v | lora_o | lora_mlp, profile_named("megatron").traits) == 7);
+  CHECK(lora_linears(unfused(m), lora_q | lora_k | lora_v | lora_o | lora_mlp, hf_traits) == 7);
   // lora_A saves one fp32 copy of the norm output for qkv_proj (Llama: one per adapted q, k, v).
   run_config lora = hf_run(1024, precision_regime::bf16);
   lora.finetune = finetune_kind::lora;

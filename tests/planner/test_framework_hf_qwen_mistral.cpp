@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "planner/time/roofline.hpp"
 #include "tests/planner/plan_helpers.hpp"
@@ -20,7 +21,7 @@ using test::tensor_named;
 run_config hf_run(std::uint64_t seq, precision_regime p, attention_kind a = attention_kind::flash,
                   recompute_mode rc = recompute_mode::none) {
   run_config r = test::run_of(seq, 1, rc, a, 0.0);
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = p;
   return r;
 }
@@ -115,7 +116,7 @@ TEST_CASE("hf SDPA handed a sliding-window mask computes every tile: twice a cau
   CHECK(a->flops == b->flops);  // the same square counted (planner/time/flops.hpp's hardware FLOPs)
   const gpu_spec& h100 = test::data().gpu("h100");
   const roofline_rates rates(*h100.peak_flops_per_s(dtype::bf16), h100.memory_bandwidth_bytes_per_s,
-                             test::data().calibration_for(h100).timing_for(framework_kind::hf), false);
+                             test::data().calibration_for(h100).timing("hf"), false);
   CHECK(rates.seconds(*a) == Approx(2 * rates.seconds(*b)));
 }
 

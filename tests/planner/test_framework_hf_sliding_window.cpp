@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "tests/planner/plan_helpers.hpp"
 #include "tests/planner/test_helpers.hpp"
@@ -24,7 +25,7 @@ std::vector<std::uint64_t> shape_of(const inventory& inv, std::string_view name)
 
 run_config mistral_run(std::uint64_t seq, precision_regime p = precision_regime::bf16) {
   run_config r = test::run_of(seq, 1, recompute_mode::none, attention_kind::flash, 0.0);
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = p;
   return r;
 }

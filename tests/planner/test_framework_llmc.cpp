@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/util/input_error.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/profiles/llmc/inventory_llmc.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "tests/planner/test_helpers.hpp"
@@ -17,7 +18,7 @@ plan_result plan_llmc(std::uint64_t layers, std::uint64_t hidden, std::uint64_t 
   model_spec m = test::gpt_shape(layers, hidden, heads, 50257);
   m.max_positions = 1024;
   run_config run;
-  run.framework = framework_kind::llmc;
+  run.profile = &profile_named("llmc");
   run.seq = 1024;
   run.micro_batch = batch;
   run.dropout = 0;
@@ -62,10 +63,10 @@ TEST_CASE("llmc profile: llm.c's step times on an H100 within 15%", "[framework]
 
 TEST_CASE("llmc profile: parameters padded to llm.c's vocabulary, everything allocated once", "[framework][llmc]") {
   model_spec m = test::gpt_shape(12, 768, 12, 50257);
-  CHECK(vocab_rows(m, vocab_pad_multiple(framework_kind::llmc)) == 50304);
+  CHECK(vocab_rows(m, profile_named("llmc").traits.vocab_pad_multiple) == 50304);
   m.max_positions = 1024;
   run_config run;
-  run.framework = framework_kind::llmc;
+  run.profile = &profile_named("llmc");
   run.seq = 1024;
   run.micro_batch = 4;
   run.dropout = 0;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "planner/io/catalog.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/memory/inventory.hpp"
 #include "planner/model/model_spec.hpp"
 #include "planner/run/run_config.hpp"
@@ -79,7 +80,7 @@ inline run_config run_of(std::uint64_t seq, std::uint64_t micro_batch, recompute
 // LoRA of rank 8 on q, k, v, o and the MLP.
 inline run_config gpt2_lora_run() {
   run_config r = run_of(1024, 4, recompute_mode::none, attention_kind::flash, 0.1);
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.finetune = finetune_kind::lora;
   r.lora_rank = 8;
@@ -90,7 +91,7 @@ inline run_config gpt2_lora_run() {
 // Megatron-LM with its bf16 regime (bf16 weights, fp32 gradients and master copy), one sequence of `seq`.
 inline run_config megatron_run(std::uint64_t seq) {
   run_config r;
-  r.framework = framework_kind::megatron;
+  r.profile = &profile_named("megatron");
   r.precision = precision_regime::megatron_bf16;
   r.seq = seq;
   return r;
@@ -104,7 +105,7 @@ inline std::filesystem::path hf_fixture(const char* name) {
 // The headline run under its default profile: Hugging Face with autocast bf16 and foreach AdamW, s 4096.
 inline run_config hf_headline_run() {
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 4096;
   return r;

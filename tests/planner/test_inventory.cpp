@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/memory/inventory.hpp"
 #include "planner/memory/timeline.hpp"
 #include "test_helpers.hpp"
@@ -32,22 +32,22 @@ const shape_case shape_cases[] = {{1024, 1, 768, 12}, {2048, 4, 12288, 96}, {409
 TEST_CASE("GPT layer with dropout and eager attention keeps 34sbh + 5as^2b bytes", "[activations]") {
   // Korthikanti et al. 2022, Sec. 4.1, eq. (1): 16-bit activations, 1-byte dropout masks. Megatron's
   // accounting, which our harness's layer follows too.
-  for (framework_kind fw : {framework_kind::megatron, framework_kind::trainplan})
+  for (const stack_profile* fw : {&profile_named("megatron"), &profile_named("trainplan")})
     for (const shape_case& c : shape_cases) {
-      INFO(framework_name(fw) << " s=" << c.s << " b=" << c.b << " h=" << c.h << " a=" << c.a);
+      INFO(fw->name << " s=" << c.s << " b=" << c.b << " h=" << c.h << " a=" << c.a);
       model_spec m = gpt_shape(4, c.h, c.a);
       run_config r = run_of(c.s, c.b, recompute_mode::none, attention_kind::eager, 0.1);
-      r.framework = fw;
+      r.profile = fw;
       CHECK(per_layer_bytes(m, r) == 34 * c.s * c.b * c.h + 5 * c.a * c.s * c.s * c.b);
     }
 }
 
 TEST_CASE("selective recomputation drops exactly the 5as^2b term", "[activations][recompute]") {
-  for (framework_kind fw : {framework_kind::megatron, framework_kind::trainplan})
+  for (const stack_profile* fw : {&profile_named("megatron"), &profile_named("trainplan")})
     for (const shape_case& c : shape_cases) {
       model_spec m = gpt_shape(4, c.h, c.a);
       run_config r = run_of(c.s, c.b, recompute_mode::selective, attention_kind::eager, 0.1);
-      r.framework = fw;
+      r.profile = fw;
       CHECK(per_layer_bytes(m, r) == 34 * c.s * c.b * c.h);  // Korthikanti et al. 2022, Table 2
     }
 }
@@ -56,9 +56,9 @@ TEST_CASE("full recomputation keeps only the layer input, 2sbh", "[activations][
   for (const shape_case& c : shape_cases) {
     model_spec m = gpt_shape(4, c.h, c.a);
     for (attention_kind att : {attention_kind::eager, attention_kind::flash})
-      for (framework_kind fw : {framework_kind::megatron, framework_kind::trainplan}) {
+      for (const stack_profile* fw : {&profile_named("megatron"), &profile_named("trainplan")}) {
         run_config r = run_of(c.s, c.b, recompute_mode::full, att, 0.1);
-        r.framework = fw;
+        r.profile = fw;
         CHECK(per_layer_bytes(m, r) == 2 * c.s * c.b * c.h);
       }
   }
@@ -149,11 +149,11 @@ TEST_CASE("trainplan pads the vocabulary tables and logits to 128 rows", "[inven
     REQUIRE(find(inv, "bwd.embed_grad_fp32"));
     CHECK(find(inv, "bwd.embed_grad_fp32")->shape == std::vector<std::uint64_t>{V * h});
     CHECK(describe_model(m).counts.total == P);  // what plan reports: the model's own parameters
-    for (framework_kind f : {framework_kind::megatron, framework_kind::hf}) {
-      INFO(framework_name(f));
+    for (const stack_profile* f : {&profile_named("megatron"), &profile_named("hf")}) {
+      INFO(f->name);
       run_config other = r;
-      other.framework = f;
-      other.precision = default_precision(f);
+      other.profile = f;
+      other.precision = f->default_precision(false);
       const inventory o = build_inventory(m, other, make_precision_layout(other.precision, other.grad_dtype));
       REQUIRE(find(o, "logits"));
       CHECK(find(o, "logits")->shape == std::vector<std::uint64_t>{b, s, V});
@@ -191,7 +191,7 @@ TEST_CASE("buffers carry DESIGN.md's names, shapes and dtypes", "[inventory]") {
   REQUIRE(find(inv, "logits"));
   CHECK(find(inv, "logits")->bytes == 3ull * 32 * 128 * 2);  // V = 100 padded to 128 rows (llm.c's Vp)
   run_config megatron = r;  // Megatron's loss upcasts the logits
-  megatron.framework = framework_kind::megatron;
+  megatron.profile = &profile_named("megatron");
   const inventory minv = build_inventory(m, megatron, make_precision_layout(r.precision, r.grad_dtype));
   const tensor_spec* logits_fp32 = find(minv, "logits.fp32");
   REQUIRE(logits_fp32);
@@ -220,7 +220,7 @@ TEST_CASE("foreach AdamW's sqrt(v) temporary has adam.v's size and scope, on the
   const model_spec m = tiny_model(model_family::llama);
   for (offload_mode off : {offload_mode::none, offload_mode::optimizer}) {
     run_config r = run_of(64, 2, recompute_mode::none, attention_kind::flash, 0.0);
-    r.framework = framework_kind::hf;
+    r.profile = &profile_named("hf");
     r.precision = precision_regime::amp_bf16;
     r.optimizer_impl = optimizer_impl_kind::foreach_impl;
     r.offload = off;

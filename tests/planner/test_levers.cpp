@@ -7,6 +7,7 @@
 #include <set>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/search/levers.hpp"
 #include "planner/search/search.hpp"
@@ -106,7 +107,7 @@ TEST_CASE("each framework is offered only the alternatives it can train", "[leve
 
   // trainplan on an H100 may go to pure bf16 or fp8-mixed; on an A100 (no fp8) not fp8.
   run_config own = hf;
-  own.framework = framework_kind::trainplan;
+  own.profile = &profile_named("trainplan");
   own.precision = precision_regime::bf16_mixed;
   std::set<precision_regime> seen;
   for (const run_config& r : applied(lever_alternatives(lever_precision, llama, own, h100), own)) seen.insert(r.precision);
@@ -117,7 +118,7 @@ TEST_CASE("each framework is offered only the alternatives it can train", "[leve
 
   // llm.c: AdamW only, no adapters, no offload.
   run_config llmc;
-  llmc.framework = framework_kind::llmc;
+  llmc.profile = &profile_named("llmc");
   llmc.seq = 1024;
   const model_spec& gpt2 = data().model("gpt2").spec;
   CHECK(lever_alternatives(lever_optimizer, gpt2, llmc, h100).empty());
@@ -164,7 +165,7 @@ TEST_CASE("the ep lever: every larger expert parallelism the experts and GPUs al
   const model_spec& mixtral = data().model("mixtral-8x7b").spec;
   const gpu_spec& h100 = data().gpu("h100");
   run_config r;
-  r.framework = framework_kind::megatron;
+  r.profile = &profile_named("megatron");
   r.precision = precision_regime::megatron_bf16;
   r.seq = 4096, r.gpus = 8, r.zero = 1;
   std::vector<std::uint64_t> eps;
@@ -176,14 +177,14 @@ TEST_CASE("the ep lever: every larger expert parallelism the experts and GPUs al
   }
   CHECK(eps == std::vector<std::uint64_t>{2, 4, 8});
   CHECK(lever_alternatives(lever_ep, data().model("llama-2-7b").spec, r, h100).empty());  // dense
-  r.framework = framework_kind::hf;  // Hugging Face has no expert parallelism
+  r.profile = &profile_named("hf");  // Hugging Face has no expert parallelism
   r.precision = precision_regime::amp_bf16;
   CHECK(lever_alternatives(lever_ep, mixtral, r, h100).empty());
 
   sweep_space s;
   s.models.push_back({mixtral, describe_model(mixtral)});
   s.gpus.push_back({h100, data().calibration_for(h100)});
-  s.base.framework = framework_kind::megatron;
+  s.base.profile = &profile_named("megatron");
   s.base.gpus = 8, s.base.zero = 1;
   s.precisions = {precision_regime::megatron_bf16};
   widen_by_levers(s, lever_ep);
@@ -195,7 +196,7 @@ TEST_CASE("the gpus lever raises ZeRO on the GPUs a data-parallel run already ha
   const model_spec& llama = data().model("llama-2-7b").spec;
   const gpu_spec& h100 = data().gpu("h100");
   run_config r;
-  r.framework = framework_kind::megatron;
+  r.profile = &profile_named("megatron");
   r.precision = precision_regime::megatron_bf16;
   r.seq = 4096, r.gpus = 8, r.zero = 1;
   std::set<int> same_gpus;
@@ -230,6 +231,6 @@ TEST_CASE("the allocator lever turns on expandable segments under hf only, at no
   CHECK(change_costs(base, to) == cost_none);
   CHECK(lever_alternatives(lever_allocator, llama, to, h100).empty());  // already on
   run_config llmc = base;
-  llmc.framework = framework_kind::llmc;
+  llmc.profile = &profile_named("llmc");
   CHECK(lever_alternatives(lever_allocator, llama, llmc, h100).empty());  // only hf replays PyTorch's allocator
 }

@@ -2,7 +2,7 @@
 // optimizer, read from the inventory: the seeds' bytes-per-parameter figures must follow from the layout.
 #include <catch2/catch.hpp>
 
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/memory/inventory.hpp"
 #include "planner/model/param_count.hpp"

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/time/flops.hpp"
 #include "planner/io/hf_config.hpp"
 #include "planner/util/input_error.hpp"
@@ -79,7 +79,7 @@ TEST_CASE("MoE FLOPs: 6 x the active GEMM weights plus attention, and 6N uses th
   const model_spec& m = data().model("mixtral-8x7b").spec;
   const param_counts c = count_params(m);
   run_config r = megatron_run(4096);
-  const step_flops f = count_flops(m, r, c);
+  const step_flops f = count_flops(m, r, c, profile_of(r).traits);
   const double tokens = 4096;
   const double attention_per_token = 4.0 * 32 * 4096 * 4096;  // 4 L s (heads x head_dim)
   CHECK(f.model_per_step == Approx(3.0 * (2.0 * double(c.active_matmul) + attention_per_token) * tokens).epsilon(1e-12));
@@ -175,7 +175,7 @@ TEST_CASE("MoE options are checked: top-k, --ep, --capacity-factor, frameworks",
   r.capacity_factor = 1.25;
   CHECK_THROWS_WITH(evaluate_plan(data().model("llama-2-7b").spec, r, gpu, cal), Catch::Contains("Mixture-of-Experts"));
   run_config hf;
-  hf.framework = framework_kind::hf;
+  hf.profile = &profile_named("hf");
   hf.precision = precision_regime::amp_bf16;
   hf.seq = 1024, hf.gpus = 8, hf.ep = 8;
   CHECK_THROWS_WITH(evaluate_plan(mixtral, hf, gpu, cal), Catch::Contains("megatron"));

@@ -1,7 +1,8 @@
 // Beyond one GPU and fine-tuning: ZeRO stages, offload, tensor/sequence parallelism, LoRA and QLoRA.
 #include <catch2/catch.hpp>
 
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/run/lora.hpp"
 #include "planner/evaluate/plan.hpp"
@@ -138,19 +139,19 @@ TEST_CASE("tensor and sequence parallelism follow Korthikanti et al. Table 2", "
 TEST_CASE("LoRA parameter counts and NF4 storage", "[parallel][lora]") {
   const model_spec& m = data().model("llama-2-7b").spec;
   // r (in + out) per targeted layer: q, k, v, o are 4096 -> 4096: 32 layers x 4 x 16 x 8192.
-  CHECK(lora_params(m, 16, lora_q | lora_k | lora_v | lora_o) == 16'777'216ull);  // the seed's "about 20M"
-  CHECK(lora_params(m, 8, lora_q | lora_v) == 32ull * 2 * 8 * 8192);
-  CHECK(lora_params(m, 16, lora_mlp) == 32ull * 16 * 3 * (4096 + 11008));  // gate, up, down
+  CHECK(lora_params(m, 16, lora_q | lora_k | lora_v | lora_o, hf_traits) == 16'777'216ull);  // the seed's "about 20M"
+  CHECK(lora_params(m, 8, lora_q | lora_v, hf_traits) == 32ull * 2 * 8 * 8192);
+  CHECK(lora_params(m, 16, lora_mlp, hf_traits) == 32ull * 16 * 3 * (4096 + 11008));  // gate, up, down
   const model_spec& gqa = data().model("llama-3.1-8b").spec;
-  CHECK(lora_params(gqa, 16, lora_k) == 32ull * 16 * (4096 + 1024));
+  CHECK(lora_params(gqa, 16, lora_k, hf_traits) == 32ull * 16 * (4096 + 1024));
   const model_spec& gpt = data().model("gpt2").spec;
-  CHECK(lora_params(gpt, 4, lora_mlp) == 12ull * 4 * 2 * (768 + 3072));
+  CHECK(lora_params(gpt, 4, lora_mlp, hf_traits) == 12ull * 4 * 2 * (768 + 3072));
   // GPT-2's c_attn holds q, k and v: peft adapts it as one module, A [r, 768] and B [2304, r], whichever
   // of the three are named.
-  CHECK(lora_params(gpt, 8, lora_q) == 12ull * 8 * (768 + 2304));
-  CHECK(lora_params(gpt, 8, lora_q | lora_k | lora_v | lora_o) == 12ull * 8 * ((768 + 2304) + (768 + 768)));
-  CHECK(lora_linears(gpt, lora_q | lora_k | lora_v | lora_o) == 2);
-  CHECK(lora_linears(gpt, lora_v | lora_mlp) == 3);
+  CHECK(lora_params(gpt, 8, lora_q, hf_traits) == 12ull * 8 * (768 + 2304));
+  CHECK(lora_params(gpt, 8, lora_q | lora_k | lora_v | lora_o, hf_traits) == 12ull * 8 * ((768 + 2304) + (768 + 768)));
+  CHECK(lora_linears(gpt, lora_q | lora_k | lora_v | lora_o, hf_traits) == 2);
+  CHECK(lora_linears(gpt, lora_v | lora_mlp, hf_traits) == 3);
   // QLoRA: 4 + 8/64 + 32/(64*256) bits per weight (Dettmers et al. 2023, Sec. 3: 0.127 bits of constants).
   CHECK(nf4_bytes(64ull * 256 * 1000) * 8.0 / (64.0 * 256 * 1000) == Approx(4.127).epsilon(1e-3));
   CHECK(nf4_bytes(1) == 1 + 1 + 4);

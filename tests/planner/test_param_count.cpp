@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/io/catalog.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/model/param_count.hpp"
 #include "planner/io/shape_from_params.hpp"
@@ -190,10 +191,10 @@ TEST_CASE("trainplan and llmc pad the vocabulary rows to 128, V stays the class 
   CHECK(vocab_rows(with_vocab_rows(gpt2, 50304), 128) == 50304);
   CHECK(vocab_rows(with_vocab_rows(gpt2, 1), 128) == 128);
   CHECK(vocab_rows(gpt2, 1) == 50257);
-  CHECK(vocab_pad_multiple(framework_kind::trainplan) == 128);
-  CHECK(vocab_pad_multiple(framework_kind::llmc) == 128);
-  CHECK(vocab_pad_multiple(framework_kind::hf) == 1);
-  CHECK(vocab_pad_multiple(framework_kind::megatron) == 1);
+  CHECK(profile_named("trainplan").traits.vocab_pad_multiple == 128);
+  CHECK(profile_named("llmc").traits.vocab_pad_multiple == 128);
+  CHECK(profile_named("hf").traits.vocab_pad_multiple == 1);
+  CHECK(profile_named("megatron").traits.vocab_pad_multiple == 1);
   // The stored layout grows by the padded rows of the (tied) table; the model's own count does not change.
   const model_spec stored = with_vocab_rows(gpt2, vocab_rows(gpt2, 128));
   CHECK(stored.vocab == 50304);

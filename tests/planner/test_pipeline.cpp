@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "planner/model/model_facts.hpp"
-#include "planner/profiles/build_inventory.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/run/pipeline.hpp"
 #include "planner/evaluate/plan.hpp"

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "planner/util/input_error.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "planner/search/suggest.hpp"
 #include "test_helpers.hpp"
@@ -183,7 +184,7 @@ TEST_CASE("7B on an H100: pure bf16's roomiest form adds full recompute and fuse
 TEST_CASE("the shorter-sequence lever: the longest sequence that fits, as a multiple of 256", "[plan][suggest]") {
   const model_spec& m = data().model("llama-2-7b").spec;
   run_config r;
-  r.framework = framework_kind::trainplan;
+  r.profile = &profile_named("trainplan");
   r.precision = precision_regime::bf16;  // 8 bytes a parameter of state: short sequences fit, 64k does not
   r.seq = 65536;
   const gpu_spec& gpu = data().gpu("h100");
@@ -216,7 +217,7 @@ TEST_CASE("the shorter-sequence lever under hf finds a fitting multiple of 256 w
   // change may move the example; the properties stand.)
   const model_spec& m = data().model("mistral-7b").spec;
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.recompute = recompute_mode::full;
   r.seq = 44800;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "planner/run/framework.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "planner/time/roofline.hpp"
 #include "planner/measure/timing_fit.hpp"
@@ -111,7 +111,7 @@ TEST_CASE("a tiny model in PyTorch eager is launch-bound", "[time][roofline]") {
   model_spec m = data().model("gpt2").spec;
   m.layers = 2, m.hidden = 64, m.heads = 2, m.kv_heads = 2, m.head_dim = 32, m.ffn = 256, m.vocab = 1000;
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 128, r.micro_batch = 1;
   const gpu_spec& gpu = data().gpu("h100");
@@ -134,17 +134,17 @@ TEST_CASE("the ops' FLOPs are the step's hardware FLOPs", "[time][flops]") {
   const std::vector<model_spec> models{data().model("gpt2").spec, data().model("llama-2-7b").spec,
                                        data().model("mistral-7b").spec, data().model("mixtral-8x7b").spec, qwen2_moe};
   for (const model_spec& model : models)
-    for (framework_kind f : {framework_kind::trainplan, framework_kind::hf, framework_kind::megatron})
+    for (const stack_profile* f : {&profile_named("trainplan"), &profile_named("hf"), &profile_named("megatron")})
       for (recompute_mode rc : {recompute_mode::none, recompute_mode::full}) {
         run_config r;
-        r.framework = f;
-        r.precision = default_precision(f);
+        r.profile = f;
+        r.precision = f->default_precision(false);
         r.recompute = rc;
         r.seq = 1024, r.micro_batch = 2, r.grad_accum = 3;
         const plan_result p = evaluate_plan(model, r, gpu, data().calibration_for(gpu));
         double flops = 0;
         for (const step_op& op : p.ops.ops) flops += op.flops;
-        INFO(model.name << " " << framework_name(f) << " recompute " << static_cast<int>(rc));
+        INFO(model.name << " " << f->name << " recompute " << static_cast<int>(rc));
         CHECK(flops == Approx(p.flops.hardware_per_step).epsilon(1e-9));
         if (model.name == "mistral-7b") {  // past its 4096-token window: skipped by flash, masked by hf
           run_config longer = r;
@@ -154,7 +154,7 @@ TEST_CASE("the ops' FLOPs are the step's hardware FLOPs", "[time][flops]") {
           for (const step_op& op : w.ops.ops) window_flops += op.flops;
           CHECK(window_flops == Approx(w.flops.hardware_per_step).epsilon(1e-9));
         }
-        if (model.is_moe() && f == framework_kind::megatron) {  // expert parallelism moves rows, not FLOPs
+        if (model.is_moe() && f->name == "megatron") {  // expert parallelism moves rows, not FLOPs
           r.gpus = 4, r.ep = 4;
           const plan_result sharded = evaluate_plan(model, r, gpu, data().calibration_for(gpu));
           double ep_flops = 0;
@@ -185,7 +185,7 @@ TEST_CASE("hf step times of the shared H100 runs", "[time][framework][hf]") {
   std::sort(errors.begin(), errors.end());
   CHECK(errors[errors.size() / 2] <= 15);
   const timing_fit fit = fit_timing(timed);
-  const timing_constants& k = cal.timing_for(framework_kind::hf);
+  const timing_constants& k = cal.timing("hf");
   CHECK(fit.constants.gemm_efficiency == Approx(k.gemm_efficiency));
   CHECK(fit.constants.bandwidth_fraction == Approx(k.bandwidth_fraction));
   CHECK(fit.constants.kernel_seconds == Approx(k.kernel_seconds));
@@ -201,7 +201,7 @@ TEST_CASE("a small model in PyTorch eager is host-bound: twice the batch costs l
   const calibration cal = data().calibration_for(gpu);
   const model_spec m = data().model("gpt2").spec;
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.seq = 1024, r.micro_batch = 4, r.dropout = 0.1;
   const plan_result b4 = evaluate_plan(m, r, gpu, cal);
@@ -216,15 +216,15 @@ TEST_CASE("a small model in PyTorch eager is host-bound: twice the batch costs l
 TEST_CASE("kernel launches by phase add up to the ops' kernels", "[time][ops]") {
   const gpu_spec& gpu = data().gpu("h100");
   for (const char* name : {"gpt2", "llama-3.1-8b", "mixtral-8x7b"})
-    for (framework_kind f : {framework_kind::hf, framework_kind::megatron, framework_kind::llmc, framework_kind::trainplan})
+    for (const stack_profile* f : {&profile_named("hf"), &profile_named("megatron"), &profile_named("llmc"), &profile_named("trainplan")})
       for (recompute_mode rc : {recompute_mode::none, recompute_mode::full}) {
         const model_spec m = data().model(name).spec;
-        if (f == framework_kind::llmc && m.family != model_family::gpt) continue;
+        if (f->name == "llmc" && m.family != model_family::gpt) continue;
         run_config r;
-        r.framework = f;
-        r.precision = default_precision(f);
+        r.profile = f;
+        r.precision = f->default_precision(false);
         r.seq = 1024, r.micro_batch = 2, r.grad_accum = 2, r.recompute = rc;
-        INFO(name << " " << framework_name(f) << (rc == recompute_mode::full ? " recomputed" : ""));
+        INFO(name << " " << f->name << (rc == recompute_mode::full ? " recomputed" : ""));
         const plan_result p = evaluate_plan(m, r, gpu, data().calibration_for(gpu));
         double kernels = 0;
         for (const step_op& op : p.ops.ops) {
@@ -243,7 +243,7 @@ TEST_CASE("eager attention's batched GEMMs are one launch each", "[time][ops]") 
   // torch.matmul over [b, heads, s, d] is one cublasGemmStridedBatched call, not b x heads launches.
   const gpu_spec& gpu = data().gpu("h100");
   run_config r;
-  r.framework = framework_kind::hf;
+  r.profile = &profile_named("hf");
   r.precision = precision_regime::amp_bf16;
   r.attention = attention_kind::eager;
   r.seq = 1024, r.micro_batch = 4;

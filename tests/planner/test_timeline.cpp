@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "planner/profiles/build_inventory.hpp"
-#include "planner/run/framework.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/memory/inventory.hpp"
 #include "planner/memory/timeline.hpp"
 #include "test_helpers.hpp"
@@ -151,21 +150,21 @@ TEST_CASE("instances_live agrees with counting layer by layer, in every profile"
   // The timeline counts the layers of an event interval in closed form, assuming steps of -1, 0 or 1:
   // checked here against the definition, instance by instance, for every buffer at every event.
   int buffers = 0;
-  for (framework_kind fw : {framework_kind::hf, framework_kind::trainplan, framework_kind::megatron, framework_kind::llmc})
+  for (const stack_profile* fw : {&profile_named("hf"), &profile_named("trainplan"), &profile_named("megatron"), &profile_named("llmc")})
     for (model_family family : {model_family::gpt, model_family::llama})
       for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full}) {
-        if (fw == framework_kind::llmc && family != model_family::gpt) continue;
-        if (fw == framework_kind::hf && rc == recompute_mode::selective) continue;
+        if (fw->name == "llmc" && family != model_family::gpt) continue;
+        if (fw->name == "hf" && rc == recompute_mode::selective) continue;
         model_spec m = gpt_shape(4, 64, 4, 1000);
         if (family == model_family::llama) m.family = family, m.kv_heads = 2, m.tied_embeddings = false;
-        const bool dropout = family == model_family::gpt && fw != framework_kind::llmc;  // llm.c has none
+        const bool dropout = family == model_family::gpt && fw->name != "llmc";  // llm.c has none
         run_config r = run_of(32, 2, rc, attention_kind::eager, dropout ? 0.1 : 0.0);
-        r.framework = fw;
-        if (fw == framework_kind::hf) r.precision = precision_regime::amp_bf16;
+        r.profile = fw;
+        if (fw->name == "hf") r.precision = precision_regime::amp_bf16;
         const inventory inv = build_inventory(m, r, make_precision_layout(r.precision, r.grad_dtype));
         for (const tensor_spec& t : inv.tensors) {
           if (t.lifetime != state_lifetime::micro_batch) continue;
-          INFO(framework_name(fw) << " " << family_name(family) << " " << recompute_name(rc) << " " << t.name);
+          INFO(fw->name << " " << family_name(family) << " " << recompute_name(rc) << " " << t.name);
           for (int k = 0; k < t.interval_count; ++k) {
             CHECK(std::abs(t.intervals[k].first_step) <= 1);
             CHECK(std::abs(t.intervals[k].last_step) <= 1);
@@ -257,7 +256,7 @@ TEST_CASE("the peak-only walk holds for the hf profile, whose gradients appear l
                     model_spec m = gpt_shape(layers, 256, 4, seq == 16 ? 50000 : 100);
                     if (family == model_family::llama) m.family = family, m.kv_heads = 2, m.tied_embeddings = false;
                     run_config r = run_of(seq, 2, rc, att, family == model_family::gpt ? 0.1 : 0.0);
-                    r.framework = framework_kind::hf;
+                    r.profile = &profile_named("hf");
                     r.grad_accum = accum;
                     r.optimizer_impl = impl;
                     r.precision = p;

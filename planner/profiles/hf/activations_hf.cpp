@@ -5,6 +5,7 @@
 
 #include "planner/profiles/hf/activations_hf_backward.hpp"
 #include "planner/profiles/hf/activations_hf_rows.hpp"
+#include "planner/profiles/hf/hf_traits.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/run/lora.hpp"
 #include "planner/run/moe.hpp"
@@ -196,8 +197,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // first): the q, k, v modules' lora_A, and the rest.
   std::uint64_t adapters_qkv_a = 0, adapters_rest = 0;
   if (peft_lora) {
-    const std::vector<std::uint64_t> tensors = lora_layer_tensors(m, rank, run.lora_targets);
-    const std::size_t qkv_modules = lora_qkv_modules(m, run.lora_targets);
+    const std::vector<std::uint64_t> tensors = lora_layer_tensors(m, rank, run.lora_targets, hf_traits);
+    const std::size_t qkv_modules = lora_qkv_modules(m, run.lora_targets, hf_traits);
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       std::uint64_t& sum = lora_is_qkv_a(i, qkv_modules) ? adapters_qkv_a : adapters_rest;
       sum = checked_add(sum, tensors[i], "LoRA adapters");

@@ -25,7 +25,7 @@ inventory build_llmc_inventory(const model_spec& m, const run_config& run, const
   inventory out;
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   const std::uint64_t L = m.layers, B = run.micro_batch, T = run.seq, C = m.hidden, NH = m.heads,
-                      Vp = vocab_rows(m, vocab_pad_multiple(framework_kind::llmc)), maxT = m.max_positions > 0 ? m.max_positions : T;
+                      Vp = vocab_rows(m, 128) /* padded_vocab_size */, maxT = m.max_positions > 0 ? m.max_positions : T;
   const dtype floatX = layout.activations;  // bf16, or fp32 in an fp32 build
   const bool bf16 = layout.regime == precision_regime::bf16_mixed;
   const char* what = "llm.c buffers";

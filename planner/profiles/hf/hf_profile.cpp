@@ -1,0 +1,127 @@
+#include "planner/profiles/hf/hf_profile.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/memory/inventory_builder.hpp"
+#include "planner/memory/model_state.hpp"
+#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/hf/step_ops_hf.hpp"
+#include "planner/profiles/step_frame.hpp"
+
+namespace trainplan {
+namespace {
+
+// Hugging Face's Trainer with bf16=True runs autocast over an fp32 model; a LoRA base is loaded in bf16
+// (from_pretrained(torch_dtype=bfloat16), peft's documented setup).
+precision_regime default_precision(bool lora) { return lora ? precision_regime::bf16 : precision_regime::amp_bf16; }
+
+void check(const model_spec&, const run_config& run, const precision_layout& layout) { check_hf_run(run, layout); }
+
+constexpr const stack_traits& traits = hf_traits;
+
+inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
+                const pipeline_stage& stage) {
+  inventory out;
+  out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
+  add_model_state(out, m, run, layout, facts, traits,
+                  {.grads_per_parameter = true, .peft_adapters = true, .foreach_adamw = true, .grad_scaler = true});
+  inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
+  inv.set_inflight(stage.inflight);
+  out.forward_in_program_order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
+  return finish_inventory(std::move(out), m);
+}
+
+// PyTorch keeps a cuBLAS workspace per (handle, stream) and a handle per thread: the forward's and the autograd
+// engine's (aten/src/ATen/cuda/CublasHandlePool.cpp). It allocates them through its caching allocator, so
+// they count in memory_allocated.
+stack_overhead overhead(const calibration& calib) {
+  return {calib.context_bytes("hf"), 2 * calib.cublas_workspace_bytes};
+}
+
+double slack(const calibration& calib) { return calib.slack_fraction("hf"); }
+
+step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                         const trained_share& trained) {
+  step_ops ops = micro_batch_step_ops(m, run, layout, true, [&](step_rows& rows) {
+    add_hf_step_ops(rows.layer, rows.dense_mlp, rows.moe_mlp, rows.head, m, run, layout);
+  });
+  add_optimizer_op(ops, run.optimizer_impl == optimizer_impl_kind::foreach_impl ? optimizer_kernels::pytorch_foreach
+                                                                                : optimizer_kernels::multi_tensor_fused,
+                   trained);
+  const double grad_bytes = trained.params * static_cast<double>(dtype_bytes(peft_trained_grad_dtype(run, layout)));
+  // Only PyTorch's fused optimizers unscale inside their kernel (_step_supports_amp_scaling).
+  const bool syncs = run.optimizer_impl != optimizer_impl_kind::fused;
+  if (layout.loss_scaling) add_grad_scaler(ops, trained.params, grad_bytes, trained.tensors, syncs);
+  add_accumulation_ops(ops, grad_bytes, trained.tensors);
+  return ops;
+}
+
+void describe(const model_spec& m, const run_config& run, const precision_layout& layout, std::vector<std::string>& lines) {
+  lines.push_back(fmt::format("attention: {}; AdamW {}{}", sdpa_backend_name(hf_sdpa_backend(m, run, layout)),
+                              optimizer_impl_name(run.optimizer_impl),
+                              run.expandable_segments
+                                  ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a segment of addresses a pool, "
+                                    "grown by mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's "
+                                    "source, not yet measured)"
+                                  : ""));
+  if (hf_sliding_window_mask(m, run))
+    lines.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to "
+                                "every head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
+                                m.sliding_window_tokens, run.seq, sdpa_backend_name(hf_sdpa_backend(m, run, layout))));
+  if (run.finetune == finetune_kind::lora)
+    lines.push_back(fmt::format(
+        "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "
+        "alike, lora_dropout {:g}; each adapted linear's lora_A saves its input (a copy per module when peft casts it "
+        "to the adapters' dtype or autocast to bf16, or when lora_dropout is above 0, which also keeps a bool mask "
+        "per module); frozen norms "
+        "and linears save nothing for their weights; without checkpointing, layer 0's input needs no gradient; "
+        "under autocast the base is the fp32 model and each frozen weight is cast anew, its bf16 copy kept per "
+        "layer for backward (a base loaded in bf16: --precision bf16)",
+        run.lora_fp32 ? "in fp32 (get_peft_model's autocast_adapter_dtype=True; --lora-dtype model: the model's dtype)"
+                      : "in the model's dtype (--lora-dtype model: the model cast after get_peft_model)",
+        run.lora_dropout));
+}
+
+std::string overhead_note(const calibration&) {
+  return "PyTorch's context from data/calibration.json, measured with torch 2.11 on an H100 unless calibrated; two "
+         "32 MiB workspaces, PyTorch's on sm_90, one per thread that runs GEMMs";
+}
+
+}  // namespace
+
+const stack_profile& hf_profile() {
+  static const stack_profile profile{
+      .name = "hf",
+      .title = "PyTorch eager + Hugging Face transformers",
+      .assumption =
+          "framework hf: PyTorch eager + Hugging Face transformers (profile checked against torch 2.11.0, "
+          "transformers 5.17.0 on an H100): every tensor autograd saves, by op (autocast keeps norms, softmax, pow "
+          "and the loss in fp32; gelu_new's Python ops; RMSNorm's fp32 upcast; SwiGLU; SDPA's backend as PyTorch "
+          "picks it), the loss on fp32 logits with log_softmax saved, gradients appearing layer by layer in "
+          "backward, the training loop's logits freed before optimizer.step(), foreach AdamW's temporary, and "
+          "PyTorch's two cuBLAS workspaces (forward and autograd threads)",
+      .default_precision = default_precision,
+      .default_recompute = recompute_mode::none,
+      .recompute_help = "",
+      .offers_selective_recompute = false,  // Hugging Face checkpoints whole decoder layers
+      .runs_model_dropout = true,
+      .check = check,
+      .offers_optimizer_impl = true,
+      .offers_expandable_segments = true,
+      .lora_through_peft = true,
+      .hugging_face_modules = true,
+      .traits = traits,
+      .build_inventory = build,
+      .allocator = allocator_model::pytorch_replay,
+      .overhead = overhead,
+      .slack_fraction = slack,
+      .micro_batch_ops = micro_batch_ops,
+      .grads_per_parameter = true,
+      .describe = describe,
+      .overhead_note = overhead_note,
+      .calibration_keys = {"cuda_context_bytes"},
+  };
+  return profile;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,70 @@
+#include "planner/profiles/llmc/llmc_profile.hpp"
+
+#include "planner/profiles/fused_layer_ops.hpp"
+#include "planner/profiles/llmc/inventory_llmc.hpp"
+#include "planner/profiles/step_frame.hpp"
+
+namespace trainplan {
+namespace {
+
+// llm.c keeps bf16 weights with an fp32 master copy.
+precision_regime default_precision(bool) { return precision_regime::bf16_mixed; }
+
+constexpr stack_traits traits{
+    .vocab_pad_multiple = 128,  // train_gpt2.cu: padded_vocab_size, 50257 -> 50304
+    .passes_window_to_kernel = true,
+    .keeps_fused_projections = false,
+};
+
+inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts&,
+                const pipeline_stage&) {
+  return build_llmc_inventory(m, run, layout);
+}
+
+// llm.c's own context and cuBLASLt workspace (planner/profiles/llmc/inventory_llmc.hpp); it takes its few large
+// blocks straight from cudaMalloc: no caching allocator, no slack.
+stack_overhead overhead(const calibration&) { return {cuda_program_context_bytes, llmc_cublaslt_workspace_bytes}; }
+double slack(const calibration&) { return 0.0; }
+
+step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                         const trained_share& trained) {
+  const fused_layer_options options{.traits = traits, .recomputes_gelu = true, .fused_classifier = true};
+  const double c = static_cast<double>(dtype_bytes(layout.activations)), w = static_cast<double>(dtype_bytes(layout.weights));
+  // llm.c's "selective" (-r 1) recomputes GELU only, not the attention core.
+  step_ops ops = micro_batch_step_ops(m, run, layout, false, [&](step_rows& rows) {
+    add_fused_layer(rows.layer, rows.norms, rows.dense_mlp, rows.moe_mlp, m, run, c, options);
+    add_fused_head(rows.head, m, run, c, w, options);
+  });
+  add_optimizer_op(ops, optimizer_kernels::single_kernel, trained);  // one kernel over its single parameter buffer
+  return ops;
+}
+
+std::string overhead_note(const calibration&) { return "data/calibration.json; initial literature values until calibrated"; }
+
+}  // namespace
+
+const stack_profile& llmc_profile() {
+  static const stack_profile profile{
+      .name = "llmc",
+      .title = "llm.c",
+      .assumption = "framework llmc: llm.c's buffers (train_gpt2.cu): one activation block for all layers with GELU "
+                    "recomputed, the fused classifier writing gradients into the logits, bf16 parameters and gradients, "
+                    "fp32 master weights and AdamW state",
+      .default_precision = default_precision,
+      .default_recompute = recompute_mode::selective,
+      .recompute_help = "under --framework llmc: llm.c's -r 0 | -r 1 | -r 2, default selective = -r 1, GELU recomputed",
+      .runs_model_dropout = false,  // llm.c has no dropout
+      .check = check_llmc_run,
+      .traits = traits,
+      .build_inventory = build,
+      .allocator = allocator_model::cuda_malloc,
+      .overhead = overhead,
+      .slack_fraction = slack,
+      .micro_batch_ops = micro_batch_ops,
+      .overhead_note = overhead_note,
+      .calibration_keys = {},
+  };
+  return profile;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,73 @@
+#include "planner/profiles/megatron/megatron_profile.hpp"
+
+#include "planner/memory/inventory_builder.hpp"
+#include "planner/memory/model_state.hpp"
+#include "planner/profiles/fused_layer_memory.hpp"
+#include "planner/profiles/fused_layer_ops.hpp"
+#include "planner/profiles/step_frame.hpp"
+
+namespace trainplan {
+namespace {
+
+// Megatron accumulates gradients in fp32 (main_grad) beside bf16 weights and an fp32 master copy.
+precision_regime default_precision(bool) { return precision_regime::megatron_bf16; }
+
+void check(const model_spec&, const run_config&, const precision_layout&) {}
+
+constexpr stack_traits traits{
+    .vocab_pad_multiple = 1,
+    .passes_window_to_kernel = true,  // Transformer Engine hands the window to its flash kernel
+    .keeps_fused_projections = false,
+};
+
+inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
+                const pipeline_stage& stage) {
+  inventory out;
+  out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
+  add_model_state(out, m, run, layout, facts, traits, {});
+  inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
+  // Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them).
+  add_fused_activations(inv, m, run, layout, facts.counts, stage, m.vocab, fused_loss::fp32_copy);
+  return finish_inventory(std::move(out), m);
+}
+
+stack_overhead overhead(const calibration& calib) { return {calib.context_bytes("megatron"), calib.cublas_workspace_bytes}; }
+double slack(const calibration& calib) { return calib.slack_fraction("megatron"); }
+
+step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                         const trained_share& trained) {
+  const fused_layer_options options{.traits = traits};
+  const double c = static_cast<double>(dtype_bytes(layout.activations)), w = static_cast<double>(dtype_bytes(layout.weights));
+  step_ops ops = micro_batch_step_ops(m, run, layout, true, [&](step_rows& rows) {
+    add_fused_layer(rows.layer, rows.norms, rows.dense_mlp, rows.moe_mlp, m, run, c, options);
+    add_fused_head(rows.head, m, run, c, w, options);
+  });
+  add_optimizer_op(ops, optimizer_kernels::multi_tensor_fused, trained);
+  return ops;
+}
+
+std::string overhead_note(const calibration&) { return "data/calibration.json; initial literature values until calibrated"; }
+
+}  // namespace
+
+const stack_profile& megatron_profile() {
+  static const stack_profile profile{
+      .name = "megatron",
+      .title = "Megatron-LM + Transformer Engine",
+      .assumption = "framework megatron: Megatron-LM + Transformer Engine per-layer activations as Korthikanti et al. 2022 "
+                    "count them (34sbh + 5as^2b with dropout, 2sbh under full recomputation)",
+      .default_precision = default_precision,
+      .check = check,
+      .traits = traits,
+      .build_inventory = build,
+      .allocator = allocator_model::calibrated_slack,
+      .overhead = overhead,
+      .slack_fraction = slack,
+      .micro_batch_ops = micro_batch_ops,
+      .overhead_note = overhead_note,
+      .calibration_keys = {"cuda_context_bytes", "allocator_slack_fraction"},
+  };
+  return profile;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,62 @@
+#include "planner/profiles/registry.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/llmc/llmc_profile.hpp"
+#include "planner/profiles/megatron/megatron_profile.hpp"
+#include "planner/profiles/trainplan/trainplan_profile.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/names.hpp"
+
+namespace trainplan {
+
+// One line per stack: adding a stack adds its folder and its line here.
+std::span<const stack_profile* const> all_profiles() {
+  static const std::array<const stack_profile*, 4> profiles{&hf_profile(), &llmc_profile(), &megatron_profile(),
+                                                            &trainplan_profile()};
+  return profiles;
+}
+
+const stack_profile& profile_named(std::string_view name, std::string_view option) {
+  std::vector<std::string_view> names;
+  for (const stack_profile* p : all_profiles()) {
+    if (p->name == name) return *p;
+    names.push_back(p->name);
+  }
+  throw input_error(unknown_name_message(option, "framework", name, names));
+}
+
+std::string profile_names(std::string_view separator) {
+  std::string out;
+  for (const stack_profile* p : all_profiles()) {
+    if (!out.empty()) out += separator;
+    out += p->name;
+  }
+  return out;
+}
+
+const stack_profile& harness_profile() { return trainplan_profile(); }
+const stack_profile& default_cli_profile(bool expert_parallel) { return expert_parallel ? megatron_profile() : hf_profile(); }
+const stack_profile& unlabelled_report_profile() { return hf_profile(); }
+
+const stack_profile& profile_of(const run_config& run) { return run.profile ? *run.profile : harness_profile(); }
+
+inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
+                          const model_facts* facts, const pipeline_stage& stage) {
+  const stack_profile& profile = profile_of(run);
+  profile.check(m, run, layout);
+  if (facts) return profile.build_inventory(m, run, layout, *facts, stage);
+  return profile.build_inventory(m, run, layout, describe_model(m), stage);
+}
+
+step_ops list_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
+                       const trained_share& trained) {
+  step_ops ops = profile_of(run).micro_batch_ops(m, run, layout, trained);
+  repeat_micro_batches(ops, run.grad_accum);
+  return ops;
+}
+
+}  // namespace trainplan

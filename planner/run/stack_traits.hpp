@@ -1,0 +1,21 @@
+#pragma once
+// How a training stack stores and runs a model, as plain data that the layers below the profiles take as an
+// argument (planner/profiles/profile.hpp holds each stack's): they never ask which stack a run uses.
+#include <cstdint>
+
+namespace trainplan {
+
+struct stack_traits {
+  // Its vocabulary tables (and logits) are rounded up to a multiple of this many rows (planner/model/
+  // param_count.hpp vocab_rows): llm.c pads to 128 for aligned GEMMs; 1 stores the vocabulary as it is.
+  std::uint64_t vocab_pad_multiple = 1;
+  // Its flash attention kernel is given a sliding window and skips the keys outside it (FlashAttention-2's
+  // window_size, as Transformer Engine passes it); false: the window arrives as a mask over the full s x s
+  // scores, every one computed (Hugging Face's SDPA path), which the hardware FLOPs keep.
+  bool passes_window_to_kernel = true;
+  // It runs a model's fused projections (Phi-3's qkv_proj, gate_up_proj) as the model defines them, so LoRA
+  // through peft adapts each as one module; false: separate q, k, v and gate, up projections.
+  bool keeps_fused_projections = false;
+};
+
+}  // namespace trainplan
