@@ -155,7 +155,9 @@ std::string render_plan_text(const plan_report_input& in) {
   row(weights_label, p.category_bytes(tensor_category::weights));
   if (p.layout.master) row(fmt::format("master weights ({})", dtype_name(*p.layout.master)),
                            p.category_bytes(tensor_category::master_weights));
-  const dtype grads_type = dtype_of([](const tensor_spec& t) { return t.name == "lora.grads" || t.name == "layer{}.lora.grads"; }, p.layout.grads);
+  const dtype grads_type = dtype_of([](const tensor_spec& t) {
+    return t.role == tensor_role::gradients && (t.scope == param_scope::adapters || t.scope == param_scope::layer_adapters);
+  }, p.layout.grads);
   row(fmt::format("gradients ({}{})", dtype_name(grads_type), p.layout.grad_accum ? " + fp32 accumulation" : ""),
       p.category_bytes(tensor_category::gradients));
   row(fmt::format("optimizer state ({})", optimizer_name(run.optimizer)), p.category_bytes(tensor_category::optimizer));

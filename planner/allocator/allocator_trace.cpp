@@ -26,8 +26,8 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
   // One parameter's tensors: Llama's q, k and v (weights, and Qwen2's biases) are separate PyTorch tensors
   // where the planner's list holds them as one (model_facts::qkv_pieces).
   auto push = [&](const param_tensor& p) {
-    const std::vector<std::uint64_t>* pieces = p.name == "layer{}.attn.qkv.weight" ? &facts.qkv_pieces
-                                               : p.name == "layer{}.attn.qkv.bias" ? &facts.qkv_bias_pieces
+    const std::vector<std::uint64_t>* pieces = p.role == param_role::layer_qkv_weight ? &facts.qkv_pieces
+                                               : p.role == param_role::layer_qkv_bias ? &facts.qkv_bias_pieces
                                                                                   : nullptr;
     if (pieces && !pieces->empty())
       for (std::uint64_t e : *pieces) sizes.push_back(e * width);
@@ -64,18 +64,18 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
     case param_scope::layer_matmul_qkv:
     case param_scope::layer_matmul_after_qkv: {
       const bool qkv = t.scope == param_scope::layer_matmul_qkv;
-      take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p) && (p.name == "layer{}.attn.qkv.weight") == qkv; }, 1);
+      take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p) && (p.role == param_role::layer_qkv_weight) == qkv; }, 1);
       break;
     }
     case param_scope::head: {
       const bool tied = std::none_of(facts.tensors.begin(), facts.tensors.end(),
-                                     [](const param_tensor& p) { return p.name.starts_with("lm_head."); });
+                                     [](const param_tensor& p) { return p.role == param_role::head; });
       take([tied](const param_tensor& p) {
-        return p.name.starts_with("final_norm.") || p.name.starts_with("lm_head.") || (tied && p.name.starts_with("embed."));
+        return p.role == param_role::final_norm || p.role == param_role::head || (tied && p.embedding());
       }, 1);
       break;
     }
-    case param_scope::embedding: take([](const param_tensor& p) { return p.name.starts_with("embed."); }, 1); break;
+    case param_scope::embedding: take([](const param_tensor& p) { return p.embedding(); }, 1); break;
     case param_scope::adapters:  // every layer's lora_A and lora_B of each adapted module, in model order
       for (std::uint64_t layer = 0; layer < inv.layers; ++layer)
         for (std::uint64_t elements : inv.adapter_layer_tensors) sizes.push_back(elements * width);

@@ -182,7 +182,7 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
     // Conv1D layers (addmm), Qwen2's biased q, k and v projections. The autograd engine's thread runs one only
     // where it recomputes a checkpointed layer's forward. (From the facts: a sweep's results leave r.model empty.)
     const bool biased_gemm = std::any_of(facts.tensors.begin(), facts.tensors.end(),
-                                         [](const param_tensor& t) { return t.name == "layer{}.attn.qkv.bias"; });
+                                         [](const param_tensor& t) { return t.role == param_role::layer_qkv_bias; });
     if (biased_gemm) {
       schedule.lt_workspace_bytes = pytorch_cublaslt_workspace_bytes;
       schedule.lt_after = {true, r.run.recompute == recompute_mode::full};

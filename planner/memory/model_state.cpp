@@ -30,8 +30,8 @@ model_facts with_padded_vocab_tables(model_facts f, const model_spec& m, std::ui
   const char* what = "padded vocabulary";
   const std::uint64_t extra = checked_mul(rows - m.vocab, m.hidden, what);
   for (param_tensor& t : f.tensors) {
-    const bool embed = t.name == "embed.tokens";
-    if (!embed && t.name != "lm_head.weight") continue;
+    if (!t.vocabulary_table()) continue;
+    const bool embed = t.role == param_role::token_embedding;
     t.shape[0] = rows;
     t.count = checked_add(t.count, extra, what);
     t.active = checked_add(t.active, extra, what);

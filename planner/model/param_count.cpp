@@ -6,10 +6,11 @@ namespace trainplan {
 namespace {
 
 void add(std::vector<param_tensor>& out, std::string name, std::vector<std::uint64_t> shape, bool per_layer,
-         bool matmul) {
+         bool matmul, param_role role = param_role::layer) {
   std::uint64_t count = 1;
   for (std::uint64_t d : shape) count = checked_mul(count, d, "parameter count");
   out.push_back({std::move(name), std::move(shape), count, per_layer, matmul, count});
+  out.back().role = role;
 }
 
 // The tensors added from here on that belong to one kind of layer only (DeepSeek-V3's dense first layers).
@@ -79,16 +80,16 @@ void add_mla(std::vector<param_tensor>& t, const model_spec& m) {
 std::vector<param_tensor> param_tensors(const model_spec& m) {
   const std::uint64_t h = m.hidden, f = m.ffn, v = m.vocab;  // f: the gpt MLP; llama: add_llama_mlp
   std::vector<param_tensor> t;
-  add(t, "embed.tokens", {v, h}, false, false);
-  if (m.max_positions > 0) add(t, "embed.positions", {m.max_positions, h}, false, false);
+  add(t, "embed.tokens", {v, h}, false, false, param_role::token_embedding);
+  if (m.max_positions > 0) add(t, "embed.positions", {m.max_positions, h}, false, false, param_role::position_embedding);
 
   if (m.family == model_family::gpt) {
     // GPT-2 block (Radford et al. 2019; HF GPT2Block): ln_1, c_attn (h -> 3h), c_proj, ln_2, c_fc (h -> f),
     // c_proj (f -> h), each linear with a bias, each LayerNorm with weight and bias.
     add(t, "layer{}.ln1.weight", {h}, true, false);
     add(t, "layer{}.ln1.bias", {h}, true, false);
-    add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true);
-    add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false);
+    add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true, param_role::layer_qkv_weight);
+    add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false, param_role::layer_qkv_bias);
     add(t, "layer{}.attn.out.weight", {h, m.q_width()}, true, true);
     add(t, "layer{}.attn.out.bias", {h}, true, false);
     add(t, "layer{}.ln2.weight", {h}, true, false);
@@ -97,8 +98,8 @@ std::vector<param_tensor> param_tensors(const model_spec& m) {
     add(t, "layer{}.mlp.fc.bias", {f}, true, false);
     add(t, "layer{}.mlp.proj.weight", {h, f}, true, true);
     add(t, "layer{}.mlp.proj.bias", {h}, true, false);
-    add(t, "final_norm.weight", {h}, false, false);
-    add(t, "final_norm.bias", {h}, false, false);
+    add(t, "final_norm.weight", {h}, false, false, param_role::final_norm);
+    add(t, "final_norm.bias", {h}, false, false, param_role::final_norm);
   } else {
     // Llama block (Touvron et al. 2023; HF LlamaDecoderLayer): input RMSNorm, q/k/v/o (GQA: k and v are
     // kv_heads*head_dim wide), post-attention RMSNorm, SwiGLU gate/up (h -> f) and down (f -> h).
@@ -110,8 +111,8 @@ std::vector<param_tensor> param_tensors(const model_spec& m) {
     if (m.is_mla()) {
       add_mla(t, m);
     } else {
-      add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true);
-      if (m.qkv_bias) add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false);
+      add(t, "layer{}.attn.qkv.weight", {m.qkv_width(), h}, true, true, param_role::layer_qkv_weight);
+      if (m.qkv_bias) add(t, "layer{}.attn.qkv.bias", {m.qkv_width()}, true, false, param_role::layer_qkv_bias);
       add(t, "layer{}.attn.out.weight", {h, m.out_width()}, true, true);
     }
     if (m.qk_norm) {  // Qwen3: RMSNorm over each head's q and k before RoPE (HF Qwen3Attention)
@@ -122,9 +123,9 @@ std::vector<param_tensor> param_tensors(const model_spec& m) {
     add(t, "layer{}.ln2.weight", {h}, true, false);
     add_llama_mlp(t, m);
     if (post_norms) add(t, "layer{}.mlp.post_norm.weight", {h}, true, false);
-    add(t, "final_norm.weight", {h}, false, false);
+    add(t, "final_norm.weight", {h}, false, false, param_role::final_norm);
   }
-  if (!m.tied_embeddings) add(t, "lm_head.weight", {v, h}, false, true);
+  if (!m.tied_embeddings) add(t, "lm_head.weight", {v, h}, false, true, param_role::head);
   return t;
 }
 
@@ -136,8 +137,8 @@ param_counts count_params(const model_spec& m) {
   for (const param_tensor& p : param_tensors(m)) {
     if (!p.per_layer) {
       active_outside_layers = checked_add(active_outside_layers, p.active, what);
-      if (p.name.starts_with("embed.")) c.embedding = checked_add(c.embedding, p.count, what);
-      else if (p.name.starts_with("final_norm.")) c.final_norm = checked_add(c.final_norm, p.count, what);
+      if (p.embedding()) c.embedding = checked_add(c.embedding, p.count, what);
+      else if (p.role == param_role::final_norm) c.final_norm = checked_add(c.final_norm, p.count, what);
       else c.lm_head = checked_add(c.lm_head, p.count, what);
       continue;
     }

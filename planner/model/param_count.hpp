@@ -12,6 +12,18 @@ namespace trainplan {
 // dense first layers or only the MoE layers after them.
 enum class layer_set { all, dense, moe };
 
+// What a parameter tensor is to the code that treats some tensors apart (the vocabulary tables that a stack pads,
+// a pipeline stage's embedding and head, the q, k, v that PyTorch holds as separate tensors).
+enum class param_role {
+  layer,               // any other tensor of a transformer layer
+  layer_qkv_weight,    // a layer's q, k, v projection (one tensor here; q_proj, k_proj, v_proj in a Llama)
+  layer_qkv_bias,      // its bias (Qwen2, GPT-2)
+  token_embedding,     // the [V, h] token table
+  position_embedding,  // GPT-2's learned position table
+  final_norm,          // the final norm's weight and bias
+  head,                // an untied output projection, [V, h]
+};
+
 struct param_tensor {
   std::string name;                 // "embed.tokens", "layer{}.attn.qkv.weight", "lm_head.weight"...
   std::vector<std::uint64_t> shape; // e.g. (3h, h) for the GPT qkv projection
@@ -21,6 +33,9 @@ struct param_tensor {
   std::uint64_t active = 0;         // of count, what one token uses: count, or top-k of the experts
   bool routed_expert = false;       // a stack of routed experts' weights (what expert parallelism divides)
   layer_set in_layers = layer_set::all;
+  param_role role = param_role::layer;
+  bool embedding() const { return role == param_role::token_embedding || role == param_role::position_embedding; }
+  bool vocabulary_table() const { return role == param_role::token_embedding || role == param_role::head; }
 };
 
 // How many layers a model (or a pipeline stage) has, and how many of them are DeepSeek's dense first layers:

@@ -50,7 +50,7 @@ model_facts pipeline_stage_facts(const model_spec& stage_model, bool first, bool
   const model_facts whole = describe_model(stage_model);
   const param_counts& c = whole.counts;
   for (const param_tensor& t : whole.tensors) {
-    const bool embed = t.name.starts_with("embed."), head = t.name.starts_with("final_norm.") || t.name.starts_with("lm_head.");
+    const bool embed = t.embedding(), head = t.role == param_role::final_norm || t.role == param_role::head;
     if (t.per_layer || (embed && first) || (head && last)) f.tensors.push_back(t);
   }
   f.layers = whole.layers;  // the stage's layers: every per-layer tensor above is held once per stage layer
@@ -61,7 +61,8 @@ model_facts pipeline_stage_facts(const model_spec& stage_model, bool first, bool
   f.counts.final_norm = last ? c.final_norm : 0;
   f.counts.lm_head = last ? (m.tied_embeddings && !first ? table : c.lm_head) : 0;
   if (last && m.tied_embeddings && !first)
-    f.tensors.push_back({"lm_head.weight", {m.vocab, m.hidden}, table, false, true, table});
+    f.tensors.push_back({"lm_head.weight", {m.vocab, m.hidden}, table, false, true, table, false, layer_set::all,
+                         param_role::head});
   const char* what = "parameter count";
   f.counts.total = checked_add(checked_add(f.counts.layers_total, f.counts.embedding, what),
                                checked_add(f.counts.final_norm, f.counts.lm_head, what), what);
