@@ -51,9 +51,19 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                   : "gradients exist from the first backward of a step until its optimizer step ends "
                     "(zero_grad(set_to_none=True)); optimizer state is created by the first optimizer step");
   const bool program = p.allocator && p.inv.forward_in_program_order;
+  // Which part of the step the replay follows op by op, and what it takes coarsely, and why.
+  std::string order;
+  if (program)
+    order = p.inv.backward_programs[1].count > 0 ? ", the layers' forward and backward op by op as PyTorch runs them"
+            : p.inv.coarse_backward_reason.empty() ? ", the layers' forward op by op as PyTorch runs it"
+                                                   : fmt::format(", the layers' forward op by op as PyTorch runs it, their backward "
+                                                                 "coarsely ({}: its op order is not written)",
+                                                                 p.inv.coarse_backward_reason);
+  else if (p.allocator && !p.inv.coarse_forward_reason.empty())
+    order = fmt::format(", the layers' buffers coarsely ({}: their op order is not written)", p.inv.coarse_forward_reason);
   const std::string cached = p.allocator ? fmt::format("PyTorch's caching allocator replayed over 3 steps (what it "
                                                        "reserves beyond the tensor peak){}{}",
-                                                       program ? ", the layers' forward op by op as PyTorch runs it" : "",
+                                                       order,
                                                        program && replay_makes_cublas_workspaces(p)
                                                            ? ", the workspaces made where it asks for them"
                                                            : "")
@@ -215,7 +225,7 @@ std::string render_plan_text(const plan_report_input& in) {
       if (std::abs(then - now) >= allocator_edge_fraction * now)
         line("  After another run in the same process (PyTorch's cuBLAS workspaces made already, as in a notebook that "
              "trains twice) it reserves {} ({:+.2f} GiB): this run sits on an edge of the allocator, where one block's "
-             "place decides a segment (PyTorch's S5 reserved 5.39 GiB in a process of its own, 4.65 GiB after S1)",
+             "place decides a segment (a measured GPT-2 reserved 5.39 GiB in a process of its own, 4.65 GiB after another run)",
              gib(*warm), (then - now) / 1073741824.0);
     }
     const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;

@@ -1,7 +1,10 @@
 #include "planner/allocator/allocator_trace.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 #include "planner/model/model_facts.hpp"
 #include "planner/allocator/caching_allocator.hpp"
@@ -99,7 +102,7 @@ std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model
 }
 
 // torch.optim's _init_group creates one parameter's states together (AdamW: exp_avg, then exp_avg_sq) before
-// the next parameter's, at the first optimizer step: S1's recorded allocator history shows the pairs, in
+// the next parameter's, at the first optimizer step: GPT-2's recorded allocator history shows the pairs, in
 // module order. The inventory lists each state as one buffer over every parameter; here the first state's
 // instance makes all their per-parameter allocations, parameter by parameter, and the others make none (their
 // lifetime is the same: from the first step on, never freed). States that are one allocation (sharded, or a
@@ -124,7 +127,8 @@ void interleave_optimizer_states(allocator_schedule& schedule, const inventory& 
 
 // A backward event's steps (inventory::backward_programs) against this inventory: for each buffer the step that
 // allocates it and the one that frees it (-1: none), and the steps that allocate one parameter's piece of a
-// split gradient buffer.
+// split gradient buffer. Step k's place in the event is position(k) (two apart, so that an operation can go just
+// before a step: AccumulateGrad's incoming gradients, below).
 struct resolved_program {
   std::uint64_t count = 0;         // 0: the event is not written op by op
   std::uint64_t recompute_at = 0;  // the steps before it come before the recomputation
@@ -132,12 +136,17 @@ struct resolved_program {
   struct piece_step {
     std::uint32_t tensor;
     std::int32_t piece, step;
+    // The step that allocates the next buffer after this one: in a micro-batch after the first, the piece is an
+    // incoming gradient AccumulateGrad adds into the .grad and drops before the engine runs on (count: none).
+    std::int32_t next_alloc;
+    bool vocabulary_table;  // the tied token table's: its later contributions are buffers of their own
   };
   std::vector<piece_step> pieces;
 };
 
-// A step naming a buffer the inventory does not hold, or a parameter its buffer does not stand for, is skipped:
-// that buffer then follows the replay's default rules.
+// A step whose condition applies (backward_step::applies) must name a buffer the inventory holds, and a part one
+// of the parameters that buffer stands for: a program that names what is not there is a mistake in the program,
+// never something to skip.
 resolved_program resolve_program(const backward_program& program, const inventory& inv, const model_facts& facts,
                                  std::vector<std::vector<std::uint64_t>>& sizes, std::vector<std::vector<bool>>& placed) {
   resolved_program r;
@@ -146,31 +155,51 @@ resolved_program resolve_program(const backward_program& program, const inventor
   r.recompute_at = program.count;
   r.alloc_at.assign(inv.tensors.size(), -1);
   r.free_at.assign(inv.tensors.size(), -1);
+  const std::size_t first_piece = r.pieces.size();
   for (std::size_t k = 0; k < program.count; ++k) {
     const backward_step& st = program.steps[k];
+    if (!st.applies(program.holds)) continue;
     const std::int32_t step = static_cast<std::int32_t>(k);
     if (st.kind == backward_step::recompute) {
       r.recompute_at = std::min<std::uint64_t>(r.recompute_at, k);
       continue;
     }
+    bool found = false;
     for (std::uint32_t i = 0; i < inv.tensors.size(); ++i) {
       const tensor_spec& t = inv.tensors[i];
       if (t.name != st.tensor || !t.replayed) continue;
       if (st.kind == backward_step::free) {
         r.free_at[i] = step;
+        found = true;
       } else if (st.part.empty()) {
         r.alloc_at[i] = step;
+        found = true;
       } else {
         std::vector<std::string_view> names;
         std::vector<std::uint64_t> split = split_by_parameters(t, facts, inv, &names);
         const auto at = std::find(names.begin(), names.end(), st.part);
         if (at == names.end()) continue;
+        found = true;
         if (sizes[i].empty()) sizes[i] = std::move(split);
         placed[i].resize(sizes[i].size());
         const std::int32_t piece = static_cast<std::int32_t>(at - names.begin());
         placed[i][static_cast<std::size_t>(piece)] = true;
-        r.pieces.push_back({i, piece, step});
+        const bool table = std::any_of(facts.tensors.begin(), facts.tensors.end(), [&](const param_tensor& p) {
+          return p.name == st.part && p.vocabulary_table();
+        });
+        r.pieces.push_back({i, piece, step, -1, table});
       }
+    }
+    if (!found)
+      throw std::logic_error(fmt::format("backward program step {} ({} {}{}{}) names no buffer of the inventory", k,
+                                         st.kind == backward_step::free ? "free" : "alloc", st.tensor,
+                                         st.part.empty() ? "" : " part ", st.part));
+  }
+  for (std::size_t p = first_piece; p < r.pieces.size(); ++p) {
+    resolved_program::piece_step& ps = r.pieces[p];
+    for (std::size_t k = static_cast<std::size_t>(ps.step) + 1; k < program.count && ps.next_alloc < 0; ++k) {
+      const backward_step& st = program.steps[k];
+      if (st.applies(program.holds) && st.kind == backward_step::alloc) ps.next_alloc = static_cast<std::int32_t>(k);
     }
   }
   return r;
@@ -184,7 +213,7 @@ struct instance {
 
 }  // namespace
 
-std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_accum, int steps) {
+std::uint64_t count_schedule_instances(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps) {
   // schedule_allocations' loops, counted: every layer copy of every interval (a copy whose interval is empty
   // is counted too: an upper bound). Saturates rather than wraps.
   const std::uint64_t mbs = std::min<std::uint64_t>(grad_accum, 3), s = static_cast<std::uint64_t>(std::max(steps, 0));
@@ -207,6 +236,19 @@ std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_
       }
     }
   }
+  // The incoming gradients of later micro-batches a backward program places (schedule_allocations): a piece of
+  // every copy of the buffer it names, but the vocabulary table's.
+  if (mbs > 1)
+    for (const backward_program& bp : inv.backward_programs)
+      for (std::size_t k = 0; k < bp.count; ++k) {
+        const backward_step& st = bp.steps[k];
+        if (st.part.empty() || !st.applies(bp.holds)) continue;
+        const bool table = std::any_of(facts.tensors.begin(), facts.tensors.end(),
+                                       [&](const param_tensor& p) { return p.name == st.part && p.vocabulary_table(); });
+        if (table) continue;
+        for (const tensor_spec& t : inv.tensors)
+          if (t.name == st.tensor && t.replayed) add(s * (mbs - 1) * (t.per_layer ? t.layer_end - t.layer_begin : 1));
+      }
   return n;
 }
 
@@ -306,7 +348,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     programs[k] = resolve_program(inv.backward_programs[k], inv, facts, sizes, placed);
     longest_program = std::max(longest_program, programs[k].count);
   }
-  const std::uint64_t program_end = event_end + 2 * longest_program + 1;  // after every step of any program
+  const std::uint64_t program_end = event_end + 4 * longest_program + 2;  // after every step of any program
   const std::int64_t head_event = event_index(event_kind::bwd_head, 0, L), embed_event = event_index(event_kind::bwd_embed, 0, L);
   // The program of the backward event at time t, if it has one.
   auto program_at = [&](std::uint64_t t) -> const resolved_program* {
@@ -327,9 +369,9 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   // the recomputation, with the event's end after every step.
   auto program_sub = [&](const resolved_program* p, std::uint64_t sub, std::int32_t step) -> std::uint64_t {
     if (!p) return sub;
-    const std::uint64_t k = static_cast<std::uint64_t>(step);
-    if (step >= 0) return k < p->recompute_at ? k : p->recompute_at + event_end + k;
-    return sub >= event_end ? program_end : sub + p->recompute_at;
+    const std::uint64_t k = static_cast<std::uint64_t>(step), r = p->recompute_at;
+    if (step >= 0) return k < r ? 2 * k : 2 * r + event_end + 2 * k;
+    return sub >= event_end ? program_end : sub + 2 * r;
   };
   const std::uint64_t fwd0 = static_cast<std::uint64_t>(event_index(event_kind::fwd_layer, 0, L));
   const std::uint64_t last_forward = static_cast<std::uint64_t>(event_index(event_kind::loss, 0, L));
@@ -397,6 +439,32 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
         ops.push_back({start + static_cast<std::uint64_t>(e), program_sub(&programs[k], 0, ps.step), 0, n, ps.piece});
       }
   }
+  // In a step's micro-batches after the first, a gradient a program places one parameter at a time is added into
+  // the .grad the first micro-batch made (AccumulateGrad: variable_grad += new_grad, torch/csrc/autograd/functions/
+  // accumulate_grad.h): the incoming one is made where the program places the piece and dropped once added,
+  // before the engine makes its next buffer. (The tied token table's later contributions are buffers of their
+  // own in the inventory: grads.head.incoming, grads.embedding.incoming.)
+  for (std::size_t k = 0; k < programs.size(); ++k)
+    for (const resolved_program::piece_step& ps : programs[k].pieces) {
+      if (ps.vocabulary_table) continue;
+      const tensor_spec& t = inv.tensors[ps.tensor];
+      const backward_program& bp = inv.backward_programs[k];
+      const std::uint64_t first_copy = t.per_layer ? t.layer_begin : 0, end_copy = t.per_layer ? t.layer_end : 1;
+      const std::uint64_t alloc_sub = program_sub(&programs[k], 0, ps.step);
+      const std::uint64_t free_sub = ps.next_alloc >= 0 ? program_sub(&programs[k], 0, ps.next_alloc) - 1 : program_end - 1;
+      for (int step = 0; step < steps; ++step)
+        for (std::uint64_t mb = 1; mb < mbs; ++mb)
+          for (std::uint64_t i = first_copy; i < end_copy; ++i) {
+            const std::int64_t e = bp.event == event_kind::bwd_layer ? event_index(event_kind::bwd_layer, static_cast<std::int64_t>(i), L)
+                                   : bp.event == event_kind::bwd_head ? head_event
+                                                                      : embed_event;
+            const std::uint64_t time = time_of(step, mb, static_cast<std::uint64_t>(e));
+            const std::uint64_t n = instances.size();
+            instances.push_back({time, time, ps.tensor, 0, i});
+            ops.push_back({time, alloc_sub, 0, n, ps.piece});
+            ops.push_back({time, free_sub, 1, n});
+          }
+    }
   std::sort(ops.begin(), ops.end(), [](const op& a, const op& b) {
     if (a.time != b.time) return a.time < b.time;
     if (a.sub != b.sub) return a.sub < b.sub;

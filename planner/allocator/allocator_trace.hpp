@@ -81,7 +81,7 @@ struct allocator_schedule {
   // per thread), one of `workspace_bytes` each; 0: none. They come from the caching allocator when a thread
   // runs its first GEMM and are never freed: the forward's in step 1's first layer, the autograd engine's at
   // the start of step 1's backward, where it takes a block the forward freed (a 48 MiB one of GPT-2's
-  // gelu_new in the recorded histories of S1 and E13, data/measurements/allocator-history-*), which changes
+  // gelu_new in GPT-2's recorded histories, data/measurements/allocator-history-*), which changes
   // where later tensors go. The replay makes them at the start of those events (`workspace_ops`: the
   // operations they come before) but reports its peaks and takes its capacity without them, as the planner
   // counts them on a line of their own (runtime_overhead::cublas_workspace_bytes).
@@ -92,7 +92,7 @@ struct allocator_schedule {
   // with a bias (addmm's gemm_and_bias: GPT-2's Conv1D, Qwen2's q, k, v): the replay makes one right after each
   // cuBLAS workspace whose thread runs such a GEMM (`lt_after`: the forward's; the autograd engine's when it
   // recomputes checkpointed layers). Unlike the cuBLAS workspaces they count in the replay's peaks: no
-  // overhead line holds them. The recorded histories show each (S1-S5, S12, E4, E7, E13: a 1 MiB block never
+  // overhead line holds them. The recorded histories show each (GPT-2's and Qwen2's: a 1 MiB block never
   // freed, one 2 MiB small segment where no other has room).
   std::uint64_t lt_workspace_bytes = 0;
   std::array<bool, 2> lt_after{};
@@ -101,7 +101,8 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
                                         int steps = 3);
 // How many buffer instances schedule_allocations would make, at most (without making them): what a replay
 // costs in time and host memory, about 100 bytes an instance and its two operations.
-std::uint64_t count_schedule_instances(const inventory& inv, std::uint64_t grad_accum, int steps = 3);
+std::uint64_t count_schedule_instances(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                       int steps = 3);
 allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth = nullptr,
                                  std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false);
 

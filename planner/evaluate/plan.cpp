@@ -161,14 +161,18 @@ std::uint64_t least_completing_capacity(const allocator_schedule& schedule, std:
 }  // namespace
 
 bool replay_makes_cublas_workspaces(const plan_result& r) {
-  // Only where the replay follows the forward op by op: there the backward's takes a block the forward freed,
-  // as PyTorch's recorded histories show (S1, S5, E13 and S6 then reserve PyTorch's segments, or one 2 MiB small
-  // segment fewer). A coarser forward leaves free blocks PyTorch did not have, in which they would hide; outside
-  // the replay they are a segment each, as E11's measured segments show (two of 32 MiB more than its replay
-  // made). With expandable segments no history was recorded, and there the coarse replays moved most when they
-  // were made (E17 +6.2 points): left out too.
-  return replays_allocator(r.run) && r.inv.forward_in_program_order && !r.run.expandable_segments &&
-         !r.run.cublas_workspaces_held;
+  // PyTorch takes its cuBLAS workspaces from the caching allocator, whatever its configuration (expandable
+  // segments too: aten/src/ATen/cuda/CublasHandlePool.cpp keeps each as a DataPtr of the allocator), when a thread
+  // runs its first GEMM; the backward's then takes a block the forward freed, as the recorded histories show
+  // (GPT-2 under autocast, checkpointed or with LoRA; a Llama under autocast: PyTorch's segments, or one 2 MiB
+  // small segment fewer). Where they land decides where later tensors go, so the replay places them only where
+  // its placement of blocks is checked against recorded histories: the forward op by op (a coarser forward
+  // leaves free blocks PyTorch did not have, in which they would hide: the measured segments of LoRA on a bf16
+  // TinyLlama hold two of 32 MiB beyond its replay's), through the default allocator. The expandable-segments
+  // simulation has no recorded history yet (planner/allocator/expandable_allocator.hpp): there, as with a coarse
+  // forward, they stay on the overhead line, a segment's worth each, the conservative account.
+  const bool placement_checked = r.inv.forward_in_program_order && !r.run.expandable_segments;
+  return replays_allocator(r.run) && placement_checked && !r.run.cublas_workspaces_held;
 }
 
 allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {
@@ -205,7 +209,7 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
   // torch.cuda.set_per_process_memory_fraction.
   const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
-  if (const std::uint64_t instances = count_schedule_instances(r.inv, r.run.grad_accum); instances > max_replayed_instances) {
+  if (const std::uint64_t instances = count_schedule_instances(r.inv, facts, r.run.grad_accum); instances > max_replayed_instances) {
     r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
     set_peak_and_verdict(r, budget_bytes);
     return;

@@ -116,7 +116,7 @@ bool replays_allocator(const run_config& run);
 
 // One segment of the hf loss's [b*s, V] fp32 buffers (log_softmax's output and the gradients beside it), as
 // PyTorch's default allocator sizes it: the replay's larger misses on measured runs were about one such
-// segment made more or fewer in later steps (S5, S10, S11 in tests/data/measurements/: README, "How close it
+// segment made more or fewer in later steps (GPT-2 checkpointed under autocast, an fp32 Llama, a bf16 TinyLlama: docs/accuracy.md, "How close it
 // is"), so the report names its size as the replay's known error.
 std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
 
@@ -125,9 +125,10 @@ std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
 bool replay_makes_cublas_workspaces(const plan_result& r);
 
 // What the same run reserves after another run in the same process (a notebook or a script that trains twice,
-// as the shared file's S2-S14 were measured): PyTorch's cuBLAS workspaces are made already, so the replay makes
+// as the shared measurement file's runs after its first were measured): PyTorch's cuBLAS workspaces are made already, so the replay makes
 // none and they stay segments of their own (counted in). Where a request sits on an edge this moves a whole
-// segment: S5 reserved 5.39 GiB in a process of its own and 4.65 GiB after S1. Set only where the replay makes
+// segment: GPT-2 checkpointed under autocast (s1024 b4) reserved 5.39 GiB in a process of its own and 4.65 GiB
+// after another run. Set only where the replay makes
 // the workspaces and completes without running short (nullopt otherwise); one more replay, so the plan command
 // asks for it and sweeps do not.
 std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts);

@@ -67,7 +67,7 @@ struct measured_file {
 measured_file parse_measurements(std::string_view text, const std::string& file_name);
 
 // The file's runs were measured one after another in one process (the shared file, which does not say so:
-// its one env line and S1's segments, byte for byte those of S1 in a process of its own, do): every run after
+// its one env line and its first run's segments, byte for byte those of that run in a process of its own, do): every run after
 // the first found the cuBLAS workspaces the first made (run_config::cublas_workspaces_held).
 void mark_one_process(measured_file& f);
 

@@ -160,17 +160,23 @@ struct tensor_spec {
 // event), or, with `part`, only the allocation of a gradient buffer that stands for that parameter tensor
 // ("layer{}.mlp.proj.weight"); `recompute` marks where a checkpointed layer's recomputation runs (the first
 // op that needs a saved tensor). The allocator replay follows these steps in order in the event, instead of
-// its reverse walk; the peak timeline does not read them.
+// its reverse walk; the peak timeline does not read them. A step applies where the run holds every bit of
+// `when_all` and none of `when_none` (the profile's own condition bits, backward_program::holds); one that
+// applies must name a buffer the inventory holds (and a parameter it stands for): the replay refuses a program
+// that does not (std::logic_error naming the step), never skipping it.
 struct backward_step {
   enum kind_t : std::uint8_t { alloc, free, recompute };
   kind_t kind;
   std::string_view tensor = {};
   std::string_view part = {};
+  std::uint64_t when_all = 0, when_none = 0;
+  constexpr bool applies(std::uint64_t holds) const { return (when_all & holds) == when_all && (when_none & holds) == 0; }
 };
 struct backward_program {
   event_kind event = event_kind::bwd_layer;  // bwd_head, bwd_layer (each layer's backward), bwd_embed
   const backward_step* steps = nullptr;      // static storage
   std::size_t count = 0;                     // 0: none, the replay's reverse walk
+  std::uint64_t holds = 0;                   // the run's condition bits, which the steps' conditions test
 };
 
 struct inventory {
@@ -183,11 +189,14 @@ struct inventory {
   // layer holds; what a buffer of param_scope::adapters stands for. Empty without adapters.
   std::vector<std::uint64_t> adapter_layer_tensors;
   std::uint32_t adapter_qkv_modules = 0;  // how many of those modules (lora_A, lora_B each) are q, k and v's
-  // hf: the layers' forward is listed op by op in program order (add_hf_activations).
+  // The layers' forward is listed op by op in program order (a stack whose allocator is replayed); where it is
+  // not, what in the run has no op order written (the report names it: "peft's lora_dropout", ...).
   bool forward_in_program_order = false;
-  // hf: backward events written op by op (GPT-2's where its histories show them: the head's, each layer's, the
-  // embedding's).
+  std::string_view coarse_forward_reason;
+  // Backward events written op by op (the head's, each layer's, the embedding's); where they are not and the
+  // forward is, what has no backward order written.
   std::array<backward_program, 3> backward_programs{};
+  std::string_view coarse_backward_reason;
   // What one layer keeps from its forward to its backward (Korthikanti et al. 2022 count this).
   std::uint64_t activations_per_layer_bytes = 0;   // the last layer's (an MoE layer with dense first layers)
   std::uint64_t activations_all_layers_bytes = 0;  // every layer's

@@ -238,7 +238,7 @@ TEST_CASE("hf: a model too large to replay keeps the estimate, and the count of 
     r.grad_accum = 4;
     const model_spec& m = test::data().model(name).spec;
     const plan_result p = test::plan_of(m, r);
-    CHECK(count_schedule_instances(p.inv, 4) == schedule_allocations(p.inv, describe_model(m), 4).instances);
+    CHECK(count_schedule_instances(p.inv, describe_model(m), 4) == schedule_allocations(p.inv, describe_model(m), 4).instances);
     CHECK(p.allocator_replay_skipped_instances == 0);
   }
   model_spec deep = test::data().model("gpt2").spec;

@@ -1,29 +1,23 @@
-// hf's backward op by op (inventory::backward_programs, planner/profiles/hf/activations_hf_backward.hpp): GPT-2 on SDPA's
-// fused kernel, under autocast with dropout (S5's and S1's recorded allocator histories) or in bf16 without it (S3's). The steps name
-// buffers and parameters by name; a name that resolves to nothing is skipped by the replay, so these tests
-// check that every name resolves, that every buffer a layer keeps for its backward is released by a step,
-// and where the steps apply.
+// hf's backward op by op (inventory::backward_programs, planner/profiles/hf/activations_hf_backward.hpp): GPT-2 fully
+// fine-tuned on SDPA's fused kernel, under autocast or in a 16-bit model, with or without dropout and
+// checkpointing, any accumulation, several data-parallel GPUs below ZeRO-2. The steps name buffers and parameters
+// by name and apply under conditions; these tests check, over that whole grid, that every step that applies names
+// what the inventory holds (the replay refuses a program that does not), that every buffer a layer keeps for its
+// backward is released by a step, that the layer is rebuilt once where it is checkpointed, and where the program
+// applies and where it does not.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <set>
 #include <string>
 
-#include "planner/model/model_facts.hpp"
 #include "planner/allocator/allocator_trace.hpp"
-#include "planner/measure/measured_runs.hpp"
-#include "tests/planner/measured_runs.hpp"
+#include "planner/model/model_facts.hpp"
 #include "tests/planner/plan_helpers.hpp"
 
 using namespace trainplan;
 
 namespace {
-
-const measured_run& shared_run(const measured_file& f, const std::string& id) {
-  const auto it = std::find_if(f.runs.begin(), f.runs.end(), [&](const measured_run& r) { return r.id == id; });
-  REQUIRE(it != f.runs.end());
-  return *it;
-}
 
 std::size_t programs_of(const inventory& inv) {
   std::size_t n = 0;
@@ -31,22 +25,61 @@ std::size_t programs_of(const inventory& inv) {
   return n;
 }
 
+// GPT-2 small or medium at s1024 b4 under hf, with each variation the program covers.
+struct gpt_case {
+  std::string model;
+  precision_regime precision;
+  double dropout;
+  recompute_mode recompute;
+  std::uint64_t grad_accum, gpus;
+  int zero;
+};
+
+std::vector<gpt_case> covered_cases() {
+  std::vector<gpt_case> out;
+  for (const char* model : {"gpt2", "gpt2-medium"})
+    for (precision_regime p : {precision_regime::amp_bf16, precision_regime::amp_fp16, precision_regime::bf16})
+      for (double dropout : {0.0, 0.1})
+        for (recompute_mode rc : {recompute_mode::none, recompute_mode::full})
+          for (std::uint64_t accum : {1ull, 3ull})
+            out.push_back({model, p, dropout, rc, accum, 1, 0});
+  out.push_back({"gpt2", precision_regime::amp_bf16, 0.1, recompute_mode::none, 2, 4, 1});  // DDP with ZeRO-1
+  out.push_back({"gpt2", precision_regime::bf16, 0.0, recompute_mode::full, 1, 2, 0});
+  return out;
+}
+
+run_config run_of(const gpt_case& c) {
+  run_config r = test::run_of(1024, 4, c.recompute, attention_kind::flash, c.dropout);
+  r.profile = &profile_named("hf");
+  r.precision = c.precision;
+  r.grad_accum = c.grad_accum;
+  r.gpus = c.gpus;
+  r.zero = c.zero;
+  return r;
+}
+
+std::string label(const gpt_case& c) {
+  return c.model + " " + std::string(precision_name(c.precision)) + " dropout " + std::to_string(c.dropout) + " " +
+         std::string(recompute_name(c.recompute)) + " accum " + std::to_string(c.grad_accum) + " gpus " +
+         std::to_string(c.gpus) + " zero " + std::to_string(c.zero);
+}
+
 }  // namespace
 
-TEST_CASE("hf GPT-2 backward op by op: every step names a buffer the inventory holds, every part a parameter",
+TEST_CASE("hf GPT-2 backward op by op: every step that applies names a buffer, every part a parameter",
           "[framework][hf][program]") {
-  const measured_file f = test::shared_h100_measurements();
-  // amp-bf16 SDPA with dropout: not checkpointed, checkpointed, 24 layers, fused AdamW; bf16 without dropout (S3)
-  for (const char* id : {"S1", "S5", "S12", "S13", "S3"}) {
-    INFO(id);
-    const measured_run& r = shared_run(f, id);
-    const inventory inv = test::inventory_of(r.model, r.run);
+  for (const gpt_case& c : covered_cases()) {
+    INFO(label(c));
+    const model_spec& m = test::data().model(c.model).spec;
+    const run_config r = run_of(c);
+    const inventory inv = test::inventory_of(m, r);
     REQUIRE(programs_of(inv) == 3);
-    const model_facts facts = describe_model(r.model);
+    const model_facts facts = describe_model(m);
     std::size_t steps = 0, recomputes = 0;
     for (const backward_program& p : inv.backward_programs)
       for (std::size_t k = 0; k < p.count; ++k) {
         const backward_step& st = p.steps[k];
+        if (!st.applies(p.holds)) continue;
         if (st.kind == backward_step::recompute) {
           ++recomputes;
           continue;
@@ -59,25 +92,26 @@ TEST_CASE("hf GPT-2 backward op by op: every step names a buffer the inventory h
           CHECK(std::any_of(facts.tensors.begin(), facts.tensors.end(), [&](const param_tensor& t) { return t.name == st.part; }));
         ++steps;
       }
-    CHECK(recomputes == (r.run.precision == precision_regime::bf16 ? 0u : 1u));  // the autocast layer's
+    CHECK(recomputes == 1);  // the layer's: where a checkpointed layer is rebuilt
     CHECK(steps > 100);
+    // The replay resolves every step (it throws for one that names nothing).
+    CHECK_NOTHROW(schedule_allocations(inv, facts, r.grad_accum));
   }
 }
 
 TEST_CASE("hf GPT-2 backward op by op: every buffer a layer keeps for its backward is released by a step",
           "[framework][hf][program]") {
   // What the forward saves (or, checkpointed, what the recomputation rebuilds), the weight copies, the layer's
-  // input and the backward's own temporaries: each freed where the history frees it, none left to the event's end.
-  const measured_file f = test::shared_h100_measurements();
-  for (const char* id : {"S1", "S5", "S3"}) {
-    INFO(id);
-    const measured_run& r = shared_run(f, id);
-    const inventory inv = test::inventory_of(r.model, r.run);
+  // input and the backward's own temporaries: each freed at its step, none left to the event's end.
+  for (const gpt_case& c : covered_cases()) {
+    INFO(label(c));
+    const inventory inv = test::inventory_of(test::data().model(c.model).spec, run_of(c));
     const backward_program& layer = inv.backward_programs[1];
     REQUIRE(layer.event == event_kind::bwd_layer);
     std::set<std::string_view> released;
     for (std::size_t k = 0; k < layer.count; ++k)
-      if (layer.steps[k].kind == backward_step::free) released.insert(layer.steps[k].tensor);
+      if (layer.steps[k].kind == backward_step::free && layer.steps[k].applies(layer.holds))
+        released.insert(layer.steps[k].tensor);
     const std::int64_t bwd0 = event_index(event_kind::bwd_layer, 0, static_cast<std::int64_t>(inv.layers));
     std::size_t checked = 0;
     for (const tensor_spec& t : inv.tensors) {
@@ -91,68 +125,44 @@ TEST_CASE("hf GPT-2 backward op by op: every buffer a layer keeps for its backwa
       CHECK(released.count(t.name) == 1);
       ++checked;
     }
-    CHECK(checked > 30);
+    CHECK(checked > 25);
   }
 }
 
-TEST_CASE("hf GPT-2 backward op by op only where a recorded history shows it", "[framework][hf][program]") {
-  const measured_file f = test::shared_h100_measurements();
-  const measured_run& s1 = shared_run(f, "S1");
-  CHECK(programs_of(test::inventory_of(s1.model, s1.run)) == 3);
-  auto without = [&](auto change) {
-    run_config r = s1.run;
+TEST_CASE("hf backward op by op where its modules' backward is written, coarse elsewhere, saying why",
+          "[framework][hf][program]") {
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  run_config base = run_of({"gpt2", precision_regime::amp_bf16, 0.1, recompute_mode::none, 1, 1, 0});
+  REQUIRE(programs_of(test::inventory_of(gpt2, base)) == 3);
+  auto without = [&](auto change, std::string_view reason) {
+    run_config r = base;
     change(r);
-    return programs_of(test::inventory_of(s1.model, r));
+    const inventory inv = test::inventory_of(gpt2, r);
+    CHECK(programs_of(inv) == 0);
+    CHECK(inv.coarse_backward_reason == reason);
   };
-  CHECK(without([](run_config& r) { r.dropout = 0; }) == 0);
-  CHECK(without([](run_config& r) { r.attention = attention_kind::eager; }) == 0);
-  CHECK(without([](run_config& r) { r.precision = precision_regime::bf16; }) == 0);
-  CHECK(without([](run_config& r) { r.grad_accum = 2; }) == 0);
-  CHECK(without([](run_config& r) {
-          r.finetune = finetune_kind::lora;
-          r.lora_targets = lora_q | lora_v;
-        }) == 0);
-  CHECK(without([](run_config& r) { r.precision = precision_regime::amp_fp16; }) == 3);  // E5's: the same casts
-  const measured_run& s6 = shared_run(f, "S6");  // a Llama under autocast
-  CHECK(programs_of(test::inventory_of(s6.model, s6.run)) == 0);
-  // A 16-bit GPT-2 without dropout, not checkpointed (S3's history); not with dropout, checkpointed, or in fp32 (S4).
-  const measured_run& s3 = shared_run(f, "S3");
-  CHECK(programs_of(test::inventory_of(s3.model, s3.run)) == 3);
-  run_config r3 = s3.run;
-  r3.recompute = recompute_mode::full;
-  CHECK(programs_of(test::inventory_of(s3.model, r3)) == 0);
-  r3 = s3.run;
-  r3.dropout = 0.1;
-  CHECK(programs_of(test::inventory_of(s3.model, r3)) == 0);
-  const measured_run& s4 = shared_run(f, "S4");
-  CHECK(programs_of(test::inventory_of(s4.model, s4.run)) == 0);
+  without([](run_config& r) { r.attention = attention_kind::eager; }, "eager attention's backward");
+  without([](run_config& r) { r.precision = precision_regime::fp32; }, "an fp32 model's backward");
+  without([](run_config& r) { r.gpus = 4, r.zero = 2; }, "gradients sharded by ZeRO-2 or 3");
+  without([](run_config& r) {
+    r.finetune = finetune_kind::lora;
+    r.lora_targets = lora_q | lora_v;
+  }, "adapters' backward");
+  // A Llama's backward is not written (its forward is, under autocast).
+  run_config llama = base;
+  llama.dropout = 0;
+  const inventory inv = test::inventory_of(test::data().model("tinyllama-1.1b").spec, llama);
+  CHECK(inv.forward_in_program_order);
+  CHECK(programs_of(inv) == 0);
+  CHECK(inv.coarse_backward_reason == "a Llama-family layer's backward");
 }
 
-TEST_CASE("hf GPT-2 backward op by op: each layer's gradients appear one parameter at a time", "[framework][hf][program]") {
-  // c_proj's weight gradient before c_fc's, then attn.c_proj's, then c_attn's (S5's history: 9, 9, 2.25 and
-  // 6.75 MiB, each right after its cast's backward; S3's: in bf16, each where its GEMM writes it), with gelu_new's
-  // temporaries between them.
-  const measured_file f = test::shared_h100_measurements();
-  for (const char* id : {"S1", "S3"}) {
-    INFO(id);
-    const measured_run& r = shared_run(f, id);
-    const plan_result p = test::plan_of(r.model, r.run);
-    const allocator_schedule schedule = plan_allocator_schedule(p, describe_model(r.model));
-    std::size_t grads = 0;
-    for (std::size_t i = 0; i < p.inv.tensors.size(); ++i)
-      if (p.inv.tensors[i].name == "layer{}.grads") grads = i;
-    REQUIRE(p.inv.tensors[grads].name == "layer{}.grads");
-    // The first layer backward of step 0: the pieces in the order allocated.
-    std::vector<std::uint64_t> order;
-    std::uint64_t instance = ~0ull;
-    for (const allocator_schedule::op& o : schedule.ops) {
-      if (o.tensor != grads || o.free || o.piece < 0) continue;
-      if (instance == ~0ull) instance = o.instance;
-      if (o.instance != instance) break;
-      const std::uint64_t bytes = schedule.sizes[grads][static_cast<std::size_t>(o.piece)];
-      if (bytes > (1u << 20)) order.push_back(bytes);
-    }
-    const std::uint64_t h = 768, width = r.run.precision == precision_regime::bf16 ? 2 : 4;  // the .grad's dtype
-    CHECK(order == std::vector<std::uint64_t>{4 * h * h * width, 4 * h * h * width, h * h * width, 3 * h * h * width});
-  }
+TEST_CASE("a backward program that names a buffer the inventory lacks is refused, not skipped", "[framework][hf][program]") {
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  const run_config r = run_of({"gpt2", precision_regime::amp_bf16, 0.1, recompute_mode::none, 1, 1, 0});
+  inventory inv = test::inventory_of(gpt2, r);
+  // The layer's dropout mask gone from the inventory: the steps that free it name nothing now.
+  std::erase_if(inv.tensors, [](const tensor_spec& t) { return t.name == "layer{}.mlp.dropout_mask"; });
+  CHECK_THROWS_WITH(schedule_allocations(inv, describe_model(gpt2), 1),
+                    Catch::Contains("names no buffer") && Catch::Contains("layer{}.mlp.dropout_mask"));
 }

@@ -26,18 +26,25 @@ std::uint32_t index_of(const inventory& inv, std::string_view name) {
 
 }  // namespace
 
-TEST_CASE("hf under autocast: the forward op by op, only where the histories show it", "[framework][hf][program]") {
+TEST_CASE("hf: the forward op by op wherever its modules' order is written, the coarse rows elsewhere, saying why",
+          "[framework][hf][program]") {
   const model_spec& gpt2 = test::data().model("gpt2").spec;
   run_config r = test::gpt2_lora_run();
   CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
-  r.lora_dropout = 0.05;  // peft's dropout on each adapter's input: not recorded
-  CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
+  r.lora_dropout = 0.05;  // peft's dropout on each adapter's input: its mask, then its fp32 output, before lora_A
+  const inventory dropped = test::inventory_of(gpt2, r);
+  CHECK(dropped.forward_in_program_order);
+  for (const char* row : {"layer{}.lora.qkv_dropout_mask", "layer{}.fwd.qkv_dropout_out", "layer{}.fwd.fc_dropout_out"})
+    CHECK(test::tensor_named(dropped, row));
+  CHECK(test::tensor_named(dropped, "layer{}.fwd.qkv_dropout_out")->momentary);
   r = test::gpt2_lora_run();
-  r.recompute = recompute_mode::full;  // S5's history: the forward saves nothing, the backward recomputes it all
+  r.recompute = recompute_mode::full;  // the forward saves nothing, the backward recomputes it all
   CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
   r = test::gpt2_lora_run();
-  r.precision = precision_regime::bf16;  // no autocast: none of its casts
-  CHECK_FALSE(test::inventory_of(gpt2, r).forward_in_program_order);
+  r.precision = precision_regime::bf16;  // no autocast: no written order for peft's modules on GPT-2
+  const inventory coarse = test::inventory_of(gpt2, r);
+  CHECK_FALSE(coarse.forward_in_program_order);
+  CHECK(coarse.coarse_forward_reason == "adapters on GPT-2 without autocast");
   r = test::gpt2_lora_run();
   r.finetune = finetune_kind::full;
   CHECK(test::inventory_of(gpt2, r).forward_in_program_order);
@@ -47,14 +54,15 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   run_config other = r;
   other.finetune = finetune_kind::lora;
   CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
+  CHECK(test::inventory_of(tinyllama, other).coarse_forward_reason == "adapters under autocast");
   other = r;
   other.recompute = recompute_mode::full;
   CHECK(test::inventory_of(tinyllama, other).forward_in_program_order);
   other = r;
   other.attention = attention_kind::eager;
   CHECK_FALSE(test::inventory_of(tinyllama, other).forward_in_program_order);
-  // An fp32 model: on SDPA's math path (grouped heads, S10's history), not on the memory-efficient kernel (no
-  // history of it).
+  CHECK(test::inventory_of(tinyllama, other).coarse_forward_reason == "eager attention under autocast");
+  // An fp32 model: on SDPA's math path (grouped heads), not on the memory-efficient kernel (its order not written).
   other = r;
   other.precision = precision_regime::fp32;
   const inventory fp32_math = test::inventory_of(tinyllama, other);
@@ -62,7 +70,8 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   CHECK(test::tensor_named(fp32_math, "layer{}.fwd.causal_bias"));
   CHECK_FALSE(test::tensor_named(fp32_math, "layer{}.fwd.ln1_x_rsqrt"));  // RMSNorm reads its fp32 input as it is
   CHECK_FALSE(test::inventory_of(test::data().model("llama-2-7b").spec, other).forward_in_program_order);
-  // A 16-bit model (S7's history): the layer's input a tensor of its own beside RMSNorm's fp32 copy, which is
+  CHECK(test::inventory_of(test::data().model("llama-2-7b").spec, other).coarse_forward_reason == "an fp32 model's attention kernel");
+  // A 16-bit model: the layer's input a tensor of its own beside RMSNorm's fp32 copy, which is
   // made in the layer.
   other.precision = precision_regime::bf16;
   const inventory bf16 = test::inventory_of(tinyllama, other);
@@ -70,7 +79,7 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   CHECK(test::tensor_named(bf16, "layer{}.fwd.input")->layer_begin == 1);
   CHECK_FALSE(test::tensor_named(bf16, "layer{}.fwd.input")->kept_to_backward);
   CHECK(test::tensor_named(bf16, "embed.out"));
-  // Eager attention there (S8's history): the s x s steps one by one, and softmax's third buffer in backward.
+  // Eager attention there: the s x s steps one by one, and softmax's third buffer in backward.
   run_config eager = other;
   eager.attention = attention_kind::eager;
   const inventory bf16_eager = test::inventory_of(tinyllama, eager);
@@ -83,7 +92,7 @@ TEST_CASE("hf under autocast: the forward op by op, only where the histories sho
   }
   CHECK_FALSE(test::tensor_named(bf16_eager, "layer{}.attn.q_rope"));  // eager saves its own q copy instead
   CHECK(test::tensor_named(bf16_eager, "layer{}.attn.q"));
-  // A 16-bit model checkpointed (S9's and E10's histories): no casts, RMSNorm's fp32 copy and temporaries.
+  // A 16-bit model checkpointed: no casts, RMSNorm's fp32 copy and temporaries.
   other.recompute = recompute_mode::full;
   const inventory bf16_ckpt = test::inventory_of(tinyllama, other);
   CHECK(bf16_ckpt.forward_in_program_order);

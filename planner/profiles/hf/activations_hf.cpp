@@ -16,41 +16,74 @@ using namespace hf_rows;  // the rows' vocabulary and tables (planner/profiles/h
 
 namespace {
 
-// add_hf_activations' return value.
-bool forward_in_program_order(const model_spec& m, const run_config& run, const precision_layout& layout,
-                              sdpa_backend backend) {
-  // Where the recorded histories show it (GPT-2: S1, E13, and checkpointed S5; Llama: S6;
-  // data/measurements/allocator-history-*); peft's lora_dropout was not recorded.
-  const bool lora_dropout = run.finetune == finetune_kind::lora && run.lora_dropout > 0;
-  // GPT-2 under autocast (S1's, S5's and E13's histories), or fully fine-tuned without it on SDPA's fused or
-  // memory-efficient kernel (S3's and S4's).
-  if (m.family == model_family::gpt)
-    return layout.autocast_weight_cache ? !lora_dropout
-                                        : run.finetune == finetune_kind::full &&
-                                              (backend == sdpa_backend::fused || backend == sdpa_backend::efficient);
-  // Llama-family models: a dense model with separate projections and two RMSNorms a layer, on SDPA's fused or
-  // memory-efficient kernel without a mask, fully fine-tuned, under autocast (S6's history; checkpointed, E2's)
-  // or in 16 bits (S7's; checkpointed, S9's and E10's). In 16 bits also eager attention (S8's) and peft's LoRA
-  // with fp32 adapters on q, k, v and o without lora_dropout (E11's and E12's). The rest keeps the coarse rows.
-  const bool sixteen_bit = !layout.autocast_weight_cache && layout.weights != dtype::fp32;
-  // An fp32 model on SDPA's math path (grouped heads): S10's history.
-  const bool fp32_math = !layout.autocast_weight_cache && layout.weights == dtype::fp32 && backend == sdpa_backend::math &&
-                         run.finetune == finetune_kind::full;
-  if (!layout.autocast_weight_cache && !sixteen_bit && !fp32_math) return false;
-  const bool lora_recorded = run.finetune == finetune_kind::lora && sixteen_bit && run.lora_fp32 &&
-                             !(run.lora_targets & lora_mlp) && !lora_dropout;
-  const bool eager_recorded = backend == sdpa_backend::eager && sixteen_bit && run.finetune == finetune_kind::full;
-  return (run.finetune == finetune_kind::full || lora_recorded) && !m.is_moe() && !m.is_mla() &&
-         !m.fused_projections && m.norms_per_layer == 2 && m.attn_logit_softcap == 0 &&
-         (backend == sdpa_backend::fused || backend == sdpa_backend::efficient || eager_recorded || fp32_math) &&
-         !hf_sliding_window_mask(m, run);
+// Every row's free point names a later row of its table (activations_hf_row_rules.hpp, unresolved_free_point):
+// checked when this file compiles, so that a renamed row cannot leave a free point that names nothing.
+static_assert(unresolved_free_point(layer_rows) == -1, "a layer row's free point names no later row (layer_rows)");
+static_assert(unresolved_free_point(moe_rows) == -1, "an MoE row's free point names no later row (moe_rows)");
+static_assert(unresolved_free_point(gpt_backward_rows) == -1, "a backward row's free point names no later row");
+
+// Where the layers' forward is not written op by op: what in the run has no op order in the rows (empty where
+// every module's is). The rows spell out, op by op and in program order, the forward of GPT-2's block and of a
+// dense Llama-family decoder layer with separate q, k, v and gate, up projections and two RMSNorms; each op's
+// temporaries and free points follow the modules' code (transformers' modeling files, peft's lora.Linear,
+// PyTorch's autocast and SDPA), as the recorded allocator histories (data/measurements/allocator-history-*)
+// confirm. What the rows do not spell out keeps the coarse rows: the reason names it.
+std::string_view coarse_forward_reason(const model_spec& m, const run_config& run, const precision_layout& layout,
+                                       sdpa_backend backend) {
+  const bool autocast = layout.autocast_weight_cache, fp32 = !autocast && layout.weights == dtype::fp32;
+  const bool lora = run.finetune == finetune_kind::lora, qlora = run.finetune == finetune_kind::qlora;
+  if (m.family == model_family::gpt) {
+    // Under autocast every GPT-2 block is written, adapters (one c_attn module) and eager attention included.
+    if (autocast) return {};
+    if (lora || qlora) return "adapters on GPT-2 without autocast";
+    if (backend != sdpa_backend::fused && backend != sdpa_backend::efficient) return "eager attention on GPT-2 without autocast";
+    return {};
+  }
+  if (m.is_moe()) return "a Mixture-of-Experts MLP";
+  if (m.is_mla()) return "latent attention";
+  if (m.fused_projections) return "fused q, k, v and gate, up projections";
+  if (m.norms_per_layer != 2) return "four norms a layer";
+  if (m.attn_logit_softcap > 0) return "a soft cap on the attention scores";
+  if (hf_sliding_window_mask(m, run)) return "a sliding-window mask";
+  if (qlora) return "QLoRA's quantized base";
+  if (autocast) {
+    if (lora) return "adapters under autocast";
+    if (backend == sdpa_backend::eager) return "eager attention under autocast";
+    return {};
+  }
+  if (fp32) {
+    // An fp32 model with grouped heads runs SDPA's math path, which is written; the other fp32 kernels are not.
+    if (lora) return "adapters on an fp32 model";
+    if (backend != sdpa_backend::math) return "an fp32 model's attention kernel";
+    return {};
+  }
+  // A 16-bit model: SDPA's kernels and eager attention; peft's adapters in fp32 on q, k, v and o.
+  if (lora && !run.lora_fp32) return "adapters in the model's dtype";
+  if (lora && (run.lora_targets & lora_mlp)) return "adapters on the MLP";
+  if (lora && backend == sdpa_backend::eager) return "adapters with eager attention";
+  return {};
+}
+
+// Where the backward is not written op by op although the forward is: what in the run has none. It is written
+// for GPT-2 fully fine-tuned on SDPA's fused kernel: the autograd engine's order of nodes and frees, as
+// activations_hf_backward.hpp derives it, under autocast or in a 16-bit model, with or without dropout and
+// checkpointing, for any accumulation, on any data-parallel GPUs whose gradients stay per parameter (below
+// ZeRO-2).
+std::string_view coarse_backward_reason(const model_spec& m, const run_config& run, const precision_layout& layout,
+                                        sdpa_backend backend) {
+  if (m.family != model_family::gpt) return "a Llama-family layer's backward";
+  if (run.finetune != finetune_kind::full) return "adapters' backward";
+  if (!layout.autocast_weight_cache && layout.weights == dtype::fp32) return "an fp32 model's backward";
+  if (backend != sdpa_backend::fused) return "eager attention's backward";
+  if (run.zero >= 2) return "gradients sharded by ZeRO-2 or 3";
+  return {};
 }
 
 // The head's and the embedding's backward temporaries, which only the allocator replay makes (momentary), and
-// the steps of the three backward events (planner/profiles/hf/activations_hf_backward.hpp): under autocast (with dropout),
-// or in a 16-bit model.
+// the steps of the three backward events (planner/profiles/hf/activations_hf_backward.hpp): under autocast or in a
+// 16-bit model, the steps' conditions tested against the run's bits (`holds`).
 void add_gpt_backward_outside_layers(inventory_builder& inv, const model_spec& m, const run_config& run, dtype compute,
-                                     dtype param, bool autocast, std::array<backward_program, 3>& backward) {
+                                     dtype param, bool autocast, std::uint64_t holds, std::array<backward_program, 3>& backward) {
   using ek = event_kind;
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, V = m.vocab, tokens = b * s;
   auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last) {
@@ -68,24 +101,24 @@ void add_gpt_backward_outside_layers(inventory_builder& inv, const model_spec& m
   moment("embed.d_positions_sum", {1, s, h}, param, ek::bwd_embed, ek::bwd_embed);
   // embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu) sorts more than 3072 indices and sums
   // them in partial segments of at most NROWS_PER_THREAD = 10 rows (EmbeddingBackwardKernel.cu): an fp32 buffer
-  // of numel / 10 + min(numel, rows) segments of h (13.2 MiB for S1's and S5's 4096 tokens of GPT-2's table).
+  // of numel / 10 + min(numel, rows) segments of h (13.2 MiB for 4096 tokens of GPT-2's table).
   if (tokens > 3072)
     moment("embed.grad_partials", {tokens / 10 + std::min(tokens, V), h}, dtype::fp32, ek::bwd_embed, ek::bwd_embed);
   using namespace hf_rows;
   if (autocast) {
-    backward[0] = {ek::bwd_head, gpt_head_backward, std::size(gpt_head_backward)};
-    backward[1] = {ek::bwd_layer, gpt_layer_backward, std::size(gpt_layer_backward)};
-    backward[2] = {ek::bwd_embed, gpt_embedding_backward, std::size(gpt_embedding_backward)};
+    backward[0] = {ek::bwd_head, gpt_head_backward, std::size(gpt_head_backward), holds};
+    backward[1] = {ek::bwd_layer, gpt_layer_backward, std::size(gpt_layer_backward), holds};
+    backward[2] = {ek::bwd_embed, gpt_embedding_backward, std::size(gpt_embedding_backward), holds};
   } else {
-    backward[0] = {ek::bwd_head, gpt_16bit_head_backward, std::size(gpt_16bit_head_backward)};
-    backward[1] = {ek::bwd_layer, gpt_16bit_layer_backward, std::size(gpt_16bit_layer_backward)};
-    backward[2] = {ek::bwd_embed, gpt_16bit_embedding_backward, std::size(gpt_16bit_embedding_backward)};
+    backward[0] = {ek::bwd_head, gpt_16bit_head_backward, std::size(gpt_16bit_head_backward), holds};
+    backward[1] = {ek::bwd_layer, gpt_16bit_layer_backward, std::size(gpt_16bit_layer_backward), holds};
+    backward[2] = {ek::bwd_embed, gpt_16bit_embedding_backward, std::size(gpt_16bit_embedding_backward), holds};
   }
 }
 
 }  // namespace
 
-bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts, std::array<backward_program, 3>& backward) {
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim, V = m.vocab;
   // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
@@ -160,21 +193,19 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
     if (full || (run.lora_targets & lora_mlp)) holds |= trains_mlp;
   }
   if (!peft_lora) holds |= norms_train;  // full fine-tuning (and, coarsely, QLoRA and MoE/MLA adapters)
-  const bool in_program_order = forward_in_program_order(m, run, layout, backend);
+  const std::string_view forward_gap = coarse_forward_reason(m, run, layout, backend);
+  const bool in_program_order = forward_gap.empty();
   holds |= in_program_order ? fwd_program : coarse_forward;
   // A 16-bit model's RMSNorm upcasts to a copy of its own (an fp32 model's reads its input as it is).
   const bool norm_copy = !autocast && param != dtype::fp32;
   if (norm_copy) holds |= norm_upcasts;
   const bool own_input = !is_gpt && in_program_order && norm_copy && !checkpointed;  // beside RMSNorm's fp32 copy
   if (own_input) holds |= norm_copies_input;
-  // The backward op by op where a recorded history shows it (planner/profiles/hf/activations_hf_backward.hpp): GPT-2 fully
-  // fine-tuned on SDPA's fused kernel, on one GPU and one micro-batch a step, under autocast with dropout (S5's
-  // and S1's histories), or a 16-bit model without dropout, not checkpointed (S3's).
-  const bool gpt_backward = is_gpt && in_program_order && full && backend == sdpa_backend::fused && run.zero == 0 &&
-                            run.data_parallel() == 1 && run.grad_accum == 1 && m.max_positions > 0;
-  const bool backward_in_order =
-      gpt_backward && (autocast ? drop : param != dtype::fp32 && !drop && !checkpointed);
+  // The backward op by op where it is written (coarse_backward_reason).
+  const std::string_view backward_gap = in_program_order ? coarse_backward_reason(m, run, layout, backend) : std::string_view();
+  const bool backward_in_order = in_program_order && backward_gap.empty();
   if (backward_in_order) holds |= bwd_program;
+  if (b * s > 3072) holds |= sorted_embedding_backward;
   const bool eager_in_order = in_program_order && backend == sdpa_backend::eager;
   const bool math_in_order = in_program_order && backend == sdpa_backend::math;
   if (eager_in_order) holds |= eager_ops;
@@ -506,7 +537,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   // sdpa_mask's bool [1, 1, s, s] (expanded over the batch) into 0 / finfo.min with torch.where, whose output
   // is the broadcast [b, 1, s, s] in the embeddings' dtype (fp32 under autocast). create_causal_mask builds
   // it once per forward for the Llama family (with Mistral's window folded in), Gemma 2 one for its full and
-  // one for its sliding layers, and GPT-2 too (S2's history: a 16 MiB fp32 [4, 1, 1024, 1024] block made before
+  // one for its sliding layers, and GPT-2 too (its recorded history: a 16 MiB fp32 [4, 1, 1024, 1024] block made before
   // layer 0 and kept through the forward; adding it promotes the bf16 scores to fp32); kept like the
   // sliding-window mask above.
   if (backend == sdpa_backend::eager)
@@ -515,7 +546,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
     inv.span("rope.cos_sin", {2, s, m.is_mla() ? m.rope_head_dim : d}, param, tensor_category::activations, ek::fwd_embed,
              ek::bwd_embed);
-  // A 16-bit Llama op by op, not checkpointed (S7's history): layer 0's input (the embedding's output, which
+  // A 16-bit Llama op by op, not checkpointed (a bf16 Llama's history): layer 0's input (the embedding's output, which
   // LlamaModel.forward holds as inputs_embeds) and the last layer's output live until the final norm's output
   // exists, and the norm saves an fp32 copy of its own, made in the head.
   std::size_t model_streams[2] = {0, 0};
@@ -548,7 +579,7 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
         own_input ? moment("final_norm.x_rsqrt", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
     if (holds & norms_train)
       inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    else if (own_input)  // a frozen norm's weight multiply saves no normalised tensor (LoRA: E11's history)
+    else if (own_input)  // a frozen norm's weight multiply saves no normalised tensor (LoRA on a bf16 TinyLlama's history)
       moment("final_norm.normed", {b, s, h}, param, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept);
     if (program && !own_input && (autocast || norm_copy)) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
     if (own_input) {
@@ -586,8 +617,8 @@ bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_c
   inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
-  if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, autocast, backward);
-  return in_program_order;
+  if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, autocast, holds, backward);
+  return {in_program_order, forward_gap, backward_gap};
 }
 
 }  // namespace trainplan

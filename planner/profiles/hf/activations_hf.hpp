@@ -30,15 +30,20 @@ std::string_view sdpa_backend_name(sdpa_backend b);
 // recomputation: Hugging Face checkpoints whole decoder layers).
 void check_hf_run(const run_config& run, const precision_layout& layout);
 
-// Adds the hf profile's activations. Returns whether it listed the layers' forward op by op, in program order, as
-// recorded allocator histories show it (inventory::forward_in_program_order): GPT-2 under autocast (without
-// peft's lora_dropout; checkpointed too), and dense Llama-family models under autocast, fully fine-tuned on SDPA
-// without a mask and not checkpointed: temporaries with their own free points (tensor_spec::freed_after), which
-// the allocator replay makes and frees where PyTorch does. Where a recorded history shows the backward op by
-// op too (GPT-2 on SDPA's fused kernel: under autocast with dropout, or in 16 bits without dropout, not
-// checkpointed), it writes those events' steps into `backward` (inventory::backward_programs) and leaves it
-// alone otherwise.
-bool add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
+// Which of the step's events its rows write op by op, in program order (inventory::forward_in_program_order,
+// backward_programs), and where they do not, what in the run has no op order written (empty where all is).
+struct hf_program_order {
+  bool forward = false;
+  std::string_view coarse_forward, coarse_backward;
+};
+
+// Adds the hf profile's activations: every tensor autograd saves and the working sets of each event, in the order
+// the forward creates them. Where the rows write a layer's forward op by op (GPT-2's block; a dense Llama-family
+// layer with separate projections, two norms, SDPA without a mask or eager attention; peft's modules), the
+// temporaries carry their own free points (tensor_spec::freed_after), which the allocator replay makes and
+// frees where PyTorch does; GPT-2's backward is written op by op too, into `backward`
+// (inventory::backward_programs).
+hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts, std::array<backward_program, 3>& backward);
 
 }  // namespace trainplan

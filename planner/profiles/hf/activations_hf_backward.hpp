@@ -1,11 +1,14 @@
 #pragma once
-// The hf profile's backward op by op, where a recorded allocator history shows it: GPT-2 fully fine-tuned on
-// SDPA's fused kernel, under autocast with dropout (S5's history, checkpointed, and S1's, not), or a 16-bit model
-// without dropout, not checkpointed (S3's: data/measurements/allocator-history-h100-2026-11-27/). The rows name
-// the backward's temporaries (the vocabulary of planner/profiles/hf/activations_hf_row_rules.hpp); the steps say in which
-// order the autograd engine makes and frees them and releases what the forward saved (planner/memory/inventory.hpp,
-// backward_step). The allocator replay follows the steps; the peak timeline counts the coarse
-// backward_estimate rows instead. Data only; included by activations_hf.cpp alone.
+// The hf profile's backward op by op: GPT-2 fully fine-tuned on SDPA's fused kernel, under autocast or in a 16-bit
+// model, with or without dropout and checkpointing. The rows name the backward's temporaries (the vocabulary of
+// planner/profiles/hf/activations_hf_row_rules.hpp); the steps say in which order the autograd engine makes and
+// frees them and releases what the forward saved (planner/memory/inventory.hpp, backward_step), each under the
+// condition it needs (a dropout's backward only where there is dropout). The order is the autograd engine's, as
+// the recorded allocator histories show it (GPT-2 under autocast with dropout, checkpointed and not; a bf16 GPT-2
+// without dropout: data/measurements/allocator-history-*); what they do not show is derived from the same rules
+// below (dropout 0: F.dropout returns its input, no node, no mask; a 16-bit model's dropout as autocast's less the
+// casts). The allocator replay follows the steps; the peak timeline counts the coarse backward_estimate rows
+// instead. Data only; included by activations_hf.cpp alone.
 //
 // What the histories show, and why (PyTorch's tools/autograd/derivatives.yaml, torch/csrc/autograd):
 //   - Autocast's casts have backwards of their own (ToCopyBackward0): a bf16 GEMM's input gradient becomes an
@@ -19,12 +22,16 @@
 //     backwards') is added so into the one gradient of the residual stream, which lives from the final norm's
 //     backward to the embedding's.
 //   - Non-reentrant checkpointing rebuilds a layer when its backward first needs a saved tensor: after
-//     the residual add's backward, which saves nothing and casts the gradient for the MLP branch first.
+//     the residual add's backward, which saves nothing and casts the gradient for the MLP branch first (under
+//     autocast); in a 16-bit model at once (resid_dropout's backward needs its mask, c_proj's its input).
+//   - Dropout 0: F.dropout returns its input unchanged (aten/src/ATen/native/Dropout.cpp, dropout: p == 0), so
+//     no node saves a mask and the branch's gradient reaches c_proj as it is, freed where the dropout's
+//     gradient would have been.
 //   - Conv1D's addmm: its bias gradient's column sum makes a staging buffer of 8 bytes per element of the
 //     [b*s, n] gradient, freed at once (24, 96 and 72 MiB for GPT-2 small's [4096, n] gradients of
-//     n = 768, 3072, 2304; 32, 128 and 96 MiB for GPT-2 medium's, S12's history).
+//     n = 768, 3072, 2304; 32, 128 and 96 MiB for GPT-2 medium's history).
 //   - SDPA's fused backward (cuDNN on the H100) writes dq, dk, dv as three tensors and takes one workspace of
-//     b*a*s*(d + 1) fp32 (12.19 MiB in S5's history, 16.25 MiB in S12's), freed when it returns; then
+//     b*a*s*(d + 1) fp32 (12.19 MiB in GPT-2's history, 16.25 MiB in GPT-2 medium's), freed when it returns; then
 //     split's backward concatenates the three into c_attn's output gradient.
 #include "planner/profiles/hf/activations_hf_row_rules.hpp"
 #include "planner/memory/inventory.hpp"
@@ -36,7 +43,7 @@ namespace trainplan::hf_rows {
 constexpr hf_row gpt_backward_rows[] = {
     // The residual add's backward: the gradient for the bf16 MLP branch (resid_dropout's output).
     {"layer{}.bwd.d_mlp_branch", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
-    {"layer{}.bwd.d_mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
+    {"layer{}.bwd.d_mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | dropout},
     // mlp.c_proj: the input's and the weight's bf16 gradients, the bias sum's staging buffer.
     {"layer{}.bwd.d_proj_in", shape_rule::bsf, dtype_role::compute, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_proj_weight", shape_rule::w_proj, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
@@ -66,7 +73,7 @@ constexpr hf_row gpt_backward_rows[] = {
     {"layer{}.bwd.d_ln2_in", shape_rule::bsh, dtype_role::param, keep_class::backward_moment, bwd_program},
     // The attention: the residual add's cast for its branch, resid_dropout, attn.c_proj, SDPA, c_attn, ln_1.
     {"layer{}.bwd.d_attn_branch", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
-    {"layer{}.bwd.d_attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
+    {"layer{}.bwd.d_attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program | dropout},
     {"layer{}.bwd.d_o_in", shape_rule::bsh, dtype_role::compute, keep_class::backward_moment, bwd_program},
     {"layer{}.bwd.d_o_weight", shape_rule::w_o, dtype_role::compute, keep_class::backward_moment, bwd_program | amp},
     {"layer{}.bwd.o_bias_sum", shape_rule::reduce_bsh, dtype_role::fp32, keep_class::backward_moment, bwd_program},
@@ -84,17 +91,25 @@ constexpr hf_row gpt_backward_rows[] = {
 
 using step = backward_step;
 constexpr step::kind_t alloc = step::alloc, release = step::free;
+// A step that applies only under `c` (the run's bits: activations_hf_row_rules.hpp).
+constexpr step only(condition c, step s) {
+  s.when_all = c.all;
+  s.when_none = c.none;
+  return s;
+}
 
-// One GPT-2 layer's backward under autocast (S5's history; S1's without the recomputation). The layer's
+// One GPT-2 layer's backward under autocast (GPT-2 checkpointed under autocast; not checkpointed, without the recomputation). The layer's
 // gradients (layer{}.grads) appear one parameter at a time, each where its cast's backward runs.
 constexpr step gpt_layer_backward[] = {
     {alloc, "layer{}.bwd.d_mlp_branch"},
     {step::recompute},
     // resid_dropout, then c_proj: its saved weight copy and input go once it has run.
-    {alloc, "layer{}.bwd.d_mlp_proj_out"}, {release, "layer{}.mlp.dropout_mask"}, {release, "layer{}.bwd.d_mlp_branch"},
+    only(dropout, {alloc, "layer{}.bwd.d_mlp_proj_out"}), only(dropout, {release, "layer{}.mlp.dropout_mask"}),
+    only(dropout, {release, "layer{}.bwd.d_mlp_branch"}),
     {alloc, "layer{}.bwd.d_proj_in"}, {alloc, "layer{}.bwd.d_proj_weight"},
     {release, "layer{}.autocast.weights.proj"}, {release, "layer{}.mlp.proj_in"},
-    {alloc, "layer{}.bwd.proj_bias_sum"}, {release, "layer{}.bwd.proj_bias_sum"}, {release, "layer{}.bwd.d_mlp_proj_out"},
+    {alloc, "layer{}.bwd.proj_bias_sum"}, {release, "layer{}.bwd.proj_bias_sum"},
+    only(dropout, {release, "layer{}.bwd.d_mlp_proj_out"}), only(unless{dropout}, {release, "layer{}.bwd.d_mlp_branch"}),
     {alloc, "layer{}.grads", "layer{}.mlp.proj.bias"},
     {alloc, "layer{}.bwd.d_gelu_out"}, {release, "layer{}.bwd.d_proj_in"},
     {alloc, "layer{}.grads", "layer{}.mlp.proj.weight"}, {release, "layer{}.bwd.d_proj_weight"},
@@ -122,10 +137,11 @@ constexpr step gpt_layer_backward[] = {
     {release, "layer{}.ln2.stats"}, {release, "layer{}.ln2.in"}, {release, "layer{}.bwd.d_ln2_out"},
     {release, "layer{}.bwd.d_ln2_in"},
     // The attention's branch: resid_dropout, c_proj.
-    {alloc, "layer{}.bwd.d_attn_branch"}, {alloc, "layer{}.bwd.d_attn_proj_out"},
-    {release, "layer{}.attn.dropout_mask"}, {release, "layer{}.bwd.d_attn_branch"},
+    {alloc, "layer{}.bwd.d_attn_branch"}, only(dropout, {alloc, "layer{}.bwd.d_attn_proj_out"}),
+    only(dropout, {release, "layer{}.attn.dropout_mask"}), only(dropout, {release, "layer{}.bwd.d_attn_branch"}),
     {alloc, "layer{}.bwd.d_o_in"}, {alloc, "layer{}.bwd.d_o_weight"}, {release, "layer{}.autocast.weights.o"},
-    {alloc, "layer{}.bwd.o_bias_sum"}, {release, "layer{}.bwd.o_bias_sum"}, {release, "layer{}.bwd.d_attn_proj_out"},
+    {alloc, "layer{}.bwd.o_bias_sum"}, {release, "layer{}.bwd.o_bias_sum"},
+    only(dropout, {release, "layer{}.bwd.d_attn_proj_out"}), only(unless{dropout}, {release, "layer{}.bwd.d_attn_branch"}),
     {alloc, "layer{}.grads", "layer{}.attn.out.bias"},
     {alloc, "layer{}.grads", "layer{}.attn.out.weight"}, {release, "layer{}.bwd.d_o_weight"},
     // SDPA (its output is also c_proj's saved input), then split's backward.
@@ -164,20 +180,27 @@ constexpr step gpt_head_backward[] = {
 // embedding_dense_backward's), the token table's (added into the head's contribution), with its sort
 // path's partial sums (embed.grad_partials, where there is one).
 constexpr step gpt_embedding_backward[] = {
-    {alloc, "embed.d_dropout"}, {release, "grad.residual"}, {release, "embed.dropout_mask"},
+    only(dropout, {alloc, "embed.d_dropout"}), only(dropout, {release, "grad.residual"}),
+    only(dropout, {release, "embed.dropout_mask"}),
     {alloc, "embed.d_positions_sum"}, {alloc, "grads.head", "embed.positions"}, {release, "embed.d_positions_sum"},
     {alloc, "grads.embedding.incoming"},
-    {alloc, "embed.grad_partials"}, {release, "embed.grad_partials"},
-    {release, "embed.d_dropout"}, {release, "grads.embedding.incoming"},
+    only(sorted_embedding_backward, {alloc, "embed.grad_partials"}), only(sorted_embedding_backward, {release, "embed.grad_partials"}),
+    only(dropout, {release, "embed.d_dropout"}), only(unless{dropout}, {release, "grad.residual"}),
+    {release, "grads.embedding.incoming"},
 };
 
-// A 16-bit GPT-2's layer backward without dropout, not checkpointed (S3's history): no casts, so the residual
-// stream's gradient is c_proj's output gradient itself, each GEMM writes its weight's .grad, and gelu_new's
-// x gets its first gradient as the sum's own gradient (d_inner), into which the other two are added.
+// A 16-bit GPT-2's layer backward (a bf16 GPT-2's history without dropout, not checkpointed): no casts, so the
+// residual stream's gradient is c_proj's output gradient itself (or, with dropout, resid_dropout's backward of
+// it), each GEMM writes its weight's .grad, and gelu_new's x gets its first gradient as the sum's own gradient
+// (d_inner), into which the other two are added. Checkpointed, the layer is rebuilt at once: its first node
+// (resid_dropout's, or c_proj's) needs a saved tensor.
 constexpr step gpt_16bit_layer_backward[] = {
+    {step::recompute},
+    only(dropout, {alloc, "layer{}.bwd.d_mlp_proj_out"}), only(dropout, {release, "layer{}.mlp.dropout_mask"}),
     {alloc, "layer{}.bwd.d_proj_in"}, {alloc, "layer{}.grads", "layer{}.mlp.proj.weight"},
     {alloc, "layer{}.grads", "layer{}.mlp.proj.bias"}, {alloc, "layer{}.bwd.proj_bias_sum"},
     {release, "layer{}.bwd.proj_bias_sum"}, {release, "layer{}.mlp.proj_in"},
+    only(dropout, {release, "layer{}.bwd.d_mlp_proj_out"}),
     {alloc, "layer{}.bwd.d_one_plus_tanh"}, {alloc, "layer{}.bwd.d_half_x"}, {release, "layer{}.bwd.d_proj_in"},
     {release, "layer{}.mlp.gelu.one_plus_tanh"}, {release, "layer{}.mlp.gelu.half_x"},
     {alloc, "layer{}.bwd.d_inner_scaled"}, {release, "layer{}.bwd.d_one_plus_tanh"}, {release, "layer{}.mlp.gelu.tanh"},
@@ -192,8 +215,10 @@ constexpr step gpt_16bit_layer_backward[] = {
     {alloc, "layer{}.bwd.d_ln2_in"}, {alloc, "layer{}.grads", "layer{}.ln2.weight"}, {alloc, "layer{}.grads", "layer{}.ln2.bias"},
     {release, "layer{}.bwd.d_fc_in"}, {release, "layer{}.ln2.in"}, {release, "layer{}.ln2.stats"},
     {release, "layer{}.bwd.d_ln2_in"},
+    only(dropout, {alloc, "layer{}.bwd.d_attn_proj_out"}), only(dropout, {release, "layer{}.attn.dropout_mask"}),
     {alloc, "layer{}.bwd.d_o_in"}, {alloc, "layer{}.grads", "layer{}.attn.out.weight"},
     {alloc, "layer{}.grads", "layer{}.attn.out.bias"}, {alloc, "layer{}.bwd.o_bias_sum"}, {release, "layer{}.bwd.o_bias_sum"},
+    only(dropout, {release, "layer{}.bwd.d_attn_proj_out"}),
     {alloc, "layer{}.bwd.d_q"}, {alloc, "layer{}.bwd.d_k"}, {alloc, "layer{}.bwd.d_v"},
     {alloc, "layer{}.bwd.sdpa_workspace"}, {release, "layer{}.bwd.sdpa_workspace"}, {release, "layer{}.bwd.d_o_in"},
     {release, "layer{}.attn.qkv"}, {release, "layer{}.attn.lse"}, {release, "layer{}.attn.out_in"},
@@ -217,13 +242,16 @@ constexpr step gpt_16bit_head_backward[] = {
     {release, "head.d_input"}, {release, "final_norm.in"}, {release, "final_norm.stats"},
 };
 
-// Its embedding: the position table's gradient, the token table's, then their sum with the head's
-// contribution, a new tensor (the engine adds out of place here), which becomes the table's .grad.
+// Its embedding: the dropout's backward (with dropout), the position table's gradient, the token table's, then
+// their sum with the head's contribution, a new tensor (the engine adds out of place here), which becomes the
+// table's .grad.
 constexpr step gpt_16bit_embedding_backward[] = {
+    only(dropout, {alloc, "embed.d_dropout"}), only(dropout, {release, "grad.residual"}),
+    only(dropout, {release, "embed.dropout_mask"}),
     {alloc, "embed.d_positions_sum"}, {alloc, "grads.head", "embed.positions"}, {release, "embed.d_positions_sum"},
     {alloc, "grads.embedding.incoming"},
-    {alloc, "embed.grad_partials"}, {release, "embed.grad_partials"},
-    {release, "grad.residual"},
+    only(sorted_embedding_backward, {alloc, "embed.grad_partials"}), only(sorted_embedding_backward, {release, "embed.grad_partials"}),
+    only(dropout, {release, "embed.d_dropout"}), only(unless{dropout}, {release, "grad.residual"}),
     {alloc, "grads.head", "embed.tokens"}, {release, "head.d_weight"}, {release, "grads.embedding.incoming"},
 };
 

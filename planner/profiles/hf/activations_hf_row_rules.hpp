@@ -2,6 +2,7 @@
 // The vocabulary of the hf profile's rows (planner/profiles/hf/activations_hf_rows.hpp): the shape rules, dtype roles,
 // keep classes and conditions a row is written in, and the row itself. Read by planner/profiles/hf/activations_hf.cpp,
 // which turns the rows into the inventory.
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -156,23 +157,26 @@ enum when_bits : std::uint64_t {
   // Checkpointing such a model keeps the 16-bit layer input; the recomputation saves the fp32 copy beside it.
   upcast_copy = 1ull << 41,
   // Llama: the layer's input is a tensor of its own beside the norm's fp32 copy (a 16-bit model op by op, not
-  // checkpointed: S7's history); otherwise (unless{norm_copies_input}) it is what its first RMSNorm saves:
+  // checkpointed: a bf16 Llama's history); otherwise (unless{norm_copies_input}) it is what its first RMSNorm saves:
   // autocast's fp32 residual stream, a checkpoint's kept input, or the coarse forward's stand-in.
   norm_copies_input = 1ull << 42,
-  // peft on a Llama op by op (a 16-bit model, fp32 adapters; E11's and E12's histories): each adapted module's
+  // peft on a Llama op by op (a 16-bit model, fp32 adapters: LoRA on a bf16 TinyLlama's histories): each adapted module's
   // steps one by one, with which of q, k and v it adapts; otherwise (unless{peft_per_module}) its buffers
   // lumped, as the coarse forward and GPT-2's one c_attn module have them.
   peft_q = 1ull << 43, peft_k = 1ull << 44, peft_v = 1ull << 45, peft_per_module = 1ull << 46,
-  // Eager attention op by op (a 16-bit Llama: S8's history; GPT-2 under autocast: S2's), and SDPA's math path
-  // op by op (an fp32 Llama: S10's): the s x s steps one by one; otherwise (unless{eager_ops | math_ops}) the
+  // Eager attention op by op (a 16-bit Llama's history; GPT-2's under autocast), and SDPA's math path
+  // op by op (an fp32 Llama's history): the s x s steps one by one; otherwise (unless{eager_ops | math_ops}) the
   // one working buffer the other forwards count.
   eager_ops = 1ull << 47, math_ops = 1ull << 48,
   // A 16-bit model without autocast: RMSNorm's .to(float32) is a copy, x * rsqrt an fp32 temporary, and the
   // attention's residual sum a tensor the norm does not save (an fp32 model's norm reads and saves it as it is).
   norm_upcasts = 1ull << 49,
-  // GPT-2's backward under autocast op by op (planner/profiles/hf/activations_hf_backward.hpp: S5's and S1's histories):
+  // GPT-2's backward op by op, under autocast or in a 16-bit model (planner/profiles/hf/activations_hf_backward.hpp):
   // backward_moment rows and the event's steps; otherwise (unless{bwd_program}) the coarse working buffers.
   bwd_program = 1ull << 50,
+  // embedding_dense_backward sorts the token ids and sums partial segments (more than 3072 tokens a micro-batch:
+  // aten/src/ATen/native/cuda/Embedding.cu), in a buffer of its own.
+  sorted_embedding_backward = 1ull << 51,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`
@@ -183,6 +187,7 @@ struct unless {
 struct condition {
   std::uint64_t all = 0, none = 0;
   constexpr condition(std::uint64_t all_bits = 0, std::uint64_t none_bits = 0) : all(all_bits), none(none_bits) {}
+  constexpr condition(unless u) : none(u.bits) {}  // unless{x} alone: whenever x does not hold
   constexpr bool applies(std::uint64_t holds) const { return (all & holds) == all && (none & holds) == 0; }
 };
 constexpr condition operator|(std::uint64_t all, unless u) { return {all, u.bits}; }
@@ -199,5 +204,19 @@ struct hf_row {
   // saved row's: where its checkpointed forward, which saves nothing, frees it (fwd_program only).
   std::string_view until = {}, or_until = {};
 };
+
+// A row's free point names a later row of its table (or "@output"). The index of the first row whose `until`
+// or `or_until` names no row after it, or -1 (activations_hf.cpp asserts -1 for every table when it compiles).
+template <std::size_t N>
+constexpr int unresolved_free_point(const hf_row (&rows)[N]) {
+  for (std::size_t i = 0; i < N; ++i)
+    for (const std::string_view target : {rows[i].until, rows[i].or_until}) {
+      if (target.empty() || target == "@output") continue;
+      bool found = false;
+      for (std::size_t j = i + 1; j < N && !found; ++j) found = rows[j].name == target;
+      if (!found) return static_cast<int>(i);
+    }
+  return -1;
+}
 
 }  // namespace trainplan::hf_rows

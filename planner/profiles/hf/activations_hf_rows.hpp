@@ -24,17 +24,17 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.input", shape_rule::bsh, dtype_role::param, keep_class::layer_input_moment, llama | norm_copies_input},
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | norm_copies_input | input_grad,
      "layer{}.fwd.ln1_x_rsqrt"},
-    // Llama under autocast op by op (fwd_program; S6's recorded history): RMSNorm's pow(2) is freed once mean
+    // Llama under autocast op by op (fwd_program; a Llama's recorded history under autocast): RMSNorm's pow(2) is freed once mean
     // has read it, and its fp32 output lives until self_attn returns (LlamaDecoderLayer reassigns hidden_states).
     {"layer{}.fwd.ln1_pow", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program,
      "layer{}.ln1.rsqrt"},
     // (Under checkpointing the forward saves nothing: each saved row's `until` is where its variable dies, as
-    // E2's recorded history shows; the norm's layer input is the checkpoint's.)
+    // a checkpointed Mistral's recorded history shows; the norm's layer input is the checkpoint's.)
     {"layer{}.ln1.upcast", shape_rule::bsh, dtype_role::fp32, keep_class::saved, llama | upcast_copy | input_grad,
      "layer{}.fwd.ln1_x_rsqrt"},
     {"layer{}.ln1.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, llama | input_grad, "layer{}.fwd.ln1_x_rsqrt",
      "layer{}.ln1.normed"},
-    // A 16-bit model (S7's and S9's histories): x * rsqrt is an fp32 temporary, its .to(bf16) the normalised
+    // A 16-bit model (a bf16 Llama's histories, checkpointed and not): x * rsqrt is an fp32 temporary, its .to(bf16) the normalised
     // tensor saved, and weight * that the norm's output, which q, k and v read and save.
     {"layer{}.fwd.ln1_x_rsqrt", shape_rule::bsh, dtype_role::fp32, keep_class::forward_moment, llama | fwd_program | norm_upcasts,
      "layer{}.attn.qkv_in", "layer{}.fwd.ln1_out"},
@@ -55,12 +55,20 @@ constexpr hf_row layer_rows[] = {
      llama | fwd_program | amp | trains_all},
     {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv,
      "layer{}.fwd.q_out"},
-    // peft's lora.Linear.forward op by op on a 16-bit Llama (E11's and E12's histories): the frozen base's output,
+    // peft's lora.Linear.forward op by op on a 16-bit Llama (LoRA on a bf16 TinyLlama's histories, checkpointed and not): the frozen base's output,
     // the input's fp32 copy lora_A saves, lora_A's output lora_B saves, lora_B's fp32 output, its scaled copy
     // and the fp32 sum with the base's output (each freed once the next exists), then the sum cast back to
     // the model's dtype, the module's output. Under checkpointing the copy lives until that output exists.
     {"layer{}.fwd.q_base_out", shape_rule::bs_qw, dtype_role::compute, keep_class::forward_moment,
      llama | peft_per_module | peft_q, "layer{}.fwd.q_sum"},
+    // With lora_dropout, lora_B(lora_A(dropout(x))): peft's fp32 copy x lives until the module returns (the
+    // variable x of lora.Linear.forward), native_dropout makes its bool mask, then its output, which lora_A
+    // saves (the mask saved for the dropout's backward where x needs a gradient, else freed once the output
+    // exists: aten/src/ATen/native/cuda/Dropout.cu, dropout_cuda makes the mask first).
+    {"layer{}.fwd.q_lora_x", shape_rule::bsh, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_q | peft_dropout, "layer{}.fwd.q_out"},
+    {"layer{}.lora.q_dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved,
+     llama | peft_per_module | peft_q | peft_dropout | input_grad, "layer{}.lora.q_in"},
     {"layer{}.lora.q_in", shape_rule::bsh, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_q,
      "layer{}.fwd.q_out"},
     {"layer{}.lora.q_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_q,
@@ -79,6 +87,10 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.k_out"},
     {"layer{}.fwd.k_base_out", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
      llama | peft_per_module | peft_k, "layer{}.fwd.k_sum"},
+    {"layer{}.fwd.k_lora_x", shape_rule::bsh, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_k | peft_dropout, "layer{}.fwd.k_out"},
+    {"layer{}.lora.k_dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved,
+     llama | peft_per_module | peft_k | peft_dropout | input_grad, "layer{}.lora.k_in"},
     {"layer{}.lora.k_in", shape_rule::bsh, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_k,
      "layer{}.fwd.k_out"},
     {"layer{}.lora.k_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_k,
@@ -97,6 +109,10 @@ constexpr hf_row layer_rows[] = {
      "layer{}.attn.v"},
     {"layer{}.fwd.v_base_out", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
      llama | peft_per_module | peft_v, "layer{}.fwd.v_sum"},
+    {"layer{}.fwd.v_lora_x", shape_rule::bsh, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_v | peft_dropout, "layer{}.attn.v"},
+    {"layer{}.lora.v_dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved,
+     llama | peft_per_module | peft_v | peft_dropout | input_grad, "layer{}.lora.v_in"},
     {"layer{}.lora.v_in", shape_rule::bsh, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_v,
      "layer{}.attn.v"},
     {"layer{}.lora.v_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_v,
@@ -147,11 +163,11 @@ constexpr hf_row layer_rows[] = {
     // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
-    // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of S1 and E13,
+    // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of GPT-2, fully and with LoRA,
     // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
     // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
     // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
-    // (Without autocast, S3's and S4's histories: ln_1's output is what c_attn saves; no casts.)
+    // (Without autocast, a bf16 and an fp32 GPT-2's histories: ln_1's output is what c_attn saves; no casts.)
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp,
      "layer{}.ln2.in"},
     {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache,
@@ -175,10 +191,14 @@ constexpr hf_row layer_rows[] = {
     // With lora_dropout, lora_B(lora_A(dropout(x))): nn.Dropout's native_dropout saves its bool mask (only where
     // x needs a gradient: not layer 0's without checkpointing), and lora_A the dropped-out input.
     {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
-     peft_qkv | peft_dropout | input_grad},
+     peft_qkv | peft_dropout | input_grad | unless{peft_per_module}, "layer{}.fwd.qkv_dropout_out"},
+    // GPT-2 under autocast: the dropout's fp32 output, of which lora_A's GEMM saves autocast's bf16 cast, held by
+    // the expression until lora_A returns.
+    {"layer{}.fwd.qkv_dropout_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     gpt | fwd_program | peft_qkv | peft_dropout, "layer{}.lora.qkv_a_out"},
     // Under autocast each adapter's GEMM casts the fp32 adapter (a leaf that requires grad: cached until the
     // forward ends) and saves the copy to compute its input's gradient, which layer 0's lora_A on q, k and v
-    // never needs without checkpointing (E13's and E15's inventories, data/measurements/: lora_A's [768, 8]
+    // never needs without checkpointing (LoRA's recorded inventories on GPT-2 and TinyLlama, data/measurements/: lora_A's [768, 8]
     // saved 35 times in 12 layers of 3 such modules, lora_B's all 12).
     {"layer{}.autocast.adapter_weights.qkv_a", shape_rule::lora_w_qkv_a, dtype_role::compute, keep_class::autocast_cache,
      amp | peft_qkv | input_grad},
@@ -225,7 +245,7 @@ constexpr hf_row layer_rows[] = {
     // Eager attention (and SDPA's math path) multiplies contiguous copies: q, k^T and v, with k and v
     // repeated to every query head (repeat_kv); it keeps the probabilities, and the copy the second matmul
     // reads when that is a bf16 cast or the dropout's output.
-    // SDPA's math path op by op (_scaled_dot_product_attention_math, an fp32 Llama with grouped heads: S10's
+    // SDPA's math path op by op (_scaled_dot_product_attention_math, an fp32 Llama with grouped heads: its
     // history): q * sqrt(scale); the causal mask built as ones(s, s).tril() and made an fp32 bias; k and v
     // repeated to every head (enable_gqa); k^T * sqrt(scale); bmm's copy of q; the scores, to which the bias is
     // added in place; _safe_softmax's output with its -inf test and row check, freed with the scores once it
@@ -261,7 +281,7 @@ constexpr hf_row layer_rows[] = {
      attn_probs | scores_same_dtype | math_ops},
     {"layer{}.fwd.attn_scores_fp32", shape_rule::bass, dtype_role::fp32, keep_class::forward_estimate,
      attn_probs | scores_upcast | eager_ops},
-    // A 16-bit Llama's eager_attention_forward op by op (S8's history): matmul(q, k^T), * scaling, + the mask,
+    // A 16-bit Llama's eager_attention_forward op by op (a bf16 Llama's history): matmul(q, k^T), * scaling, + the mask,
     // each freed once the next exists (the masked scores once softmax's bf16 result does); softmax(dtype=float32)
     // reads an fp32 copy of them, freed once its output exists.
     {"layer{}.fwd.attn_mm", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.fwd.attn_scaled"},
@@ -271,14 +291,14 @@ constexpr hf_row layer_rows[] = {
      "layer{}.attn.probs_for_v"},
     {"layer{}.fwd.softmax_in", shape_rule::bass, dtype_role::fp32, keep_class::forward_moment, llama | eager_ops | scores_upcast,
      "layer{}.attn.probs"},
-    // GPT-2's eager _attn under autocast (S2's history): torch.where with the fp32 mask value promotes the
+    // GPT-2's eager _attn under autocast (its recorded history): torch.where with the fp32 mask value promotes the
     // masked scores to fp32, which softmax reads as they are; its output is cast to the values' dtype, then
     // dropped out (the cast freed once the dropout's output exists).
     {"layer{}.fwd.attn_masked", shape_rule::bass, dtype_role::fp32, keep_class::forward_moment, gpt | eager_ops,
      "layer{}.attn.probs"},
     // SDPA's math path: _safe_softmax's bool mask of -inf scores (and its row reduction, [b,a,s,1]) is made
     // while the scores are alive; the softmax output is the saved probabilities, zeroed in place where a row
-    // is all -inf. torch 2.11's recorded allocator history (S10, data/measurements/allocator-history-*)
+    // is all -inf. torch 2.11's recorded allocator history of an fp32 Llama (data/measurements/allocator-history-*)
     // shows per layer the scores, the softmax output and the 256 MiB mask, and no third [b,a,s,s] buffer.
     {"layer{}.fwd.safe_softmax_mask", shape_rule::bass, dtype_role::mask, keep_class::forward_working, math_path | unless{math_ops}},
     {"layer{}.attn.probs", shape_rule::bass, dtype_role::probs, keep_class::saved, attn_probs},
@@ -294,11 +314,11 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.bwd.d_scores", shape_rule::bass, dtype_role::fp32, keep_class::backward_working, attn_probs},
     // SDPA's math path: a third [b,a,s,s] buffer lives for a moment while both gradients above exist (made and
     // freed inside the softmax's backward, before the probabilities' gradient is released). torch 2.11's
-    // recorded allocator history of S10 shows it in every layer's backward: three 1 GiB blocks at once, the
+    // recorded allocator history of an fp32 Llama shows it in every layer's backward: three 1 GiB blocks at once, the
     // reason PyTorch reserves a third 1 GiB segment there (data/measurements/allocator-history-*). By then
     // the layer's MLP buffers are freed, which the peak timeline's events cannot say: it is momentary.
     {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, math_path},
-    // (Eager attention's softmax(dtype=float32) on a 16-bit Llama shows the same third buffer: S8's history.)
+    // (Eager attention's softmax(dtype=float32) on a 16-bit Llama shows the same third buffer in its history.)
     {"layer{}.bwd.softmax_grad_temp", shape_rule::bass, dtype_role::fp32, keep_class::backward_moment, llama | eager_ops},
     {"layer{}.attn.probs_dropout_mask", shape_rule::bass, dtype_role::mask, keep_class::saved, attn_probs | dropout},
     {"layer{}.fwd.probs_cast", shape_rule::bass, dtype_role::compute, keep_class::forward_moment, gpt | eager_ops | dropout,
@@ -308,7 +328,7 @@ constexpr hf_row layer_rows[] = {
     // matmul(probs, v)'s [b, a, s, d] output, until transpose(1, 2).contiguous() has copied it for o_proj.
     {"layer{}.fwd.attn_pv", shape_rule::bs_v, dtype_role::compute, keep_class::forward_moment, eager_ops, "layer{}.attn.out_in"},
     {"layer{}.fwd.attn_pv", shape_rule::bs_v, dtype_role::compute, keep_class::forward_moment, math_ops, "layer{}.attn.out_in"},
-    // SDPA's output where it is not the output projection's input (Phi-3 on cuDNN: E20 and E21's inventories,
+    // SDPA's output where it is not the output projection's input (Phi-3 on cuDNN: its recorded inventories,
     // data/measurements/, show ScaledDotProductCudnnAttentionBackward0's saved output of its own, 16 MiB a layer).
     {"layer{}.attn.out", shape_rule::bs_v, dtype_role::compute, keep_class::saved, sdpa_own_output},
     // The attention output, contiguous as the output projection reads it (elsewhere SDPA's output shares its
@@ -323,7 +343,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
-    {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, peft_o | peft_dropout},
+    {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved,
+     peft_o | peft_dropout | unless{peft_per_module}, "layer{}.fwd.o_dropout_out"},
+    {"layer{}.fwd.o_dropout_out", shape_rule::bs_o, dtype_role::param, keep_class::forward_moment,
+     gpt | fwd_program | peft_o | peft_dropout, "layer{}.lora.o_a_out"},
     {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies | unless{peft_per_module}},
     {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, peft_o | unless{peft_per_module}},
     {"layer{}.fwd.o_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
@@ -338,6 +361,10 @@ constexpr hf_row layer_rows[] = {
     // sum of its own, held until the layer returns).
     {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment,
      llama | peft_per_module | peft_o, "layer{}.fwd.o_sum"},
+    {"layer{}.fwd.o_lora_x", shape_rule::bs_o, dtype_role::adapter_in, keep_class::forward_moment,
+     llama | peft_per_module | peft_o | peft_dropout, "layer{}.fwd.attn_proj_out"},
+    {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved,
+     llama | peft_per_module | peft_o | peft_dropout | input_grad, "layer{}.lora.o_in"},
     {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_o,
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.lora.o_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | peft_per_module | peft_o,
@@ -391,7 +418,10 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.fc_base_out", "layer{}.fwd.fc_out"},
     {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_out"},
-    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout},
+    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout,
+     "layer{}.fwd.fc_dropout_out"},
+    {"layer{}.fwd.fc_dropout_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     gpt | fwd_program | peft_mlp | peft_dropout, "layer{}.lora.fc_a_out"},
     {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     {"layer{}.lora.fc_a_out", shape_rule::peft_fc_a, dtype_role::adapter_in, keep_class::saved, peft_mlp},
     {"layer{}.fwd.fc_lora_b", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
@@ -433,7 +463,10 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.proj_base_out", "layer{}.fwd.mlp_proj_out"},
     {"layer{}.fwd.proj_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.mlp_proj_out"},
-    {"layer{}.lora.proj_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout},
+    {"layer{}.lora.proj_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout,
+     "layer{}.fwd.proj_dropout_out"},
+    {"layer{}.fwd.proj_dropout_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment,
+     gpt | fwd_program | peft_mlp | peft_dropout, "layer{}.lora.proj_a_out"},
     {"layer{}.lora.proj_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.lora.proj_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, gpt | peft_mlp},
     {"layer{}.fwd.proj_lora_b", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
@@ -485,7 +518,7 @@ constexpr hf_row layer_rows[] = {
     // A frozen fp32 base under autocast (LoRA): autocast caches only casts of leaves that require grad
     // (aten/src/ATen/autocast_mode.cpp, cached_cast), so each GEMM casts its weight anew, and the GEMM's
     // backward keeps that copy to compute its input's gradient: not layer 0's q, k and v without
-    // checkpointing, whose input needs none (E15's inventory: q_proj's copy saved 21 times in 22 layers).
+    // checkpointing, whose input needs none (LoRA on TinyLlama's inventory: q_proj's copy saved 21 times in 22 layers).
     {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast,
      amp | peft | coarse_forward | input_grad},
     {"layer{}.autocast.frozen_weights", shape_rule::matmul_after_qkv, dtype_role::compute, keep_class::frozen_cast,

@@ -27,7 +27,10 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
                   {.grads_per_parameter = true, .peft_adapters = true, .foreach_adamw = true, .grad_scaler = true});
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   inv.set_inflight(stage.inflight);
-  out.forward_in_program_order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
+  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
+  out.forward_in_program_order = order.forward;
+  out.coarse_forward_reason = order.coarse_forward;
+  out.coarse_backward_reason = order.coarse_backward;
   return finish_inventory(std::move(out), m);
 }
 

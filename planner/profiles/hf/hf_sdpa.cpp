@@ -34,7 +34,7 @@ sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const p
   // A mask (FlashAttention takes none) goes to cuDNN too: it takes a [b|1, 1, s, s] bias, and torch 2.11's
   // CUDA 13 wheels (cuDNN 9.17) rank it first on an H100 (cuda/sdp_utils.cpp, check_prefer_cudnn_attention).
   // fp32: FlashAttention and cuDNN take only 16-bit inputs; the memory-efficient kernel takes fp32 but not
-  // grouped-query heads (the S10 inventory shows the math path for fp32 Llama with 4 kv heads of 16), unless
+  // grouped-query heads (the recorded inventory shows the math path for fp32 Llama with 4 kv heads of 16), unless
   // a mask made transformers repeat k and v to every head.
   return m.kv_heads == m.heads || hf_sliding_window_mask(m, run) ? sdpa_backend::efficient : sdpa_backend::math;
 }
