@@ -95,7 +95,10 @@ step_ops micro_batch_step_ops(const model_spec& m, const run_config& run, const 
   ops::row_group layer = layer_group(layers);
   ops::row_group norms = layer;
   norms.share = run.sequence_parallel ? 1 / tp : 1;  // norms, residuals, dropout: replicated across tp ranks
-  ops::row_group head{result, mb, mb, mb, 1};
+  // The head's rows go after the layers' whatever order a profile writes them in (its op list may begin with the
+  // embedding): they are kept apart and appended.
+  step_ops head_part;
+  ops::row_group head{head_part, mb, mb, mb, 1};
   // DeepSeek's dense first layers run another MLP than its MoE layers. With pipeline stages, the step
   // waits for the slowest stage: one of MoE layers only, when there are enough of them to fill one.
   const double moe_layers = std::min(layers, static_cast<double>(m.moe_layers()));
@@ -104,6 +107,10 @@ step_ops micro_batch_step_ops(const model_spec& m, const run_config& run, const 
   step_rows rows{layer, norms, head, dense_mlp, moe_mlp};
   add_rows(rows);
   for (ops::row_group* g : {&layer, &norms, &head, &dense_mlp, &moe_mlp}) g->flush_launches();
+  result.ops.insert(result.ops.end(), head_part.ops.begin(), head_part.ops.end());
+  result.launches.forward += head_part.launches.forward;
+  result.launches.recompute += head_part.launches.recompute;
+  result.launches.backward += head_part.launches.backward;
   return result;
 }
 

@@ -1,6 +1,6 @@
 #include "planner/profiles/llmc/llmc_profile.hpp"
 
-#include "planner/profiles/fused_layer_ops.hpp"
+#include "planner/profiles/fused_layer.hpp"
 #include "planner/profiles/llmc/inventory_llmc.hpp"
 #include "planner/profiles/step_frame.hpp"
 
@@ -28,13 +28,12 @@ double slack(const calibration&) { return 0.0; }
 
 step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                          const trained_share& trained) {
-  const fused_layer_options options{.traits = traits, .recomputes_gelu = true, .fused_classifier = true};
-  const double c = static_cast<double>(dtype_bytes(layout.activations)), w = static_cast<double>(dtype_bytes(layout.weights));
-  // llm.c's "selective" (-r 1) recomputes GELU only, not the attention core.
-  step_ops ops = micro_batch_step_ops(m, run, layout, false, [&](step_rows& rows) {
-    add_fused_layer(rows.layer, rows.norms, rows.dense_mlp, rows.moe_mlp, m, run, c, options);
-    add_fused_head(rows.head, m, run, c, w, options);
-  });
+  // llm.c's fused classifier and GELU recomputation; its "selective" (-r 1) recomputes GELU only, not the
+  // attention core. (Its memory is its own allocation table, planner/profiles/llmc/inventory_llmc.cpp: one block
+  // per kind of activation for every layer and the whole run, laid out as train_gpt2.cu's ActivationTensors.)
+  const fused_layer_options options{.traits = traits, .loss = fused_loss::fused_classifier, .recomputes_gelu = true};
+  step_ops ops = micro_batch_step_ops(m, run, layout, false,
+                                      [&](step_rows& rows) { walk_fused_step({m, run, layout, options}, nullptr, &rows); });
   add_optimizer_op(ops, optimizer_kernels::single_kernel, trained);  // one kernel over its single parameter buffer
   return ops;
 }

@@ -2,8 +2,7 @@
 
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/memory/model_state.hpp"
-#include "planner/profiles/fused_layer_memory.hpp"
-#include "planner/profiles/fused_layer_ops.hpp"
+#include "planner/profiles/fused_layer.hpp"
 #include "planner/profiles/step_frame.hpp"
 
 namespace trainplan {
@@ -20,14 +19,17 @@ constexpr stack_traits traits{
     .keeps_fused_projections = false,
 };
 
+// Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them).
+constexpr fused_layer_options options{.traits = traits, .loss = fused_loss::fp32_copy};
+
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
                 const pipeline_stage& stage) {
   inventory out;
   out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
   add_model_state(out, m, run, layout, facts, traits, {});
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
-  // Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them).
-  add_fused_activations(inv, m, run, layout, facts.counts, stage, m.vocab, fused_loss::fp32_copy);
+  const fused_memory memory{inv, facts.counts, stage};
+  walk_fused_step({m, run, layout, options}, &memory, nullptr);
   return finish_inventory(std::move(out), m);
 }
 
@@ -36,12 +38,8 @@ double slack(const calibration& calib) { return calib.slack_fraction("megatron")
 
 step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                          const trained_share& trained) {
-  const fused_layer_options options{.traits = traits};
-  const double c = static_cast<double>(dtype_bytes(layout.activations)), w = static_cast<double>(dtype_bytes(layout.weights));
-  step_ops ops = micro_batch_step_ops(m, run, layout, true, [&](step_rows& rows) {
-    add_fused_layer(rows.layer, rows.norms, rows.dense_mlp, rows.moe_mlp, m, run, c, options);
-    add_fused_head(rows.head, m, run, c, w, options);
-  });
+  step_ops ops = micro_batch_step_ops(m, run, layout, true,
+                                      [&](step_rows& rows) { walk_fused_step({m, run, layout, options}, nullptr, &rows); });
   add_optimizer_op(ops, optimizer_kernels::multi_tensor_fused, trained);
   return ops;
 }

@@ -4,8 +4,7 @@
 
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/memory/model_state.hpp"
-#include "planner/profiles/fused_layer_memory.hpp"
-#include "planner/profiles/fused_layer_ops.hpp"
+#include "planner/profiles/fused_layer.hpp"
 #include "planner/profiles/step_frame.hpp"
 #include "planner/util/checked_math.hpp"
 
@@ -22,6 +21,9 @@ constexpr stack_traits traits{
     .passes_window_to_kernel = true,
     .keeps_fused_projections = false,
 };
+
+// llm.c's fused classifier, and the residual add fused with the next norm (kernels/norm.hpp).
+constexpr fused_layer_options options{.traits = traits, .loss = fused_loss::fused_classifier, .fused_residual_norm = true};
 
 // What the harness's own kernels need beyond the tensors of the model, allocated by name like every other
 // buffer so that the harness's memory identity stays exact (no device memory outside the
@@ -54,8 +56,8 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
   out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
   add_model_state(out, m, run, layout, facts, traits, {});
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
-  add_fused_activations(inv, m, run, layout, facts.counts, stage, vocab_rows(m, traits.vocab_pad_multiple),
-                        fused_loss::fused_classifier);
+  const fused_memory memory{inv, facts.counts, stage};
+  walk_fused_step({m, run, layout, options}, &memory, nullptr);
   add_harness_scratch(inv, m, run, stage);
   return finish_inventory(std::move(out), m);
 }
@@ -65,12 +67,8 @@ double slack(const calibration& calib) { return calib.slack_fraction("trainplan"
 
 step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                          const trained_share& trained) {
-  const fused_layer_options options{.traits = traits, .fused_residual_norm = true};
-  const double c = static_cast<double>(dtype_bytes(layout.activations)), w = static_cast<double>(dtype_bytes(layout.weights));
-  step_ops ops = micro_batch_step_ops(m, run, layout, true, [&](step_rows& rows) {
-    add_fused_layer(rows.layer, rows.norms, rows.dense_mlp, rows.moe_mlp, m, run, c, options);
-    add_fused_head(rows.head, m, run, c, w, options);
-  });
+  step_ops ops = micro_batch_step_ops(m, run, layout, true,
+                                      [&](step_rows& rows) { walk_fused_step({m, run, layout, options}, nullptr, &rows); });
   add_optimizer_op(ops, optimizer_kernels::multi_tensor_fused, trained);
   return ops;
 }
