@@ -77,7 +77,7 @@ struct reader {
   }
 };
 
-// The activation each family's profile models (activations_hf.cpp, step_ops_hf.cpp): another one would get
+// The activation each family's profile models (activations_hf.cpp, hf_layer_ops.cpp): another one would get
 // the same prediction, silently.
 void require_activation(const reader& r, const char* key, const char* modelled, const char* type) {
   const std::string act = r.string_or(key, modelled);

@@ -4,7 +4,7 @@
 #include <array>
 
 #include "planner/profiles/hf/activations_hf_backward.hpp"
-#include "planner/profiles/hf/activations_hf_rows.hpp"
+#include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/hf/hf_traits.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/run/lora.hpp"
@@ -12,14 +12,13 @@
 
 namespace trainplan {
 
-using namespace hf_rows;  // the rows' vocabulary and tables (planner/profiles/hf/activations_hf_row_rules.hpp, activations_hf_rows.hpp)
+using namespace hf_rows;  // the rows' vocabulary (planner/profiles/hf/activations_hf_row_rules.hpp)
 
 namespace {
 
-// Every row's free point names a later row of its table (activations_hf_row_rules.hpp, unresolved_free_point):
-// checked when this file compiles, so that a renamed row cannot leave a free point that names nothing.
-static_assert(unresolved_free_point(layer_rows) == -1, "a layer row's free point names no later row (layer_rows)");
-static_assert(unresolved_free_point(moe_rows) == -1, "an MoE row's free point names no later row (moe_rows)");
+// Every row's free point names a later row (activations_hf_row_rules.hpp, unresolved_free_point; the layer's
+// rows are checked through each family's op list in hf_layer_ops.cpp): checked when this file compiles, so that
+// a renamed row cannot leave a free point that names nothing.
 static_assert(unresolved_free_point(gpt_backward_rows) == -1, "a backward row's free point names no later row");
 
 // Where the layers' forward is not written op by op: what in the run has no op order in the rows (empty where
@@ -465,35 +464,38 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
     if (made) resolve_free_points(row, inv.count() - 1, row.keep == keep_class::forward_moment || forward_copy);
     if (from_layer1) inv.all_layers();
   };
+  // The layer's rows, op by op through its family's list (planner/profiles/hf/hf_layer_ops.cpp).
+  const std::span<const hf_layer_op> ops = hf_layer_ops(m.family);
+  auto each_row = [&](auto&& visit, auto&& wanted_op) {
+    for (const hf_layer_op& op : ops)
+      if (wanted_op(op))
+        for (const hf_row_table& table : op.rows)
+          for (const hf_row& row : table) visit(row);
+  };
+  auto moe_op = [](const hf_layer_op& op) { return op.part == layer_part::moe_mlp; };
+  auto not_moe_op = [](const hf_layer_op& op) { return op.part != layer_part::moe_mlp; };
   if (m.dense_layers == 0) {
-    for (const hf_row& row : layer_rows)
-      if (applies(row)) emit(row);
+    each_row([&](const hf_row& row) { if (applies(row)) emit(row); }, not_moe_op);
     if (backward_in_order)
       for (const hf_row& row : gpt_backward_rows)
         if (applies(row)) emit(row);
-    if (m.is_moe())
-      for (const hf_row& row : moe_rows)
-        if (applies(row)) emit(row);
+    if (m.is_moe()) each_row([&](const hf_row& row) { if (applies(row)) emit(row); }, moe_op);
   } else {
     // DeepSeek-V3: the rows every layer has, then the dense first layers' MLP rows, then the MoE layers'.
     // The MLP's input casts and the autocast weight copies differ between the two kinds of layer.
     auto kind_specific = [](const hf_row& row) {
       return (row.when.all & dense_mlp) != 0 || row.shape == shape_rule::fc_casts || row.shape == shape_rule::matmul;
     };
-    for (const hf_row& row : layer_rows)
-      if (!kind_specific(row) && applies(row)) emit(row);
+    each_row([&](const hf_row& row) { if (!kind_specific(row) && applies(row)) emit(row); }, not_moe_op);
     inv.set_layer_range(0, m.dense_layers);
     mlp_input_casts = dense_mlp_casts, layer_matmul = counts.matmul_per_dense_layer;
     holds = (holds & ~moe) | dense_mlp;
-    for (const hf_row& row : layer_rows)
-      if (kind_specific(row) && applies(row)) emit(row);
+    each_row([&](const hf_row& row) { if (kind_specific(row) && applies(row)) emit(row); }, not_moe_op);
     inv.set_layer_range(m.dense_layers, m.layers);
     mlp_input_casts = moe_mlp_casts, layer_matmul = counts.matmul_per_layer;
     holds = (holds & ~dense_mlp) | moe;
-    for (const hf_row& row : layer_rows)
-      if (kind_specific(row) && applies(row)) emit(row);
-    for (const hf_row& row : moe_rows)
-      if (applies(row)) emit(row);
+    each_row([&](const hf_row& row) { if (kind_specific(row) && applies(row)) emit(row); }, not_moe_op);
+    each_row([&](const hf_row& row) { if (applies(row)) emit(row); }, moe_op);
     inv.all_layers();
   }
 

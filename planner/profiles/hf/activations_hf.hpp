@@ -6,29 +6,13 @@
 #include <array>
 
 #include "planner/memory/inventory_builder.hpp"
+#include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/model/model_spec.hpp"
 #include "planner/model/param_count.hpp"
 #include "planner/run/precision.hpp"
 #include "planner/run/run_config.hpp"
 
 namespace trainplan {
-
-// Which kernel torch.nn.functional.scaled_dot_product_attention runs (attention_kind::flash under hf
-// means the model's attn_implementation="sdpa"; eager means "eager").
-enum class sdpa_backend { fused, efficient, math, eager };
-// PyTorch's choice for the dtype and head layout (sdp_utils.cpp): cuDNN or FlashAttention for 16-bit
-// inputs (on the H100 the inventories show cuDNN; both save q, k, v, the output and an fp32 log-sum-exp),
-// memory-efficient attention for fp32 without grouped-query heads, the math path for fp32 with them.
-sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
-
-// Whether transformers hands SDPA a sliding-window mask (every layer sliding, sequence >= window): then
-// k and v are repeated to every query head and the fused kernel saves the mask as a [b,1,s,s] bias.
-bool hf_sliding_window_mask(const model_spec& m, const run_config& run);
-std::string_view sdpa_backend_name(sdpa_backend b);
-
-// Throws input_error for what the profile does not model (tensor or pipeline parallelism, selective
-// recomputation: Hugging Face checkpoints whole decoder layers).
-void check_hf_run(const run_config& run, const precision_layout& layout);
 
 // Which of the step's events its rows write op by op, in program order (inventory::forward_in_program_order,
 // backward_programs), and where they do not, what in the run has no op order written (empty where all is).

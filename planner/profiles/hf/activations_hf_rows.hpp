@@ -1,20 +1,24 @@
 #pragma once
-// The hf profile's rows (planner/profiles/hf/activations_hf.cpp builds the inventory from them): one decoder layer's
-// buffers, each a row of name, shape rule, dtype role, keep class and the conditions it applies under
-// (planner/profiles/hf/activations_hf_row_rules.hpp), in the order the forward creates them. Data only; included by
-// activations_hf.cpp alone.
+// The hf profile's rows: the buffers each operation of a decoder layer makes, one table per operation, each
+// row a name, shape rule, dtype role, keep class and the conditions it applies under
+// (planner/profiles/hf/activations_hf_row_rules.hpp). The layer's operations in program order, each with its
+// rows and its kernels, are the op lists of planner/profiles/hf/hf_layer_ops.cpp, the one file that includes
+// this: walking a family's list gives the layer's buffers in the order the forward creates them (a backward
+// working buffer beside what its backward reads), the order in which the allocator replay
+// (planner/allocator/allocator_trace.cpp) allocates and frees within an event. A table may serve both
+// families (GPT-2's and the Llama family's rows are told apart by their conditions).
+//
+// Sources: the saved-tensor inventories (op, saved name, dtype, shape), and the modeling code they come from:
+// transformers' GPT2Block/GPT2Attention/NewGELUActivation and LlamaDecoderLayer/LlamaRMSNorm/LlamaMLP/
+// apply_rotary_pos_emb; PyTorch's autocast op lists (fp32: layer_norm, pow, softmax, log_softmax),
+// derivatives.yaml (which inputs each backward saves) and, for the math path, _scaled_dot_product_attention_math
+// (aten/src/ATen/native/transformers/attention.cpp).
 #include "planner/profiles/hf/activations_hf_row_rules.hpp"
 
 namespace trainplan::hf_rows {
 
-// One decoder layer, its rows in program order (the order the forward creates them; a backward working
-// buffer beside what its backward reads): the allocator replay (planner/allocator/allocator_trace.cpp) allocates and
-// frees within an event in this order. Sources: the saved-tensor inventories (op, saved name, dtype,
-// shape), and the modeling code they come from: transformers' GPT2Block/GPT2Attention/NewGELUActivation and
-// LlamaDecoderLayer/LlamaRMSNorm/LlamaMLP/apply_rotary_pos_emb; PyTorch's autocast op lists (fp32: layer_norm,
-// pow, softmax, log_softmax), derivatives.yaml (which inputs each backward saves) and, for the math path,
-// _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/attention.cpp).
-constexpr hf_row layer_rows[] = {
+// The first norm: GPT-2's ln_1 (LayerNorm), a Llama's input_layernorm (RMSNorm).
+constexpr hf_row norm_1_rows[] = {
     // GPT-2: ln_1 (LayerNorm saves its input and fp32 mean/rstd), then c_attn reading a bf16 cast of ln_1's output.
     {"layer{}.ln1.in", shape_rule::bsh, dtype_role::norm_input, keep_class::layer_input, gpt | input_grad},
     {"layer{}.ln1.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt | input_grad},
@@ -47,6 +51,18 @@ constexpr hf_row layer_rows[] = {
     // (Under LoRA the frozen q, k and v save no input: the norm's output lives until self_attn returns.)
     {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | no_autocast | peft,
      "layer{}.fwd.attn_proj_out"},
+    // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of GPT-2, fully and with LoRA,
+    // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
+    // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
+    // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
+    // (Without autocast, a bf16 and an fp32 GPT-2's histories: ln_1's output is what c_attn saves; no casts.)
+    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp,
+     "layer{}.ln2.in"},
+};
+
+// The query, key and value projections: a Llama's q_proj, k_proj and v_proj one by one (each with its own
+// adapter, peft's modules op by op), GPT-2's one c_attn (Phi-3's qkv_proj).
+constexpr hf_row qkv_projection_rows[] = {
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved,
      llama | fwd_program | no_autocast | trains_qkv, "layer{}.fwd.attn_proj_out"},
     // q, k and v each cast the norm's output (saved by their GEMMs) after their weight; q's and k's outputs live
@@ -127,6 +143,57 @@ constexpr hf_row layer_rows[] = {
      llama | fwd_program | gqa_values | sdpa_saves_qkv, "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.v_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | attn_copies,
      "layer{}.fwd.attn_proj_out"},
+    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache,
+     gpt | fwd_program | amp | trains_all},
+    // (A frozen GEMM saves its weight's copy only for its input's gradient: not layer 0's c_attn under LoRA
+    // without checkpointing, whose copy is freed once the GEMM has run.)
+    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast,
+     gpt | fwd_program | peft | input_grad},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, gpt | trains_qkv, "layer{}.attn.qkv"},
+    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, llama | trains_qkv | coarse_forward},
+    // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
+    // temporary: peft's lora.Linear.forward computes result = base(x), then result + lora_B(lora_A(x)) * scaling
+    // (lora_B's output, the scaled copy, the sum: each freed once the next exists). The sum is what SDPA reads.
+    {"layer{}.fwd.qkv_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
+     "layer{}.fwd.qkv_base_out", "layer{}.attn.qkv"},
+    {"layer{}.fwd.qkv_base_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment,
+     gpt | fwd_program | peft_qkv, "layer{}.attn.qkv"},
+};
+
+// peft's adapters on the q, k, v projections, lumped (GPT-2's one c_attn module, and a Llama's adapters where its
+// forward is not written op by op).
+constexpr hf_row qkv_adapter_rows[] = {
+    // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
+    // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
+    // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
+    // With lora_dropout, lora_B(lora_A(dropout(x))): nn.Dropout's native_dropout saves its bool mask (only where
+    // x needs a gradient: not layer 0's without checkpointing), and lora_A the dropped-out input.
+    // (A Llama's lumped adapters are not written op by op: their saved rows need no free point.)
+    {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
+     gpt | peft_qkv | peft_dropout | input_grad, "layer{}.fwd.qkv_dropout_out"},
+    {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
+     llama | peft_qkv | peft_dropout | input_grad | unless{peft_per_module}},
+    // GPT-2 under autocast: the dropout's fp32 output, of which lora_A's GEMM saves autocast's bf16 cast, held by
+    // the expression until lora_A returns.
+    {"layer{}.fwd.qkv_dropout_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     gpt | fwd_program | peft_qkv | peft_dropout, "layer{}.lora.qkv_a_out"},
+    // Under autocast each adapter's GEMM casts the fp32 adapter (a leaf that requires grad: cached until the
+    // forward ends) and saves the copy to compute its input's gradient, which layer 0's lora_A on q, k and v
+    // never needs without checkpointing (LoRA's recorded inventories on GPT-2 and TinyLlama, data/measurements/: lora_A's [768, 8]
+    // saved 35 times in 12 layers of 3 such modules, lora_B's all 12).
+    {"layer{}.autocast.adapter_weights.qkv_a", shape_rule::lora_w_qkv_a, dtype_role::compute, keep_class::autocast_cache,
+     amp | peft_qkv | input_grad},
+    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv | unless{peft_per_module}},
+    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv | unless{peft_per_module}},
+    {"layer{}.autocast.adapter_weights", shape_rule::lora_w_rest, dtype_role::compute, keep_class::autocast_cache, amp | peft},
+    {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
+     "layer{}.fwd.qkv_scaled"},
+    {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
+     "layer{}.attn.qkv"},
+};
+
+// A Llama's rotary embedding on q and k (apply_rotary_pos_emb), op by op.
+constexpr hf_row rotary_rows[] = {
     // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
     // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
     // next exists; the rotated q and k live until self_attn returns.
@@ -163,52 +230,10 @@ constexpr hf_row layer_rows[] = {
     // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | fwd_program | amp, "layer{}.attn.out_in"},
-    // GPT-2's forward under autocast, op by op (fwd_program; the recorded allocator histories of GPT-2, fully and with LoRA,
-    // data/measurements/allocator-history-*, show each of these blocks made and freed in this order): ln_1's
-    // fp32 output lives until the attention's residual add reassigns hidden_states (GPT2Block.forward);
-    // c_attn's weight is cast where its GEMM runs (cached if it trains, cast anew if frozen).
-    // (Without autocast, a bf16 and an fp32 GPT-2's histories: ln_1's output is what c_attn saves; no casts.)
-    {"layer{}.fwd.ln1_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp,
-     "layer{}.ln2.in"},
-    {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache,
-     gpt | fwd_program | amp | trains_all},
-    // (A frozen GEMM saves its weight's copy only for its input's gradient: not layer 0's c_attn under LoRA
-    // without checkpointing, whose copy is freed once the GEMM has run.)
-    {"layer{}.autocast.frozen_weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::frozen_cast,
-     gpt | fwd_program | peft | input_grad},
-    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, gpt | trains_qkv, "layer{}.attn.qkv"},
-    {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved, llama | trains_qkv | coarse_forward},
-    // A frozen c_attn's GEMM reads a bf16 cast it does not save. Under a LoRA adapter its output is a
-    // temporary: peft's lora.Linear.forward computes result = base(x), then result + lora_B(lora_A(x)) * scaling
-    // (lora_B's output, the scaled copy, the sum: each freed once the next exists). The sum is what SDPA reads.
-    {"layer{}.fwd.qkv_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
-     "layer{}.fwd.qkv_base_out", "layer{}.attn.qkv"},
-    {"layer{}.fwd.qkv_base_out", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment,
-     gpt | fwd_program | peft_qkv, "layer{}.attn.qkv"},
-    // peft's lora.Linear.forward: the frozen base layer saves no input; x = _cast_input_dtype(x, fp32
-    // adapters), then lora_B(lora_A(x)): lora_A saves its input (autocast's copy, or peft's fp32 copy, per
-    // module), lora_B lora_A's [b, s, r] output (peft/tuners/lora/layer.py, Linear.forward).
-    // With lora_dropout, lora_B(lora_A(dropout(x))): nn.Dropout's native_dropout saves its bool mask (only where
-    // x needs a gradient: not layer 0's without checkpointing), and lora_A the dropped-out input.
-    {"layer{}.lora.qkv_dropout_mask", shape_rule::peft_qkv_in, dtype_role::mask, keep_class::saved,
-     peft_qkv | peft_dropout | input_grad | unless{peft_per_module}, "layer{}.fwd.qkv_dropout_out"},
-    // GPT-2 under autocast: the dropout's fp32 output, of which lora_A's GEMM saves autocast's bf16 cast, held by
-    // the expression until lora_A returns.
-    {"layer{}.fwd.qkv_dropout_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     gpt | fwd_program | peft_qkv | peft_dropout, "layer{}.lora.qkv_a_out"},
-    // Under autocast each adapter's GEMM casts the fp32 adapter (a leaf that requires grad: cached until the
-    // forward ends) and saves the copy to compute its input's gradient, which layer 0's lora_A on q, k and v
-    // never needs without checkpointing (LoRA's recorded inventories on GPT-2 and TinyLlama, data/measurements/: lora_A's [768, 8]
-    // saved 35 times in 12 layers of 3 such modules, lora_B's all 12).
-    {"layer{}.autocast.adapter_weights.qkv_a", shape_rule::lora_w_qkv_a, dtype_role::compute, keep_class::autocast_cache,
-     amp | peft_qkv | input_grad},
-    {"layer{}.lora.qkv_in", shape_rule::peft_qkv_in, dtype_role::adapter_in, keep_class::saved, peft_qkv | unless{peft_per_module}},
-    {"layer{}.lora.qkv_a_out", shape_rule::peft_qkv_a, dtype_role::adapter_in, keep_class::saved, peft_qkv | unless{peft_per_module}},
-    {"layer{}.autocast.adapter_weights", shape_rule::lora_w_rest, dtype_role::compute, keep_class::autocast_cache, amp | peft},
-    {"layer{}.fwd.qkv_lora_b", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
-     "layer{}.fwd.qkv_scaled"},
-    {"layer{}.fwd.qkv_scaled", shape_rule::bs_qkv, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_qkv,
-     "layer{}.attn.qkv"},
+};
+
+// Multi-head latent attention's projections and latent norms (DeepSeek).
+constexpr hf_row mla_projection_rows[] = {
     // Multi-head latent attention (transformers' DeepseekV3Attention): q_a_layernorm and kv_a_layernorm are
     // RMSNorms over the down projections' 16-bit outputs (the fp32 upcast, rsqrt and the normalised tensor
     // saved), and q_b_proj and kv_b_proj read their outputs (cast by autocast, or the weight product).
@@ -223,6 +248,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.attn.kv_a_norm.normed", shape_rule::bs_kvr, dtype_role::compute, keep_class::saved, mla},
     {"layer{}.attn.kv_b_in", shape_rule::bs_kvr, dtype_role::compute, keep_class::saved, mla | trains_qkv},
     {"layer{}.attn.kv_b_out", shape_rule::bs_kvb, dtype_role::compute, keep_class::saved, mla},
+};
+
+// The attention core: SDPA by backend, or eager attention and SDPA's math path; the attention output.
+constexpr hf_row attention_rows[] = {
     // SDPA with a fused or memory-efficient kernel saves q, k, v (GPT-2: all of c_attn's output; Llama: q and
     // k after rotary embedding, v as projected), its output, and the log-sum-exp.
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, gpt | sdpa_saves_qkv,
@@ -334,6 +363,10 @@ constexpr hf_row layer_rows[] = {
     // The attention output, contiguous as the output projection reads it (elsewhere SDPA's output shares its
     // storage: the memory-efficient kernel writes [b, s, a, d], and Llama's q is a transposed [b, s, a, d]).
     {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0, "layer{}.fwd.attn_proj_out"},
+};
+
+// The output projection (GPT-2's attn.c_proj, a Llama's o_proj), with its adapter.
+constexpr hf_row out_projection_rows[] = {
     // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
     // (_cast_input_dtype), which lives until the module returns.
     {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | amp | trains_all},
@@ -343,8 +376,10 @@ constexpr hf_row layer_rows[] = {
     {"layer{}.fwd.o_adapter_in", shape_rule::bs_o, dtype_role::fp32, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},
     // An o adapter reads that output through a copy (peft's fp32 cast; under autocast, its bf16 recast).
+    {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved, gpt | peft_o | peft_dropout,
+     "layer{}.fwd.o_dropout_out"},
     {"layer{}.lora.o_dropout_mask", shape_rule::bs_o, dtype_role::mask, keep_class::saved,
-     peft_o | peft_dropout | unless{peft_per_module}, "layer{}.fwd.o_dropout_out"},
+     llama | peft_o | peft_dropout | unless{peft_per_module}},
     {"layer{}.fwd.o_dropout_out", shape_rule::bs_o, dtype_role::param, keep_class::forward_moment,
      gpt | fwd_program | peft_o | peft_dropout, "layer{}.lora.o_a_out"},
     {"layer{}.lora.o_in", shape_rule::bs_o, dtype_role::adapter_in, keep_class::saved, peft_o | peft_copies | unless{peft_per_module}},
@@ -377,15 +412,31 @@ constexpr hf_row layer_rows[] = {
      llama | peft_per_module | peft_o, "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.attn_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.attn_residual", "layer{}.ln2.in"},
-    {"layer{}.fwd.attn_residual", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
-     llama | fwd_program | norm_upcasts, "@output"},
+};
+
+// Gemma 2's post-attention RMSNorm on the attention's output, before the residual add.
+constexpr hf_row attention_post_norm_rows[] = {
     // Gemma2RMSNorm on o_proj's output: the fp32 upcast, rsqrt, and the fp32 normalised tensor that
     // (1 + weight) multiplies; the same after down_proj (transformers' Gemma2DecoderLayer).
     {"layer{}.attn.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.attn.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+};
+
+// The attention's residual add.
+constexpr hf_row attention_residual_rows[] = {
+    {"layer{}.fwd.attn_residual", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
+     llama | fwd_program | norm_upcasts, "@output"},
+};
+
+// GPT-2's resid_dropout on the attention's output.
+constexpr hf_row attention_dropout_rows[] = {
     {"layer{}.attn.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.attn_out"},
     {"layer{}.fwd.attn_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | dropout, "@output"},
+};
+
+// The second norm: GPT-2's ln_2, a Llama's post_attention_layernorm.
+constexpr hf_row norm_2_rows[] = {
     // Second norm and the MLP's input.
     {"layer{}.ln2.in", shape_rule::bsh, dtype_role::param, keep_class::saved, gpt, "@output"},
     {"layer{}.ln2.stats", shape_rule::two_bs, dtype_role::fp32, keep_class::saved, gpt},
@@ -405,21 +456,36 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.down_out"},
     {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, llama | fwd_program | no_autocast | peft,
      "layer{}.fwd.down_out"},
-    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
-     llama | dense_mlp | fwd_program | no_autocast | trains_mlp, "layer{}.fwd.down_out"},
     // GPT-2 under autocast: ln_2's fp32 output lives until the layer returns; c_fc as c_attn above.
     {"layer{}.fwd.ln2_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp, "@output"},
+};
+
+// A Llama's MLP input as gate and up (or the router) read it.
+constexpr hf_row mlp_input_rows[] = {
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
+     llama | dense_mlp | fwd_program | no_autocast | trains_mlp, "layer{}.fwd.down_out"},
+    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
+};
+
+// GPT-2's mlp.c_fc, its base GEMM (its adapter: fc_adapter_rows; its output: c_fc_output_rows).
+constexpr hf_row c_fc_rows[] = {
     {"layer{}.autocast.weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
      gpt | fwd_program | amp | trains_all},
     {"layer{}.autocast.frozen_weights.fc", shape_rule::w_fc, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, gpt | trains_mlp, "layer{}.fwd.fc_out"},
-    {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
     {"layer{}.fwd.fc_base_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft,
      "layer{}.fwd.fc_base_out", "layer{}.fwd.fc_out"},
     {"layer{}.fwd.fc_base_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_out"},
-    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, peft_mlp | peft_dropout,
+};
+
+// peft's adapters on the MLP's input projections (GPT-2's c_fc, a Llama's gate_proj and up_proj), lumped.
+constexpr hf_row fc_adapter_rows[] = {
+    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, gpt | peft_mlp | peft_dropout,
      "layer{}.fwd.fc_dropout_out"},
+    // (A Llama's: freed, where nothing saves it, once the dropped-out input lora_A saves exists.)
+    {"layer{}.lora.fc_dropout_mask", shape_rule::peft_fc_in, dtype_role::mask, keep_class::saved, llama | peft_mlp | peft_dropout,
+     "layer{}.lora.fc_in"},
     {"layer{}.fwd.fc_dropout_out", shape_rule::bsh, dtype_role::param, keep_class::forward_moment,
      gpt | fwd_program | peft_mlp | peft_dropout, "layer{}.lora.fc_a_out"},
     {"layer{}.lora.fc_in", shape_rule::peft_fc_in, dtype_role::adapter_in, keep_class::saved, peft_mlp},
@@ -428,9 +494,17 @@ constexpr hf_row layer_rows[] = {
      "layer{}.fwd.fc_scaled"},
     {"layer{}.fwd.fc_scaled", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_mlp,
      "layer{}.fwd.fc_out"},
+};
+
+// GPT-2's c_fc output, made once its adapter (if any) has run.
+constexpr hf_row c_fc_output_rows[] = {
     // c_fc's output: gelu's input x, held until gelu returns.
     {"layer{}.fwd.fc_out", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | amp,
      "layer{}.fwd.gelu_out"},
+};
+
+// GPT-2's gelu_new.
+constexpr hf_row gelu_rows[] = {
     // (Without autocast c_fc's output is pow's saved input itself, and gelu's output what c_proj saves.)
     {"layer{}.mlp.gelu.pow_in", shape_rule::bsf, dtype_role::param, keep_class::saved, gpt | fwd_program | no_autocast,
      "layer{}.mlp.proj_in"},
@@ -455,6 +529,10 @@ constexpr hf_row layer_rows[] = {
     // gelu's output, held until c_proj returns (GPT2MLP.forward reassigns hidden_states).
     {"layer{}.fwd.gelu_out", shape_rule::bsf, dtype_role::param, keep_class::forward_moment, gpt | fwd_program | amp,
      "layer{}.fwd.mlp_proj_out"},
+};
+
+// GPT-2's mlp.c_proj, with its adapter.
+constexpr hf_row c_proj_rows[] = {
     {"layer{}.autocast.weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
      gpt | fwd_program | amp | trains_all},
     {"layer{}.autocast.frozen_weights.proj", shape_rule::w_proj, dtype_role::compute, keep_class::frozen_cast, gpt | fwd_program | peft},
@@ -476,8 +554,16 @@ constexpr hf_row layer_rows[] = {
     // c_proj's output, until the MLP's dropout replaces it; that lives until the layer returns.
     {"layer{}.fwd.mlp_proj_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program,
      "layer{}.fwd.mlp_out", "@output"},
+};
+
+// GPT-2's resid_dropout on the MLP's output.
+constexpr hf_row mlp_dropout_rows[] = {
     {"layer{}.mlp.dropout_mask", shape_rule::bsh, dtype_role::mask, keep_class::saved, gpt | dropout, "layer{}.fwd.mlp_out"},
     {"layer{}.fwd.mlp_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | dropout, "@output"},
+};
+
+// A Llama's gate_proj (Phi-3's gate_up_proj).
+constexpr hf_row gate_proj_rows[] = {
     // Llama's SwiGLU, down_proj(silu(gate_proj(x)) * up_proj(x)): silu saves its input, the mul both factors.
     // Phi-3's silu and mul save views of gate_up_proj's one output instead of gate and up.
     // Under fwd_program each projection casts its weight and (gate and up) the input where its GEMM runs;
@@ -488,17 +574,33 @@ constexpr hf_row layer_rows[] = {
      "layer{}.mlp.gate"},
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu"},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
+};
+
+// SwiGLU's silu on the gate.
+constexpr hf_row silu_rows[] = {
     {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp, "layer{}.mlp.down_in",
      "layer{}.fwd.mlp_product"},
+};
+
+// A Llama's up_proj.
+constexpr hf_row up_proj_rows[] = {
     {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
      llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp,
      "layer{}.mlp.up"},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in",
      "layer{}.fwd.mlp_product"},
+};
+
+// SwiGLU's product, silu(gate) * up.
+constexpr hf_row product_rows[] = {
     // (A frozen down_proj saves no input: the product lives until down_proj's output exists.)
     {"layer{}.fwd.mlp_product", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment,
      llama | dense_mlp | fwd_program | no_autocast | peft, "layer{}.fwd.down_out"},
+};
+
+// A Llama's down_proj, with its adapter.
+constexpr hf_row down_proj_rows[] = {
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp,
      "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
@@ -509,9 +611,18 @@ constexpr hf_row layer_rows[] = {
      llama | dense_mlp | peft_mlp | peft_dropout},
     {"layer{}.lora.down_in", shape_rule::bsf, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
     {"layer{}.lora.down_a_out", shape_rule::bs_r, dtype_role::adapter_in, keep_class::saved, llama | dense_mlp | peft_mlp},
+};
+
+// Gemma 2's post-feedforward RMSNorm.
+constexpr hf_row mlp_post_norm_rows[] = {
     {"layer{}.mlp.post_norm.in", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.mlp.post_norm.rsqrt", shape_rule::bs_1, dtype_role::fp32, keep_class::saved, post_norms},
     {"layer{}.mlp.post_norm.normed", shape_rule::bsh, dtype_role::fp32, keep_class::saved, post_norms},
+};
+
+// What no one operation makes: autocast's weight copies lumped, and the working sets where the forward or
+// backward is not written op by op.
+constexpr hf_row layer_working_rows[] = {
     // Autocast's bf16 copies of the layer's GEMM weights (not parameters, so kept as activations are).
     {"layer{}.autocast.weights", shape_rule::matmul, dtype_role::compute, keep_class::autocast_cache,
      amp | trains_all | coarse_forward},
@@ -538,7 +649,6 @@ constexpr hf_row layer_rows[] = {
     // Phi-3: chunk's backward writes gate_up_proj's whole [b, s, 2f] output gradient.
     {"layer{}.bwd.d_mlp_compute", shape_rule::bs2f, dtype_role::compute, keep_class::backward_working, dense_mlp | fused_proj},
 };
-
 
 // A Mixture-of-Experts layer's rows, apart so that dense layers (most configurations of a sweep) do not
 // walk them.

@@ -5,8 +5,9 @@
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
-#include "planner/profiles/hf/step_ops_hf.hpp"
+#include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/step_frame.hpp"
+#include "planner/util/input_error.hpp"
 
 namespace trainplan {
 namespace {
@@ -15,7 +16,21 @@ namespace {
 // (from_pretrained(torch_dtype=bfloat16), peft's documented setup).
 precision_regime default_precision(bool lora) { return lora ? precision_regime::bf16 : precision_regime::amp_bf16; }
 
-void check(const model_spec&, const run_config& run, const precision_layout& layout) { check_hf_run(run, layout); }
+// What the profile refuses: it models one data-parallel rank of PyTorch eager.
+void check(const model_spec&, const run_config& run, const precision_layout& layout) {
+  if (run.tp > 1 || run.pp > 1)
+    throw input_error("--framework hf models one data-parallel rank of PyTorch eager: no --tp or --pp (use megatron)");
+  if (run.recompute == recompute_mode::selective)
+    throw input_error("--framework hf checkpoints whole decoder layers: --recompute none or full");
+  const precision_regime p = layout.regime;
+  if (p != precision_regime::fp32 && p != precision_regime::amp_bf16 && p != precision_regime::amp_fp16 &&
+      p != precision_regime::bf16)
+    throw input_error(fmt::format("--framework hf trains in fp32, amp-bf16, amp-fp16 or bf16, not {}",
+                                  precision_name(p)));
+  if (run.ep > 1 || run.capacity_factor > 0.0)
+    throw input_error("--framework hf: transformers' MoE blocks loop over every expert on each GPU, dropless: no "
+                      "--ep or --capacity-factor (use megatron)");
+}
 
 constexpr const stack_traits& traits = hf_traits;
 

@@ -1,9 +1,6 @@
 // PyTorch's SDPA backend as --framework hf meets it (torch 2.11 on an H100, transformers 5.17's
-// sdpa_attention_forward and masking_utils), and the runs the profile refuses.
-#include <fmt/format.h>
-
-#include "planner/profiles/hf/activations_hf.hpp"
-#include "planner/util/input_error.hpp"
+// sdpa_attention_forward and masking_utils).
+#include "planner/profiles/hf/hf_sdpa.hpp"
 
 namespace trainplan {
 
@@ -39,19 +36,5 @@ sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const p
   return m.kv_heads == m.heads || hf_sliding_window_mask(m, run) ? sdpa_backend::efficient : sdpa_backend::math;
 }
 
-void check_hf_run(const run_config& run, const precision_layout& layout) {
-  if (run.tp > 1 || run.pp > 1)
-    throw input_error("--framework hf models one data-parallel rank of PyTorch eager: no --tp or --pp (use megatron)");
-  if (run.recompute == recompute_mode::selective)
-    throw input_error("--framework hf checkpoints whole decoder layers: --recompute none or full");
-  const precision_regime p = layout.regime;
-  if (p != precision_regime::fp32 && p != precision_regime::amp_bf16 && p != precision_regime::amp_fp16 &&
-      p != precision_regime::bf16)
-    throw input_error(fmt::format("--framework hf trains in fp32, amp-bf16, amp-fp16 or bf16, not {}",
-                                  precision_name(p)));
-  if (run.ep > 1 || run.capacity_factor > 0.0)
-    throw input_error("--framework hf: transformers' MoE blocks loop over every expert on each GPU, dropless: no "
-                      "--ep or --capacity-factor (use megatron)");
-}
 
 }  // namespace trainplan

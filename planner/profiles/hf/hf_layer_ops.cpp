@@ -1,19 +1,27 @@
-// PyTorch eager runs every Python operation of a Hugging Face model as its own kernel (or two, in backward).
-// What each row counts, per pass, follows the modeling code (transformers 5.17: modeling_gpt2.py,
-// modeling_llama.py, loss_utils.py) and the autocast op lists (torch 2.11, autocast_mode.cpp), and agrees
-// with the tensors autograd saved in ../shared/measurements (tests/data/measurements). Elementwise bytes
-// are what each kernel reads and writes once; backward kernels are autograd's formulas
-// (tools/autograd/derivatives.yaml): a product's backward is two products, a unary op's one kernel, and a
-// tensor used twice gets its gradients summed by one more kernel.
-#include "planner/profiles/hf/step_ops_hf.hpp"
+// The hf profile's op lists (hf_layer_ops.hpp): GPT-2's block and the Llama family's decoder layer, each
+// operation with the rows it makes (activations_hf_rows.hpp) and the kernels it launches; and the kernels of the
+// embedding, final norm, head and loss. PyTorch eager runs every Python operation of a Hugging Face model as
+// its own kernel (or two, in backward). What each kernel counts, per pass, follows the modeling code
+// (transformers 5.17: modeling_gpt2.py, modeling_llama.py, loss_utils.py) and the autocast op lists (torch 2.11,
+// autocast_mode.cpp), and agrees with the tensors autograd saved in ../shared/measurements
+// (tests/data/measurements). Elementwise bytes are what each kernel reads and writes once; backward kernels
+// are autograd's formulas (tools/autograd/derivatives.yaml): a product's backward is two products, a unary
+// op's one kernel, and a tensor used twice gets its gradients summed by one more kernel.
+#include "planner/profiles/hf/hf_layer_ops.hpp"
 
-#include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/hf/activations_hf_rows.hpp"
+#include "planner/profiles/hf/hf_sdpa.hpp"
 
 namespace trainplan {
+
+using namespace hf_rows;  // the rows' tables (activations_hf_rows.hpp)
+
 namespace {
 
 double size_of(dtype t) { return static_cast<double>(dtype_bytes(t)); }
 
+// One pass of the layer in elements (T tokens, s sequence, h hidden, f an MLP's width, widths of q, k and v)
+// and dtypes in bytes.
 struct hf_shape {
   double T, s, h, f, qw, kvw, E, F, heads, d, batches;
   double vw, ow, dv;  // value width, attention output width, value head size (kvw, qw, d but with MLA)
@@ -147,46 +155,34 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
   g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
 }
 
-void add_gpt2_layer(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool drop) {
-  layer_norm(g, "norm.ln_1", x);
-  input_cast(g, "autocast.input", x.E, x);
-  linear(g, "attention.c_attn", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, true);
-  attention_core(g, x, backend, true, drop);
-  linear(g, "attention.c_proj", "autocast.weight", x.h, x.qw, x, true);
-  dropout(g, "dropout.resid", x.E, x.c, drop);
-  residual(g, "residual.attention", x);
-  layer_norm(g, "norm.ln_2", x);
-  input_cast(g, "autocast.input", x.E, x);
-  linear(g, "mlp.c_fc", "autocast.weight", x.f, x.h, x, true);
-  // gelu_new = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): pow, two scalar products, add, tanh, add,
-  // and two products; pow runs in fp32 under autocast, so everything after it is fp32 (20 element passes
-  // forward; backward two products' two kernels each, tanh, two scalar products, pow's two kernels and
-  // two sums of x's gradient: 10 kernels, 27 passes).
+// gelu_new = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): pow, two scalar products, add, tanh, add,
+// and two products; pow runs in fp32 under autocast, so everything after it is fp32 (20 element passes
+// forward; backward two products' two kernels each, tanh, two scalar products, pow's two kernels and
+// two sums of x's gradient: 10 kernels, 27 passes).
+void gelu_new(ops::row_group& g, const hf_shape& x) {
   const double u = x.amp ? 4 : x.c;
   g.add("mlp.gelu_new", op_class::elementwise, 20 * x.F * u, 8, 27 * x.F * u, 10);
-  input_cast(g, "autocast.input", x.F, x);  // the fp32 GELU output into the second GEMM
-  linear(g, "mlp.c_proj", "autocast.weight", x.h, x.f, x, true);
-  dropout(g, "dropout.resid", x.E, x.c, drop);
-  residual(g, "residual.mlp", x);
 }
 
-// LlamaMLP, down_proj(silu(gate_proj(x)) * up_proj(x)), over every token, of width `width`: the layer's MLP
-// or Qwen2-MoE's shared expert (names are literals: the ops keep views of them). Phi-3 (`fused`) computes
-// gate and up as one gate_up_proj and chunks its output (Phi3MLP): one cast, one GEMM.
-void add_swiglu(ops::row_group& g, const hf_shape& x, bool shared_expert, double width, bool fused = false) {
+// SwiGLU's halves over `elements`: silu(gate), one kernel forward, silu_backward's one in backward; the
+// product silu * up, one kernel forward, two (one per factor) in backward.
+void silu(ops::row_group& g, std::string_view name, double elements, const hf_shape& x) {
+  g.add(name, op_class::elementwise, 2 * elements * x.c, 1, 3 * elements * x.c, 1);
+}
+void product(ops::row_group& g, std::string_view name, double elements, const hf_shape& x) {
+  g.add(name, op_class::elementwise, 3 * elements * x.c, 1, 6 * elements * x.c, 2);
+}
+
+// Qwen2-MoE's shared expert, a LlamaMLP over every token of width `width` (gate and up each cast the input).
+void shared_expert_mlp(ops::row_group& g, const hf_shape& x, double width) {
   const double F = x.T * width;
-  if (fused) {
-    input_cast(g, "autocast.input", x.E, x);
-    linear(g, "mlp.gate_up_proj", "autocast.weight", 2 * width, x.h, x, false);
-  } else {
-    input_cast(g, "autocast.input", x.E, x, 2);  // gate and up
-    g.add(shared_expert ? "moe.shared.grad_sum" : "mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
-    linear(g, shared_expert ? "moe.shared.gate_proj" : "mlp.gate_proj", "autocast.weight", width, x.h, x, false);
-    linear(g, shared_expert ? "moe.shared.up_proj" : "mlp.up_proj", "autocast.weight", width, x.h, x, false);
-  }
-  // silu(gate) * up: two kernels forward; silu_backward and the product's two kernels backward.
-  g.add(shared_expert ? "moe.shared.swiglu" : "mlp.swiglu", op_class::elementwise, 5 * F * x.c, 2, 9 * F * x.c, 3);
-  linear(g, shared_expert ? "moe.shared.down_proj" : "mlp.down_proj", "autocast.weight", x.h, width, x, false);
+  input_cast(g, "autocast.input", x.E, x, 2);
+  g.add("moe.shared.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);
+  linear(g, "moe.shared.gate_proj", "autocast.weight", width, x.h, x, false);
+  linear(g, "moe.shared.up_proj", "autocast.weight", width, x.h, x, false);
+  silu(g, "moe.shared.silu", F, x);
+  product(g, "moe.shared.product", F, x);
+  linear(g, "moe.shared.down_proj", "autocast.weight", x.h, width, x, false);
 }
 
 // transformers' sparse MoE block (MixtralSparseMoeBlock; Qwen2Moe/Qwen3Moe): the router linear, softmax in
@@ -216,7 +212,7 @@ void add_llama_moe(ops::row_group& g, const hf_shape& x, const model_spec& m) {
     g.add("autocast.weight", op_class::elementwise, weights, 2 * E, weights, 2 * E);
   }
   if (m.shared_expert_ffn > 0) {
-    add_swiglu(g, x, true, static_cast<double>(m.shared_expert_ffn));
+    shared_expert_mlp(g, x, static_cast<double>(m.shared_expert_ffn));
     if (m.shared_expert_gate) {
       linear(g, "moe.shared_gate", "autocast.weight", 1, x.h, x, false);
       g.add("moe.shared_scale", op_class::elementwise, x.T * 8 + 3 * x.E * x.c, 2, x.T * 8 + 5 * x.E * x.c, 3);
@@ -259,82 +255,235 @@ void add_mla_projections(ops::row_group& g, const hf_shape& x, const model_spec&
   if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
 }
 
-// The attention half of a Llama-family decoder layer (and its norms and residuals).
-void add_llama_attention(ops::row_group& g, const hf_shape& x, const model_spec& m, sdpa_backend backend) {
-  const bool qkv_bias = m.qkv_bias;
-  rms_norm(g, "norm.input_layernorm", x);
-  if (m.is_mla()) {
-    add_mla_projections(g, x, m);
-  } else if (m.fused_projections) {
-    // Phi3Attention: one qkv_proj, sliced into q, k and v (views), then rotary on q and k as Llama's, whose
-    // result Phi-3's apply_rotary_pos_emb concatenates with the non-rotary part (a copy each of q and k).
-    input_cast(g, "autocast.input", x.E, x);
-    linear(g, "attention.qkv_proj", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, qkv_bias);
-    const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
-    g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
-    g.add("attention.rotary_cat", op_class::elementwise, 2 * qk * o, 2, 2 * qk * o, 2);
-    if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
-  } else {
-    input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
-    g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
-    linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, qkv_bias);
-    linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
-    linear(g, "attention.v_proj", "autocast.weight", x.kvw, x.h, x, qkv_bias);
-    // apply_rotary_pos_emb on q and k: q*cos, rotate_half (neg, cat), *sin, add: five kernels each; under
-    // autocast cos and sin are fp32, so the rotated q and k are fp32 and SDPA casts them back.
-    const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
-    g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
-    if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
-  }
-  attention_core(g, x, backend, false, false);
-  linear(g, "attention.o_proj", "autocast.weight", x.h, x.ow, x, false);
-  if (m.norms_per_layer == 4) rms_norm(g, "norm.post_attention", x);  // Gemma 2's sandwich norms
-  residual(g, "residual.attention", x);
-  rms_norm(g, "norm.post_attention_layernorm", x);
-  if (m.norms_per_layer == 4) rms_norm(g, "norm.post_feedforward", x);
-  residual(g, "residual.mlp", x);
-}
+}  // namespace
 
-// The adapters of one dense layer (the targets as collect_hf.py maps them to module names: GPT-2's q, k and v
-// are its one c_attn). Inputs already 16-bit under autocast: the attention output (o) and SwiGLU's product.
-void add_lora_ops(ops::row_group& attention, ops::row_group& mlp, const hf_shape& x, const model_spec& m,
-                  const run_config& run) {
-  const unsigned t = run.lora_targets;
-  const double r = static_cast<double>(run.lora_rank);
-  const bool gpt = m.family == model_family::gpt;
-  double modules = 0, in = 0, out = 0, in16 = 0;
-  auto module = [&](bool on, double in_width, double out_width, bool input_16bit) {
-    if (!on) return;
-    modules += 1, in += in_width, out += out_width;
-    if (input_16bit) in16 += in_width;
-  };
-  if (gpt || m.fused_projections) {  // GPT-2's c_attn, Phi-3's qkv_proj
-    module((t & (lora_q | lora_k | lora_v)) != 0, x.h, x.qw + 2 * x.kvw, false);
-  } else {
-    module(t & lora_q, x.h, x.qw, false);
-    module(t & lora_k, x.h, x.kvw, false);
-    module(t & lora_v, x.h, x.vw, false);
+// What a pass of the layer's kernels depends on.
+struct hf_layer_context {
+  hf_shape x;
+  const model_spec& m;
+  const run_config& run;
+  sdpa_backend backend;
+  bool dropout;      // the model's dropout above 0 (GPT-2's attention, residual and embedding dropout)
+  bool adapters;     // peft's LoRA on this dense layer's linears (QLoRA, MoE and MLA adapters are not timed op by op)
+  double mlp_width;  // GPT-2's MLP, or a dense Llama-family MLP (DeepSeek's first layers: not the experts')
+};
+
+namespace {
+
+// peft's LoRA adapters on the linears one op wraps, each `{in, out, input_16bit}` features (the input already
+// 16-bit under autocast: SwiGLU's product, the attention's output), when the op's module is targeted.
+struct adapted_module {
+  bool targeted;
+  double in, out;
+  bool input_16bit = false;
+};
+void adapters(ops::row_group& g, const hf_layer_context& c, std::initializer_list<adapted_module> modules) {
+  if (!c.adapters) return;
+  double count = 0, in = 0, out = 0, in16 = 0;
+  for (const adapted_module& a : modules) {
+    if (!a.targeted) continue;
+    count += 1, in += a.in, out += a.out;
+    if (a.input_16bit) in16 += a.in;
   }
-  module(t & lora_o, x.ow, x.h, x.amp);
-  lora_adapters(attention, x, modules, in, out, r, in16);
-  if (!(t & lora_mlp)) return;
-  const double f = gpt ? x.f : static_cast<double>(m.dense_mlp_width());
-  modules = in = out = in16 = 0;
-  if (gpt) {
-    module(true, x.h, f, false);  // c_fc
-    module(true, f, x.h, false);  // c_proj, on gelu_new's fp32 output
-  } else if (m.fused_projections) {
-    module(true, x.h, 2 * f, false);  // gate_up_proj
-    module(true, f, x.h, x.amp);      // down_proj, on the bf16 product
-  } else {
-    module(true, x.h, f, false);  // gate_proj
-    module(true, x.h, f, false);  // up_proj
-    module(true, f, x.h, x.amp);  // down_proj, on the bf16 product
-  }
-  lora_adapters(mlp, x, modules, in, out, r, in16);
+  lora_adapters(g, c.x, count, in, out, static_cast<double>(c.run.lora_rank), in16);
 }
+bool targets(const hf_layer_context& c, unsigned bits) { return (c.run.lora_targets & bits) != 0; }
+
+// ---- GPT-2's block (GPT2Block, GPT2Attention, GPT2MLP) -----------------------------------------------------
+
+void gpt2_ln_1(ops::row_group& g, const hf_layer_context& c) { layer_norm(g, "norm.ln_1", c.x); }
+void gpt2_c_attn(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  input_cast(g, "autocast.input", x.E, x);
+  linear(g, "attention.c_attn", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, true);
+  adapters(g, c, {{targets(c, lora_q | lora_k | lora_v), x.h, x.qw + 2 * x.kvw}});
+}
+void gpt2_attention(ops::row_group& g, const hf_layer_context& c) { attention_core(g, c.x, c.backend, true, c.dropout); }
+void gpt2_attn_c_proj(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  linear(g, "attention.c_proj", "autocast.weight", x.h, x.qw, x, true);
+  adapters(g, c, {{targets(c, lora_o), x.ow, x.h, x.amp}});
+}
+void gpt2_dropout(ops::row_group& g, const hf_layer_context& c) { dropout(g, "dropout.resid", c.x.E, c.x.c, c.dropout); }
+void residual_attention(ops::row_group& g, const hf_layer_context& c) { residual(g, "residual.attention", c.x); }
+void gpt2_ln_2(ops::row_group& g, const hf_layer_context& c) { layer_norm(g, "norm.ln_2", c.x); }
+void gpt2_c_fc(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  input_cast(g, "autocast.input", x.E, x);
+  linear(g, "mlp.c_fc", "autocast.weight", x.f, x.h, x, true);
+  adapters(g, c, {{targets(c, lora_mlp), x.h, x.f}});
+}
+void gpt2_gelu(ops::row_group& g, const hf_layer_context& c) { gelu_new(g, c.x); }
+void gpt2_mlp_c_proj(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  input_cast(g, "autocast.input", x.F, x);  // the fp32 GELU output into the second GEMM
+  linear(g, "mlp.c_proj", "autocast.weight", x.h, x.f, x, true);
+  adapters(g, c, {{targets(c, lora_mlp), x.f, x.h}});  // on gelu_new's fp32 output
+}
+void residual_mlp(ops::row_group& g, const hf_layer_context& c) { residual(g, "residual.mlp", c.x); }
+
+constexpr hf_layer_op gpt2_layer[] = {
+    {"norm.ln_1", {norm_1_rows}, gpt2_ln_1},
+    {"attention.c_attn", {qkv_projection_rows, qkv_adapter_rows}, gpt2_c_attn},
+    {"attention", {attention_rows}, gpt2_attention},
+    {"attention.c_proj", {out_projection_rows}, gpt2_attn_c_proj},
+    {"dropout.resid", {attention_dropout_rows}, gpt2_dropout},
+    {"residual.attention", {attention_residual_rows}, residual_attention},
+    {"norm.ln_2", {norm_2_rows}, gpt2_ln_2},
+    {"mlp.c_fc", {c_fc_rows, fc_adapter_rows, c_fc_output_rows}, gpt2_c_fc},
+    {"mlp.gelu_new", {gelu_rows}, gpt2_gelu},
+    {"mlp.c_proj", {c_proj_rows}, gpt2_mlp_c_proj},
+    {"dropout.resid", {mlp_dropout_rows}, gpt2_dropout},
+    {"residual.mlp", {}, residual_mlp},
+    {"working sets", {layer_working_rows}},
+};
+
+// ---- The Llama family's decoder layer (LlamaDecoderLayer; Mistral, Qwen2, Phi-3, Gemma 2, Mixtral, Qwen-MoE,
+// DeepSeek by their differences) ------------------------------------------------------------------------------
+
+void llama_input_norm(ops::row_group& g, const hf_layer_context& c) { rms_norm(g, "norm.input_layernorm", c.x); }
+void llama_qkv(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  if (c.m.is_mla()) return;  // attention.mla
+  if (c.m.fused_projections) {
+    // Phi3Attention: one qkv_proj, sliced into q, k and v (views).
+    input_cast(g, "autocast.input", x.E, x);
+    linear(g, "attention.qkv_proj", "autocast.weight", x.qw + 2 * x.kvw, x.h, x, c.m.qkv_bias);
+    adapters(g, c, {{targets(c, lora_q | lora_k | lora_v), x.h, x.qw + 2 * x.kvw}});
+    return;
+  }
+  input_cast(g, "autocast.input", x.E, x, 3);  // q, k and v each cast the fp32 norm output
+  g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
+  linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, c.m.qkv_bias);
+  linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, c.m.qkv_bias);
+  linear(g, "attention.v_proj", "autocast.weight", x.kvw, x.h, x, c.m.qkv_bias);
+  adapters(g, c, {{targets(c, lora_q), x.h, x.qw}, {targets(c, lora_k), x.h, x.kvw}, {targets(c, lora_v), x.h, x.vw}});
+}
+// apply_rotary_pos_emb on q and k: q*cos, rotate_half (neg, cat), *sin, add: five kernels each; under autocast
+// cos and sin are fp32, so the rotated q and k are fp32 and SDPA casts them back. Phi-3's rotates the rotary
+// part and concatenates it with the rest (a copy each of q and k).
+void llama_rotary(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  if (c.m.is_mla()) return;  // attention.mla
+  const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
+  g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
+  if (c.m.fused_projections) g.add("attention.rotary_cat", op_class::elementwise, 2 * qk * o, 2, 2 * qk * o, 2);
+  if (x.amp) g.add("autocast.input", op_class::elementwise, qk * (4 + x.c), 2, qk * (4 + x.c), 2);
+}
+void llama_mla(ops::row_group& g, const hf_layer_context& c) {
+  if (c.m.is_mla()) add_mla_projections(g, c.x, c.m);
+}
+void llama_attention(ops::row_group& g, const hf_layer_context& c) { attention_core(g, c.x, c.backend, false, false); }
+void llama_o_proj(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  linear(g, "attention.o_proj", "autocast.weight", x.h, x.ow, x, false);
+  adapters(g, c, {{targets(c, lora_o), x.ow, x.h, x.amp}});  // on SDPA's 16-bit output under autocast
+}
+// Gemma 2's sandwich norms (Gemma2DecoderLayer): after the attention and after the MLP, before each residual add.
+void llama_post_attention_norm(ops::row_group& g, const hf_layer_context& c) {
+  if (c.m.norms_per_layer == 4) rms_norm(g, "norm.post_attention", c.x);
+}
+void llama_post_attention_layernorm(ops::row_group& g, const hf_layer_context& c) {
+  rms_norm(g, "norm.post_attention_layernorm", c.x);
+}
+// peft's adapters on gate and up (Phi-3: gate_up_proj), whose rows are lumped.
+void llama_gate_up_adapters(ops::row_group& g, const hf_layer_context& c) {
+  const double f = c.mlp_width;
+  if (c.m.fused_projections) adapters(g, c, {{targets(c, lora_mlp), c.x.h, 2 * f}});
+  else adapters(g, c, {{targets(c, lora_mlp), c.x.h, f}, {targets(c, lora_mlp), c.x.h, f}});
+}
+// LlamaMLP, down_proj(silu(gate_proj(x)) * up_proj(x)): Python evaluates silu(gate_proj(x)) before up_proj(x).
+// Phi3MLP computes gate and up as one gate_up_proj and chunks its output: one cast, one GEMM.
+void llama_gate_proj(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  input_cast(g, "autocast.input", x.E, x);
+  if (c.m.fused_projections) {
+    linear(g, "mlp.gate_up_proj", "autocast.weight", 2 * c.mlp_width, x.h, x, false);
+    return;
+  }
+  g.add("mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);  // gate's and up's input gradients
+  linear(g, "mlp.gate_proj", "autocast.weight", c.mlp_width, x.h, x, false);
+}
+void llama_silu(ops::row_group& g, const hf_layer_context& c) { silu(g, "mlp.silu", c.x.T * c.mlp_width, c.x); }
+void llama_up_proj(ops::row_group& g, const hf_layer_context& c) {
+  if (c.m.fused_projections) return;  // gate_up_proj
+  input_cast(g, "autocast.input", c.x.E, c.x);
+  linear(g, "mlp.up_proj", "autocast.weight", c.mlp_width, c.x.h, c.x, false);
+}
+void llama_product(ops::row_group& g, const hf_layer_context& c) { product(g, "mlp.product", c.x.T * c.mlp_width, c.x); }
+void llama_down_proj(ops::row_group& g, const hf_layer_context& c) {
+  const hf_shape& x = c.x;
+  linear(g, "mlp.down_proj", "autocast.weight", x.h, c.mlp_width, x, false);
+  adapters(g, c, {{targets(c, lora_mlp), c.mlp_width, x.h, x.amp}});  // on the 16-bit product under autocast
+}
+void llama_post_feedforward_norm(ops::row_group& g, const hf_layer_context& c) {
+  if (c.m.norms_per_layer == 4) rms_norm(g, "norm.post_feedforward", c.x);
+}
+void llama_moe(ops::row_group& g, const hf_layer_context& c) { add_llama_moe(g, c.x, c.m); }
+
+constexpr auto dense = layer_part::dense_mlp;
+constexpr hf_layer_op llama_layer[] = {
+    {"norm.input_layernorm", {norm_1_rows}, llama_input_norm},
+    {"attention.qkv", {qkv_projection_rows, qkv_adapter_rows}, llama_qkv},
+    {"attention.rotary", {rotary_rows}, llama_rotary},
+    {"attention.mla", {mla_projection_rows}, llama_mla},
+    {"attention", {attention_rows}, llama_attention},
+    {"attention.o_proj", {out_projection_rows}, llama_o_proj},
+    {"norm.post_attention", {attention_post_norm_rows}, llama_post_attention_norm},
+    {"residual.attention", {attention_residual_rows}, residual_attention},
+    {"norm.post_attention_layernorm", {norm_2_rows}, llama_post_attention_layernorm},
+    {"mlp.input", {mlp_input_rows}},  // autocast's casts of the MLP's input: the projections' kernels
+    {"mlp.gate_up.adapters", {fc_adapter_rows}, llama_gate_up_adapters, dense},
+    {"mlp.gate_proj", {gate_proj_rows}, llama_gate_proj, dense},
+    {"mlp.silu", {silu_rows}, llama_silu, dense},
+    {"mlp.up_proj", {up_proj_rows}, llama_up_proj, dense},
+    {"mlp.product", {product_rows}, llama_product, dense},
+    {"mlp.down_proj", {down_proj_rows}, llama_down_proj, dense},
+    {"norm.post_feedforward", {mlp_post_norm_rows}, llama_post_feedforward_norm},
+    {"residual.mlp", {}, residual_mlp},
+    {"working sets", {layer_working_rows}},
+    {"moe", {moe_rows}, llama_moe, layer_part::moe_mlp},
+};
+
+// A row's free point names a later row of its layer (hf_row::until): the first row, counted through a family's
+// list, whose `until` or `or_until` names none, or -1. Rows written for the other family (`other`: the bit their
+// condition names, gpt or llama) are neither checked nor found. Checked when this file compiles, so that a
+// renamed or moved row cannot leave a free point that names nothing.
+template <std::size_t N>
+constexpr int unresolved_free_point(const hf_layer_op (&list)[N], std::uint64_t other) {
+  // The i-th row through the list.
+  auto row_at = [&](int i) -> const hf_row* {
+    for (const hf_layer_op& op : list)
+      for (const hf_row_table& table : op.rows) {
+        if (i < static_cast<int>(table.size)) return table.first + i;
+        i -= static_cast<int>(table.size);
+      }
+    return nullptr;
+  };
+  auto ours = [&](const hf_row* row) { return (row->when.all & other) == 0; };
+  for (int i = 0; const hf_row* row = row_at(i); ++i)
+    for (const std::string_view target : {row->until, row->or_until}) {
+      if (!ours(row)) continue;
+      if (target.empty() || target == "@output") continue;
+      bool found = false;
+      for (int j = i + 1; const hf_row* later = row_at(j); ++j)
+        if (ours(later) && later->name == target) {
+          found = true;
+          break;
+        }
+      if (!found) return i;
+    }
+  return -1;
+}
+static_assert(unresolved_free_point(gpt2_layer, llama) == -1, "a row's free point names no later row of GPT-2's layer");
+static_assert(unresolved_free_point(llama_layer, gpt) == -1, "a row's free point names no later row of a Llama layer");
 
 }  // namespace
+
+std::span<const hf_layer_op> hf_layer_ops(model_family family) {
+  if (family == model_family::gpt) return gpt2_layer;
+  return llama_layer;
+}
 
 void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
                      const model_spec& m, const run_config& run, const precision_layout& layout) {
@@ -366,15 +515,18 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;
 
-  if (gpt) {
-    add_gpt2_layer(layer, x, backend, drop);
-  } else {
-    add_llama_attention(layer, x, m, backend);
-    if (!m.is_moe() || m.dense_layers > 0)
-      add_swiglu(dense_mlp, x, false, static_cast<double>(m.dense_mlp_width()), m.fused_projections);
-    if (m.is_moe()) add_llama_moe(moe_mlp, x, m);
+  // The layer's kernels, op by op from its family's list, group by group (every layer's, then the dense MLP
+  // layers', then the Mixture-of-Experts layers').
+  const hf_layer_context c{x, m, run, backend, drop, run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla(),
+                           gpt ? x.f : static_cast<double>(m.dense_mlp_width())};
+  const bool has_dense = !m.is_moe() || m.dense_layers > 0;
+  const std::span<const hf_layer_op> list = hf_layer_ops(m.family);
+  for (const layer_part part : {layer_part::every_layer, layer_part::dense_mlp, layer_part::moe_mlp}) {
+    if ((part == layer_part::dense_mlp && !has_dense) || (part == layer_part::moe_mlp && !m.is_moe())) continue;
+    ops::row_group& g = part == layer_part::every_layer ? layer : part == layer_part::dense_mlp ? dense_mlp : moe_mlp;
+    for (const hf_layer_op& op : list)
+      if (op.part == part && op.kernels) op.kernels(g, c);
   }
-  if (run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla()) add_lora_ops(layer, dense_mlp, x, m, run);
 
   // Embedding: the gather (and GPT-2's position gather, add and dropout) forward; backward
   // embedding_dense_backward's sort-and-accumulate kernels, writing the whole [V, h] gradient.

@@ -1,0 +1,25 @@
+#pragma once
+// Which attention kernel PyTorch's SDPA runs for a Hugging Face model (torch 2.11, transformers 5.17), and
+// whether transformers hands it a mask: what both the hf profile's rows and its kernels depend on.
+#include <string_view>
+
+#include "planner/model/model_spec.hpp"
+#include "planner/run/precision.hpp"
+#include "planner/run/run_config.hpp"
+
+namespace trainplan {
+
+// Which kernel torch.nn.functional.scaled_dot_product_attention runs (attention_kind::flash under hf
+// means the model's attn_implementation="sdpa"; eager means "eager").
+enum class sdpa_backend { fused, efficient, math, eager };
+// PyTorch's choice for the dtype and head layout (sdp_utils.cpp): cuDNN or FlashAttention for 16-bit
+// inputs (on the H100 the inventories show cuDNN; both save q, k, v, the output and an fp32 log-sum-exp),
+// memory-efficient attention for fp32 without grouped-query heads, the math path for fp32 with them.
+sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
+
+// Whether transformers hands SDPA a sliding-window mask (every layer sliding, sequence >= window): then
+// k and v are repeated to every query head and the fused kernel saves the mask as a [b,1,s,s] bias.
+bool hf_sliding_window_mask(const model_spec& m, const run_config& run);
+std::string_view sdpa_backend_name(sdpa_backend b);
+
+}  // namespace trainplan
