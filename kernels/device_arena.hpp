@@ -1,5 +1,5 @@
 #pragma once
-// Where buffers go inside one block of device memory reserved up front (issue 11: a training step that
+// Where buffers go inside one block of device memory reserved up front (a training step that
 // never calls the driver to allocate or free). Only the bookkeeping lives here, in plain C++ so it is
 // tested without a GPU: offsets into the block, best fit over the free ranges (the range at the end taken
 // last, so that the placement does not depend on the capacity), neighbours merged on release. The CUDA backend (kernels/cuda/runtime.cu) turns an offset into a pointer.

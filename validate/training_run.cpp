@@ -23,7 +23,7 @@ void check_harness_supports(const model_spec& m, const run_config& run) {
     throw input_error(fmt::format("the harness runs the plain gpt and llama blocks: {} has post-norms, GeGLU, an "
                                   "embedding scale or soft caps", m.name));
   if (m.qk_norm)
-    throw input_error(fmt::format("the harness has no q/k norms yet: {} cannot be validated (plan predicts it; issue 13)", m.name));
+    throw input_error(fmt::format("the harness has no q/k norms yet: {} cannot be validated (plan predicts it)", m.name));
   if (m.is_mla() || m.dense_layers > 0)
     throw input_error(fmt::format("the harness has no multi-head latent attention and no dense first layers before the "
                                   "experts: {} cannot be validated (plan predicts it)", m.name));

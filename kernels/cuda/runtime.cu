@@ -51,7 +51,7 @@ std::string device_name() {
 
 namespace {
 
-// The harness's buffers live in one block reserved when the kernel table is first used (issue 11): a
+// The harness's buffers live in one block reserved when the kernel table is first used: a
 // step then allocates and frees without calling the driver and without synchronizing, and the device
 // memory it needs is known on the host at every allocation (the arena's extent) instead of being read
 // with cudaMemGetInfo. The block is all free memory less arena_driver_headroom_bytes (kernels/device_arena.hpp).

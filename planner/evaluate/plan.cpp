@@ -280,7 +280,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
 
   // What the run's stack can train (its own checks), before anything of it is built.
   const stack_profile& profile = profile_of(run);
-  profile.check(model, run, r.layout);
+  check_run(model, run, r.layout);
 
   // A sweep's previous configuration of this model and run, accumulation aside (plan_reuse).
   plan_reuse* reuse = run.pp == 1 && options.detail == timeline_detail::peak ? options.reuse : nullptr;

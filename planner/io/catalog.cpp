@@ -265,7 +265,7 @@ void parse_timing(const json& j, const std::string& at, timing_constants& t, boo
 
 constexpr std::uint64_t max_overhead_bytes = 1ull << 50;  // 1 PiB: no context or workspace is larger
 
-// "profiles": {"hf": {...}, ...}: each stack's own constants, under its profile's name (planner/profiles/
+// "profiles": {"<profile>": {...}, ...}: each stack's own constants, under its profile's name (planner/profiles/
 // registry.hpp). A stack's entry holds "timing" and the keys its profile reads (calibration_keys). The default
 // entry (partial false) holds every registered stack's complete timing; a GPU's entry overrides what it names.
 void parse_stacks(const json& j, const std::string& where, calibration& c, bool partial) {

@@ -83,7 +83,7 @@ enum class tensor_role {
 // Which parameters a model-state buffer holds, one tensor per parameter in PyTorch (the allocator replay
 // allocates them one by one): all of them, one layer's (or its GEMM weights'), the head's, the embedding's.
 // adapters: the LoRA adapters' tensors (inventory::adapter_layer_tensors, every layer); layer_adapters_qkv_a:
-// layer_adapters: one layer's adapter tensors (hf's per-layer gradients); layer_adapters_qkv_a: that layer's
+// layer_adapters: one layer's adapter tensors (per-layer gradients, as PyTorch's per-parameter .grad makes them); layer_adapters_qkv_a: that layer's
 // lora_A of its q, k and v modules; layer_adapters_rest: its other adapter tensors;
 // layer_matmul_qkv and layer_matmul_after_qkv: one layer's q, k, v weights, and its other GEMM weights.
 enum class param_scope {
@@ -123,13 +123,13 @@ struct tensor_spec {
   bool per_layer = false;             // one instance per layer in [layer_begin, layer_end)
   std::uint32_t layer_begin = 0, layer_end = 0;  // every layer, or (DeepSeek-V3) the dense or the MoE ones
   bool kept_to_backward = false;      // per-layer buffer kept from its forward to its backward
-  // Exists for a moment inside its event, when fewer buffers are live than the event's total (hf's SDPA math
+  // Exists for a moment inside its event, when fewer buffers are live than the event's total (PyTorch's SDPA math
   // path: a third s x s buffer inside the softmax's backward, after the layer's MLP buffers are freed). The
   // allocator replay makes and frees it (it is what reserves a segment); the peak timeline, which counts an
   // event's buffers as live all at once, leaves it out rather than overstate the peak with it.
   bool momentary = false;
   // Counted by the peak timeline but not made by the allocator replay: a layer's forward working set where
-  // momentary buffers spell out, op by op, what it stands for (hf's GPT-2 forward under autocast).
+  // momentary buffers spell out, op by op, what it stands for (a forward written op by op).
   bool replayed = true;
   // The buffer is this many equal allocations in PyTorch (dimension 0: peft's per-module copies of a
   // layer's input and its per-module lora_A outputs); the allocator replay makes them one by one.
@@ -155,7 +155,7 @@ struct tensor_spec {
   std::uint64_t instances() const { return per_layer ? layer_end - layer_begin : 1; }
 };
 
-// One step of a backward event written op by op (hf: planner/profiles/hf/activations_hf_backward.hpp): allocate or free
+// One step of a backward event written op by op (e.g. planner/profiles/hf/activations_hf_backward.hpp): allocate or free
 // the buffers named `tensor` (every one the inventory holds by that name whose lifetime starts or ends in the
 // event), or, with `part`, only the allocation of a gradient buffer that stands for that parameter tensor
 // ("layer{}.mlp.proj.weight"); `recompute` marks where a checkpointed layer's recomputation runs (the first

@@ -178,8 +178,8 @@ timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, ti
   timeline_result out;
   bool have_peak = false;
 
-  // Buffers with the same lifetime are live together: visit each such group once (an hf layer's two dozen
-  // saved tensors are one group). The peak is found on each group's total bytes; the bytes by category are
+  // Buffers with the same lifetime are live together: visit each such group once (a PyTorch eager layer's two
+  // dozen saved tensors are one group). The peak is found on each group's total bytes; the bytes by category are
   // summed once, at the peak (integer sums: the same in any order).
   struct lifetime_group {
     const tensor_spec* like;  // the group's first buffer

@@ -50,7 +50,7 @@ enum class timeline_detail {
 // and the same during its backward; the embedding's events hold strict subsets of the last layer's. So
 // the first maximum is always among: step 1's optimizer step, the forward's last layer, head and loss of
 // the last simulated micro-batch, and the backward's head and last layer of the first micro-batch, in the
-// step that first holds the most. Where gradients appear layer by layer (hf: PyTorch creates each .grad
+// step that first holds the most. Where gradients appear layer by layer (PyTorch creates each .grad
 // when its backward runs), a backward layer event holds what the layers not yet done saved plus the
 // gradients of the layers done, which is linear in the number done: its largest value is at the first or
 // the last backward layer, so those and the embedding's backward are visited too. The embedding's backward

@@ -44,10 +44,32 @@ const stack_profile& unlabelled_report_profile() { return hf_profile(); }
 
 const stack_profile& profile_of(const run_config& run) { return run.profile ? *run.profile : harness_profile(); }
 
+void check_run(const model_spec& m, const run_config& run, const precision_layout& layout) {
+  const stack_profile& profile = profile_of(run);
+  try {
+    profile.check(m, run, layout);
+  } catch (const input_error& refused) {
+    std::string accepting;
+    for (const stack_profile* other : all_profiles()) {
+      if (other == &profile) continue;
+      run_config elsewhere = run;
+      elsewhere.profile = other;
+      try {
+        other->check(m, elsewhere, layout);
+      } catch (const input_error&) {
+        continue;
+      }
+      accepting += fmt::format("{}--framework {}", accepting.empty() ? "" : " or ", other->name);
+    }
+    if (accepting.empty()) throw;
+    throw input_error(fmt::format("{} ({} models it)", refused.what(), accepting));
+  }
+}
+
 inventory build_inventory(const model_spec& m, const run_config& run, const precision_layout& layout,
                           const model_facts* facts, const pipeline_stage& stage) {
   const stack_profile& profile = profile_of(run);
-  profile.check(m, run, layout);
+  check_run(m, run, layout);
   if (facts) return profile.build_inventory(m, run, layout, *facts, stage);
   return profile.build_inventory(m, run, layout, describe_model(m), stage);
 }

@@ -25,6 +25,10 @@ const stack_profile& default_cli_profile(bool expert_parallel = false);
 // The stack of reports written before collector reports named theirs: scripts/collect_hf.py's.
 const stack_profile& unlabelled_report_profile();
 
+// The run's stack's own checks (stack_profile::check): where it refuses the run, the input_error it throws
+// names the stacks that accept the same run, if any ("(--framework megatron models it)").
+void check_run(const model_spec& m, const run_config& run, const precision_layout& layout);
+
 // The run's profile: run.profile, or the harness's when it names none.
 const stack_profile& profile_of(const run_config& run);
 

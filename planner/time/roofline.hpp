@@ -1,5 +1,5 @@
 #pragma once
-// Step time from the operations (issue 10): each op takes the longer of its FLOPs at the GEMM efficiency for
+// Step time from the operations: each op takes the longer of its FLOPs at the GEMM efficiency for
 // its shape and its bytes at the achieved memory bandwidth (Williams et al. 2009, "Roofline"), plus a gap
 // per kernel launched. The host issues kernels asynchronously (CUDA streams: a launch returns before the
 // kernel runs), so the GPU runs behind the host and waits for it only where the host is slower: PyTorch

@@ -1,7 +1,7 @@
 #pragma once
 // The operations of one training step on one GPU, each with the FLOPs it computes, the bytes it reads and
-// writes and the kernels it launches, as the framework profile runs them (issue 10). planner/time/roofline.hpp
-// turns them into time. PyTorch eager (hf) launches Hugging Face's gelu_new as eight elementwise kernels and
+// writes and the kernels it launches, as the training stack's profile runs them. planner/time/roofline.hpp
+// turns them into time. PyTorch eager launches Hugging Face's gelu_new as eight elementwise kernels and
 // runs norms, rotary embeddings and the loss in fp32 under autocast; llm.c and this project's harness fuse
 // what their kernels fuse.
 #include <cstdint>
@@ -65,7 +65,7 @@ struct step_ops {
   // .item() (torch/amp/grad_scaler.py, _maybe_opt_step) unless the optimizer unscales inside its own kernel
   // (_step_supports_amp_scaling: fused AdamW), so the optimizer's Python work no longer overlaps the backward.
   bool host_waits_before_optimizer = false;
-  // hf: where list_micro_batch_ops put one micro-batch's AccumulateGrad in-place adds (done by every
+  // Per-parameter gradients (PyTorch): where list_micro_batch_ops put one micro-batch's AccumulateGrad in-place adds (done by every
   // micro-batch but the first) and, right after, the training loop's loss / N with its backward (every
   // micro-batch of a step of several): repeat_micro_batches scales them by those counts. -1: none.
   std::int32_t accumulation_ops = -1;

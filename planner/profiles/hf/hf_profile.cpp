@@ -19,7 +19,7 @@ precision_regime default_precision(bool lora) { return lora ? precision_regime::
 // What the profile refuses: it models one data-parallel rank of PyTorch eager.
 void check(const model_spec&, const run_config& run, const precision_layout& layout) {
   if (run.tp > 1 || run.pp > 1)
-    throw input_error("--framework hf models one data-parallel rank of PyTorch eager: no --tp or --pp (use megatron)");
+    throw input_error("--framework hf models one data-parallel rank of PyTorch eager: no --tp or --pp");
   if (run.recompute == recompute_mode::selective)
     throw input_error("--framework hf checkpoints whole decoder layers: --recompute none or full");
   const precision_regime p = layout.regime;
@@ -29,7 +29,7 @@ void check(const model_spec&, const run_config& run, const precision_layout& lay
                                   precision_name(p)));
   if (run.ep > 1 || run.capacity_factor > 0.0)
     throw input_error("--framework hf: transformers' MoE blocks loop over every expert on each GPU, dropless: no "
-                      "--ep or --capacity-factor (use megatron)");
+                      "--ep or --capacity-factor");
 }
 
 constexpr const stack_traits& traits = hf_traits;

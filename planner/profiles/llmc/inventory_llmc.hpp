@@ -10,7 +10,7 @@
 namespace trainplan {
 
 // A C++/CUDA/cuBLAS process's CUDA context on an H100 (driver 580, CUDA 13.0): about 0.51 GiB, as measured
-// for this project's own harness, a program of the same kind (issue 11's H100 run).
+// for this project's own harness, a program of the same kind (its H100 run in data/measurements).
 constexpr std::uint64_t cuda_program_context_bytes = 547608330;  // 0.51 GiB
 
 // llm.c's cuBLASLt workspace (llmc/cublas_common.h): 32 MiB.
