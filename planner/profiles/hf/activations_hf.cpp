@@ -4,6 +4,7 @@
 #include <array>
 
 #include "planner/profiles/hf/activations_hf_backward.hpp"
+#include "planner/profiles/hf/hf_head_ops.hpp"
 #include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/hf/hf_traits.hpp"
 #include "planner/util/checked_math.hpp"
@@ -119,7 +120,7 @@ void add_gpt_backward_outside_layers(inventory_builder& inv, const model_spec& m
 
 hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
                         const param_counts& counts, std::array<backward_program, 3>& backward) {
-  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim, V = m.vocab;
+  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim;
   // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
   const std::uint64_t f = m.dense_mlp_width(), f_expert = m.ffn;
   const bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache,
@@ -499,126 +500,8 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
     inv.all_layers();
   }
 
-  // ---- around the layers --------------------------------------------------------------------------
-  const std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
-  using ek = event_kind;
-  inv.span("batch.input_ids", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
-  inv.span("batch.labels", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
-  if (is_gpt) inv.span("batch.position_ids", {1, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
-  // (Dropout on the frozen embedding's output saves its mask only when a gradient flows back to it.)
-  if (is_gpt && drop && !layer0_without_input_grad)
-    inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
-  // GPT-2's forward op by op (fwd_program, as the layers' rows above): momentary buffers only the allocator
-  // replay makes. GPT2Model.forward holds inputs_embeds and position_embeds until it returns, after ln_f; their
-  // sum lives until the dropout's output (layer 0's input) exists, and so does an unsaved dropout mask. Layer
-  // 0's input, when no layer saves it (LoRA without checkpointing), lives until the layer returns.
-  const bool gpt_program = program && is_gpt;
-  auto moment = [&](std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last,
-                    std::uint16_t freed_after) -> std::size_t {
-    tensor_spec& t = inv.span(name, shape, type, tensor_category::activations, first, last);
-    t.momentary = true;
-    t.freed_after = freed_after;
-    return inv.count() - 1;
-  };
-  std::size_t embed_outputs[2] = {0, 0};
-  if (gpt_program) {
-    embed_outputs[0] = moment("embed.tokens_out", {b, s, h}, param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
-    embed_outputs[1] = moment("embed.positions_out", {1, s, h}, param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
-    if (drop) moment("embed.sum", {b, s, h}, param, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
-    if (drop && layer0_without_input_grad)
-      moment("embed.dropout_mask_unsaved", {b, s, h}, dtype::u8, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
-    if (layer0_without_input_grad)
-      moment("embed.out", {b, s, h}, param, ek::fwd_embed, ek::fwd_layer, tensor_spec::free_at_layer_output);
-  }
-  // The sliding-window mask: bool, [1, 1, s, s] expanded over the batch (masking_utils.sdpa_mask), built once
-  // per forward. Checkpointing keeps it as an argument of every layer's recomputation, to the last one.
-  if (holds & sdpa_mask)
-    inv.span("mask.sliding_window", {1, 1, s, s}, dtype::u8, tensor_category::activations, ek::fwd_embed,
-             checkpointed ? ek::bwd_embed : ek::fwd_head);
-  // Eager attention adds a float mask to the scores: transformers 5.x's masking_utils.eager_mask turns
-  // sdpa_mask's bool [1, 1, s, s] (expanded over the batch) into 0 / finfo.min with torch.where, whose output
-  // is the broadcast [b, 1, s, s] in the embeddings' dtype (fp32 under autocast). create_causal_mask builds
-  // it once per forward for the Llama family (with Mistral's window folded in), Gemma 2 one for its full and
-  // one for its sliding layers, and GPT-2 too (its recorded history: a 16 MiB fp32 [4, 1, 1024, 1024] block made before
-  // layer 0 and kept through the forward; adding it promotes the bf16 scores to fp32); kept like the
-  // sliding-window mask above.
-  if (backend == sdpa_backend::eager)
-    inv.span("mask.eager", {m.sliding_window_global_every > 0 ? 2 * b : b, 1, s, s},
-             param, tensor_category::activations, ek::fwd_embed, checkpointed ? ek::bwd_embed : ek::fwd_head);
-  if (!is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
-    inv.span("rope.cos_sin", {2, s, m.is_mla() ? m.rope_head_dim : d}, param, tensor_category::activations, ek::fwd_embed,
-             ek::bwd_embed);
-  // A 16-bit Llama op by op, not checkpointed (a bf16 Llama's history): layer 0's input (the embedding's output, which
-  // LlamaModel.forward holds as inputs_embeds) and the last layer's output live until the final norm's output
-  // exists, and the norm saves an fp32 copy of its own, made in the head.
-  std::size_t model_streams[2] = {0, 0};
-  if (own_input) {
-    inv.span("embed.out", {b, s, h}, param, tensor_category::activations, ek::fwd_embed, ek::fwd_head);
-    model_streams[0] = inv.count() - 1;
-    inv.span("final_norm.input", {b, s, h}, param, tensor_category::activations, ek::fwd_layer, ek::fwd_head, last_layer);
-    model_streams[1] = inv.count() - 1;
-  }
-  inv.span("final_norm.in", {b, s, h}, is_gpt ? param : dtype::fp32, tensor_category::activations,
-           own_input ? ek::fwd_head : ek::fwd_layer, ek::bwd_head, own_input ? 0 : last_layer);
-  // The final norm's fp32 output: GPT2LMHeadModel.forward (LlamaForCausalLM.forward) holds it until the loss has
-  // read the logits. LayerNorm writes it before its statistics, RMSNorm after pow, rsqrt and the normed tensor.
-  std::size_t final_norm_out = 0;
-  // (Without autocast ln_f's output is the head's saved input.)
-  if (gpt_program && autocast)
-    final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
-  if (is_gpt) {
-    inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    if (gpt_program)
-      for (std::size_t i : embed_outputs) inv.tensor(i).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
-  } else {
-    const std::size_t pow = program ? moment("final_norm.pow", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head,
-                                             tensor_spec::free_at_next_kept)
-                                    : 0;
-    inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    if (program) inv.tensor(pow).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
-    // (A 16-bit model: x * rsqrt an fp32 temporary, freed once the output exists, which is lm_head's input.)
-    const std::size_t x_rsqrt =
-        own_input ? moment("final_norm.x_rsqrt", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
-    if (holds & norms_train)
-      inv.span("final_norm.normed", {b, s, h}, param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-    else if (own_input)  // a frozen norm's weight multiply saves no normalised tensor (LoRA on a bf16 TinyLlama's history)
-      moment("final_norm.normed", {b, s, h}, param, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept);
-    if (program && !own_input && (autocast || norm_copy)) final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
-    if (own_input) {
-      // The output is lm_head's saved input, or (a frozen head) held by LlamaForCausalLM.forward until the loss.
-      if (full) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-      else final_norm_out = moment("final_norm.out", {b, s, h}, param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
-      for (std::size_t i : {x_rsqrt, model_streams[0], model_streams[1]})
-        inv.tensor(i).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
-    }
-  }
-  // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward. Autocast
-  // casts a linear's arguments right to left (bias, weight, input: the order GCC evaluates them in), so the
-  // weight's copy comes before the input's.
-  if (autocast && (full || peft_lora) && run.zero < 3)
-    inv.span("lm_head.autocast.weight", {V, h}, compute, tensor_category::weights, ek::fwd_head, ek::bwd_head).role =
-        tensor_role::frozen_weights;
-  if (full && !own_input) inv.span("lm_head.in", {b, s, h}, compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
-  // A frozen head's GEMM reads a bf16 cast of ln_f's output that it does not save.
-  const std::size_t head_input_cast =
-      gpt_program && !full ? moment("lm_head.in_cast", {b, s, h}, compute, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
-  // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
-  // after backward, before optimizer.step().
-  inv.span("logits", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
-  if (head_input_cast) inv.tensor(head_input_cast).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
-  // Gemma 2 caps the logits, cap * tanh(logits / cap): tanh saves its output, as large as the logits
-  // (256,000 wide); the capped logits are what the loop holds, so the raw ones are gone.
-  if (m.final_logit_softcap > 0)
-    inv.span("logits.softcap_tanh", {b, s, V}, compute, tensor_category::logits, ek::fwd_head, ek::bwd_head);
-  // ForCausalLMLoss: logits.float() (a copy unless they are fp32 already), cross_entropy = log_softmax,
-  // whose fp32 output is saved, then nll_loss. In backward nll_loss's gradient and log_softmax's coexist.
-  if (compute != dtype::fp32)
-    inv.span("loss.logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
-  inv.span("loss.log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
-  if (final_norm_out) inv.tensor(final_norm_out).freed_after = static_cast<std::uint16_t>(inv.count() - 1);
-  inv.span("loss.shift_labels", {b * s}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
-  inv.span("loss.grad_log_probs", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
-  inv.span("loss.grad_logits_fp32", {b * s, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  // ---- around the layers: the embedding, final norm, head and loss (hf_head_ops.cpp) ------------------
+  add_hf_head_buffers(inv, m, run, layout, {holds, program, own_input, layer0_without_input_grad});
   if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, autocast, holds, backward);
   return {in_program_order, forward_gap, backward_gap};
 }

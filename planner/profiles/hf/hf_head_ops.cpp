@@ -1,0 +1,243 @@
+// The hf profile's operations around the decoder layers (hf_head_ops.hpp), each one function that adds its
+// buffers (when a pass builds the inventory) and its kernels (when a pass lists the step's work). Sources:
+// transformers 5.17's GPT2Model/GPT2LMHeadModel and LlamaModel/LlamaForCausalLM forwards, masking_utils and
+// loss_utils (ForCausalLMLoss); PyTorch's autocast (torch 2.11, autocast_mode.cpp) and
+// embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu).
+#include "planner/profiles/hf/hf_head_ops.hpp"
+
+#include "planner/profiles/hf/activations_hf_row_rules.hpp"
+#include "planner/profiles/hf/hf_kernels.hpp"
+#include "planner/profiles/hf/hf_sdpa.hpp"
+
+namespace trainplan {
+namespace {
+
+using ek = event_kind;
+
+// One pass over the head's operations: for their buffers (inv set) or for their kernels (g set).
+struct head_pass {
+  const model_spec& m;
+  const run_config& run;
+  const precision_layout& layout;
+  inventory_builder* inv = nullptr;
+  hf_head_layout head;
+  ops::row_group* g = nullptr;
+  hf_kernels::hf_shape x{};
+
+  // The run, as the buffers see it.
+  std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, d = m.head_dim, V = m.vocab;
+  bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache, drop = run.dropout > 0,
+       checkpointed = run.recompute == recompute_mode::full, full = run.finetune == finetune_kind::full;
+  // The residual stream is in the model's dtype (QLoRA keeps its bf16 non-quantized weights).
+  dtype compute = layout.compute, param = run.finetune == finetune_kind::qlora ? dtype::bf16 : layout.weights;
+  bool peft_lora = run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla();
+  bool gpt_program = head.program && is_gpt;
+  std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
+
+  // Buffers one operation makes and a later one frees (their indices in the inventory; 0: none).
+  std::size_t embed_outputs[2] = {0, 0}, model_streams[2] = {0, 0}, final_norm_out = 0;
+
+  // A buffer only the allocator replay makes, freed after `freed_after` (an index, or a tensor_spec marker).
+  std::size_t moment(std::string_view name, const tensor_shape& shape, dtype type, ek first, ek last,
+                     std::uint16_t freed_after) {
+    tensor_spec& t = inv->span(name, shape, type, tensor_category::activations, first, last);
+    t.momentary = true;
+    t.freed_after = freed_after;
+    return inv->count() - 1;
+  }
+  void free_after_latest(std::size_t index) { inv->tensor(index).freed_after = static_cast<std::uint16_t>(inv->count() - 1); }
+};
+
+// The batch, the embedding, and what the model builds before layer 0: the masks and the rotary tables.
+// Kernels: the gather (and GPT-2's position gather, add and dropout) forward; backward embedding_dense_backward's
+// sort-and-accumulate kernels, writing the whole [V, h] gradient.
+void embedding(head_pass& p) {
+  if (p.g) {
+    const hf_kernels::hf_shape& x = p.x;
+    const double table = static_cast<double>(p.V) * x.h * x.w;
+    p.g->add("embedding", op_class::embedding, (p.is_gpt ? 3 : 1) * x.E * x.r + (p.drop ? x.E * (2 * x.r + 1) : 0),
+             p.is_gpt ? 3 + p.drop : 1, x.E * x.r + 2 * table + (p.is_gpt ? x.E * x.r : 0), p.is_gpt ? 12 : 6);
+    if (!p.is_gpt) p.g->add("attention.rotary_tables", op_class::elementwise, 0, 6, 0, 0);  // cos and sin, once a forward
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t b = p.b, s = p.s, h = p.h;
+  inv.span("batch.input_ids", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  inv.span("batch.labels", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  if (p.is_gpt) inv.span("batch.position_ids", {1, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  // (Dropout on the frozen embedding's output saves its mask only when a gradient flows back to it.)
+  if (p.is_gpt && p.drop && !p.head.layer0_without_input_grad)
+    inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  // GPT-2's forward op by op (as the layers' rows): momentary buffers only the allocator replay makes.
+  // GPT2Model.forward holds inputs_embeds and position_embeds until it returns, after ln_f; their sum lives
+  // until the dropout's output (layer 0's input) exists, and so does an unsaved dropout mask. Layer 0's input,
+  // when no layer saves it (LoRA without checkpointing), lives until the layer returns.
+  if (p.gpt_program) {
+    p.embed_outputs[0] = p.moment("embed.tokens_out", {b, s, h}, p.param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
+    p.embed_outputs[1] = p.moment("embed.positions_out", {1, s, h}, p.param, ek::fwd_embed, ek::fwd_head, tensor_spec::free_at_next_kept);
+    if (p.drop) p.moment("embed.sum", {b, s, h}, p.param, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
+    if (p.drop && p.head.layer0_without_input_grad)
+      p.moment("embed.dropout_mask_unsaved", {b, s, h}, dtype::u8, ek::fwd_embed, ek::fwd_embed, tensor_spec::free_at_layer_output);
+    if (p.head.layer0_without_input_grad)
+      p.moment("embed.out", {b, s, h}, p.param, ek::fwd_embed, ek::fwd_layer, tensor_spec::free_at_layer_output);
+  }
+  const bool checkpointed = p.checkpointed;
+  // The sliding-window mask: bool, [1, 1, s, s] expanded over the batch (masking_utils.sdpa_mask), built once
+  // per forward. Checkpointing keeps it as an argument of every layer's recomputation, to the last one.
+  if (p.head.holds & hf_rows::sdpa_mask)
+    inv.span("mask.sliding_window", {1, 1, s, s}, dtype::u8, tensor_category::activations, ek::fwd_embed,
+             checkpointed ? ek::bwd_embed : ek::fwd_head);
+  // Eager attention adds a float mask to the scores: transformers 5.x's masking_utils.eager_mask turns
+  // sdpa_mask's bool [1, 1, s, s] (expanded over the batch) into 0 / finfo.min with torch.where, whose output
+  // is the broadcast [b, 1, s, s] in the embeddings' dtype (fp32 under autocast). create_causal_mask builds
+  // it once per forward for the Llama family (with Mistral's window folded in), Gemma 2 one for its full and
+  // one for its sliding layers, and GPT-2 too (its recorded history: a 16 MiB fp32 [4, 1, 1024, 1024] block made
+  // before layer 0 and kept through the forward; adding it promotes the bf16 scores to fp32); kept like the
+  // sliding-window mask above.
+  if (hf_sdpa_backend(p.m, p.run, p.layout) == sdpa_backend::eager)
+    inv.span("mask.eager", {p.m.sliding_window_global_every > 0 ? 2 * b : b, 1, s, s}, p.param,
+             tensor_category::activations, ek::fwd_embed, checkpointed ? ek::bwd_embed : ek::fwd_head);
+  if (!p.is_gpt)  // rotary cos and sin, computed once per forward and read by every layer
+    inv.span("rope.cos_sin", {2, s, p.m.is_mla() ? p.m.rope_head_dim : p.d}, p.param, tensor_category::activations,
+             ek::fwd_embed, ek::bwd_embed);
+  // A 16-bit Llama op by op, not checkpointed (a bf16 Llama's history): layer 0's input (the embedding's output,
+  // which LlamaModel.forward holds as inputs_embeds) and the last layer's output live until the final norm's
+  // output exists, and the norm saves an fp32 copy of its own, made in the head.
+  if (p.head.own_input) {
+    inv.span("embed.out", {b, s, h}, p.param, tensor_category::activations, ek::fwd_embed, ek::fwd_head);
+    p.model_streams[0] = inv.count() - 1;
+    inv.span("final_norm.input", {b, s, h}, p.param, tensor_category::activations, ek::fwd_layer, ek::fwd_head, p.last_layer);
+    p.model_streams[1] = inv.count() - 1;
+  }
+}
+
+// The final norm: GPT-2's ln_f (LayerNorm), a Llama's norm (RMSNorm).
+void final_norm(head_pass& p) {
+  if (p.g) {
+    if (p.is_gpt) hf_kernels::layer_norm(*p.g, "norm.ln_f", p.x);
+    else hf_kernels::rms_norm(*p.g, "norm.final", p.x);
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t b = p.b, s = p.s, h = p.h;
+  const bool own_input = p.head.own_input, program = p.head.program;
+  inv.span("final_norm.in", {b, s, h}, p.is_gpt ? p.param : dtype::fp32, tensor_category::activations,
+           own_input ? ek::fwd_head : ek::fwd_layer, ek::bwd_head, own_input ? 0 : p.last_layer);
+  // The final norm's fp32 output: GPT2LMHeadModel.forward (LlamaForCausalLM.forward) holds it until the loss has
+  // read the logits. LayerNorm writes it before its statistics, RMSNorm after pow, rsqrt and the normed tensor.
+  // (Without autocast ln_f's output is the head's saved input.)
+  if (p.gpt_program && p.autocast)
+    p.final_norm_out = p.moment("final_norm.out", {b, s, h}, p.param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+  if (p.is_gpt) {
+    inv.span("final_norm.stats", {2, b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    if (p.gpt_program)
+      for (std::size_t i : p.embed_outputs) p.free_after_latest(i);
+    return;
+  }
+  const std::size_t pow =
+      program ? p.moment("final_norm.pow", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept) : 0;
+  inv.span("final_norm.rsqrt", {b, s, 1}, dtype::fp32, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  if (program) p.free_after_latest(pow);
+  // (A 16-bit model: x * rsqrt an fp32 temporary, freed once the output exists, which is lm_head's input.)
+  const std::size_t x_rsqrt =
+      own_input ? p.moment("final_norm.x_rsqrt", {b, s, h}, dtype::fp32, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept)
+                : 0;
+  if (p.head.holds & hf_rows::norms_train)
+    inv.span("final_norm.normed", {b, s, h}, p.param, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  else if (own_input)  // a frozen norm's weight multiply saves no normalised tensor (LoRA on a bf16 TinyLlama's history)
+    p.moment("final_norm.normed", {b, s, h}, p.param, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept);
+  const bool norm_copy = !p.autocast && p.param != dtype::fp32;
+  if (program && !own_input && (p.autocast || norm_copy))
+    p.final_norm_out = p.moment("final_norm.out", {b, s, h}, p.param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+  if (own_input) {
+    // The output is lm_head's saved input, or (a frozen head) held by LlamaForCausalLM.forward until the loss.
+    if (p.full) inv.span("lm_head.in", {b, s, h}, p.compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    else p.final_norm_out = p.moment("final_norm.out", {b, s, h}, p.param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
+    for (std::size_t i : {x_rsqrt, p.model_streams[0], p.model_streams[1]}) p.free_after_latest(i);
+  }
+}
+
+// The head, lm_head: autocast's casts of its input and weight, the GEMM, and (tied embeddings) the table's
+// two gradient contributions summed.
+void lm_head(head_pass& p) {
+  if (p.g) {
+    const hf_kernels::hf_shape& x = p.x;
+    hf_kernels::input_cast(*p.g, "autocast.input", x.E, x);
+    hf_kernels::linear(*p.g, "lm_head", "autocast.weight", static_cast<double>(p.V), x.h, x, false);
+    const double table = static_cast<double>(p.V) * x.h * x.w;
+    if (p.m.tied_embeddings) p.g->add("embedding.tied_grad_sum", op_class::embedding, 0, 0, 3 * table, 1);
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t b = p.b, s = p.s, h = p.h, V = p.V;
+  // The head's bf16 copy: cached (a trained weight) or cast anew (a frozen one), kept for its backward. Autocast
+  // casts a linear's arguments right to left (bias, weight, input: the order GCC evaluates them in), so the
+  // weight's copy comes before the input's.
+  if (p.autocast && (p.full || p.peft_lora) && p.run.zero < 3)
+    inv.span("lm_head.autocast.weight", {V, h}, p.compute, tensor_category::weights, ek::fwd_head, ek::bwd_head).role =
+        tensor_role::frozen_weights;
+  if (p.full && !p.head.own_input)
+    inv.span("lm_head.in", {b, s, h}, p.compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+  // A frozen head's GEMM reads a bf16 cast of ln_f's output that it does not save.
+  const std::size_t head_input_cast =
+      p.gpt_program && !p.full
+          ? p.moment("lm_head.in_cast", {b, s, h}, p.compute, ek::fwd_head, ek::fwd_head, tensor_spec::free_at_next_kept)
+          : 0;
+  // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
+  // after backward, before optimizer.step().
+  inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
+  if (head_input_cast) p.free_after_latest(head_input_cast);
+}
+
+// Gemma 2's final soft cap, cap * tanh(logits / cap): three kernels forward, tanh's and the two scalings'
+// backward. tanh saves its output, as large as the logits (256,000 wide); the capped logits are what the loop
+// holds, so the raw ones are gone.
+void logit_softcap(head_pass& p) {
+  if (p.m.final_logit_softcap <= 0) return;
+  if (p.g) {
+    const double V = static_cast<double>(p.V);
+    p.g->add("loss.softcap", op_class::elementwise, 6 * p.x.T * V * p.x.c, 3, 7 * p.x.T * V * p.x.c, 3);
+  }
+  if (p.inv)
+    p.inv->span("logits.softcap_tanh", {p.b, p.s, p.V}, p.compute, tensor_category::logits, ek::fwd_head, ek::bwd_head);
+}
+
+// ForCausalLMLoss: logits.float() (a copy unless they are fp32 already), pad and shift the labels,
+// cross_entropy = log_softmax, whose fp32 output is saved, then nll_loss. Backward: nll_loss_backward
+// (zero-fill and scatter) and log_softmax_backward, whose gradients coexist, and the cast back.
+void loss(head_pass& p) {
+  if (p.g) {
+    const double TV = p.x.T * static_cast<double>(p.V), c = p.x.c;
+    const double upcast = c != 4 ? TV * (c + 4) : 0;
+    p.g->add("loss.cross_entropy", op_class::loss, upcast + 8 * TV, (c != 4 ? 1 : 0) + 4, 4 * TV + 12 * TV + upcast,
+             (c != 4 ? 1 : 0) + 3);
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t tokens = p.b * p.s, V = p.V;
+  if (p.compute != dtype::fp32)
+    inv.span("loss.logits_fp32", {tokens, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
+  inv.span("loss.log_probs", {tokens, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
+  if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
+  inv.span("loss.shift_labels", {tokens}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
+  inv.span("loss.grad_log_probs", {tokens, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  inv.span("loss.grad_logits_fp32", {tokens, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+}
+
+// The operations around the layers, in program order.
+constexpr void (*head_ops[])(head_pass&) = {embedding, final_norm, lm_head, logit_softcap, loss};
+
+}  // namespace
+
+void add_hf_head_buffers(inventory_builder& inv, const model_spec& m, const run_config& run,
+                         const precision_layout& layout, const hf_head_layout& head) {
+  head_pass p{m, run, layout, &inv, head};
+  for (auto op : head_ops) op(p);
+}
+
+void add_hf_head_kernels(ops::row_group& head, const model_spec& m, const run_config& run, const precision_layout& layout) {
+  head_pass p{m, run, layout, nullptr, {}, &head, hf_kernels::shape_of(m, run, layout)};
+  for (auto op : head_ops) op(p);
+}
+
+}  // namespace trainplan
