@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks that data flows one way through the source tree: no include runs from a lower folder to a higher
-one, no training stack's folder includes another's, and no include cycle exists between source units.
+one, no training stack's folder includes another's (but the ones BUILDS_ON lists), and no include cycle exists
+between source units.
 
 Top-level folders, lowest first: planner, kernels, validate, cli. Within planner/, the folders in the order
 planner/CMakeLists.txt adds them (util first). A unit is a header and its .cpp (foo.hpp + foo.cpp); a cycle
@@ -11,6 +12,11 @@ Usage: python3 scripts/check_layers.py [REPO_ROOT]   (exit 0 clean, 1 with the v
 import os
 import re
 import sys
+
+# A stack that runs another's model code builds on that stack's folder: FSDP2 and DeepSpeed (under Hugging Face's
+# Trainer or Accelerate) run the hf folder's modules, their op lists and kernels, in the same PyTorch process.
+# Only these dependencies are allowed between profile folders; they must not form a cycle.
+BUILDS_ON = {"fsdp2": ("hf",), "deepspeed": ("hf",)}
 
 TOP_LEVEL = ["planner", "kernels", "validate", "cli"]
 SOURCE_EXTENSIONS = (".hpp", ".cpp", ".cu", ".cuh", ".h")
@@ -61,7 +67,8 @@ def main():
                         continue
                     if target_rank > rank:
                         problems.append(f"{path} includes {included}, a higher layer")
-                    elif profile and target_profile and target_profile != profile:
+                    elif (profile and target_profile and target_profile != profile
+                          and target_profile not in BUILDS_ON.get(profile, ())):
                         problems.append(f"{path} includes {included}, another training stack's folder")
                     target = os.path.splitext(included)[0]
                     if target != unit:

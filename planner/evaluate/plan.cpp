@@ -401,7 +401,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     r.ops = profile.micro_batch_ops(model, run, r.layout, trained);
   }
   repeat_micro_batches(r.ops, run.grad_accum);
-  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing(profile.name),
+  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing(calibration_name(profile)),
                               run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum));
   // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time

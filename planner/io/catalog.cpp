@@ -266,7 +266,8 @@ void parse_timing(const json& j, const std::string& at, timing_constants& t, boo
 constexpr std::uint64_t max_overhead_bytes = 1ull << 50;  // 1 PiB: no context or workspace is larger
 
 // "profiles": {"<profile>": {...}, ...}: each stack's own constants, under its profile's name (planner/profiles/
-// registry.hpp). A stack's entry holds "timing" and the keys its profile reads (calibration_keys). The default
+// registry.hpp). A stack's entry holds "timing" and the keys its profile reads (calibration_keys); a stack that
+// shares another's runtime has none (stack_profile::calibrated_as). The default
 // entry (partial false) holds every registered stack's complete timing; a GPU's entry overrides what it names.
 void parse_stacks(const json& j, const std::string& where, calibration& c, bool partial) {
   strict_object stacks(j, where);
@@ -274,6 +275,12 @@ void parse_stacks(const json& j, const std::string& where, calibration& c, bool 
     if (!it.key().starts_with("_")) profile_named(it.key(), where);
   for (const stack_profile* p : all_profiles()) {
     const std::string name(p->name);
+    if (p->calibrated_as) {  // it reads another stack's entry (stack_profile::calibrated_as)
+      if (stacks.has(name))
+        throw input_error(fmt::format("{}: the {} profile has no entry of its own: it reads {}'s", where, name,
+                                      calibration_name(*p)));
+      continue;
+    }
     if (!stacks.has(name)) {
       if (!partial) throw input_error(fmt::format("{}: missing key '{}'", where, name));
       continue;

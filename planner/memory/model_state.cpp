@@ -265,15 +265,13 @@ void add_model_state(inventory& out, const model_spec& m, const run_config& run,
       tmp.scope = scope;
     }
   }
-  // Communication buffers. Data parallelism without ZeRO-3 all-reduces (or reduce-scatters) gradients in
-  // buckets (PyTorch DDP's bucket_cap_mb = 25). ZeRO-3/FSDP all-gathers each layer's weights before use and
-  // prefetches the next one, and reduce-scatters its gradients through a bucket of one layer.
+  // Communication buffers, where the stack's rules ask for the paper's (model_state_rules).
   const std::uint64_t layer_params =
       std::max(local_weights(share(pc.per_layer, tp), layer_experts), share(pc.per_dense_layer, tp));  // the largest layer
-  if (dp > 1 && run.zero < 3)
+  if (rules.ddp_bucket && dp > 1 && run.zero < 3)
     inv.model_state("ddp.grad_bucket", (25ull << 20) / dtype_bytes(layout.grads), layout.grads, tensor_category::gradients,
                     state_lifetime::backward_to_optimizer, tensor_role::communication);
-  if (dp > 1 && run.zero >= 3) {
+  if (rules.zero3_gather_buffers && dp > 1 && run.zero >= 3) {
     inv.model_state("zero3.gathered_weights", checked_mul(2, layer_params, "gather buffer"), base_type,
                     tensor_category::weights, state_lifetime::whole_run, tensor_role::communication);
     inv.model_state("zero3.reduce_bucket", adapters ? share(trainable, m.layers) : layer_params, layout.grads,

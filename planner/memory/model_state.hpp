@@ -28,6 +28,13 @@ struct model_state_rules {
   bool foreach_adamw = false;
   // torch.amp.GradScaler's scalars, where the regime scales the loss.
   bool grad_scaler = false;
+  // The data-parallel communication buffers ZeRO's paper describes (Rajbhandari et al. 2020): ZeRO-3 gathers
+  // each layer's weights before use, prefetching the next, and reduce-scatters its gradients through a bucket
+  // of one layer; below ZeRO-3 (ddp_bucket) a 25 MiB gradient bucket, PyTorch DDP's bucket_cap_mb. A stack whose
+  // runtime allocates its own (DDP's full bucket copy, FSDP2's and DeepSpeed's buffers) or none (llm.c's and
+  // Megatron's collectives work in place in their buffers) adds them itself.
+  bool zero3_gather_buffers = false;
+  bool ddp_bucket = false;
 };
 
 // Adds the model state of `m` on one GPU to `out` (device tensors, and host_tensors where offloaded; the LoRA

@@ -103,6 +103,17 @@ struct stack_profile {
   // The keys of its entry under "profiles" in data/calibration.json that it reads (beyond "timing", which
   // every profile has): cuda_context_bytes, allocator_slack_fraction.
   std::vector<std::string_view> calibration_keys;
+  // The stack whose calibration this one's runtime shares (FSDP2 and DeepSpeed run Hugging Face's modules in the
+  // same PyTorch process as its eager training: its CUDA context, workspaces and launch costs); nullptr: its own.
+  const stack_profile& (*calibrated_as)() = nullptr;
+
+  // ---- many GPUs ---------------------------------------------------------------------------------------------------
+  // The ZeRO stage a run on several data-parallel GPUs gets when none is asked for (FSDP2: 3, fully_shard's
+  // resharding after forward).
+  int default_zero = 0;
 };
+
+// The name of the entry under "profiles" in data/calibration.json that a stack's figures come from.
+inline std::string_view calibration_name(const stack_profile& p) { return p.calibrated_as ? p.calibrated_as().name : p.name; }
 
 }  // namespace trainplan

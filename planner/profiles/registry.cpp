@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include "planner/profiles/deepspeed/deepspeed_profile.hpp"
+#include "planner/profiles/fsdp2/fsdp2_profile.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/llmc/llmc_profile.hpp"
 #include "planner/profiles/megatron/megatron_profile.hpp"
@@ -15,8 +17,9 @@ namespace trainplan {
 
 // One line per stack: adding a stack adds its folder and its line here.
 std::span<const stack_profile* const> all_profiles() {
-  static const std::array<const stack_profile*, 4> profiles{&hf_profile(), &llmc_profile(), &megatron_profile(),
-                                                            &trainplan_profile()};
+  static const std::array<const stack_profile*, 6> profiles{&hf_profile(),       &fsdp2_profile(),
+                                                            &deepspeed_profile(), &llmc_profile(),
+                                                            &megatron_profile(),  &trainplan_profile()};
   return profiles;
 }
 

@@ -7,6 +7,7 @@
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/step_frame.hpp"
+#include "planner/run/lora.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
@@ -38,9 +39,24 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
                 const pipeline_stage& stage) {
   inventory out;
   out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
+  // With ZeRO (the Trainer under Accelerate's FSDP or DeepSpeed), the paper's sharding and buffers: the fsdp2 and
+  // deepspeed profiles model those stacks' own.
   add_model_state(out, m, run, layout, facts, traits,
-                  {.grads_per_parameter = true, .peft_adapters = true, .foreach_adamw = true, .grad_scaler = true});
+                  {.grads_per_parameter = true, .peft_adapters = true, .foreach_adamw = true, .grad_scaler = true,
+                   .zero3_gather_buffers = true, .ddp_bucket = run.zero > 0});
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
+  // PyTorch DDP (the Trainer's default on several GPUs): the Reducer allocates a flat bucket tensor for every
+  // parameter that requires grad when it is built (Reducer::initialize_buckets; rebuilt once after the first
+  // iteration in gradient-ready order), in the gradients' dtype; with gradient_as_bucket_view=False, the
+  // default, .grad stays a tensor of its own and is copied into the bucket: a second copy of the gradients
+  // for the whole run (torch/csrc/distributed/c10d/reducer.cpp).
+  if (run.data_parallel() > 1 && run.zero == 0) {
+    const std::uint64_t trained = run.finetune == finetune_kind::full ? facts.counts.total
+                                                                      : lora_params(m, run.lora_rank, run.lora_targets, traits);
+    const dtype grads = run.finetune == finetune_kind::full ? layout.grads : peft_trained_grad_dtype(run, layout);
+    inv.model_state("ddp.buckets", trained, grads, tensor_category::gradients, state_lifetime::whole_run,
+                    tensor_role::communication);
+  }
   inv.set_inflight(stage.inflight);
   const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
   out.forward_in_program_order = order.forward;

@@ -26,7 +26,10 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
                 const pipeline_stage& stage) {
   inventory out;
   out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
-  add_model_state(out, m, run, layout, facts, traits, {});
+  // Megatron's gradient buckets are views into its contiguous gradient buffer and the distributed optimizer's
+  // gathers write in place (megatron/core/distributed/param_and_grad_buffer.py): no buffer of their own. Its
+  // ZeRO-3 (Megatron-FSDP) as the paper describes the gather.
+  add_model_state(out, m, run, layout, facts, traits, {.zero3_gather_buffers = true});
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   const fused_memory memory{inv, facts.counts, stage};
   walk_fused_step({m, run, layout, options}, &memory, nullptr);

@@ -54,7 +54,8 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
                 const pipeline_stage& stage) {
   inventory out;
   out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
-  add_model_state(out, m, run, layout, facts, traits, {});
+  // On several GPUs, the buffers ZeRO's paper describes (the harness trains on one).
+  add_model_state(out, m, run, layout, facts, traits, {.zero3_gather_buffers = true, .ddp_bucket = true});
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   const fused_memory memory{inv, facts.counts, stage};
   walk_fused_step({m, run, layout, options}, &memory, nullptr);
