@@ -26,6 +26,7 @@
 #include "planner/io/catalog.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
+#include "planner/measure/measured_step.hpp"
 #include "validate/validation.hpp"
 
 #include "cli/cuda_backend.hpp"
@@ -95,12 +96,13 @@ int bench_cuda(const bench_args& args) {
     const std::string target = c.llmc_tokens_per_s > 0 ? grouped(static_cast<std::uint64_t>(c.llmc_tokens_per_s)) : "-";
     try {
       const validate::validation_result v = validate::validate_on(backend.kernel_table(), m, r, options, &device);
-      const double step = v.device->step_seconds, peak = p.time.peak_flops_per_s;
-      const double tokens_per_s = p.flops.tokens_per_step / step;
+      const double step = v.device->step_seconds;
+      const measured_rates rates = rates_of_measured_step(p, step);
+      const double tokens_per_s = rates.tokens_per_second;
       run["step_seconds"] = step;
       run["tokens_per_second"] = tokens_per_s;
-      run["mfu"] = p.flops.model_per_step / (step * peak);
-      run["hfu"] = p.flops.hardware_per_step / (step * peak);
+      run["mfu"] = rates.mfu;
+      run["hfu"] = rates.hfu;
       run["device_peak_bytes"] = v.device->device_peak_bytes;
       if (c.llmc_tokens_per_s > 0) run["llmc_tokens_per_second"] = c.llmc_tokens_per_s;
       fmt::print("  {:<10} {:>5} {:>6} {:>12.4f} {:>12} {:>7.1f}% {:>7.1f}% {:>16}\n", c.model, c.seq, c.micro_batch, step,

@@ -26,6 +26,7 @@
 #include "cli/format.hpp"
 #include "cli/measurement_check.hpp"
 #include "planner/measure/calibration_fit.hpp"
+#include "planner/measure/collector_fit.hpp"
 #include "planner/measure/measured_runs.hpp"
 #include "planner/io/catalog.hpp"
 #include "planner/io/embedded_data.hpp"
@@ -116,8 +117,6 @@ struct calibrate_args {
   std::vector<std::string> device_only;  // --device-only: profiled reports whose busy times alone join the hf fit
 };
 
-constexpr double memory_target_pct = 2.0, time_target_pct = 10.0;
-
 json read_json(const std::filesystem::path& path) {
   try {
     return json::parse(read_text_file(path));
@@ -191,14 +190,10 @@ void add_bench_runs(const json& j, const std::filesystem::path& path, const cata
     model_spec m;
     run_config r;
     bench_model_and_run(data, model, seq, micro_batch, m, r);
-    const plan_result p = evaluate_plan(m, r, g, data.calibration_for(g));
-    calibration_observation o;
-    o.label = fmt::format("{} {} s{} b{}", path.filename().string(), model, seq, micro_batch);
+    calibration_observation o = planned_observation(fmt::format("{} {} s{} b{}", path.filename().string(), model, seq, micro_batch),
+                                                    m, r, g, data.calibration_for(g));
     o.memory_measured = false;
     o.step_seconds = field<double>(wrapped, "run", "step_seconds", file);
-    o.ops = p.ops;
-    o.peak_flops_per_s = p.time.peak_flops_per_s;
-    o.bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
     runs.push_back(o);
   }
 }
@@ -224,9 +219,9 @@ json parse_calibration_to_update(const std::string& path) {
   return json::parse(calibration_text_of(path), limit);
 }
 
-// Collector reports (scripts/collect_hf.py) of `stack`. Its runtime constant, the process's CUDA context, the
-// reports measure directly (their env lines; the median when several): it is written into the GPU's entry, and
-// every run is then predicted beside its measurement.
+// Collector reports (scripts/collect_hf.py) of `stack`: its CUDA context, then its step-time constants, fitted
+// (planner/measure/collector_fit.hpp) and written into the GPU's entry; every run is then predicted beside its
+// measurement (plan check's table).
 int calibrate_from_collector(const calibrate_args& args, const catalog& data, const stack_profile& stack) {
   const gpu_spec& g = data.gpu(args.gpu);
   std::vector<measured_file> files;
@@ -236,38 +231,16 @@ int calibrate_from_collector(const calibrate_args& args, const catalog& data, co
       throw input_error(fmt::format("calibrate --framework {}: {} measured --framework {}", stack.name, path,
                                     files.back().stack->name));
   }
-  std::vector<std::uint64_t> contexts;
-  for (const measured_file& f : files) contexts.push_back(f.context_bytes);
-  std::sort(contexts.begin(), contexts.end());
-  calibration c = data.calibration_for(g);
-  const std::uint64_t before = c.context_bytes(stack.name);
-  stack_calibration& own = c.stack(stack.name);
-  own.cuda_context_bytes = contexts[contexts.size() / 2];
+  const collector_context_fit context = fit_collector_context(files, data.calibration_for(g), stack.name);
   fmt::print("plan calibrate --framework {}: {} ({}): the stack's CUDA context {} (was {})\n\n", stack.name, g.name,
-             g.description, gib(*own.cuda_context_bytes), gib(before));
-  // The stack's roofline constants, fitted over every measured step time.
-  std::vector<timing_observation> timed;
-  for (const measured_file& f : files)
-    for (const measured_run& r : f.runs) {
-      if (r.out_of_memory) continue;
-      const plan_result p = evaluate_plan(r.model, r.run, g, c, {timeline_detail::peak});
-      timed.push_back({r.id, p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, r.step_seconds,
-                       r.gpu_profile ? r.gpu_profile->busy_seconds : 0.0});
-    }
-  // Another host's profiled runs: the GPU's busy time is the device's, whatever drives it; the step time is not.
-  std::size_t device_only_runs = 0;
-  for (const std::string& path : args.device_only)
-    for (const measured_run& r : parse_measurements(read_text_file(path), path).runs) {
-      if (r.out_of_memory || !r.gpu_profile) continue;
-      const plan_result p = evaluate_plan(r.model, r.run, g, c, {timeline_detail::peak});
-      timed.push_back({r.id + " (busy)", p.ops, p.time.peak_flops_per_s, g.memory_bandwidth_bytes_per_s, 0.0,
-                       r.gpu_profile->busy_seconds});
-      ++device_only_runs;
-    }
-  if (!args.device_only.empty() && device_only_runs == 0)
-    throw input_error("calibrate --device-only: no profiled run (collect_hf.py --profile) in those reports");
-  const timing_fit fit = fit_timing(timed);
-  c.stack(stack.name).timing = fit.constants;
+             g.description, gib(context.context_bytes), gib(context.before_bytes));
+  std::vector<measured_file> device_only;
+  for (const std::string& path : args.device_only) device_only.push_back(parse_measurements(read_text_file(path), path));
+  const collector_timing_fit timing = fit_collector_timing(files, device_only, g, context.fitted, stack.name);
+  const calibration& c = timing.fitted;
+  const timing_fit& fit = timing.timing;
+  const std::vector<timing_observation>& timed = timing.timed;
+  const std::size_t device_only_runs = timing.device_only_runs;
   const timing_constants& k = fit.constants;
   fmt::print("Step time ({} profile): GEMMs at {} (fp32: {}) x m/(m+{:.0f}) x n/(n+{:.0f}) x k/(k+{:.0f}) of peak, attention {}, "
              "bandwidth {}, {:.2f} us between kernels; host {:.3f} ms per step, {:.2f} us per forward and {:.2f} us per "
@@ -275,7 +248,7 @@ int calibrate_from_collector(const calibrate_args& args, const catalog& data, co
              stack.name, percent(k.gemm_efficiency), percent(k.fp32_gemm_efficiency), k.gemm_half_dim, k.gemm_half_dim,
              k.gemm_half_dim, percent(k.attention_efficiency), percent(k.bandwidth_fraction), k.kernel_seconds * 1e6,
              k.step_seconds * 1e3, k.forward_kernel_seconds * 1e6, k.backward_kernel_seconds * 1e6,
-             k.foreach_tensor_seconds * 1e6, timed.size() - device_only_runs, fit.median_error_pct, fit.max_error_pct);
+             k.foreach_tensor_seconds * 1e6, timing.step_time_runs(), fit.median_error_pct, fit.max_error_pct);
   if (device_only_runs > 0)
     fmt::print("(with the GPU's busy times of {} profiled run{} of --device-only, whose step times are not fitted)\n\n",
                device_only_runs, device_only_runs == 1 ? "" : "s");
@@ -304,7 +277,7 @@ int calibrate_from_collector(const calibrate_args& args, const catalog& data, co
                                        (entry["profiles"].contains(stack.name) && !entry["profiles"][std::string(stack.name)].is_object())))
       throw input_error(fmt::format("{}: gpus.{}.profiles is not an object of objects", args.output, g.name));
     json& own_entry = entry["profiles"][std::string(stack.name)];
-    own_entry["cuda_context_bytes"] = *own.cuda_context_bytes;
+    own_entry["cuda_context_bytes"] = context.context_bytes;
     own_entry["timing"] = timing_json(k);
     auto names_of = [](const std::vector<std::string>& paths) {
       std::string names;
@@ -317,7 +290,7 @@ int calibrate_from_collector(const calibrate_args& args, const catalog& data, co
     const std::string prefix = collector_source_prefix(stack);
     entry["source"] = merged_source(entry, prefix,
                                     fmt::format("{}{} ({} runs){}: the stack's CUDA context and step-time constants", prefix,
-                                                names_of(args.inputs), timed.size() - device_only_runs, busy));
+                                                names_of(args.inputs), timing.step_time_runs(), busy));
     const std::string text = doc.dump(2) + "\n";
     catalog check = data;
     check.apply_calibration(text, false);  // never write what the loader would reject
@@ -402,17 +375,12 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
         model_spec m;
         run_config r;
         model_and_run(j, file, m, r);
-        const plan_result p = evaluate_plan(m, r, g, data.calibration_for(g));
-        calibration_observation o;
-        o.label = path.filename().string();
+        calibration_observation o = planned_observation(path.filename().string(), m, r, g, data.calibration_for(g));
         o.tensor_peak_bytes = field<std::uint64_t>(j, "measured", "peak_bytes", file);
         o.device_peak_bytes = field<std::uint64_t>(j, "device", "device_peak_bytes", file);
         o.context_bytes = field<std::uint64_t>(j, "device", "context_bytes", file);
         o.workspace_bytes = field<std::uint64_t>(j, "device", "workspace_bytes", file);
         o.step_seconds = field<double>(j, "device", "step_seconds", file);
-        o.ops = p.ops;
-        o.peak_flops_per_s = p.time.peak_flops_per_s;
-        o.bandwidth_bytes_per_s = g.memory_bandwidth_bytes_per_s;
         runs.push_back(o);
       }
       const gpu_spec& g = data.gpu(gpu_name);
@@ -424,7 +392,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       std::optional<held_out_fit> held;
       if (args->held_out) held = fit_held_out(timing_observations(runs));
       const calibration& c = fit.fitted;
-      const bool within = fit.max_memory_error_pct <= memory_target_pct && fit.max_time_error_pct <= time_target_pct;
+      const bool within = fit.within_targets();
 
       const stack_calibration& own = *c.stack(harness);
       json entry{{"cublas_workspace_bytes", c.cublas_workspace_bytes},
@@ -498,8 +466,8 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
                    held ? fmt::format(" {:>10.4f} {:>+7.2f}%", held->predicted_seconds[i], held->error_pct[i]) : "");
       }
       fmt::print("\nMemory: largest error {:.2f}% (target {:.0f}%): {}. Time: largest error {:.2f}% (target {:.0f}%): {}.\n",
-                 fit.max_memory_error_pct, memory_target_pct, fit.max_memory_error_pct <= memory_target_pct ? "met" : "NOT met",
-                 fit.max_time_error_pct, time_target_pct, fit.max_time_error_pct <= time_target_pct ? "met" : "NOT met");
+                 fit.max_memory_error_pct, calibration_memory_target_pct, fit.memory_within_target ? "met" : "NOT met",
+                 fit.max_time_error_pct, calibration_time_target_pct, fit.time_within_target ? "met" : "NOT met");
       if (held)
         fmt::print("Held out (each run predicted by the constants fitted on the other {}): median error {:.2f}%, largest {:.2f}%.\n",
                    runs.size() - 1, held->median_error_pct, held->max_error_pct);

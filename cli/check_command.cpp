@@ -1,5 +1,6 @@
 // `plan check FILE...`: predicts every configuration a collector report measured (scripts/collect_hf.py,
-// the format of tests/data/measurements/) with --framework hf, and prints predicted beside measured.
+// the format of tests/data/measurements/) with --framework hf, and prints predicted beside measured. The
+// prediction and its errors are planner/measure/measurement_check.hpp's; here the files read and the table.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +11,6 @@
 #include <optional>
 #include <sstream>
 
-#include "planner/model/model_facts.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/measurement_check.hpp"
@@ -18,8 +18,9 @@
 #include "planner/io/catalog.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/measure/measured_runs.hpp"
+#include "planner/measure/measurement_check.hpp"
+#include "planner/measure/median.hpp"
 #include "planner/evaluate/plan.hpp"
-#include "planner/measure/segment_compare.hpp"
 #include "planner/util/text_file.hpp"
 
 namespace trainplan::cli {
@@ -34,8 +35,6 @@ struct check_args {
   std::string data_dir;  // as for plan: its gpus.json, models.json and calibration.json add to or override the built-in data
 };
 
-
-double error_pct(double predicted, double measured) { return 100.0 * (predicted - measured) / measured; }
 
 // CLI::Range lets NaN through (every comparison with NaN is false): "tolerance nan%" compared false with
 // every error and failed the check with exit 1 instead of refusing the option.
@@ -56,17 +55,18 @@ std::string mib_signed(std::int64_t bytes) {
 }
 
 // Under the run's row: its segments (collect_hf.py's "segments") beside those the replay reserves, by size.
-void print_segments(const measured_run& r, const plan_result& p, const std::vector<allocator_growth>& growth) {
+void print_segments(const measured_run& r, const run_check& check) {
   constexpr std::size_t shown_sizes = 8, shown_buffers = 4;
+  const plan_result& p = check.plan;
   if (r.run.expandable_segments) {
     fmt::print("  {:<10} segments: not compared (with expandable segments a pool maps pages into one segment)\n", "");
     return;
   }
-  if (!p.allocator) {
+  if (!check.segments) {
     fmt::print("  {:<10} segments: not compared (the plan did not replay the allocator for this run)\n", "");
     return;
   }
-  const segment_comparison c = compare_segments(r.segments, growth);
+  const segment_comparison& c = *check.segments;
   fmt::print("  {:<10} segments: measured {} ({}), replayed {} ({}), {} of a size both hold{}\n", "", c.measured_count,
              gib(c.measured_bytes), c.replayed_count, gib(c.replayed_bytes), c.matched_count,
              c.measured_bytes < r.reserved_peak_bytes
@@ -79,7 +79,7 @@ void print_segments(const measured_run& r, const plan_result& p, const std::vect
                  : "");
   // PyTorch allocates its cuBLAS workspaces through the caching allocator: the measured segments hold them (a
   // segment of their own, or room in a freed block). Where the replay does not, the device peak adds them.
-  if (p.overhead.cublas_workspace_bytes > 0 && !replay_makes_cublas_workspaces(p))
+  if (p.overhead.cublas_workspace_bytes > 0 && !p.cublas_workspaces_in_replay)
     fmt::print("  {:<10}   (the replay leaves out PyTorch's cuBLAS workspaces, {} in all, which the device peak adds)\n",
                "", mib(p.overhead.cublas_workspace_bytes));
   for (std::size_t i = 0; i < c.differences.size() && i < shown_sizes; ++i) {
@@ -127,17 +127,6 @@ void print_allocator_counts(const measured_run& r, const plan_result& p) {
   fmt::print("  {:<10} allocator: {}; {}\n", "", measured, replayed);
 }
 
-// The segments the replay reserves for a run, in the order it makes them (none without a replay of
-// PyTorch's default allocator: with expandable segments growth is pages mapped, not segments). A second
-// replay, with no capacity: the plan's own (in the GPU's memory) keeps no growth, as sweeps need none; the
-// two are the same replay unless the plan's ran short and freed its cache (its allocator line says so).
-std::vector<allocator_growth> replayed_segments(const measured_run& r, const plan_result& p) {
-  std::vector<allocator_growth> growth;
-  if (p.allocator && !r.run.expandable_segments)
-    replay_schedule(plan_allocator_schedule(p, describe_model(r.model)), &growth);
-  return growth;
-}
-
 // --segments-out: one JSON line a replayed segment (scripts/compare_allocator_history.py reads them beside
 // PyTorch's recorded history).
 void append_segment_lines(std::string& out, const measured_run& r, const std::vector<allocator_growth>& growth) {
@@ -154,26 +143,19 @@ void append_segment_lines(std::string& out, const measured_run& r, const std::ve
 
 // Under a profiled run's row: the GPU's busy time beside the roofline's kernel time (the step's time by op
 // class, less the overhead: the device's own share, whatever the host does), and the kernels launched beside
-// the ops' count. This checks the device side alone; the step time also holds the host's. Returns the busy
-// time's error in percent.
-double print_gpu_busy(const measured_gpu_profile& g, const plan_result& p) {
-  const double kernel_seconds = p.time.breakdown.kernel_seconds();
-  const double busy_error = error_pct(kernel_seconds, g.busy_seconds);
-  const double kernels = p.ops.launches.total();
+// the ops' count. This checks the device side alone; the step time also holds the host's.
+void print_gpu_busy(const measured_gpu_profile& g, const gpu_busy_check& b) {
   fmt::print("  {:<10} GPU busy {:.1f} ms, the roofline's kernels {:.1f} ms ({:+.1f}%); kernels {}, predicted {:.0f} ({:+.1f}%)\n",
-             "", g.busy_seconds * 1e3, kernel_seconds * 1e3, busy_error, g.kernels, kernels,
-             error_pct(kernels, static_cast<double>(g.kernels)));
-  return busy_error;
+             "", g.busy_seconds * 1e3, b.kernel_seconds * 1e3, b.busy_error_pct, g.kernels, b.predicted_kernels,
+             b.kernels_error_pct);
 }
 
-void print_gpu_busy_summary(std::vector<double> errors) {
-  for (double& e : errors) e = std::abs(e);
-  std::sort(errors.begin(), errors.end());
-  const std::size_t n = errors.size();
-  const double median = n % 2 ? errors[n / 2] : (errors[n / 2 - 1] + errors[n / 2]) / 2;
+void print_gpu_busy_summary(const std::vector<double>& errors_pct) {
+  const error_summary s = summarize_errors(errors_pct);
+  const std::size_t n = errors_pct.size();
   fmt::print("  GPU busy time of the {} profiled run{}: the roofline's kernel time within {:.1f}% (median {:.1f}%; "
              "reported, not checked against a tolerance)\n",
-             n, n == 1 ? "" : "s", errors.back(), median);
+             n, n == 1 ? "" : "s", s.max_pct, s.median_pct);
 }
 
 }  // namespace
@@ -181,8 +163,8 @@ void print_gpu_busy_summary(std::vector<double> errors) {
 int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
                        double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
                        std::string* segments_jsonl, bool one_process) {
-  bool all_within = true;
-  double worst_tensor = 0, worst_device = 0, worst_time = 0;
+  const check_tolerances tolerances{tensor_tolerance_pct, device_tolerance_pct, time_tolerance_pct};
+  check_totals totals;
   for (const std::string& path : files) {
     std::vector<double> busy;  // the GPU-busy errors of this file's profiled runs
     measured_file f = parse_measurements(read_text_file(path), path);
@@ -193,7 +175,9 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
     fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {:>9} {:>9} {:>8}   {}\n", "run", "tensor peak",
                "predicted", "error", "device peak", "replayed", "error", "step", "predicted", "error", "configuration");
     for (const measured_run& r : f.runs) {
-      const plan_result p = evaluate_plan(r.model, r.run, gpu, calib);
+      const run_check c = check_measured_run(f, r, gpu, calib, tolerances, segments_jsonl != nullptr);
+      totals.add(r, c);
+      const plan_result& p = c.plan;
       const std::string what = fmt::format(
           "{} L={} h={} s={} b={} {} {}{}{}{}", family_name(r.model.family), r.model.layers, r.model.hidden, r.run.seq,
           r.run.micro_batch, precision_name(r.run.precision), r.run.attention == attention_kind::eager ? "eager" : "sdpa",
@@ -204,56 +188,38 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
         fmt::print("  {:<10} ran out of memory; plan says {} ({})\n", r.id, p.fits ? "it fits: WRONG" : "it does not fit",
                    what);
         if (r.allocator_counts.any()) print_allocator_counts(r, p);
-        all_within = all_within && !p.fits;
         continue;
       }
-      const double ts = error_pct(p.time.step_seconds, r.step_seconds);
-      worst_time = std::max(worst_time, std::abs(ts));
-      all_within = all_within && std::abs(ts) <= time_tolerance_pct;
+      const double ts = c.step_error_pct;
       if (!r.memory_measured) {  // a step time alone
         fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {:>7.1f}ms {:>7.1f}ms {:>+7.2f}%   {}\n", r.id, "-",
                    "-", "", "-", "-", "", r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
         continue;
       }
-      // What memory_allocated counts: the tensors and PyTorch's cuBLAS workspaces.
-      const double tensor = static_cast<double>(p.tensor_peak_bytes + p.overhead.cublas_workspace_bytes);
-      // max_memory_reserved() as the GPU's memory lets the allocator keep its cache (the same as the peak unless it
-      // runs short there, when the peak is the least memory the run completes in)
-      const double device = static_cast<double>(
-          f.context_bytes + (p.allocator ? p.allocator->budget_reserved_bytes + p.overhead.cublas_workspace_bytes
-                                         : p.peak_bytes - p.overhead.cuda_context_bytes));  // not replayed: the estimate
-      const double measured_device = static_cast<double>(f.context_bytes + r.reserved_peak_bytes);
-      const double te = error_pct(tensor, static_cast<double>(r.alloc_peak_bytes));
-      const double de = error_pct(device, measured_device);
-      worst_tensor = std::max(worst_tensor, std::abs(te));
-      worst_device = std::max(worst_device, std::abs(de));
-      all_within = all_within && std::abs(te) <= tensor_tolerance_pct && std::abs(de) <= device_tolerance_pct;
       fmt::print("  {:<10} {:>12} {:>12} {:>+7.2f}%   {:>12} {:>12} {:>+7.2f}%   {:>7.1f}ms {:>7.1f}ms {:>+7.2f}%   {}\n",
-                 r.id, gib(r.alloc_peak_bytes), gib(static_cast<std::uint64_t>(tensor)), te,
-                 gib(static_cast<std::uint64_t>(measured_device)), gib(static_cast<std::uint64_t>(device)), de,
-                 r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
-      // A run on an allocator edge: what it reserves after another run in the same process (planner/evaluate/plan.hpp),
-      // beside the measurement, a hint where a report's runs shared a process (--one-process). Not checked.
-      if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(r.model));
-          warm && std::abs(static_cast<double>(*warm) - (device - f.context_bytes)) >= allocator_edge_fraction * (device - f.context_bytes))
+                 r.id, gib(r.alloc_peak_bytes), gib(static_cast<std::uint64_t>(c.predicted_tensor_bytes)), c.tensor_error_pct,
+                 gib(static_cast<std::uint64_t>(c.measured_device_bytes)), gib(static_cast<std::uint64_t>(c.predicted_device_bytes)),
+                 c.device_error_pct, r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
+      // A run on an allocator edge (planner/measure/measurement_check.hpp): a hint where a report's runs shared a
+      // process (--one-process). Not checked.
+      if (c.edge_reserved_bytes)
         fmt::print("  {:<10}   after another run in the same process the replay reserves {}: device peak {} ({:+.2f}%)\n", "",
-                   gib(*warm), gib(f.context_bytes + *warm),
-                   error_pct(static_cast<double>(f.context_bytes + *warm), measured_device));
-      if (!r.segments.empty() || segments_jsonl) {
-        const std::vector<allocator_growth> growth = replayed_segments(r, p);
-        if (!r.segments.empty()) print_segments(r, p, growth);
-        if (segments_jsonl) append_segment_lines(*segments_jsonl, r, growth);
-      }
+                   gib(*c.edge_reserved_bytes), gib(f.context_bytes + *c.edge_reserved_bytes), c.edge_device_error_pct);
+      if (!r.segments.empty()) print_segments(r, c);
+      if (segments_jsonl) append_segment_lines(*segments_jsonl, r, c.growth);
       if (r.allocator_counts.any()) print_allocator_counts(r, p);
-      if (r.gpu_profile) busy.push_back(print_gpu_busy(*r.gpu_profile, p));
+      if (r.gpu_profile) {
+        print_gpu_busy(*r.gpu_profile, *c.busy);
+        busy.push_back(c.busy->busy_error_pct);
+      }
     }
     if (!busy.empty()) print_gpu_busy_summary(busy);
   }
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
              "{:.2f}% (tolerance {}%): {}\n",
-             worst_tensor, tensor_tolerance_pct, worst_device, device_tolerance_pct, worst_time, time_tolerance_pct,
-             all_within ? "all within" : "NOT all within");
-  return all_within ? 0 : 1;
+             totals.worst_tensor_pct, tensor_tolerance_pct, totals.worst_device_pct, device_tolerance_pct,
+             totals.worst_time_pct, time_tolerance_pct, totals.all_within ? "all within" : "NOT all within");
+  return totals.all_within ? 0 : 1;
 }
 
 void register_check_command(CLI::App& app, command_action& chosen) {

@@ -14,7 +14,7 @@
 #include "cli/plan_report.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/util/quantity_parse.hpp"
-#include "planner/search/suggest.hpp"
+#include "planner/search/fit_check.hpp"
 
 namespace trainplan::cli {
 
@@ -52,7 +52,7 @@ command_action register_fit_check(CLI::App& app) {
     resolved_run r = resolve_model_run(args->model_run);
     std::optional<double> tokens;
     if (!args->tokens.empty()) tokens = static_cast<double>(parse_decimal_count(args->tokens, "--tokens"));
-    plan_result plan = evaluate_plan(r.model, r.run, r.gpu, r.calib);
+    fit_check check = check_fit(r.model, r.run, r.gpu, r.calib, tokens);
     if (!args->emit.empty() || !args->output.empty()) {
       if (args->emit.empty()) throw input_error("-o is for --emit: say which engine");
       const emitted_config emitted = emit_config(args->emit, args->output, r.model, r.run);
@@ -66,19 +66,16 @@ command_action register_fit_check(CLI::App& app) {
         fmt::print(stderr, "the prediction assumes PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the "
                            "training job's environment\n");
     }
-    const suggest_options options{args->max_suggestions, args->keep.empty() ? 0u : parse_levers(args->keep, "--keep"),
+    const suggest_options suggest{args->max_suggestions, args->keep.empty() ? 0u : parse_levers(args->keep, "--keep"),
                                   args->allow_shorter_seq};
-    std::vector<fit_suggestion> suggestions;
-    if (!plan.fits && args->max_suggestions > 0) suggestions = suggest_fits(r.model, r.run, r.gpu, r.calib, options);
-    plan_report_input in{plan, suggestions, r.notes, tokens};
+    add_suggestions(check, r.model, r.run, r.gpu, r.calib, suggest);
+    plan_report_input in{check, r.notes};
     in.suggestions_requested = args->max_suggestions;
-    in.levers_kept = options.kept_levers != 0;
-    if (!plan.fits && !suggestions.empty() && suggestions.front().costs != cost_none)
-      in.same_numerics_floor_bytes = same_numerics_floor(r.model, r.run, r.gpu, r.calib);
+    in.levers_kept = suggest.kept_levers != 0;
     if (args->json) fmt::print("{}\n", render_plan_json(in).dump(2));
     else fmt::print("{}", render_plan_text(in));
     std::fflush(stdout);
-    return plan.fits ? 0 : 1;
+    return check.plan.fits ? 0 : 1;
   };
 }
 

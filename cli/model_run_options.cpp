@@ -131,12 +131,6 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->type_name("DIR")->group(gpu_group);
 }
 
-namespace {
-
-std::uint64_t llama_default_ffn(std::uint64_t hidden) { return ((8 * hidden / 3 + 255) / 256) * 256; }
-
-}  // namespace
-
 resolved_run resolve_model_run(const model_run_args& a) {
   resolved_run r;
   r.data = catalog::load(a.data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.data_dir));
@@ -182,7 +176,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
   else if (from_scratch || !a.heads.empty()) m.kv_heads = m.heads;
   if (!a.ffn.empty()) m.ffn = parse_integer(a.ffn, "--ffn");
   else if (from_scratch || !a.hidden.empty()) {
-    m.ffn = m.family == model_family::gpt ? 4 * m.hidden : llama_default_ffn(m.hidden);
+    m.ffn = m.family == model_family::gpt ? 4 * m.hidden : llama_ffn(m.hidden);
     if (!from_scratch) r.notes.push_back(fmt::format("--hidden changed: ffn re-derived as {} (give --ffn to set it)", m.ffn));
   }
   if (from_scratch) {

@@ -2,16 +2,16 @@
 
 #include <optional>
 
-#include "planner/model/model_facts.hpp"
-#include "planner/profiles/registry.hpp"
 #include "cli/plan_report.hpp"
-#include "planner/search/search.hpp"
+#include "planner/profiles/registry.hpp"
+#include "planner/search/levers.hpp"
 
 namespace trainplan::cli {
 
 nlohmann::json render_plan_json(const plan_report_input& in) {
   using json = nlohmann::json;
-  const plan_result& p = in.plan;
+  const fit_check& check = in.check;
+  const plan_result& p = check.plan;
   const model_spec& m = p.model;
   const run_config& run = p.run;
   json j;
@@ -135,14 +135,13 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                 {"segments_made", a.segments_made},
                                 // one segment of the loss's [b*s, V] fp32 size: the replay's larger misses on
                                 // measured runs were about one such segment (with expandable segments: null)
-                                {"loss_segment_bytes", p.run.expandable_segments ? nlohmann::json()
-                                                                                 : nlohmann::json(hf_loss_segment_bytes(p.model, p.run))},
+                                {"loss_segment_bytes", p.loss_segment_bytes ? nlohmann::json(*p.loss_segment_bytes)
+                                                                            : nlohmann::json()},
                                 // after another run in the same process (cuBLAS workspaces made already);
                                 // null where not replayed so (planner/evaluate/plan.hpp, reserved_after_another_run)
-                                {"reserved_after_another_run_bytes", [&] {
-                                   const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model));
-                                   return warm ? nlohmann::json(*warm) : nlohmann::json();
-                                 }()},
+                                {"reserved_after_another_run_bytes", p.reserved_after_another_run_bytes
+                                                                         ? nlohmann::json(*p.reserved_after_another_run_bytes)
+                                                                         : nlohmann::json()},
                                 {"out_of_memory", a.out_of_memory},
                                 // the tensors alone would fit: the shortfall is fragmentation
                                 {"tensors_fit", a.tensors_fit},
@@ -155,7 +154,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   j["memory"]["allocator_replay_skipped_instances"] = p.allocator_replay_skipped_instances;
   j["fits"] = p.fits;
   // fits, with less headroom than the calibration's safety margin (what plan search keeps free)
-  j["tight"] = tight_fit(p);
+  j["tight"] = check.tight;
   j["safety_margin_fraction"] = p.calib.safety_margin_fraction;
   j["flops"] = {{"model_per_step", p.flops.model_per_step},
                 {"hardware_per_step", p.flops.hardware_per_step},
@@ -175,17 +174,17 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   for (std::size_t c = 0; c < op_class_count; ++c)
     breakdown[std::string(op_class_name(static_cast<op_class>(c)))] = p.time.breakdown.seconds[c];
   j["time"]["breakdown"] = breakdown;
-  if (in.train_tokens) {
-    j["time"]["train_tokens"] = *in.train_tokens;
-    j["time"]["time_to_train_seconds"] = *in.train_tokens / p.time.tokens_per_second;
+  if (check.training) {
+    j["time"]["train_tokens"] = check.training->tokens;
+    j["time"]["time_to_train_seconds"] = check.training->seconds;
   }
   json suggestions = json::array();
-  for (const fit_suggestion& s : in.suggestions) {
+  for (const fit_suggestion& s : check.suggestions) {
     json one = {{"changes", s.changes},
                 {"levers", lever_names(s.levers)},
                 {"peak_bytes", s.peak_bytes},
                 {"headroom_bytes", s.headroom_bytes},
-                {"tight", tight_peak(s.peak_bytes, p.gpu, p.calib)},
+                {"tight", s.tight},
                 {"tokens_per_second", s.tokens_per_second},
                 {"changes_training", s.changes_training()},
                 {"cost", suggestion_cost_text(s.costs)},
@@ -194,7 +193,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
       one["roomiest"] = {{"added", s.roomiest->added},
                          {"peak_bytes", s.roomiest->peak_bytes},
                          {"headroom_bytes", s.roomiest->headroom_bytes},
-                         {"tight", tight_peak(s.roomiest->peak_bytes, p.gpu, p.calib)},
+                         {"tight", s.roomiest->tight},
                          {"tokens_per_second", s.roomiest->tokens_per_second}};
     suggestions.push_back(one);
   }

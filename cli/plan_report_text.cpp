@@ -4,13 +4,12 @@
 #include <cmath>
 #include <optional>
 
-#include "planner/model/model_facts.hpp"
 #include "cli/format.hpp"
 #include "cli/model_features.hpp"
 #include "cli/plan_report.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/run/moe.hpp"
-#include "planner/search/search.hpp"
+#include "planner/search/levers.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -64,7 +63,7 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
   const std::string cached = p.allocator ? fmt::format("PyTorch's caching allocator replayed over 3 steps (what it "
                                                        "reserves beyond the tensor peak){}{}",
                                                        order,
-                                                       program && replay_makes_cublas_workspaces(p)
+                                                       program && p.cublas_workspaces_in_replay
                                                            ? ", the workspaces made where it asks for them"
                                                            : "")
                                           : fmt::format("allocator slack {} of tensor bytes{}", percent(stack.slack_fraction(p.calib)),
@@ -101,7 +100,8 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
 }
 
 std::string render_plan_text(const plan_report_input& in) {
-  const plan_result& p = in.plan;
+  const fit_check& check = in.check;
+  const plan_result& p = check.plan;
   const model_spec& m = p.model;
   const run_config& run = p.run;
   std::string out;
@@ -215,18 +215,18 @@ std::string render_plan_text(const plan_report_input& in) {
                             a.failed_tensor);
     line("{}", replay);
     // What the measurements say of the replay (planner/evaluate/plan.hpp, hf_loss_segment_bytes).
-    if (!expandable)
+    if (p.loss_segment_bytes)
       line("  Its known error: against PyTorch on an H100, its larger misses were about one segment of the loss's "
            "[b*s, V] fp32 size; here {}",
-           gib(hf_loss_segment_bytes(p.model, p.run)));
+           gib(*p.loss_segment_bytes));
     // Where the run sits on an edge, the process's history decides a segment (planner/evaluate/plan.hpp).
-    if (const std::optional<std::uint64_t> warm = reserved_after_another_run(p, describe_model(p.model))) {
-      const double now = static_cast<double>(p.allocator_reserved_bytes), then = static_cast<double>(*warm);
-      if (std::abs(then - now) >= allocator_edge_fraction * now)
-        line("  After another run in the same process (PyTorch's cuBLAS workspaces made already, as in a notebook that "
-             "trains twice) it reserves {} ({:+.2f} GiB): this run sits on an edge of the allocator, where one block's "
-             "place decides a segment (a measured GPT-2 reserved 5.39 GiB in a process of its own, 4.65 GiB after another run)",
-             gib(*warm), (then - now) / 1073741824.0);
+    if (p.allocator_edge) {
+      const double now = static_cast<double>(p.allocator_reserved_bytes);
+      const double then = static_cast<double>(*p.reserved_after_another_run_bytes);
+      line("  After another run in the same process (PyTorch's cuBLAS workspaces made already, as in a notebook that "
+           "trains twice) it reserves {} ({:+.2f} GiB): this run sits on an edge of the allocator, where one block's "
+           "place decides a segment (a measured GPT-2 reserved 5.39 GiB in a process of its own, 4.65 GiB after another run)",
+           gib(*p.reserved_after_another_run_bytes), (then - now) / 1073741824.0);
     }
     const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
     if (a.out_of_memory && a.tensors_fit && !expandable)
@@ -269,7 +269,7 @@ std::string render_plan_text(const plan_report_input& in) {
   else if (p.fits)
     line("Verdict: FITS with {} headroom ({} of {} used){}", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
          percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes),
-         tight_fit(p) ? fmt::format(", tight: less than the {} of the GPU that plan search keeps free for what the model "
+         check.tight ? fmt::format(", tight: less than the {} of the GPU that plan search keeps free for what the model "
                                     "does not capture", percent(p.calib.safety_margin_fraction))
                       : "");
   else if (p.headroom_bytes >= 0)  // the replay ran out although the peak estimate is below the GPU's memory
@@ -281,10 +281,9 @@ std::string render_plan_text(const plan_report_input& in) {
   line("");
 
   const step_flops& f = p.flops;
-  const double backward_factor = f.model_per_step / (f.gemm_forward_per_token + f.attention_forward_per_token) / f.tokens_per_step;
   line("Compute per step: model {} FLOPs (dense layers {} + attention {}), hardware {} FLOPs (recompute +{}{})",
-       scientific(f.model_per_step), scientific(backward_factor * f.gemm_forward_per_token * f.tokens_per_step),
-       scientific(backward_factor * f.attention_forward_per_token * f.tokens_per_step), scientific(f.hardware_per_step),
+       scientific(f.model_per_step), scientific(f.model_gemm_per_step), scientific(f.model_attention_per_step),
+       scientific(f.hardware_per_step),
        percent(f.recompute_per_step / f.model_per_step),
        f.masked_attention_per_step > 0
            ? fmt::format(", scores outside the sliding window computed and masked +{}", percent(f.masked_attention_per_step / f.model_per_step))
@@ -304,57 +303,52 @@ std::string render_plan_text(const plan_report_input& in) {
                            duration(sec), percent(total > 0 ? sec / total : 0));
     }
     line("  by op class: {}", parts);
-    // Where the host's work alone outlasts the GPU's, the step is the host's (planner/time/roofline.hpp): more
-    // work per kernel (a larger micro-batch) costs the GPU's idle time first.
+    // Where the host's work alone outlasts the GPU's, the step is the host's (planner/time/roofline.hpp).
     const op_time_breakdown& b = p.time.breakdown;
-    const double host_work = b.host_seconds - p.calib.timing(profile_of(run).name).step_seconds;
-    if (host_work > b.device_seconds)
+    if (b.host_bound())
       line("  bound by the host: {} of host work (Python dispatch, the autograd engine) against {} of GPU work a step; "
            "a larger micro-batch fills the GPU's idle time first",
-           duration(host_work), duration(b.device_seconds));
+           duration(b.host_work_seconds), duration(b.device_seconds));
   }
-  if (in.train_tokens)
-    line("  {} tokens take {} on {} ({} steps)", scientific(*in.train_tokens),
-         duration(*in.train_tokens / p.time.tokens_per_second),
-         run.gpus == 1 ? std::string("this one GPU") : fmt::format("{} GPUs", run.gpus),
-         grouped(static_cast<std::uint64_t>(std::ceil(*in.train_tokens / (f.tokens_per_step * run.data_parallel())))));
+  if (check.training)
+    line("  {} tokens take {} on {} ({} steps)", scientific(check.training->tokens), duration(check.training->seconds),
+         run.gpus == 1 ? std::string("this one GPU") : fmt::format("{} GPUs", run.gpus), grouped(check.training->steps));
   line("");
 
+  const std::vector<fit_suggestion>& suggestions = check.suggestions;
   if (!p.fits) {
-    if (in.suggestions.empty() && in.suggestions_requested == 0) {
+    if (suggestions.empty() && in.suggestions_requested == 0) {
       line("What would make it fit: not searched (--suggestions 0).");
-    } else if (in.suggestions.empty()) {
-      const std::uint64_t states = p.category_bytes(tensor_category::weights) + p.category_bytes(tensor_category::master_weights) +
-                                   p.category_bytes(tensor_category::gradients) + p.category_bytes(tensor_category::optimizer);
+    } else if (suggestions.empty()) {
       std::string why = in.levers_kept ? "What would make it fit: no combination of up to three changes to the levers "
                                          "--keep leaves free fits."
                                        : "What would make it fit: no combination of up to three changes (recompute, "
                                          "micro-batch, precision, optimizer, more GPUs, offload, adapters) fits.";
       // Advice about model state only where it is what fills the GPU.
-      if (2 * states > p.gpu.memory_bytes)
-        why += fmt::format(" Model state alone needs {} at the peak; shard it across more GPUs{}.", gib(states),
+      if (check.model_state_fills_gpu)
+        why += fmt::format(" Model state alone needs {} at the peak; shard it across more GPUs{}.", gib(p.model_state_bytes()),
                            run.finetune == finetune_kind::full ? " or train adapters instead" : "");
       line("{}", why);
     } else {
       line("What would make it fit (same numerics on this GPU first, then changed numerics, then more GPUs; "
            "within each, the fewest changes, then tokens/s):");
-      if (in.same_numerics_floor_bytes)
+      if (check.same_numerics_floor_bytes)
         line("  nothing that keeps the numerics fits on one {} at full speed: full recomputation with micro-batch 1 "
-             "still peaks at {}", p.gpu.name, gib(*in.same_numerics_floor_bytes));
-      for (std::size_t i = 0; i < in.suggestions.size(); ++i) {
-        const fit_suggestion& s = in.suggestions[i];
+             "still peaks at {}", p.gpu.name, gib(*check.same_numerics_floor_bytes));
+      for (std::size_t i = 0; i < suggestions.size(); ++i) {
+        const fit_suggestion& s = suggestions[i];
         std::string flags;
         for (const std::string& c : s.changes) flags += (flags.empty() ? "" : " ") + c;
         line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({}{})", i + 1, flags, gib(s.peak_bytes),
              gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped_rate(s.tokens_per_second),
-             suggestion_cost_text(s.costs), tight_peak(s.peak_bytes, p.gpu, p.calib) ? ", tight" : "");
+             suggestion_cost_text(s.costs), s.tight ? ", tight" : "");
         if (s.roomiest) {
           std::string added;
           for (const std::string& c : s.roomiest->added) added += " " + c;
           line("     {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s (the most headroom these numerics reach{})", "+" + added,
                gib(s.roomiest->peak_bytes), gib_signed(s.roomiest->headroom_bytes),
                grouped_rate(s.roomiest->tokens_per_second),
-               tight_peak(s.roomiest->peak_bytes, p.gpu, p.calib) ? ", tight" : "");
+               s.roomiest->tight ? ", tight" : "");
         }
       }
     }

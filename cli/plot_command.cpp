@@ -67,12 +67,11 @@ std::optional<plan_result> evaluate(const sweep_model& m, const sweep_gpu& g, co
   plan_options o;
   o.detail = detail;
   o.facts = &m.facts;
+  // Each point is plan's: under hf the peak is the caching allocator replay's (a peak-only evaluation leaves it
+  // out unless asked, for sweeps that opt out of it).
+  o.replay_at_peak = true;
   try {
-    plan_result p = evaluate_plan(m.spec, r, g.spec, g.calib, o);
-    // Each point is plan's: under hf the peak is the caching allocator replay's (a peak-only evaluation
-    // leaves it out, for sweeps that opt out of it).
-    if (detail == timeline_detail::peak) apply_allocator_replay(p, m.facts, g.spec.memory_bytes);
-    return p;
+    return evaluate_plan(m.spec, r, g.spec, g.calib, o);
   } catch (const input_error& e) {
     if (why) *why = e.what();
     return std::nullopt;  // e.g. beyond the model's learned positions: left out of the chart
@@ -82,11 +81,6 @@ std::optional<plan_result> evaluate(const sweep_model& m, const sweep_gpu& g, co
 // A chart with no point at all would fail inside gnuplot ("logscaled axis must have positive range"): say why.
 void require_points(std::size_t points, std::string_view kind, const std::string& why) {
   if (points == 0) throw input_error(fmt::format("plot {}: no configuration can run: {}", kind, why));
-}
-
-std::uint64_t model_state_bytes(const plan_result& p) {
-  return p.category_bytes(tensor_category::weights) + p.category_bytes(tensor_category::master_weights) +
-         p.category_bytes(tensor_category::gradients) + p.category_bytes(tensor_category::optimizer);
 }
 
 void require_single(const sweep_space& s, bool models_too) {
@@ -119,7 +113,7 @@ gnuplot_job memory_vs_seq(const sweep_space& space) {
       const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak, &why);
       if (!p) continue;
       ++points;
-      data += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", seq_label(seq), model_state_bytes(*p) * gib_per_byte,
+      data += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", seq_label(seq), p->model_state_bytes() * gib_per_byte,
                           p->category_bytes(tensor_category::activations) * gib_per_byte,
                           p->category_bytes(tensor_category::logits) * gib_per_byte,
                           p->category_bytes(tensor_category::activation_grads) * gib_per_byte, p->overhead.total() * gib_per_byte);

@@ -1,12 +1,11 @@
 // `plan search`: the configurations that fit, best first for a target batch, with the Pareto front of
-// peak memory against tokens/s and what breaks the budget for the rest. Exit 0 when something fits.
+// peak memory against tokens/s and what breaks the budget for the rest. Exit 0 when something fits. The search
+// and its listing are planner/search's (search.hpp, search_listing.hpp); here the options and the tables.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
-#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "planner/profiles/registry.hpp"
@@ -17,7 +16,7 @@
 #include "planner/search/levers.hpp"
 #include "planner/util/quantity_parse.hpp"
 #include "planner/search/search.hpp"
-#include "planner/search/suggest.hpp"
+#include "planner/search/search_listing.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -44,55 +43,11 @@ std::string config_label(const config_summary& s) {
   return label;
 }
 
-// The flags that turn the run as given into `s`, the batch split left out (the search chooses it).
-std::vector<std::string> lever_changes(const run_config& base, const config_summary& s) {
-  run_config same_batch = s.run;
-  same_batch.micro_batch = base.micro_batch;
-  same_batch.grad_accum = base.grad_accum;
-  return change_flags(base, same_batch);
-}
-
-std::string lever_flags(const run_config& base, const config_summary& s) {
+// A listed run's changes as flags, "(as given)" for none.
+std::string flags_text(const std::vector<std::string>& changes) {
   std::string flags;
-  for (const std::string& f : lever_changes(base, s)) flags += (flags.empty() ? "" : " ") + f;
+  for (const std::string& f : changes) flags += (flags.empty() ? "" : " ") + f;
   return flags.empty() ? "(as given)" : flags;
-}
-
-// The fastest fitting run for each combination of changes (the batch split aside: the search chooses it)
-// and each model and GPU, ranked as the fit check ranks its suggestions: cost, then fewest changes, then
-// tokens/s. A combination that adds changes to a listed one is listed only when it beats it on both
-// peak and tokens/s: otherwise the smaller one already says it.
-std::vector<const config_summary*> best_per_change_set(const search_result& r, const run_config& base) {
-  // Each candidate's changes and cost, worked out once (the sort and the subset test compare them often).
-  struct row {
-    const config_summary* s;
-    std::vector<std::string> changes;
-    int rank;
-  };
-  std::map<std::tuple<std::string, std::string, std::string>, const config_summary*> best;
-  for (const config_summary& s : r.fitting)  // fitting is sorted fastest first: the first of a set wins
-    best.emplace(std::make_tuple(s.model->spec.name, s.gpu->spec.name, lever_flags(base, s)), &s);
-  std::vector<row> ranked;
-  for (const auto& [key, s] : best) ranked.push_back({s, lever_changes(base, *s), cost_rank(change_costs(base, s->run))});
-  std::stable_sort(ranked.begin(), ranked.end(), [](const row& a, const row& b) {
-    if (a.rank != b.rank) return a.rank < b.rank;
-    if (a.changes.size() != b.changes.size()) return a.changes.size() < b.changes.size();
-    return a.s->tokens_per_second > b.s->tokens_per_second;
-  });
-  std::vector<const row*> listed;
-  for (const row& x : ranked) {
-    const bool adds_nothing = std::any_of(listed.begin(), listed.end(), [&](const row* smaller) {
-      if (smaller->s->model != x.s->model || smaller->s->gpu != x.s->gpu) return false;
-      const bool contains = std::all_of(smaller->changes.begin(), smaller->changes.end(), [&](const std::string& c) {
-        return std::find(x.changes.begin(), x.changes.end(), c) != x.changes.end();
-      });
-      return contains && !(x.s->peak_bytes < smaller->s->peak_bytes && x.s->tokens_per_second > smaller->s->tokens_per_second);
-    });
-    if (!adds_nothing) listed.push_back(&x);
-  }
-  std::vector<const config_summary*> out;
-  for (const row* x : listed) out.push_back(x->s);
-  return out;
 }
 
 // Why the winner beats the runner-up, from the fields in which they differ.
@@ -126,7 +81,8 @@ std::string why_first(const config_summary& a, const config_summary* b) {
   return why;
 }
 
-nlohmann::json summary_json(const config_summary& s, const run_config* base = nullptr) {
+nlohmann::json summary_json(const listed_config& l, bool with_changes) {
+  const config_summary& s = *l.summary;
   nlohmann::json j = {{"model", s.model->spec.name}, {"gpu", s.gpu->spec.name}, {"seq", s.run.seq}, {"micro_batch", s.run.micro_batch},
           {"grad_accum", s.run.grad_accum}, {"recompute", recompute_name(s.run.recompute)},
           {"attention", attention_name(s.run.attention)}, {"precision", precision_name(s.run.precision)},
@@ -135,9 +91,9 @@ nlohmann::json summary_json(const config_summary& s, const run_config* base = nu
           {"largest_component", category_name(s.largest)}, {"gpus", s.run.gpus}, {"zero", s.run.zero},
           {"offload", offload_name(s.run.offload)}, {"finetune", finetune_name(s.run.finetune)},
           {"optimizer_impl", optimizer_impl_name(s.run.optimizer_impl)}, {"expandable_segments", s.run.expandable_segments}};
-  if (base) {
-    j["changes"] = lever_flags(*base, s);
-    j["cost"] = suggestion_cost_text(change_costs(*base, s.run));
+  if (with_changes) {
+    j["changes"] = flags_text(l.changes);
+    j["cost"] = suggestion_cost_text(l.costs);
   }
   return j;
 }
@@ -179,7 +135,6 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       const bool with_levers = !args->levers.empty();
       const unsigned levers = with_levers ? parse_levers(args->levers, "--levers") : 0u;
       if (with_levers) widen_by_levers(space, levers);
-      const run_config* costs_from = with_levers ? &base : nullptr;
       const std::uint64_t target = parse_binary_count(args->tokens_per_step, "--tokens-per-step");
       // Given explicitly, --margin must be a finite fraction in [0, 1): NaN or -1 no longer fall back to 5%.
       if (margin_given && !(args->margin >= 0 && args->margin < 1))
@@ -189,13 +144,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       const search_result r = search_configs(space, target, margin);
       // Nothing that could run: the options are wrong (exit 2, with the reason), not "nothing fits".
       if (r.evaluated > 0 && r.invalid == r.evaluated) throw input_error(r.first_invalid_reason);
-
-      std::map<std::string, std::pair<std::size_t, const config_summary*>> failing;  // component -> count, smallest
-      for (const config_summary& s : r.failing) {
-        auto& entry = failing[std::string(category_name(s.largest))];
-        ++entry.first;
-        if (!entry.second || s.peak_bytes < entry.second->peak_bytes) entry.second = &s;
-      }
+      const search_listing listing = list_search(r, args->top, with_levers ? &base : nullptr);
       if (args->json) {
         nlohmann::json j;
         j["tokens_per_step"] = target;
@@ -204,18 +153,17 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         j["unreachable"] = r.unreachable;
         j["invalid"] = r.invalid;
         j["best"] = nlohmann::json::array();
-        for (std::size_t i = 0; i < std::min(args->top, r.fitting.size()); ++i)
-          j["best"].push_back(summary_json(r.fitting[i], costs_from));
+        for (const listed_config& l : listing.best) j["best"].push_back(summary_json(l, with_levers));
         j["pareto"] = nlohmann::json::array();
-        for (const config_summary& s : r.pareto) j["pareto"].push_back(summary_json(s, costs_from));
+        for (const listed_config& l : listing.pareto) j["pareto"].push_back(summary_json(l, with_levers));
         if (with_levers) {
           j["levers"] = lever_names(levers);
           j["by_change_set"] = nlohmann::json::array();
-          for (const config_summary* s : best_per_change_set(r, base)) j["by_change_set"].push_back(summary_json(*s, &base));
+          for (const listed_config& l : listing.by_change_set) j["by_change_set"].push_back(summary_json(l, true));
         }
         j["failing_by_component"] = nlohmann::json::object();
-        for (const auto& [name, entry] : failing)
-          j["failing_by_component"][name] = {{"count", entry.first}, {"smallest", summary_json(*entry.second)}};
+        for (const failing_component& f : listing.failing)
+          j["failing_by_component"][f.component] = {{"count", f.count}, {"smallest", summary_json({f.closest}, false)}};
         fmt::print("{}\n", j.dump(2));
         return r.fitting.empty() ? 1 : 0;
       }
@@ -231,44 +179,42 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       if (!r.fitting.empty()) {
         fmt::print("Best by predicted tokens/s:\n  {:>2}  {:<16} {:<10} {:<80} {:>10} {:>9} {:>12} {:>7}\n", "#", "model", "gpu",
                    "configuration", "peak", "budget", "tokens/s", "MFU");
-        for (std::size_t i = 0; i < std::min(args->top, r.fitting.size()); ++i) {
-          const config_summary& s = r.fitting[i];
+        for (std::size_t i = 0; i < listing.best.size(); ++i) {
+          const config_summary& s = *listing.best[i].summary;
           fmt::print("  {:>2}  {:<16} {:<10} {:<80} {:>10} {:>9} {:>12} {:>7}\n", i + 1, s.model->spec.name, s.gpu->spec.name,
                      config_label(s), gib(s.peak_bytes), percent(static_cast<double>(s.peak_bytes) / s.budget_bytes),
                      grouped_rate(s.tokens_per_second), percent(s.mfu));
         }
         fmt::print("Why #1: {}.\n\n", why_first(r.fitting[0], r.fitting.size() > 1 ? &r.fitting[1] : nullptr));
         if (with_levers) {
-          const std::vector<const config_summary*> sets = best_per_change_set(r, base);
+          const std::vector<listed_config>& sets = listing.by_change_set;
           const std::size_t shown = std::min(std::max<std::size_t>(args->top, 16), sets.size());
           fmt::print("The fastest for each combination of changes to the run as given, ranked as the fit check ranks "
                      "its suggestions (cost, then fewest changes, then tokens/s); a combination that adds to a listed one only "
                      "when it beats it on both peak and tokens/s:\n  {:>2}  {:<64} {:>10} {:>12}  {:<12}  {}\n",
                      "#", "changes", "peak", "tokens/s", "micro-batch", "cost");
           for (std::size_t i = 0; i < shown; ++i)
-            fmt::print("  {:>2}  {:<64} {:>10} {:>12}  {:<12}  {}\n", i + 1, lever_flags(base, *sets[i]),
-                       gib(sets[i]->peak_bytes), grouped_rate(sets[i]->tokens_per_second),
-                       sets[i]->run.micro_batch, suggestion_cost_text(change_costs(base, sets[i]->run)));
+            fmt::print("  {:>2}  {:<64} {:>10} {:>12}  {:<12}  {}\n", i + 1, flags_text(sets[i].changes),
+                       gib(sets[i].summary->peak_bytes), grouped_rate(sets[i].summary->tokens_per_second),
+                       sets[i].summary->run.micro_batch, suggestion_cost_text(sets[i].costs));
           if (shown < sets.size()) fmt::print("  ({} more; --json lists them all)\n", sets.size() - shown);
           fmt::print("\n");
         }
         fmt::print("Pareto front (no other fitting configuration has both a lower peak and more tokens/s):\n");
-        for (const config_summary& s : r.pareto)
+        for (const listed_config& l : listing.pareto) {
+          const config_summary& s = *l.summary;
           fmt::print("  peak {:>10}  {:>12} tokens/s  {} on {}: {}{}\n", gib(s.peak_bytes),
                      grouped_rate(s.tokens_per_second), s.model->spec.name, s.gpu->spec.name,
-                     config_label(s), with_levers ? " [" + suggestion_cost_text(change_costs(base, s.run)) + "]" : "");
+                     config_label(s), with_levers ? " [" + suggestion_cost_text(l.costs) + "]" : "");
+        }
         fmt::print("\n");
       } else {
         fmt::print("Nothing fits.\n");
         // The cheapest ways out, from the configuration that came closest: more GPUs of this kind with
         // ZeRO, offload, adapters (the fit check's suggestions).
-        if (!r.failing.empty()) {
-          const config_summary& closest = *std::min_element(
-              r.failing.begin(), r.failing.end(), [](const config_summary& a, const config_summary& b) {
-                return static_cast<double>(a.peak_bytes) / a.budget_bytes < static_cast<double>(b.peak_bytes) / b.budget_bytes;
-              });
-          const std::vector<fit_suggestion> ways =
-              suggest_fits(closest.model->spec, closest.run, closest.gpu->spec, closest.gpu->calib, {8});
+        if (const std::optional<closest_failing> out = ways_out_of_closest(r)) {
+          const config_summary& closest = *out->summary;
+          const std::vector<fit_suggestion>& ways = out->ways;
           if (!ways.empty()) {
             fmt::print("Closest: {} on {}, {} (peak {}). What would make it fit:\n", closest.model->spec.name,
                        closest.gpu->spec.name, config_label(closest), gib(closest.peak_bytes));
@@ -282,13 +228,13 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         }
         fmt::print("\n");
       }
-      if (!failing.empty()) {
+      if (!listing.failing.empty()) {
         fmt::print("Over the budget, by the largest component at the peak:\n");
-        for (const auto& [name, entry] : failing)
-          fmt::print("  {:<18} {:>6} configurations; the closest: {} on {}, {} ({} {} of {} budget)\n", name, entry.first,
-                     entry.second->model->spec.name, entry.second->gpu->spec.name, config_label(*entry.second),
-                     gib(entry.second->category_bytes[static_cast<int>(entry.second->largest)]), name,
-                     gib(entry.second->budget_bytes));
+        for (const failing_component& f : listing.failing)
+          fmt::print("  {:<18} {:>6} configurations; the closest: {} on {}, {} ({} {} of {} budget)\n", f.component, f.count,
+                     f.closest->model->spec.name, f.closest->gpu->spec.name, config_label(*f.closest),
+                     gib(f.closest->category_bytes[static_cast<int>(f.closest->largest)]), f.component,
+                     gib(f.closest->budget_bytes));
       }
       return r.fitting.empty() ? 1 : 0;
     };

@@ -3,19 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
-#include <thread>
 
 #include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
+#include "planner/search/sweep_runner.hpp"
 
 namespace trainplan::cli {
 namespace {
-
-// Rows a thread evaluates before the rows are written in order: an analytic row takes about a microsecond, a
-// replayed one (plan_result::allocator) one to fifteen milliseconds, so that smaller blocks keep every core busy.
-constexpr std::uint64_t analytic_block_rows = 4096;
-constexpr std::uint64_t replayed_block_rows = 16;
 
 void json_string(fmt::memory_buffer& out, std::string_view s) {
   out.push_back('"');
@@ -187,7 +182,6 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
                       bool replay) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t total = space.size();
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   sweep_stats stats;
   auto write = [&](const fmt::memory_buffer& buf) {
     if (std::fwrite(buf.data(), 1, buf.size(), out) != buf.size()) throw input_error("writing the sweep failed (disk full?)");
@@ -200,50 +194,24 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
     header.push_back('\n');
     write(header);
   }
-
-  struct block {
-    fmt::memory_buffer text;
-    std::uint64_t fitting = 0, invalid = 0;
-  };
-  std::vector<block> blocks(threads);
-  const std::uint64_t block_rows = replay && replays_allocator(space.base) ? replayed_block_rows : analytic_block_rows;
-  auto fill = [&](block& bl, std::uint64_t first, std::uint64_t last) {
-    bl.text.clear();
-    bl.fitting = bl.invalid = 0;
-    plan_reuse reuse;
-    for (std::uint64_t k = first; k < last; ++k) {
-      const sweep_result res = evaluate_point(space.at(k), &reuse, replay);
-      bl.fitting += res.plan && res.plan->fits;
-      bl.invalid += !res.plan;
-      append_row(bl.text, res, format);
-    }
-  };
+  // Each worker formats its block's rows on its own thread; they are written in order (planner/search/sweep_runner.hpp).
+  std::vector<fmt::memory_buffer> text(sweep_workers(threads));
   auto last_draw = start;
-  for (std::uint64_t next = 0; next < total;) {
-    std::vector<std::thread> workers;
-    std::uint64_t first = next;
-    unsigned used = 0;
-    for (; used < threads && first < total; ++used) {
-      const std::uint64_t last = std::min(total, first + block_rows);
-      if (used + 1 == threads || last == total) fill(blocks[used], first, last);  // this thread works too
-      else workers.emplace_back(fill, std::ref(blocks[used]), first, last);
-      first = last;
-    }
-    for (std::thread& w : workers) w.join();
-    for (unsigned k = 0; k < used; ++k) {
-      write(blocks[k].text);
-      stats.fitting += blocks[k].fitting;
-      stats.invalid += blocks[k].invalid;
-    }
-    next = first;
-    const auto now = std::chrono::steady_clock::now();
-    if (progress && (now - last_draw > std::chrono::milliseconds(200) || next == total)) {
-      const int width = 40, filled = static_cast<int>(width * static_cast<double>(next) / static_cast<double>(total));
-      fmt::print(stderr, "\r[{:#<{}}{:<{}}] {:3.0f}% {}/{}", "", filled, "", width - filled,
-                 100.0 * static_cast<double>(next) / static_cast<double>(total), next, total);
-      last_draw = now;
-    }
-  }
+  run_sweep_blocks(
+      space, threads, replay, [&](unsigned worker, const sweep_result& res) { append_row(text[worker], res, format); },
+      [&](unsigned worker, const sweep_block& block) {
+        write(text[worker]);
+        text[worker].clear();
+        stats.fitting += block.fitting;
+        stats.invalid += block.invalid;
+        const auto now = std::chrono::steady_clock::now();
+        if (progress && (now - last_draw > std::chrono::milliseconds(200) || block.last == total)) {
+          const int width = 40, filled = static_cast<int>(width * static_cast<double>(block.last) / static_cast<double>(total));
+          fmt::print(stderr, "\r[{:#<{}}{:<{}}] {:3.0f}% {}/{}", "", filled, "", width - filled,
+                     100.0 * static_cast<double>(block.last) / static_cast<double>(total), block.last, total);
+          last_draw = now;
+        }
+      });
   if (progress) fmt::print(stderr, "\n");
   stats.rows = total;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

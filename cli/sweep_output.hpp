@@ -1,7 +1,7 @@
 #pragma once
 // Writing a sweep: one row per configuration, CSV (RFC 4180 quoting) or JSON lines, with the `plan
-// --json` field names. Rows are evaluated on worker threads in blocks and written in order, so memory
-// stays constant however large the sweep.
+// --json` field names. Rows are evaluated on worker threads in blocks (planner/search/sweep_runner.hpp),
+// formatted there and written in order, so memory stays constant however large the sweep.
 #include <cstdint>
 #include <cstdio>
 #include <string>

@@ -10,23 +10,17 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "planner/model/model_facts.hpp"
-#include "planner/profiles/registry.hpp"
-#include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
+#include "cli/output_file.hpp"
 #include "cli/validate_report.hpp"
-#include "planner/time/flops.hpp"
-#include "planner/util/input_error.hpp"
-#include "planner/memory/inventory.hpp"
-#include "planner/model/param_count.hpp"
-#include "planner/util/quantity_parse.hpp"
-#include "planner/memory/timeline.hpp"
-#include "planner/search/max_fit.hpp"
 #include "planner/evaluate/plan.hpp"
-#include "planner/search/search.hpp"
 #include "planner/io/catalog.hpp"
+#include "planner/measure/validation_runs.hpp"
+#include "planner/profiles/registry.hpp"
+#include "planner/util/input_error.hpp"
+#include "planner/util/quantity_parse.hpp"
 #include "validate/validation.hpp"
 
 #include "cli/cuda_backend.hpp"
@@ -54,93 +48,6 @@ void write_file(const std::filesystem::path& path, const std::string& text) { wr
 
 std::string timestamp() { return utc_now("%Y%m%d-%H%M%S"); }
 
-struct suite_case {
-  std::string label;
-  model_spec model;
-  run_config run;
-  bool expect_fit = true;
-};
-
-// Issue 4's suite, sized to the GPU: both families across recomputation and attention kernels,
-// accumulation, micro-batches and precisions, sequence lengths up to the longest that fits, one run the
-// planner puts at about 95% of the GPU's memory and one it predicts not to fit.
-std::vector<suite_case> gpu_suite(const catalog& data, const gpu_spec& gpu, const calibration& calib) {
-  std::vector<suite_case> cases;
-  auto add = [&](std::string label, const char* model, run_config r, bool fit = true) {
-    model_spec m = data.model(model).spec;
-    cases.push_back({std::move(label), m, r, fit});
-  };
-  run_config base;
-  base.seq = 1024;
-  base.micro_batch = 2;
-  for (const char* model : {"gpt2", "tinyllama-1.1b"})
-    for (recompute_mode rc : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
-      for (attention_kind att : {attention_kind::eager, attention_kind::flash}) {
-        run_config r = base;
-        r.recompute = rc;
-        r.attention = att;
-        r.dropout = std::string(model) == "gpt2" ? 0.1 : 0.0;
-        add(fmt::format("{} {} {}", model, recompute_name(rc), attention_name(att)), model, r);
-      }
-  run_config r = base;
-  r.micro_batch = 1, r.grad_accum = 4;
-  add("gpt2 accumulation 4", "gpt2", r);
-  r = base, r.micro_batch = 8;
-  add("gpt2 micro-batch 8", "gpt2", r);
-  r = base, r.precision = precision_regime::fp32;
-  add("gpt2 fp32", "gpt2", r);
-  r = base, r.precision = precision_regime::fp16_mixed;
-  add("gpt2 fp16-mixed", "gpt2", r);
-  r = base, r.grad_dtype = grad_dtype_choice::fp32;
-  add("gpt2 fp32 gradient accumulation", "gpt2", r);
-  // A second fp32 run and a second accumulating one, of the other family: `plan calibrate --held-out` on the
-  // 2026-11-27 suite showed GPT-2 fp32 and GPT-2's 4 micro-batches alone of their kind (held out, -37% and
-  // +26%), nothing else pinning the fp32 GEMM efficiency and the per-micro-batch costs.
-  r = base, r.precision = precision_regime::fp32, r.attention = attention_kind::flash;
-  add("tinyllama fp32", "tinyllama-1.1b", r);
-  r = base, r.micro_batch = 1, r.grad_accum = 4, r.attention = attention_kind::flash;
-  add("tinyllama accumulation 4", "tinyllama-1.1b", r);
-  // Sequence lengths: 2048, 4096 and a long one, 32,768 or the longest that fits tinyllama with flash attention
-  // and full recomputation (with the search's safety margin) when that is shorter. Not the longest itself: on an
-  // H100 that is about 305,000 tokens, minutes a step, and the suite would not end within a GPU session's
-  // command (the memory boundary is the micro-batch cases' below).
-  const sweep_model tiny{data.model("tinyllama-1.1b").spec, describe_model(data.model("tinyllama-1.1b").spec)};
-  const sweep_gpu g{gpu, calib};
-  run_config longest = base;
-  longest.micro_batch = 1;
-  longest.recompute = recompute_mode::full;
-  constexpr std::uint64_t long_seq_cap = 32768;
-  const std::optional<std::uint64_t> max_seq = largest_fitting(1024, long_seq_cap, [&](std::uint64_t v) {
-    run_config c = longest;
-    c.seq = v;
-    const auto s = summarize_config(tiny, g, c, calib.safety_margin_fraction);
-    return s && s->fits;
-  });
-  for (std::uint64_t seq : {std::uint64_t{2048}, std::uint64_t{4096}, max_seq.value_or(std::uint64_t{0})}) {
-    if (seq == 0) continue;
-    longest.seq = seq;
-    add(fmt::format("tinyllama seq {}", seq), "tinyllama-1.1b", longest);
-  }
-  // At about 95% of the GPU, and past it.
-  run_config fill = base;
-  fill.attention = attention_kind::flash;
-  const auto fits_budget = [&](std::uint64_t mb, double margin) {
-    run_config c = fill;
-    c.micro_batch = mb;
-    const auto s = summarize_config(tiny, g, c, margin);
-    return s && s->fits;
-  };
-  if (const auto mb95 = largest_fitting(1, 4096, [&](std::uint64_t mb) { return fits_budget(mb, 0.05); })) {
-    fill.micro_batch = *mb95;
-    add(fmt::format("tinyllama micro-batch {} (~95% of the GPU)", *mb95), "tinyllama-1.1b", fill);
-    if (const auto mb100 = largest_fitting(1, 4096, [&](std::uint64_t mb) { return fits_budget(mb, 0.0); })) {
-      fill.micro_batch = *mb100 + 1;
-      add(fmt::format("tinyllama micro-batch {} (predicted not to fit)", *mb100 + 1), "tinyllama-1.1b", fill, false);
-    }
-  }
-  return cases;
-}
-
 int run_suite(const validate_args& args) {
   if (args.suite != "gpu") throw input_error(fmt::format("--suite: unknown suite '{}' (known: gpu)", args.suite));
   const kernels::cuda::backend_api& backend = cuda_backend("--suite gpu");
@@ -154,8 +61,8 @@ int run_suite(const validate_args& args) {
                                     "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
                                     backend.device_name(), gpu.name, today());
   int agreed = 0, total = 0;
-  const std::vector<suite_case> cases = gpu_suite(data, gpu, calib);
-  for (const suite_case& c : cases) {
+  const std::vector<validation_case> cases = gpu_validation_suite(data, gpu, calib);
+  for (const validation_case& c : cases) {
     ++total;
     validate::training_options options;
     options.steps = 3;
@@ -252,9 +159,9 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
       options.seed = parse_integer(args->seed, "--seed", 0);
       validate::check_harness_supports(r.model, r.run);
 
-      const precision_layout layout = make_precision_layout(r.run.precision, r.run.grad_dtype);
-      const std::uint64_t predicted_peak = walk_timeline(build_inventory(r.model, r.run, layout), r.run.grad_accum, timeline_detail::peak).peak.live_bytes;
-      const double flops = count_flops(r.model, r.run, count_params(r.model), profile_of(r.run).traits).hardware_per_step * options.steps;
+      const validation_cost cost = validation_run_cost(r.model, r.run, static_cast<std::uint64_t>(options.steps));
+      const std::uint64_t predicted_peak = cost.tensor_peak_bytes;
+      const double flops = cost.hardware_flops;
       if (!args->force && !device && (flops > cpu_flops_limit || predicted_peak > cpu_bytes_limit))
         throw input_error(fmt::format(
             "the CPU backend would run {:.2g} FLOPs over {} of buffers; use a small shape (e.g. --layers 2 --hidden 64 "

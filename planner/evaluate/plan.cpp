@@ -203,6 +203,16 @@ std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, co
   return checked_add(replay_schedule(schedule).peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
 }
 
+void add_allocator_details(plan_result& r, const model_facts& facts) {
+  if (!r.allocator) return;
+  if (!r.run.expandable_segments) r.loss_segment_bytes = hf_loss_segment_bytes(r.model, r.run);
+  r.reserved_after_another_run_bytes = reserved_after_another_run(r, facts);
+  if (const std::optional<std::uint64_t> warm = r.reserved_after_another_run_bytes) {
+    const double now = static_cast<double>(r.allocator_reserved_bytes), then = static_cast<double>(*warm);
+    r.allocator_edge = std::abs(then - now) >= allocator_edge_fraction * now;
+  }
+}
+
 void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
   if (!replays_allocator(r.run)) return;
   const std::uint64_t fixed = checked_add(r.overhead.cuda_context_bytes, r.overhead.cublas_workspace_bytes, "overhead");
@@ -340,6 +350,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
                                        stage_model.layers, held);
     }
   }
+  r.cublas_workspaces_in_replay = replay_makes_cublas_workspaces(r);
   for (const tensor_spec& t : r.inv.host_tensors) r.host_bytes = checked_add(r.host_bytes, t.bytes, "host memory");
   r.host_fits = run.host_memory_bytes == 0 || r.host_bytes <= run.host_memory_bytes;
   r.trainable_params = run.finetune == finetune_kind::full ? r.params.total : lora_params(model, run.lora_rank, run.lora_targets, profile.traits);
@@ -368,7 +379,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   set_peak_and_verdict(r, gpu.memory_bytes);
   // A peak-only evaluation leaves the replay (about a millisecond; 1 to 15 for a run that does not fit) to its
   // caller: sweeps and charts apply it to every point, searches only where it can change the verdict.
-  if (options.detail != timeline_detail::peak) apply_allocator_replay(r, *facts, gpu.memory_bytes);
+  if (options.detail != timeline_detail::peak || options.replay_at_peak) apply_allocator_replay(r, *facts, gpu.memory_bytes);
 
   r.flops = count_flops(model, run, r.params, profile.traits);
   // PCIe traffic of offloading per step (Ren et al. 2021, ZeRO-Offload: gradients to the host, updated

@@ -64,6 +64,15 @@ struct plan_result {
   // hf: the buffer instances the replay would have made when they were too many to replay
   // (max_replayed_instances): the peak is then the estimate (tensors + slack), as for other frameworks.
   std::uint64_t allocator_replay_skipped_instances = 0;
+  // Whether the replay makes PyTorch's two cuBLAS workspaces where PyTorch requests them rather than leaving
+  // them to the overhead line (replay_makes_cublas_workspaces), set for every plan.
+  bool cublas_workspaces_in_replay = false;
+  // What the report says of the replay beside its peak, where the replay ran (add_allocator_details; the plan
+  // command and the report ask for it, sweeps do not: one more replay):
+  std::optional<std::uint64_t> loss_segment_bytes;  // with PyTorch's default allocator: hf_loss_segment_bytes
+  std::optional<std::uint64_t> reserved_after_another_run_bytes;  // reserved_after_another_run
+  // The run sits on an edge of the allocator: the two reserve at least allocator_edge_fraction apart.
+  bool allocator_edge = false;
 
   step_flops flops;
   step_ops ops;  // what one GPU runs in a step, which the time is estimated from
@@ -71,6 +80,11 @@ struct plan_result {
 
   std::uint64_t category_bytes(tensor_category c) const {
     return timeline.category_bytes_at_peak[static_cast<int>(c)];
+  }
+  // Model state at the peak: weights, master weights, gradients and optimizer state.
+  std::uint64_t model_state_bytes() const {
+    return category_bytes(tensor_category::weights) + category_bytes(tensor_category::master_weights) +
+           category_bytes(tensor_category::gradients) + category_bytes(tensor_category::optimizer);
   }
 };
 
@@ -98,6 +112,8 @@ struct plan_options {
   // Sweeps: the previous configuration's inventory and timeline, used when only the accumulation differs
   // (with detail == peak and one pipeline stage; ignored otherwise).
   plan_reuse* reuse = nullptr;
+  // With detail == peak: the allocator replay all the same (charts: each point's peak is plan's).
+  bool replay_at_peak = false;
 };
 
 // The most buffer instances an allocator replay makes (count_schedule_instances): Llama-3.1-405B's three steps
@@ -134,6 +150,10 @@ bool replay_makes_cublas_workspaces(const plan_result& r);
 std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts);
 // How far apart the two must be for the report and plan check to name the edge: 1% of what the run reserves.
 inline constexpr double allocator_edge_fraction = 0.01;
+
+// Sets what the report says of r's replay (plan_result::loss_segment_bytes, reserved_after_another_run_bytes,
+// allocator_edge) where it ran; nothing otherwise.
+void add_allocator_details(plan_result& r, const model_facts& facts);
 
 // The allocations and frees the hf allocator replay makes for r (planner/allocator/allocator_trace.hpp), with r's
 // allocator (default or expandable segments), the GPU's memory and PyTorch's two cuBLAS workspaces.

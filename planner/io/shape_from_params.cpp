@@ -28,7 +28,7 @@ model_spec llama_shape(std::uint64_t layers, std::uint64_t hidden) {
   m.head_dim = hidden >= 1024 ? 128 : 64;
   m.heads = hidden / m.head_dim;
   m.kv_heads = m.heads;
-  m.ffn = ((8 * hidden / 3 + 255) / 256) * 256;  // Llama: multiple_of=256 over 2/3 * 4h
+  m.ffn = llama_ffn(hidden);
   m.vocab = 32000;
   m.tied_embeddings = false;
   m.source = "derived from --params by the rule in planner/io/shape_from_params.hpp";
@@ -91,5 +91,7 @@ shape_choice shape_for_params(std::uint64_t target_params, const catalog& cat) {
                          100.0 * (static_cast<double>(exact) - static_cast<double>(target_params)) /
                              static_cast<double>(target_params))};
 }
+
+std::uint64_t llama_ffn(std::uint64_t hidden) { return ((8 * hidden / 3 + 255) / 256) * 256; }
 
 }  // namespace trainplan

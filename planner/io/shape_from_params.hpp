@@ -29,4 +29,7 @@ shape_choice shape_for_params(std::uint64_t target_params, const catalog& cat);
 // The derived shape of rule 2 alone (exposed for tests).
 model_spec derive_llama_shape(std::uint64_t target_params);
 
+// Llama's MLP width for a hidden size: 8h/3 rounded up to a multiple of 256 (its multiple_of=256 over 2/3 x 4h).
+std::uint64_t llama_ffn(std::uint64_t hidden);
+
 }  // namespace trainplan

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/evaluate/plan.hpp"
+#include "planner/measure/median.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
@@ -39,8 +41,7 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
   if (measured.empty()) throw input_error("calibrate: no run with memory figures (a validation report) to fit the context on");
   std::vector<std::uint64_t> contexts;
   for (const auto* r : measured) contexts.push_back(r->context_bytes);
-  std::sort(contexts.begin(), contexts.end());
-  own.cuda_context_bytes = contexts[contexts.size() / 2];
+  own.cuda_context_bytes = upper_median(contexts);
   c.cublas_workspace_bytes = 0;
   for (const auto* r : measured) c.cublas_workspace_bytes = std::max(c.cublas_workspace_bytes, r->workspace_bytes);
 
@@ -83,7 +84,20 @@ calibration_fit fit_calibration(const std::vector<calibration_observation>& runs
     out.max_memory_error_pct = std::max(out.max_memory_error_pct, std::abs(res.memory_error_pct));
     out.residuals.push_back(res);
   }
+  out.memory_within_target = out.max_memory_error_pct <= calibration_memory_target_pct;
+  out.time_within_target = out.max_time_error_pct <= calibration_time_target_pct;
   return out;
+}
+
+calibration_observation planned_observation(std::string label, const model_spec& model, const run_config& run,
+                                            const gpu_spec& gpu, const calibration& calib) {
+  const plan_result p = evaluate_plan(model, run, gpu, calib);
+  calibration_observation o;
+  o.label = std::move(label);
+  o.ops = p.ops;
+  o.peak_flops_per_s = p.time.peak_flops_per_s;
+  o.bandwidth_bytes_per_s = gpu.memory_bandwidth_bytes_per_s;
+  return o;
 }
 
 }  // namespace trainplan

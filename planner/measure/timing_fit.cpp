@@ -8,6 +8,7 @@
 #include <limits>
 #include <thread>
 
+#include "planner/measure/median.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
@@ -139,14 +140,6 @@ double fit_host(const std::vector<run_terms>& rows, host_vector start, host_vect
   return best_error;
 }
 
-// The largest and the median of |errors|.
-void summarize_errors(std::vector<double> errors, double& max_pct, double& median_pct) {
-  for (double& e : errors) e = std::abs(e);
-  std::sort(errors.begin(), errors.end());
-  max_pct = errors.back();
-  median_pct = errors.size() % 2 ? errors[errors.size() / 2] : (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]) / 2;
-}
-
 }  // namespace
 
 timing_fit fit_timing(const std::vector<timing_observation>& runs) {
@@ -245,7 +238,8 @@ timing_fit fit_timing(const std::vector<timing_observation>& runs) {
     best.predicted_seconds.push_back(t);
     if (r.measured_seconds > 0) errors.push_back(100.0 * (t - r.measured_seconds) / r.measured_seconds);
   }
-  summarize_errors(errors, best.max_error_pct, best.median_error_pct);
+  const error_summary summary = summarize_errors(errors);
+  best.max_error_pct = summary.max_pct, best.median_error_pct = summary.median_pct;
   return best;
 }
 
@@ -285,7 +279,8 @@ held_out_fit fit_held_out(const std::vector<timing_observation>& runs) {
     out.error_pct.push_back(step ? 100.0 * (predicted[i] - runs[i].measured_seconds) / runs[i].measured_seconds : 0.0);
     if (step) step_errors.push_back(out.error_pct.back());
   }
-  summarize_errors(step_errors, out.max_error_pct, out.median_error_pct);
+  const error_summary summary = summarize_errors(step_errors);
+  out.max_error_pct = summary.max_pct, out.median_error_pct = summary.median_pct;
   return out;
 }
 

@@ -196,7 +196,11 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
     if (out.size() == options.max_results) break;
   }
 
-  for (fit_suggestion& s : out) s.roomiest = roomiest_variant(eval, s, kept);
+  for (fit_suggestion& s : out) {
+    s.roomiest = roomiest_variant(eval, s, kept);
+    s.tight = tight_peak(s.peak_bytes, gpu, calib);
+    if (s.roomiest) s.roomiest->tight = tight_peak(s.roomiest->peak_bytes, gpu, calib);
+  }
   return out;
 }
 

@@ -18,6 +18,7 @@ struct fit_suggestion {
   std::uint64_t peak_bytes = 0;
   std::int64_t headroom_bytes = 0;
   double tokens_per_second = 0;
+  bool tight = false;                // fits with less headroom than the safety margin (tight_peak)
   std::uint64_t gpus = 1;            // GPUs the suggestion needs
   unsigned levers = 0;               // lever_bit bits it pulls
   unsigned costs = cost_none;        // suggestion_cost bits
@@ -32,6 +33,7 @@ struct fit_suggestion {
     run_config run;
     std::uint64_t peak_bytes = 0;
     std::int64_t headroom_bytes = 0;
+    bool tight = false;
     double tokens_per_second = 0;
   };
   std::optional<variant> roomiest;

@@ -19,6 +19,10 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   // QLoRA) need no weight gradients, so their backward is one forward's work (adapters are negligible).
   const double passes = run.finetune == finetune_kind::full ? 3.0 : 2.0;
   f.model_per_step = passes * forward;
+  // The model FLOPs split between the two forward terms: the passes per token, applied to each term.
+  const double passes_per_token = f.model_per_step / (f.gemm_forward_per_token + f.attention_forward_per_token) / f.tokens_per_step;
+  f.model_gemm_per_step = passes_per_token * f.gemm_forward_per_token * f.tokens_per_step;
+  f.model_attention_per_step = passes_per_token * f.attention_forward_per_token * f.tokens_per_step;
 
   // What the attention kernel computes: the window, or the whole square with the rest masked.
   const double computed_attention_per_token = kernel_skips_window(run, stack) ? f.attention_forward_per_token

@@ -15,6 +15,8 @@ struct step_flops {
   double gemm_forward_per_token = 0;       // 2 * (GEMM weights): the "6N" term's forward third
   double attention_forward_per_token = 0;  // QK^T and attention over V, all layers
   double model_per_step = 0;               // 3 * forward (backward = 2 * forward)
+  double model_gemm_per_step = 0;          // model_per_step's share of the GEMMs (gemm_forward_per_token's passes)
+  double model_attention_per_step = 0;     // and of attention (attention_forward_per_token's passes)
   double recompute_per_step = 0;           // forward work redone in backward
   double masked_attention_per_step = 0;    // scores computed and then masked out: a sliding window that the
                                            // kernel does not skip (eager attention, Hugging Face's SDPA)

@@ -145,6 +145,7 @@ op_time_breakdown estimate_op_times(const step_ops& ops, double peak_flops_per_s
   for_each_schedule(ops, d, p, [&](double s) { step = std::max(step, s); });
   t.host_seconds = p.step + p.host_f + p.host_b + p.host_u + p.preamble + p.host_o;
   t.device_seconds = p.device_f + p.device_b + p.device_u + p.device_o;
+  t.host_work_seconds = t.host_seconds - k.step_seconds;
   double kernels = 0;
   for (double sec : t.seconds) kernels += sec;
   t.seconds[static_cast<std::size_t>(op_class::overhead)] = std::max(0.0, step - kernels);

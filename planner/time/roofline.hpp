@@ -22,6 +22,10 @@ struct op_time_breakdown {
   std::array<double, op_class_count> seconds{};
   double host_seconds = 0;    // the host's work alone: were the GPU infinitely fast, the step would take this
   double device_seconds = 0;  // the GPU's work alone (kernels and gaps) after the host's fixed step cost
+  double host_work_seconds = 0;  // host_seconds less the host's fixed cost per step (timing_constants::step_seconds)
+  // Where the host's work alone outlasts the GPU's, the step is the host's: more work per kernel (a larger
+  // micro-batch) costs the GPU's idle time first.
+  bool host_bound() const { return host_work_seconds > device_seconds; }
   double total() const {
     double t = 0;
     for (double s : seconds) t += s;
