@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
-#include "tests/scratch_dir.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace trainplan::test {
 

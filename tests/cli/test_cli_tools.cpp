@@ -308,7 +308,7 @@ TEST_CASE("plan check predicts a collector report's runs beside the measurements
   CHECK(one.exit_code == 0);
   CHECK_THAT(one.out, Catch::Contains("one after another in one process") && Catch::Contains("all within"));
   // Each tolerance decides the exit code on its own: with the memory ones met, every step time is within
-  // the default 20% (tests/planner/test_step_time.cpp checks the figures), exit 0; at 10% on time, not all.
+  // the default 20% (tests/planner/time/test_step_time.cpp checks the figures), exit 0; at 10% on time, not all.
   CHECK(run_plan("check " + shared + " --device-tolerance 20").exit_code == 0);
   CHECK(run_plan("check " + shared + " --one-process --time-tolerance 10").exit_code == 1);
   // Step times quoted without memory figures: only the step time is compared, the memory columns are "-".

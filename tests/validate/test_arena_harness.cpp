@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 #include "kernels/device_arena.hpp"
 #include "validate/training_run.hpp"
 
