@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "planner/allocator/caching_allocator.hpp"
+#include "tests/support/measured_runs.hpp"
 
 using trainplan::caching_allocator;
 
@@ -87,7 +88,7 @@ TEST_CASE("PyTorch's recorded allocations and frees make PyTorch's segments in t
     INFO(id);
     trace_replay r;
     std::string error;
-    REQUIRE(replay_trace(std::string(TRAINPLAN_TEST_DATA) + "/measurements/allocator-traces/" + id + ".trace", r, error));
+    REQUIRE(replay_trace(trainplan::test::shared_measurements_dir() + "/allocator-traces/" + id + ".trace", r, error));
     REQUIRE(r.pytorch_segments > 0);
     CHECK(r.events > 1000);
     CHECK(r.allocator.segments() == r.pytorch_segments);
@@ -107,7 +108,7 @@ TEST_CASE("The shared S5 and S10 measured with the cuBLAS workspaces made before
   // the loss's [b*s, V] fp32 size (786 MiB), as the backward's workspace, taking a freed block, moves the loss
   // onto it. That is S5's edge: a run of its own reserves 5.39 GiB, the same run after another 4.65 GiB.
   constexpr std::uint64_t MiB = 1ull << 20;
-  const std::string dir = std::string(TRAINPLAN_TEST_DATA) + "/measurements/allocator-traces/";
+  const std::string dir = trainplan::test::shared_measurements_dir() + "/allocator-traces/";
   struct expectation {
     const char* id;
     std::uint64_t shared_reserved;  // the shared file's reserved_peak

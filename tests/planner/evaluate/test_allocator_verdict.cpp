@@ -29,7 +29,7 @@ run_config gpt2_run(std::uint64_t micro_batch, recompute_mode recompute = recomp
 
 }  // namespace
 
-TEST_CASE("hf: the peak is the context plus the replayed reserved bytes, for every shared H100 run", "[allocator][hf]") {
+TEST_CASE("hf: the peak is the context plus the replayed reserved bytes, for every shared H100 run", "[measured][allocator][hf]") {
   for (const measured_run& m : test::shared_h100_measurements().runs) {
     INFO(m.id);
     const plan_result p = test::plan_of(m.model, m.run);

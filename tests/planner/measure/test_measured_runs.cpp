@@ -7,6 +7,7 @@
 
 #include "planner/util/input_error.hpp"
 #include "planner/measure/measured_runs.hpp"
+#include "tests/support/measured_runs.hpp"
 
 using namespace trainplan;
 using nlohmann::json;
@@ -15,7 +16,7 @@ namespace {
 
 // The shared file's env line and its S11 run (TinyLlama's shape, pure bf16).
 std::pair<std::string, json> s11_line() {
-  std::ifstream in(std::string(TRAINPLAN_TEST_DATA) + "/measurements/pytorch-hf-h100-2026-11-22.jsonl");
+  std::ifstream in(test::shared_measurements_dir() + "/pytorch-hf-h100-2026-11-22.jsonl");
   std::string env, line;
   std::getline(in, env);
   json run;

@@ -56,7 +56,7 @@ TEST_CASE("segments: sizes whose counts differ, largest difference first, the re
   CHECK(none.matched_count == replayed.size());
 }
 
-TEST_CASE("segments: a replay's growth is its segments, each of a size PyTorch's default allocator makes", "[allocator][segments][hf]") {
+TEST_CASE("segments: a replay's growth is its segments, each of a size PyTorch's default allocator makes", "[measured][allocator][segments][hf]") {
   // Over the 14 shared runs: one growth entry a new segment (no capacity, so nothing is given back), all of
   // them summing to what the replay reserves at its peak; a small-pool segment is kSmallBuffer (2 MiB), a
   // large-pool one kLargeBuffer (20 MiB) or a request of 10 MiB or more rounded up to 2 MiB.
@@ -80,7 +80,7 @@ TEST_CASE("segments: a replay's growth is its segments, each of a size PyTorch's
   }
 }
 
-TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's segments exactly", "[allocator][segments][hf]") {
+TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's segments exactly", "[measured][allocator][segments][hf]") {
   // The runs with the op-by-op forward (inventory::forward_in_program_order) that recorded their segments.
   // GPT-2 under autocast: S1 and S5 (checkpointed) measured again, E5 (amp-fp16, GradScaler), E7 (micro-batch 2, 4 micro-
   // batches), E13 (LoRA on every linear); Llama under autocast: S6 measured again, E4 (Qwen2: biases, a

@@ -29,14 +29,14 @@ double error_pct(double predicted, double measured) { return 100.0 * (predicted 
 
 }  // namespace
 
-TEST_CASE("hf profile: the shared H100 runs' parameter counts are the planner's exact counts", "[framework][hf]") {
+TEST_CASE("hf profile: the shared H100 runs' parameter counts are the planner's exact counts", "[measured][framework][hf]") {
   for (const measured_run& r : test::shared_h100_measurements().runs) {
     INFO(r.id);
     CHECK(describe_model(r.model).counts.total == r.params);
   }
 }
 
-TEST_CASE("hf profile: each shared H100 run's tensor peak is predicted within 3%", "[framework][hf]") {
+TEST_CASE("hf profile: each shared H100 run's tensor peak is predicted within 3%", "[measured][framework][hf]") {
   const gpu_spec& h100 = test::data().gpu("h100");
   const calibration calib = test::data().calibration_for(h100);
   std::string table = "run   measured GiB  predicted GiB   error\n";
@@ -55,7 +55,7 @@ TEST_CASE("hf profile: each shared H100 run's tensor peak is predicted within 3%
   WARN(table << fmt::format("largest error {:.2f}%", worst));
 }
 
-TEST_CASE("hf profile: device peak (context + simulated caching allocator) of the shared H100 runs", "[framework][hf][allocator]") {
+TEST_CASE("hf profile: device peak (context + simulated caching allocator) of the shared H100 runs", "[measured][framework][hf][allocator]") {
   // The shared file measured its 14 runs one after another in one process (mark_one_process): from S2 on the
   // cuBLAS workspaces S1 made were there, and no run requested its own. That is what moved S5's loss off a
   // fourth [b*s, V] fp32 segment (786 MiB) that a run of its own reserves; with the backward replayed op by op
@@ -154,9 +154,9 @@ int compare_saved_inventories(const std::string& path, const measured_file& f, s
 
 }  // namespace
 
-TEST_CASE("hf profile: what autograd saved, dtype by dtype, in the 8 measured inventories", "[framework][hf]") {
+TEST_CASE("hf profile: what autograd saved, dtype by dtype, in the 8 measured inventories", "[measured][framework][hf]") {
   std::string table = "run   dtype  measured MB  predicted MB\n";
-  const std::string path = std::string(TRAINPLAN_TEST_DATA) + "/measurements/pytorch-hf-h100-2026-11-22.jsonl";
+  const std::string path = test::shared_measurements_dir() + "/pytorch-hf-h100-2026-11-22.jsonl";
   CHECK(compare_saved_inventories(path, test::shared_h100_measurements(), table) == 8);
   WARN(table);
 }
@@ -170,7 +170,7 @@ TEST_CASE("hf profile: what autograd saved in the project's own measured invento
                            "pytorch-hf-h100-2026-11-26-gaps.jsonl", "pytorch-hf-h100-2026-11-26-histories.jsonl",
                            "pytorch-hf-h100-2026-11-27-extra.jsonl", "pytorch-hf-h100-2026-11-27-shared.jsonl"}) {
     INFO(name);
-    compared += compare_saved_inventories(std::string(TRAINPLAN_MEASUREMENTS) + "/" + name, test::project_measurements(name), table);
+    compared += compare_saved_inventories(test::project_measurements_dir() + "/" + name, test::project_measurements(name), table);
   }
   CHECK(compared == 44);
   WARN(table);
