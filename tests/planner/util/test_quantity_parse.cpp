@@ -65,3 +65,35 @@ TEST_CASE("integers and probabilities are checked", "[parse]") {
   CHECK_THROWS_AS(parse_probability("nan", "--dropout"), input_error);
   CHECK_THROWS_AS(parse_probability("0.1x", "--dropout"), input_error);
 }
+
+TEST_CASE("binary counts take G and T as 1024^3 and 1024^4, up to 2^64 - 1", "[parse]") {
+  CHECK(parse_binary_count("512G", "--memory") == 512ull << 30);
+  CHECK(parse_binary_count("1T", "--memory") == 1ull << 40);
+  CHECK(parse_binary_count("1.5G", "--memory") == 3ull << 29);  // 1.5 x 2^30 = 3 x 2^29
+  // (2^24 - 1) T = 2^64 - 2^40 fits; 2^24 T = 2^64 does not.
+  CHECK(parse_binary_count("16777215T", "--memory") == (16777215ull << 40));
+  CHECK_THROWS_WITH(parse_binary_count("16777216T", "--memory"), Catch::Contains("64 bits"));
+  // 1.0001k = 1024.1024: not whole.
+  CHECK_THROWS_WITH(parse_binary_count("1.0001k", "--seq"), Catch::Contains("whole number"));
+  // Scientific notation is for parameter and token counts only.
+  CHECK_THROWS_WITH(parse_binary_count("4e3", "--seq"), Catch::Contains("scientific notation"));
+}
+
+TEST_CASE("integers take the caller's minimum; numbers in a range include both ends", "[parse]") {
+  CHECK(parse_integer("0", "--experts", 0) == 0);
+  CHECK(parse_integer("18446744073709551615", "--layers") == 18'446'744'073'709'551'615ull);
+  CHECK_THROWS_WITH(parse_integer("1", "--ep", 2), Catch::Contains("--ep") && Catch::Contains("must be at least 2"));
+  for (const char* bad : {"+5", "-1", " 5", "5 ", "0x10", ""}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_integer(bad, "--layers"), input_error);
+  }
+  CHECK(parse_number_in("1", "--capacity-factor", 1, 4) == 1.0);
+  CHECK(parse_number_in("4", "--capacity-factor", 1, 4) == 4.0);
+  CHECK(parse_number_in("1.25", "--capacity-factor", 1, 4) == 1.25);
+  CHECK_THROWS_WITH(parse_number_in("4.0001", "--capacity-factor", 1, 4), Catch::Contains("must be from 1 to 4"));
+  CHECK_THROWS_WITH(parse_number_in("0.999", "--capacity-factor", 1, 4), Catch::Contains("--capacity-factor"));
+  for (const char* bad : {"inf", "nan", "1e400", "", "2x"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_number_in(bad, "--capacity-factor", 1, 4), Catch::Contains("is not a number"));
+  }
+}
