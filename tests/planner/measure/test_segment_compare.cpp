@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
 
 #include "planner/model/model_facts.hpp"
 #include "planner/allocator/allocator_trace.hpp"
@@ -80,67 +83,54 @@ TEST_CASE("segments: a replay's growth is its segments, each of a size PyTorch's
   }
 }
 
-TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's segments exactly", "[measured][allocator][segments][hf]") {
-  // The runs with the op-by-op forward (inventory::forward_in_program_order) that recorded their segments.
-  // GPT-2 under autocast: S1 and S5 (checkpointed) measured again, E5 (amp-fp16, GradScaler), E7 (micro-batch 2, 4 micro-
-  // batches), E13 (LoRA on every linear); Llama under autocast: S6 measured again, E4 (Qwen2: biases, a
-  // 151,936 vocabulary), E6 (amp-fp16); checkpointed, E2 under autocast and S9 and E10 in bf16. Each replay, its two cuBLAS workspaces included, makes PyTorch's
-  // segments size for size and reserves what PyTorch reserved to the byte, or one 2 MiB small-pool segment
-  // short. Before the forward was listed op by op E13 reserved 10% less, S5 2.5% less, and S6 matched 88 of
-  // its 109 segments. GPT-2's runs were one small segment short until the replay made PyTorch's cuBLASLt
-  // workspace (a 1 MiB block kept from the first GEMM with a bias: allocator_schedule::lt_workspace_bytes);
-  // E4's (Qwen2) comes at q_proj, later than the replay makes it, where another small segment has room.
-  struct expectation {
-    const char* file;
-    const char* id;
-    std::uint64_t small_segments_short;
-  };
-  for (const expectation& x : {expectation{"pytorch-hf-h100-2026-11-26-gaps.jsonl", "S1", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-gaps.jsonl", "S5", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E5", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E7", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "E13", 0},
-                               expectation{"pytorch-hf-h100-2026-11-26-histories.jsonl", "S6", 1},
-                               expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E4", 1},
-                               expectation{"pytorch-hf-h100-2026-11-26-extra.jsonl", "E6", 1},
-                               // Llama in bf16: S7, S14 (fused AdamW), E1 (Mistral), E3 (Qwen2, tied, V 151,936),
-                               // E9 (s8192 b1). (S11, 22 layers, makes one 32 MiB segment for a 16 MiB one: not asserted.)
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S7", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S14", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E1", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E3", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E9", 0},
-                               // An fp32 Llama on SDPA's math path (grouped heads): S10.
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S10", 1},
-                               // GPT-2's eager attention under autocast, with dropout: S2.
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S2", 0},
-                               // GPT-2 in bf16 without autocast: S3; GPT-2 medium under autocast: S12.
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S3", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S12", 0},
-                               // Eager attention on a 16-bit Llama: S8.
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S8", 0},
-                               // LoRA r16 on q, k, v, o of TinyLlama in bf16 (fp32 adapters): E11, and E12 checkpointed.
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E11", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E12", 0},
-                               // Checkpointed Llama: E2 (Mistral under autocast), S9 and E10 (bf16; s8192 b1).
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E2", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-shared.jsonl", "S9", 0},
-                               expectation{"pytorch-hf-h100-2026-11-27-extra.jsonl", "E10", 0}}) {
-    INFO(x.id);
-    const measured_file f = test::project_measurements(x.file);
-    const auto r = std::find_if(f.runs.begin(), f.runs.end(), [&](const measured_run& m) { return m.id == x.id; });
-    REQUIRE(r != f.runs.end());
-    REQUIRE(!r->segments.empty());
-    const plan_result p = test::plan_of(r->model, r->run);
-    REQUIRE(p.inv.forward_in_program_order);
-    std::vector<allocator_growth> growth;
-    const allocator_replay replay = replay_schedule(plan_allocator_schedule(p, describe_model(r->model)), &growth);
-    const segment_comparison c = compare_segments(r->segments, growth);
-    CHECK(c.replayed_count + x.small_segments_short == c.measured_count);
-    CHECK(c.matched_count == c.replayed_count);
-    CHECK(c.replayed_bytes + x.small_segments_short * 2 * MiB == c.measured_bytes);
-    // The peak with the workspaces, as PyTorch's max_memory_reserved() counts them.
-    CHECK(replay.peak_reserved_bytes + p.overhead.cublas_workspace_bytes + x.small_segments_short * 2 * MiB ==
-          r->reserved_peak_bytes);
+TEST_CASE("segments: with the forward op by op, the replay reserves PyTorch's segments", "[measured][allocator][segments][hf]") {
+  // Every run of the project's reports that recorded its segments under PyTorch's default allocator and whose
+  // forward the replay follows op by op (inventory::forward_in_program_order; the others keep coarse rows, and
+  // expandable segments map address ranges, not segments). Each replay, its two cuBLAS workspaces included, makes
+  // PyTorch's segments size for size and reserves what PyTorch reserved to the byte, or one 2 MiB small-pool
+  // segment short: a 1 MiB block some runs keep (the Qwen2 shape's cuBLASLt workspace comes at q_proj, later than
+  // the replay makes it, where another small segment has room). Before the forward was listed op by op the
+  // LoRA'd GPT-2 reserved 10% less, the checkpointed one 2.5% less, and the autocast Llama matched 88 of its 109
+  // segments; GPT-2's runs were one small segment short until the replay made PyTorch's cuBLASLt workspace (a
+  // 1 MiB block kept from the first GEMM with a bias: allocator_schedule::lt_workspace_bytes).
+  //
+  // Not every run is that close yet: the 22-layer TinyLlama makes one 32 MiB segment where PyTorch made a 16 MiB
+  // one (16 MiB over), and the fp32 GPT-2 one 32 MiB segment PyTorch did not make (32 MiB over). So each run is
+  // checked within one segment either way and 32 MiB (one cuBLAS workspace), and the runs not exact (or one small
+  // segment short) are counted: no more than the two of when this was written.
+  std::string table = "report             run  measured replayed matched  MiB short\n";
+  int compared = 0, not_exact = 0;
+  for (const std::string& name : test::project_measurement_files()) {
+    const measured_file f = test::project_measurements(name);
+    for (const measured_run& r : f.runs) {
+      if (r.segments.empty() || r.run.expandable_segments) continue;
+      const plan_result p = test::plan_of(r.model, r.run);
+      if (!p.inv.forward_in_program_order) continue;
+      INFO(name << " " << r.id);
+      std::vector<allocator_growth> growth;
+      const allocator_replay replay = replay_schedule(plan_allocator_schedule(p, describe_model(r.model)), &growth);
+      const segment_comparison c = compare_segments(r.segments, growth);
+      // The peak with the workspaces, as PyTorch's max_memory_reserved() counts them.
+      const std::int64_t short_bytes = static_cast<std::int64_t>(r.reserved_peak_bytes) -
+                                       static_cast<std::int64_t>(replay.peak_reserved_bytes + p.overhead.cublas_workspace_bytes);
+      // Exact: every replayed segment is one of PyTorch's, and at most one 2 MiB small-pool segment is short.
+      const bool one_small_short_at_most = c.replayed_count <= c.measured_count && c.measured_count <= c.replayed_count + 1 &&
+                                           c.measured_bytes == c.replayed_bytes + (c.measured_count - c.replayed_count) * 2 * MiB;
+      const bool exact = c.matched_count == c.replayed_count && one_small_short_at_most &&
+                         short_bytes == static_cast<std::int64_t>((c.measured_count - c.replayed_count) * 2 * MiB);
+      std::string report = name.substr(0, name.size() - 6);  // "2026-11-26-extra-2" of "pytorch-hf-h100-2026-11-26-extra-2.jsonl"
+      if (report.starts_with("pytorch-hf-h100-")) report = report.substr(16);
+      table += fmt::format("{:<18} {:<4} {:>8} {:>8} {:>7} {:>+10.0f}{}\n", report, r.id,
+                           c.measured_count, c.replayed_count, c.matched_count, static_cast<double>(short_bytes) / MiB,
+                           exact ? "" : "  (not exact)");
+      CHECK(c.matched_count + 1 >= c.measured_count);
+      CHECK(c.matched_count + 1 >= c.replayed_count);
+      CHECK(std::abs(short_bytes) <= static_cast<std::int64_t>(32 * MiB));
+      not_exact += exact ? 0 : 1;
+      ++compared;
+    }
   }
+  WARN(table);
+  CHECK(compared == 46);  // 46 of the 52 runs when written: 3 with expandable segments, 5 with coarse rows
+  CHECK(not_exact <= 2);
 }

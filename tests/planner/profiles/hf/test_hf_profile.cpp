@@ -56,12 +56,12 @@ TEST_CASE("hf profile: each shared H100 run's tensor peak is predicted within 3%
 }
 
 TEST_CASE("hf profile: device peak (context + simulated caching allocator) of the shared H100 runs", "[measured][framework][hf][allocator]") {
-  // The shared file measured its 14 runs one after another in one process (mark_one_process): from S2 on the
-  // cuBLAS workspaces S1 made were there, and no run requested its own. That is what moved S5's loss off a
-  // fourth [b*s, V] fp32 segment (786 MiB) that a run of its own reserves; with the backward replayed op by op
-  // (planner/profiles/hf/activations_hf_backward.hpp) the replay reserves what the shared run did. The fp32 Llama on SDPA's
-  // math path (S10) was 6% under until its recorded history showed a third s x s buffer in every layer's
-  // softmax backward (the momentary layer{}.bwd.softmax_grad_temp).
+  // The shared file measured its 14 runs one after another in one process (mark_one_process): from the second
+  // on, the cuBLAS workspaces the first made were there, and no run requested its own. That is what moved the
+  // checkpointed GPT-2's loss off a fourth [b*s, V] fp32 segment (786 MiB) that a run of its own reserves; with
+  // the backward replayed op by op (planner/profiles/hf/activations_hf_backward.hpp) the replay reserves what the
+  // shared run did. The fp32 Llama on SDPA's math path was 6% under until its recorded history showed a third
+  // s x s buffer in every layer's softmax backward (the momentary layer{}.bwd.softmax_grad_temp).
   measured_file f = test::shared_h100_measurements();
   mark_one_process(f);
   const gpu_spec& h100 = test::data().gpu("h100");
@@ -78,9 +78,12 @@ TEST_CASE("hf profile: device peak (context + simulated caching allocator) of th
                          allocated / 1073741824.0, error_pct(allocated, static_cast<double>(r.alloc_peak_bytes)));
     INFO(r.id);
     CHECK(std::abs(error_pct(allocated, static_cast<double>(r.alloc_peak_bytes))) <= 3.0);
-    CHECK(std::abs(error_pct(reserved, static_cast<double>(r.reserved_peak_bytes))) <= 5.0);
-    // S5 was +16% when the replay made the workspaces, or walked the backward coarsely.
-    if (r.id == "S5") CHECK(std::abs(error_pct(reserved, static_cast<double>(r.reserved_peak_bytes))) <= 0.5);
+    // Tolerance 0.5% of the reserved bytes, every run: the replay makes the segments PyTorch made, and what it
+    // misses is a few small segments and workspace blocks (0.31% the largest when written, 18 MiB of 5.8 GiB).
+    // A run on an allocator edge that the replay walks differently is off by a whole segment of the loss's
+    // size, 786 MiB for GPT-2 at b4 s1024: the checkpointed GPT-2 was +16% while the replay made the
+    // workspaces the process already held, or walked the backward coarsely.
+    CHECK(std::abs(error_pct(reserved, static_cast<double>(r.reserved_peak_bytes))) <= 0.5);
   }
   WARN(table);
 }
