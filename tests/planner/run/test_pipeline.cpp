@@ -83,7 +83,7 @@ TEST_CASE("tensor and pipeline parallelism together: 70B on TP 8 x PP 4 holds a 
   CHECK(p.category_bytes(tensor_category::master_weights) == 4 * first);
 }
 
-TEST_CASE("1F1B keeps p - r micro-batches in flight on rank r; interleaving p v + p - 1 - 2r chunks",
+TEST_CASE("1F1B keeps p - r micro-batches in flight on rank r, interleaving p v + p - 1 - 2r chunks",
           "[pipeline][schedule]") {
   // Megatron-Core's warm-up counts (schedules.py, get_pp_rank_microbatches), plus the forward before each
   // backward, capped by the step's chunk forwards.

@@ -87,7 +87,7 @@ TEST_CASE("roofline: an op takes the longer of its compute and its memory time",
   CHECK(roofline_rates(round_peak, round_bandwidth, k, false).seconds(op_of(op_class::embedding, 0, 1e9)) == Approx(2e-3));
 }
 
-TEST_CASE("roofline: device time by phase follows each op's forward share; the scaler's and optimizer's ops apart", "[time][roofline]") {
+TEST_CASE("roofline: device time by phase follows each op's forward share, the scaler's and optimizer's ops apart", "[time][roofline]") {
   const roofline_rates rates(round_peak, round_bandwidth, round_constants(), false);
   step_ops ops;
   step_op layer = op_of(op_class::elementwise, 0, 4e9);  // 4 ms, a quarter of it in the forward

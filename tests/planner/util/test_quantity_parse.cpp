@@ -79,7 +79,7 @@ TEST_CASE("binary counts take G and T as 1024^3 and 1024^4, up to 2^64 - 1", "[p
   CHECK_THROWS_WITH(parse_binary_count("4e3", "--seq"), Catch::Contains("scientific notation"));
 }
 
-TEST_CASE("integers take the caller's minimum; numbers in a range include both ends", "[parse]") {
+TEST_CASE("integers take the caller's minimum, and numbers in a range include both ends", "[parse]") {
   CHECK(parse_integer("0", "--experts", 0) == 0);
   CHECK(parse_integer("18446744073709551615", "--layers") == 18'446'744'073'709'551'615ull);
   CHECK_THROWS_WITH(parse_integer("1", "--ep", 2), Catch::Contains("--ep") && Catch::Contains("must be at least 2"));
