@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the allocations and frees of a recorded PyTorch allocator history as a plain trace that
-trainplan's allocator simulation can replay (tests/planner/test_caching_allocator_history.cpp does): the
+trainplan's allocator simulation can replay (tests/planner/allocator/test_caching_allocator_history.cpp does): the
 test of the simulation itself, apart from the inventory that drives it in `plan`.
 
     python3 scripts/allocator_trace_from_history.py HISTORY.pickle TRACE

@@ -1,15 +1,60 @@
 #!/usr/bin/env bash
-# Builds trainplan (installing missing packages) and runs the whole test suite.
+# Builds trainplan (installing missing packages) and runs the whole test suite (what CI runs: .ci/run).
+# bash scripts/test.sh --fast: builds the test binary and runs the unit-labelled tests alone (ctest -L unit: no
+# `plan` run, no committed measurement read; tests/CMakeLists.txt gives the labels), in seconds.
 # bash scripts/test.sh --sanitize: the same suite built with g++'s AddressSanitizer and UndefinedBehavior-
 # Sanitizer in build-sanitize/ (CUDA off); any sanitizer report, from the tests or a `plan` they run, fails it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ $# -gt 0 ]; then
-  if [ "$1" != "--sanitize" ] || [ $# -ne 1 ]; then
-    echo "usage: bash scripts/test.sh [--sanitize]" >&2
-    exit 2
+usage() {
+  echo "usage: bash scripts/test.sh [--fast | --sanitize]" >&2
+  exit 2
+}
+mode=all
+[ $# -le 1 ] || usage
+case "${1:-}" in
+  "") ;;
+  --fast) mode=fast ;;
+  --sanitize) mode=sanitize ;;
+  *) usage ;;
+esac
+
+# Every Catch2 test case must be exactly one ctest entry: a name with ';' or a leading '-' would be split
+# or misread as an option and silently run nothing. And every entry must carry a label (unit, measured, cli
+# or gpu), or `--fast` and `ctest -L` would pass over it unseen.
+check_test_entries() {
+  local cases entries other_entries unlabelled
+  cases=$({ build/tests/trainplan_tests --list-test-names-only || true; } | grep -c .)  # Catch2 v2 exits with the count
+  if { build/tests/trainplan_tests --list-test-names-only || true; } | grep -q '^-'; then
+    echo "test names: a Catch2 test name starts with '-', which ctest passes as an option: rename it" >&2
+    exit 1
   fi
+  # (The entries that are not Catch2 cases are named gpu_* and script_*.)
+  entries=$(ctest --test-dir build -N | grep -c "Test *#" || true)
+  other_entries=$(ctest --test-dir build -N -R '^(gpu|script)_' | grep -c "Test *#" || true)
+  if [ "$cases" -ne "$((entries - other_entries))" ]; then
+    echo "test names: $cases Catch2 test cases but $((entries - other_entries)) ctest entries (look for ';' or a leading '-')" >&2
+    exit 1
+  fi
+  unlabelled=$(ctest --test-dir build -N -LE '^(unit|measured|cli|gpu)$' | grep -c "Test *#" || true)
+  if [ "$unlabelled" -ne 0 ]; then
+    echo "test labels: $unlabelled ctest entries have none of unit, measured, cli, gpu (tests/CMakeLists.txt):" >&2
+    ctest --test-dir build -N -LE '^(unit|measured|cli|gpu)$' | grep "Test *#" >&2
+    exit 1
+  fi
+}
+
+if [ "$mode" = fast ]; then
+  bash scripts/build.sh --deps-only
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >&2
+  cmake --build build -j "$(nproc)" --target trainplan_tests >&2
+  check_test_entries
+  ctest --test-dir build --output-on-failure -j "$(nproc)" -L '^unit$'
+  exit 0
+fi
+
+if [ "$mode" = sanitize ]; then
   bash scripts/build.sh --deps-only
   # float-cast-overflow is not part of g++'s -fsanitize=undefined; no recovery, so every report fails.
   flags="-fsanitize=address,undefined -fsanitize=float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer"
@@ -37,20 +82,7 @@ if [ $# -gt 0 ]; then
 fi
 
 bash scripts/build.sh
-# Every Catch2 test case must be exactly one ctest entry: a name with ';' or a leading '-' would be split
-# or misread as an option and silently run nothing.
-cases=$({ build/tests/trainplan_tests --list-test-names-only || true; } | grep -c .)  # Catch2 v2 exits with the count
-if { build/tests/trainplan_tests --list-test-names-only || true; } | grep -q '^-'; then
-  echo "test names: a Catch2 test name starts with '-', which ctest passes as an option: rename it" >&2
-  exit 1
-fi
-# (The entries that are not Catch2 cases are named gpu_* and script_*.)
-entries=$(ctest --test-dir build -N | grep -c "Test *#" || true)
-other_entries=$(ctest --test-dir build -N -R '^(gpu|script)_' | grep -c "Test *#" || true)
-if [ "$cases" -ne "$((entries - other_entries))" ]; then
-  echo "test names: $cases Catch2 test cases but $((entries - other_entries)) ctest entries (look for ';' or a leading '-')" >&2
-  exit 1
-fi
+check_test_entries
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 # Say why GPU tests were skipped, if they were (the reason is in ctest's log).
 grep -h "^SKIPPED:" build/Testing/Temporary/LastTest.log 2>/dev/null || true

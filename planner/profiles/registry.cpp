@@ -26,7 +26,7 @@ std::span<const stack_profile* const> all_profiles() {
 const stack_profile& profile_named(std::string_view name, std::string_view option) {
   std::vector<std::string_view> names;
   for (const stack_profile* p : all_profiles()) {
-    if (p->name == name) return *p;
+    if (same_name(p->name, name)) return *p;  // any case, as every name users type (planner/util/names.hpp)
     names.push_back(p->name);
   }
   throw input_error(unknown_name_message(option, "framework", name, names));

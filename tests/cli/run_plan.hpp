@@ -10,7 +10,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
-#include "tests/scratch_dir.hpp"
+#include "tests/support/labels.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 namespace trainplan::test {
 
@@ -27,6 +28,7 @@ inline std::string slurp(const std::filesystem::path& p) {
 }
 
 inline plan_run run_plan(const std::string& args) {
+  require_tag("cli", "runs the plan binary");
   static int counter = 0;
   static const std::filesystem::path dir = scratch_dir("trainplan-cli-test");
   const auto out = dir / ("out" + std::to_string(counter));

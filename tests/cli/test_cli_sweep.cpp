@@ -305,7 +305,7 @@ TEST_CASE("plan max micro-batch under hf: the largest that fits, and the smaller
   // TinyLlama at seq 512 on an H100. The replayed allocator fragments differently at each micro-batch, so the
   // verdict need not follow it monotonically; since the replay allocates parameters in PyTorch's order this
   // example is monotone (no smaller micro-batch fails), and the report must say exactly that. The
-  // non-monotone case is tested on a constructed predicate (tests/planner/test_sweep.cpp,
+  // non-monotone case is tested on a constructed predicate (tests/planner/search/test_sweep.cpp,
   // refine_largest_fitting) and end to end by plan max seq below.
   const std::string run = "--model tinyllama-1.1b --seq 512 --gpu h100";
   const json j = json::parse(run_plan("max micro-batch --margin 0 --json " + run).out);

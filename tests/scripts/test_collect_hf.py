@@ -28,6 +28,14 @@ def collect(argv, env_extra=None):
 
 def main():
     plan = sys.argv[1]
+    sys.path.insert(0, os.path.dirname(COLLECTOR))
+    import collect_hf  # pylint: disable=import-outside-toplevel
+    # Each line is checked against its own preset entry (the configuration the collector ran), never by its id:
+    # the accumulation, the allocator setting, the family, LoRA's dropout as the entry sets them.
+    entries = {e["id"]: e for e in collect_hf.PRESETS["all"]}
+    for what, has in (("an accumulating", lambda e: e.get("grad_accum", 1) > 1), ("an expandable-segments", lambda e: e.get("expandable")),
+                      ("a Phi-3", lambda e: e["model"]["fam"] == "phi3"), ("a lora_dropout", lambda e: e.get("lora_dropout"))):
+        check(any(has(e) for e in entries.values()), "the presets have no {} entry: the check below would test nothing".format(what))
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "all.jsonl")
         done = collect(["--preset", "all", "--profile", "-o", report])
@@ -37,6 +45,9 @@ def main():
         check(bool(lines) and lines[0].get("id") == "env", "the first line is not the env line")
         for run in lines[1:]:
             rid = run.get("id")
+            entry = entries.get(rid)
+            check(entry is not None, "{}: no preset entry of that id".format(rid))
+            entry = entry or {"model": {}}
             for key in ("model", "seq", "mbs", "regime", "phases", "alloc_peak", "reserved_peak", "step_s", "segments",
                         "allocator_counts", "host_s", "profile", "params", "trainable_params"):
                 check(key in run, "{}: no {}".format(rid, key))
@@ -56,19 +67,20 @@ def main():
                   "{}: alloc_peak is not the largest phase peak".format(rid))
             check(("inventory" in run) != run.get("gc", False), "{}: an inventory exactly when not checkpointed".format(rid))
             # GradScaler's scale and the steps it skipped (none with the fake scaler), for amp-fp16 only; the
-            # accumulation count as the preset set it (E7, E8: 4 micro-batches a step).
+            # accumulation count and the allocator setting as the preset entry set them.
             check(("skipped_steps" in run) == (run.get("regime") == "amp-fp16"), "{}: skipped_steps".format(rid))
             check(run.get("skipped_steps", []) == [], "{}: skipped steps {}".format(rid, run.get("skipped_steps")))
-            check(run.get("grad_accum") == (4 if rid in ("E7", "E8") else 1), "{}: grad_accum".format(rid))
-            check(run.get("expandable_segments") is (rid in ("E17", "E18", "E19")), "{}: expandable_segments".format(rid))
-            # Phi-3 (E20, E21): its family and the window field plan check reads (null: none).
-            if rid in ("E20", "E21"):
+            check(run.get("grad_accum") == entry.get("grad_accum", 1), "{}: grad_accum".format(rid))
+            check(run.get("expandable_segments") is bool(entry.get("expandable")), "{}: expandable_segments".format(rid))
+            # Phi-3: its family and the window field plan check reads (null: none).
+            if entry["model"].get("fam") == "phi3":
                 check(run.get("model", {}).get("fam") == "phi3" and "sliding_window" in run.get("model", {}),
                       "{}: model {}".format(rid, run.get("model")))
+            check(bool(run.get("lora")) == bool(entry.get("lora")), "{}: lora {!r}".format(rid, run.get("lora")))
             if run.get("lora"):
                 check(run["trainable_params"] < run["params"], "{}: LoRA trains fewer parameters".format(rid))
                 check(run.get("lora_dtype") == "float32", "{}: lora_dtype {!r}".format(rid, run.get("lora_dtype")))
-                check(run.get("lora_dropout") == (0.05 if rid == "E16" else 0.0),
+                check(run.get("lora_dropout") == entry.get("lora_dropout", 0.0),
                       "{}: lora_dropout {!r}".format(rid, run.get("lora_dropout")))
         checked = subprocess.run([plan, "check", report], capture_output=True, text=True)
         check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
@@ -81,8 +93,6 @@ def main():
         lines = [json.loads(line) for line in open(env_report)] if os.path.exists(env_report) else []
         check([l.get("expandable_segments") for l in lines[1:]] == [True, False],
               "expandable_segments from the environment: {}".format([l.get("expandable_segments") for l in lines[1:]]))
-        sys.path.insert(0, os.path.dirname(COLLECTOR))
-        import collect_hf  # pylint: disable=import-outside-toplevel
         check(collect_hf.with_expandable_segments("max_split_size_mb:128,expandable_segments:False")
               == "max_split_size_mb:128,expandable_segments:True", "with_expandable_segments keeps the other options")
         check(collect_hf.expandable_segments_on({"PYTORCH_ALLOC_CONF": "expandable_segments:true"}),
@@ -107,12 +117,14 @@ def main():
             check(labels == expected, "--memory-history phase labels {}, expected {}".format(labels, expected))
 
         # --only: a preset's named configurations, in the preset's order; an id it lacks is an error, run nothing.
+        shared_ids = [e["id"] for e in collect_hf.PRESETS["shared-h100"]]
+        earlier, later, elsewhere = shared_ids[4], shared_ids[9], collect_hf.PRESETS["extra"][0]["id"]
         only_report = os.path.join(tmp, "only.jsonl")
-        done = collect(["--preset", "shared-h100", "--only", "S10,S5", "-o", only_report])
+        done = collect(["--preset", "shared-h100", "--only", "{},{}".format(later, earlier), "-o", only_report])
         lines = [json.loads(line) for line in open(only_report)] if os.path.exists(only_report) else []
-        check(done.returncode == 0 and [l.get("id") for l in lines] == ["env", "S5", "S10"],
-              "--only S10,S5: exit {}, ids {}".format(done.returncode, [l.get("id") for l in lines]))
-        for bad in (["--preset", "shared-h100", "--only", "S5,E1"], ["--only", "S5"]):
+        check(done.returncode == 0 and [l.get("id") for l in lines] == ["env", earlier, later],
+              "--only {},{}: exit {}, ids {}".format(later, earlier, done.returncode, [l.get("id") for l in lines]))
+        for bad in (["--preset", "shared-h100", "--only", "{},{}".format(earlier, elsewhere)], ["--only", earlier]):
             bad_report = os.path.join(tmp, "bad-only.jsonl")
             done = collect(bad + ["-o", bad_report])
             check(done.returncode == 1 and "--only" in done.stderr and not os.path.exists(bad_report),

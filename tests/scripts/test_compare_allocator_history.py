@@ -54,7 +54,7 @@ def history_of(segments, labels):
     return {"segments": [], "device_traces": [trace]}
 
 
-def run(argv):
+def compare(argv):
     return subprocess.run([sys.executable, SCRIPT] + argv, capture_output=True, text=True)
 
 
@@ -65,11 +65,17 @@ def main():
         done = subprocess.run([plan, "check", SHARED, "--segments-out", replay], capture_output=True, text=True)
         check(done.returncode in (0, 1), "plan check exited {}: {}".format(done.returncode, done.stderr))
         lines = [json.loads(line) for line in open(replay)]
-        s5 = [l for l in lines if l["id"] == "S5"]
-        check(len(s5) > 20, "S5 has {} replayed segments".format(len(s5)))
+        # The stand-in histories are made from the shared file's first checkpointed GPT-2 run (chosen by its
+        # configuration, not its id): its replay makes the loss's two [b*s, V] fp32 segments again in step 2,
+        # which one of them then leaves out.
+        shared = [json.loads(line) for line in open(SHARED)][1:]
+        rid = next(r["id"] for r in shared if r["model"]["fam"] == "gpt2" and r["gc"])
+        other = next(r["id"] for r in shared if r["id"] != rid)  # a run given no history
+        run = [l for l in lines if l["id"] == rid]
+        check(len(run) > 20, "{} has {} replayed segments".format(rid, len(run)))
         check(all(list(l) == ["id", "step", "pool", "bytes", "tensor", "reserved_bytes"] for l in lines), "field order")
-        check(sum(l["bytes"] for l in s5) == s5[-1]["reserved_bytes"], "S5's segments do not sum to its reserved bytes")
-        check({l["id"] for l in lines} == {"S{}".format(k) for k in range(1, 15)}, "not every shared run is in the file")
+        check(sum(l["bytes"] for l in run) == run[-1]["reserved_bytes"], "{}'s segments do not sum to its reserved bytes".format(rid))
+        check({l["id"] for l in lines} == {r["id"] for r in shared}, "not every shared run is in the file")
         # The phases PyTorch would record: creation (step 0), then each step's forward, backward, optimizer.
         # Within a step the replay's own order: its segments before the loss are the forward's.
         def phase(l):
@@ -78,23 +84,23 @@ def main():
             if l["tensor"].startswith("adam"):
                 return "optimizer"
             return "backward" if "grad" in l["tensor"] else "forward"
-        same = [(l["bytes"], l["step"], phase(l)) for l in s5]
+        same = [(l["bytes"], l["step"], phase(l)) for l in run]
         hist = os.path.join(tmp, "history")
         os.makedirs(hist)
         for labels in (True, False):
-            with open(os.path.join(hist, "S5.pickle"), "wb") as f:
+            with open(os.path.join(hist, rid + ".pickle"), "wb") as f:
                 pickle.dump(history_of(same, labels), f)
-            r = run([hist, replay])
+            r = compare([hist, replay])
             check(r.returncode == 0, "identical segments: exit {} ({})".format(r.returncode, r.stdout + r.stderr))
             check("the same segments in the same order" in r.stdout, "identical segments not reported so")
-            check("PyTorch {} segments".format(len(s5)) in r.stdout, "PyTorch's count: " + r.stdout[:300])
-        # The same history compressed, as data/measurements/ stores them: S5.pickle.xz is run S5.
+            check("PyTorch {} segments".format(len(run)) in r.stdout, "PyTorch's count: " + r.stdout[:300])
+        # The same history compressed, as data/measurements/ stores them: ID.pickle.xz is run ID.
         xz_dir = os.path.join(tmp, "xz")
         os.makedirs(xz_dir)
-        with lzma.open(os.path.join(xz_dir, "S5.pickle.xz"), "wb") as f:
+        with lzma.open(os.path.join(xz_dir, rid + ".pickle.xz"), "wb") as f:
             pickle.dump(history_of(same, True), f)
-        for where in (xz_dir, os.path.join(xz_dir, "S5.pickle.xz")):
-            r = run([where, replay])
+        for where in (xz_dir, os.path.join(xz_dir, rid + ".pickle.xz")):
+            r = compare([where, replay])
             check(r.returncode == 0 and "the same segments in the same order" in r.stdout,
                   "an .xz history ({}): exit {} ({})".format(where, r.returncode, r.stdout + r.stderr))
         # Step 2's two 786 MiB loss segments missing, one 394 MiB segment in step 2's forward instead.
@@ -104,9 +110,9 @@ def main():
         for labels in ((True, False) if len(step2) == 2 else ()):
             differs = [s for k, s in enumerate(same) if k not in step2]
             differs.insert(step2[0], (394 << 20, 2, "forward"))
-            with open(os.path.join(hist, "S5.pickle"), "wb") as f:
+            with open(os.path.join(hist, rid + ".pickle"), "wb") as f:
                 pickle.dump(history_of(differs, labels), f)
-            r = run([hist, replay, "--id", "S5"])
+            r = compare([hist, replay, "--id", rid])
             check(r.returncode == 1, "differing segments: exit {}".format(r.returncode))
             out = [" ".join(line.split()) for line in r.stdout.splitlines()]
             check("PyTorch's segment {} where the replay made its segments {}-{}:".format(step2[0] + 1, step2[0] + 1, step2[0] + 2) in out,
@@ -123,8 +129,8 @@ def main():
                 for k, (n, b) in sorted(by_step.items()))
             check(expected in out, "PyTorch's summary, by step as the stacks say, is not " + expected + ": " + r.stdout)
         # A run with no history and one with no replay are said so; nothing comparable at all exits 2.
-        r = run([hist, replay, "--id", "S1", "--id", "S5"])
-        check("S1: no recorded history" in r.stdout, "a run without a history not named")
+        r = compare([hist, replay, "--id", other, "--id", rid])
+        check("{}: no recorded history".format(other) in r.stdout, "a run without a history not named")
         # Bad inputs: one line on stderr, exit 2.
         junk = os.path.join(tmp, "junk.pickle")
         with open(junk, "wb") as f:
@@ -135,12 +141,12 @@ def main():
         notdict = os.path.join(tmp, "list.pickle")
         with open(notdict, "wb") as f:
             pickle.dump([1, 2], f)
-        badsize = os.path.join(tmp, "S5.pickle")
+        badsize = os.path.join(tmp, rid + ".pickle")
         with open(badsize, "wb") as f:
             pickle.dump({"device_traces": [[{"action": "segment_alloc", "size": "big", "frames": []}]]}, f)
         badreplay = os.path.join(tmp, "bad.jsonl")
         with open(badreplay, "w") as f:
-            f.write('{"id": "S5"}\n')
+            f.write(json.dumps({"id": rid}) + "\n")
         for argv, what in (([os.path.join(tmp, "none"), replay], "a missing history"),
                            ([hist, os.path.join(tmp, "none.jsonl")], "a missing replay"),
                            ([junk, replay], "a file that is not a pickle"),
@@ -148,8 +154,8 @@ def main():
                            ([notdict, replay], "a pickle that is not a snapshot"),
                            ([badsize, replay], "a segment size that is not a number"),
                            ([hist, badreplay], "a replay line without its fields"),
-                           ([hist, replay, "--id", "S99"], "no run to compare")):
-            r = run(argv)
+                           ([hist, replay, "--id", "no-such-run"], "no run to compare")):
+            r = compare(argv)
             check(r.returncode == 2, "{}: exit {} ({})".format(what, r.returncode, r.stderr[-300:]))
             check(len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr,
                   "{}: not one line: {}".format(what, r.stderr[-300:]))

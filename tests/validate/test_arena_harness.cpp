@@ -10,7 +10,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "../planner/test_helpers.hpp"
+#include "tests/support/measured_runs.hpp"
+#include "tests/support/test_helpers.hpp"
 #include "kernels/device_arena.hpp"
 #include "validate/training_run.hpp"
 
@@ -171,7 +172,7 @@ struct suite_run {
 
 void check_dry_run_matches(const suite_run& s) {
   INFO(s.folder << "/" << s.report);
-  std::ifstream in(std::string(TRAINPLAN_REPORTS) + "/" + s.folder + "/suite/" + s.report);
+  std::ifstream in(test::reports_dir() + "/" + s.folder + "/suite/" + s.report);
   REQUIRE(in);
   const nlohmann::json report = nlohmann::json::parse(in);
   const model_spec m = test::data().model(s.model).spec;
@@ -200,7 +201,7 @@ void check_dry_run_matches(const suite_run& s) {
 
 }  // namespace
 
-TEST_CASE("a dry run of the harness gives the H100 suite's measured device peaks to the byte", "[validate][arena]") {
+TEST_CASE("a dry run of the harness gives the H100 suite's measured device peaks to the byte", "[measured][validate][arena]") {
   for (const suite_run& s :
        {suite_run{"h100-2026-11-26-2", "gpt2-selective-eager.json", "gpt2", 2, 0.1, recompute_mode::selective, attention_kind::eager},
         suite_run{"h100-2026-11-26-2", "gpt2-none-flash.json", "gpt2", 2, 0.1, recompute_mode::none, attention_kind::flash},
@@ -210,7 +211,7 @@ TEST_CASE("a dry run of the harness gives the H100 suite's measured device peaks
 
 // The run the arena's placement was changed for, measured after the change. (The harness makes its 1.1B
 // weights on the host, so this dry run takes about 10 s and 6.5 GB of host memory.)
-TEST_CASE("a dry run of the harness gives TinyLlama at 95% of the H100 to the byte", "[validate][arena]") {
+TEST_CASE("a dry run of the harness gives TinyLlama at 95% of the H100 to the byte", "[measured][validate][arena]") {
   check_dry_run_matches({"h100-2026-11-27", "tinyllama-micro-batch-42---95--of-the-GPU-.json", "tinyllama-1.1b", 42, 0.0,
                          recompute_mode::none, attention_kind::flash});
 }

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "../planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/run/moe.hpp"
 #include "validate/training_run.hpp"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "../planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 #include "kernels/device_arena.hpp"
 #include "planner/util/input_error.hpp"
 #include "validate/training_run.hpp"

@@ -4,7 +4,7 @@
 // count the same buffers at the same events), and every named buffer must have the size allocated.
 #include <catch2/catch.hpp>
 
-#include "../planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 #include "validate/validation.hpp"
 
 using namespace trainplan;

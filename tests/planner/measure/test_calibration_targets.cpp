@@ -4,7 +4,7 @@
 
 #include "planner/measure/calibration_fit.hpp"
 #include "planner/evaluate/plan.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;

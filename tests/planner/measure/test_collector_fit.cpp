@@ -6,8 +6,8 @@
 
 #include "planner/measure/collector_fit.hpp"
 #include "planner/util/input_error.hpp"
-#include "tests/planner/measured_runs.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/measured_runs.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;
@@ -36,7 +36,7 @@ TEST_CASE("fit_collector_context: the median context of the reports, written int
   CHECK_THROWS_AS(fit_collector_context({}, base, "hf"), input_error);
 }
 
-TEST_CASE("fit_collector_timing: every timed run, then another host's profiled runs by their busy times alone", "[calibrate][hf]") {
+TEST_CASE("fit_collector_timing: every timed run, then another host's profiled runs by their busy times alone", "[calibrate][hf][measured]") {
   const gpu_spec& h100 = data().gpu("h100");
   const calibration base = data().calibration_for(h100);
   const measured_file steps = test::shared_h100_step_times();  // step times alone, not profiled

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "planner/measure/measurement_check.hpp"
-#include "tests/planner/measured_runs.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/measured_runs.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;
@@ -19,7 +19,7 @@ calibration calib() { return data().calibration_for(h100()); }
 }  // namespace
 
 TEST_CASE("check_measured_run: errors of measurements set 2%, 4% and 25% off the prediction, against the tolerances",
-          "[check]") {
+          "[check][measured]") {
   const measured_file f = test::shared_h100_measurements();
   measured_run r = f.runs.front();
   REQUIRE(r.memory_measured);
@@ -83,7 +83,7 @@ TEST_CASE("check_measured_run: errors of measurements set 2%, 4% and 25% off the
   CHECK(oom_totals.worst_time_pct == 0);
 }
 
-TEST_CASE("check_measured_run: a profiled run's busy time and kernels, a listed run's segments", "[check][allocator]") {
+TEST_CASE("check_measured_run: a profiled run's busy time and kernels, a listed run's segments", "[check][allocator][measured]") {
   const measured_file f = test::shared_h100_measurements();
   measured_run r = f.runs.front();
   const run_check predicted = check_measured_run(f, r, h100(), calib(), {}, true);

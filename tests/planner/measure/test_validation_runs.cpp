@@ -6,7 +6,7 @@
 #include "planner/measure/validation_runs.hpp"
 #include "planner/model/model_facts.hpp"
 #include "planner/search/search.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;

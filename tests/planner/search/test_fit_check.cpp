@@ -7,7 +7,7 @@
 #include "planner/profiles/registry.hpp"
 #include "planner/search/fit_check.hpp"
 #include "planner/search/search.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;

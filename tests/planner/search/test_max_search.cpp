@@ -11,7 +11,7 @@
 #include "planner/search/max_search.hpp"
 #include "planner/search/search.hpp"
 #include "planner/util/input_error.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;

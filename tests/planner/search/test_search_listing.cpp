@@ -3,7 +3,7 @@
 
 #include "planner/model/model_facts.hpp"
 #include "planner/search/search_listing.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;

@@ -8,7 +8,7 @@
 #include "planner/model/model_facts.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/search/sweep_runner.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 using trainplan::test::data;

@@ -5,7 +5,7 @@
 
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/registry.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 

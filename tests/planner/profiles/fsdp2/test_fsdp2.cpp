@@ -6,7 +6,7 @@
 #include "planner/memory/timeline.hpp"
 #include "planner/profiles/fsdp2/fsdp2_state.hpp"
 #include "planner/profiles/registry.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 

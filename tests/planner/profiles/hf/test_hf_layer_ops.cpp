@@ -9,7 +9,7 @@
 
 #include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/registry.hpp"
-#include "tests/planner/test_helpers.hpp"
+#include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
 

@@ -1,0 +1,252 @@
+// Under --framework hf the peak is the CUDA context plus what PyTorch's caching allocator reserves, replayed
+// within the GPU's memory, and the verdict is the replay's (planner/evaluate/plan.hpp, apply_allocator_replay): the
+// fit check, sweeps (unless --estimate), searches, max and the suggestions agree on it.
+#include <catch2/catch.hpp>
+
+#include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/search/max_fit.hpp"
+#include "planner/search/search.hpp"
+#include "planner/search/sweep.hpp"
+#include "tests/support/measured_runs.hpp"
+#include "tests/support/plan_helpers.hpp"
+
+using namespace trainplan;
+
+namespace {
+
+run_config gpt2_run(std::uint64_t micro_batch, recompute_mode recompute = recompute_mode::none) {
+  run_config r;
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 1024;
+  r.micro_batch = micro_batch;
+  r.recompute = recompute;
+  r.dropout = 0.1;  // GPT-2's own, as plan and a sweep take it from the model
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("hf: the peak is the context plus the replayed reserved bytes, for every shared H100 run", "[measured][allocator][hf]") {
+  for (const measured_run& m : test::shared_h100_measurements().runs) {
+    INFO(m.id);
+    const plan_result p = test::plan_of(m.model, m.run);
+    REQUIRE(p.allocator.has_value());
+    CHECK(p.peak_bytes == p.overhead.cuda_context_bytes + p.allocator_reserved_bytes);
+    CHECK(p.allocator_reserved_bytes == p.allocator->peak_reserved_bytes + p.overhead.cublas_workspace_bytes);
+    CHECK(p.overhead.allocator_slack_bytes == p.allocator->peak_reserved_bytes - p.tensor_peak_bytes);
+    CHECK(p.fits);
+    CHECK(p.allocator->cache_releases == 0);  // a few GiB on an 80 GB GPU: never short
+    CHECK(p.allocator->budget_reserved_bytes == p.allocator->peak_reserved_bytes);
+  }
+}
+
+TEST_CASE("hf: a run whose tensors fit but whose allocator runs out does not fit", "[allocator][hf]") {
+  // GPT-2, amp-bf16, dropout 0.1, s1024 b48: tensors 70.4 GiB, the fast estimate (2% slack) says it fits; the replay
+  // runs out of memory in the second step's loss, its [b*s, V] fp32 buffers finding no segment whole.
+  const model_spec& gpt2 = test::data().model("gpt2").spec;
+  const gpu_spec& h100 = test::data().gpu("h100");
+  plan_options estimate_only;
+  estimate_only.detail = timeline_detail::peak;
+  const plan_result estimate = evaluate_plan(gpt2, gpt2_run(48), h100, test::data().calibration_for(h100), estimate_only);
+  CHECK(estimate.fits);
+  CHECK_FALSE(estimate.allocator.has_value());
+  const plan_result p = test::plan_of(gpt2, gpt2_run(48));
+  REQUIRE(p.allocator.has_value());
+  CHECK(p.allocator->out_of_memory);
+  CHECK(p.allocator->failed_step >= 1);
+  CHECK(std::string(p.allocator->failed_tensor).starts_with("loss."));
+  CHECK_FALSE(p.fits);
+  CHECK(p.peak_bytes > h100.memory_bytes);
+  CHECK(p.allocator->peak_allocated_bytes + p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes <=
+        h100.memory_bytes);  // the tensors alone fit: fragmentation
+}
+
+TEST_CASE("hf: plan max micro-batch, searches and sweeps give the fit check's verdict and peak", "[allocator][hf]") {
+  const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const sweep_gpu gpu{h100, test::data().calibration_for(h100)};
+  auto fit_check = [&](std::uint64_t b) { return test::plan_of(gpt2.spec, gpt2_run(b)); };
+  const std::optional<std::uint64_t> largest = largest_fitting(1, 256, [&](std::uint64_t b) {
+    const std::optional<config_summary> s = summarize_config(gpt2, gpu, gpt2_run(b), 0.0);
+    return s && s->fits;
+  });
+  REQUIRE(largest.has_value());
+  CHECK(fit_check(*largest).fits);
+  CHECK_FALSE(fit_check(*largest + 1).fits);
+  for (std::uint64_t b : {*largest, *largest + 1, std::uint64_t{4}}) {
+    INFO("micro-batch " << b);
+    const plan_result p = fit_check(b);
+    const std::optional<config_summary> s = summarize_config(gpt2, gpu, gpt2_run(b), 0.0);
+    REQUIRE(s.has_value());
+    CHECK(s->fits == p.fits);
+    CHECK(s->peak_bytes == p.peak_bytes);
+    sweep_space space;
+    space.models.push_back(gpt2);
+    space.gpus.push_back(gpu);
+    space.precisions = {precision_regime::amp_bf16};
+    space.seqs = {1024};
+    space.micro_batches = {b};
+    space.base.profile = &profile_named("hf");
+    const sweep_result replayed = evaluate_point(space.at(0), nullptr, true);
+    REQUIRE(replayed.plan.has_value());
+    CHECK(replayed.plan->fits == p.fits);
+    CHECK(replayed.plan->peak_bytes == p.peak_bytes);
+    const sweep_result estimated = evaluate_point(space.at(0), nullptr, false);  // plan sweep --estimate
+    REQUIRE(estimated.plan.has_value());
+    CHECK_FALSE(estimated.plan->allocator.has_value());
+    CHECK(estimated.plan->peak_bytes == estimated.plan->tensor_peak_bytes + estimated.plan->overhead.total());
+  }
+}
+
+TEST_CASE("hf: a sweep row whose tensors alone do not fit has plan's peak, the least memory its replay needs", "[allocator][hf]") {
+  const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const plan_result p = test::plan_of(gpt2.spec, gpt2_run(120));
+  REQUIRE(p.allocator.has_value());
+  CHECK_FALSE(p.allocator->tensors_fit);
+  sweep_space space;
+  space.models.push_back(gpt2);
+  space.gpus.push_back({h100, test::data().calibration_for(h100)});
+  space.precisions = {precision_regime::amp_bf16};
+  space.seqs = {1024};
+  space.micro_batches = {120};
+  space.base.profile = &profile_named("hf");
+  const sweep_result row = evaluate_point(space.at(0), nullptr, true);
+  REQUIRE(row.plan.has_value());
+  CHECK_FALSE(row.plan->fits);
+  CHECK(row.plan->peak_bytes == p.peak_bytes);
+  CHECK(row.plan->peak_bytes > row.plan->tensor_peak_bytes + p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes);
+}
+
+TEST_CASE("hf: a run that runs out of memory on its GPU is never said to need less than the GPU has", "[allocator][hf]") {
+  // Mistral-7B, seq 44,745, full recomputation on an H200: the replay runs out in the GPU's memory yet completes
+  // in 139.3 GiB (a tighter limit frees cached segments sooner); the least memory is searched above the GPU's.
+  run_config r;
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 44745;
+  r.recompute = recompute_mode::full;
+  const gpu_spec& h200 = test::data().gpu("h200");
+  const model_spec& mistral = test::data().model("mistral-7b").spec;
+  const plan_result p = evaluate_plan(mistral, r, h200, test::data().calibration_for(h200));
+  REQUIRE(p.allocator.has_value());
+  CHECK(p.allocator->out_of_memory);
+  CHECK_FALSE(p.fits);
+  CHECK(p.peak_bytes > h200.memory_bytes);
+  // and the replay completes in what it says it needs
+  const std::uint64_t capacity = h200.memory_bytes - p.overhead.cuda_context_bytes - p.overhead.cublas_workspace_bytes;
+  const allocator_schedule schedule = schedule_allocations(p.inv, describe_model(mistral), 1);
+  CHECK(replay_schedule(schedule, nullptr, capacity, true).out_of_memory);
+  CHECK_FALSE(replay_schedule(schedule, nullptr, p.allocator->peak_reserved_bytes, true).out_of_memory);
+}
+
+TEST_CASE("hf: a replay that stops at the first failure fails where the whole replay does", "[allocator][hf]") {
+  // apply_allocator_replay's bisection asks only whether a capacity suffices: its probes stop at the failure.
+  const plan_result p = test::plan_of(test::data().model("gpt2").spec, gpt2_run(48));
+  const model_facts facts = describe_model(test::data().model("gpt2").spec);
+  const std::uint64_t capacity = p.allocator->peak_reserved_bytes - (64ull << 20);  // 64 MiB short of what it needs
+  const allocator_schedule schedule = plan_allocator_schedule(p, facts);  // the plan's, its cuBLAS workspaces included
+  const allocator_replay whole = replay_schedule(schedule, nullptr, capacity);
+  const allocator_replay probe = replay_schedule(schedule, nullptr, capacity, true);
+  REQUIRE(whole.out_of_memory);
+  CHECK(probe.out_of_memory);
+  CHECK(probe.failed_tensor == whole.failed_tensor);
+  CHECK(probe.failed_step == whole.failed_step);
+  CHECK(probe.peak_allocated_bytes <= whole.peak_allocated_bytes);
+  // With enough memory a probe runs every step, as the whole replay does.
+  const allocator_replay enough = replay_schedule(schedule, nullptr, p.allocator->peak_reserved_bytes, true);
+  CHECK_FALSE(enough.out_of_memory);
+  CHECK(enough.peak_reserved_bytes == p.allocator->peak_reserved_bytes);
+}
+
+namespace {
+
+// Llama-2-7B at seq 4096 with AdamW's state offloaded: 67 GiB of tensors on an 80 GB H100, where the
+// allocator's cache fills the GPU until it runs short and frees it.
+run_config offloaded_7b_run() {
+  run_config r;
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 4096;
+  r.offload = offload_mode::optimizer;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("hf: a run that fits only by freeing the allocator's cache peaks at the least memory it completes in", "[allocator][hf]") {
+  // Its replay in the GPU's memory reserves nearly all of it (it once showed 0.2 MiB of headroom): a cache,
+  // not what the run needs. The peak is the least memory in which the replay completes, as for a run that
+  // does not fit.
+  const model_spec& llama = test::data().model("llama-2-7b").spec;
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const plan_result p = test::plan_of(llama, offloaded_7b_run());
+  REQUIRE(p.allocator.has_value());
+  CHECK(p.fits);
+  CHECK_FALSE(p.allocator->out_of_memory);
+  CHECK(p.allocator->cache_releases >= 1);
+  const std::uint64_t capacity = h100.memory_bytes - p.overhead.cuda_context_bytes - p.overhead.cublas_workspace_bytes;
+  const allocator_schedule schedule = plan_allocator_schedule(p, describe_model(llama));
+  const allocator_replay in_gpu = replay_schedule(schedule, nullptr, capacity);
+  REQUIRE(in_gpu.cache_releases == p.allocator->cache_releases);
+  const std::uint64_t least = p.allocator->peak_reserved_bytes;
+  CHECK(least < in_gpu.peak_reserved_bytes);  // below what its cache filled
+  CHECK(p.allocator->budget_reserved_bytes == in_gpu.peak_reserved_bytes);  // what a measurement on the GPU would read
+  CHECK(least >= p.allocator->peak_allocated_bytes);
+  CHECK(p.peak_bytes == p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes + least);
+  CHECK(p.headroom_bytes == static_cast<std::int64_t>(h100.memory_bytes - p.peak_bytes));
+  // the replay completes in it and runs out in 2 MiB less (the bisection's bound)
+  CHECK_FALSE(replay_schedule(schedule, nullptr, least, true).out_of_memory);
+  CHECK(replay_schedule(schedule, nullptr, least - (2ull << 20), true).out_of_memory);
+}
+
+TEST_CASE("hf: a safety margin is the memory the allocator gets", "[allocator][hf]") {
+  // As under torch.cuda.set_per_process_memory_fraction: the replay runs in the budget. A run that does not
+  // run short there keeps the fit check's peak.
+  const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const sweep_gpu gpu{h100, test::data().calibration_for(h100)};
+  const std::optional<config_summary> s = summarize_config(gpt2, gpu, gpt2_run(8), 0.5);
+  REQUIRE(s.has_value());
+  CHECK(s->peak_bytes == test::plan_of(gpt2.spec, gpt2_run(8)).peak_bytes);
+  CHECK(s->fits == (s->peak_bytes <= memory_budget(h100, 0.5)));
+  // The offloaded 7B run fills a 10% margin's budget with its cache too, and completes in it by freeing the
+  // cache: it fits, with the least memory it completes in, within the budget, for its peak.
+  const sweep_model llama{test::data().model("llama-2-7b").spec, describe_model(test::data().model("llama-2-7b").spec)};
+  const std::uint64_t budget = memory_budget(h100, 0.1);
+  const std::optional<config_summary> offloaded = summarize_config(llama, gpu, offloaded_7b_run(), 0.1);
+  REQUIRE(offloaded.has_value());
+  CHECK(offloaded->fits);
+  CHECK(offloaded->peak_bytes <= budget);
+  const plan_result p = test::plan_of(llama.spec, offloaded_7b_run());
+  const std::uint64_t fixed = p.overhead.cuda_context_bytes + p.overhead.cublas_workspace_bytes;
+  const allocator_replay in_budget = replay_schedule(schedule_allocations(p.inv, llama.facts, 1), nullptr, budget - fixed);
+  CHECK_FALSE(in_budget.out_of_memory);
+  CHECK(in_budget.cache_releases >= 1);
+  CHECK(offloaded->peak_bytes < fixed + in_budget.peak_reserved_bytes);
+}
+
+TEST_CASE("hf: a model too large to replay keeps the estimate, and the count of its replay is exact", "[allocator][hf]") {
+  // A million layers once made the replay take minutes and tens of GB of host memory.
+  for (const char* name : {"gpt2", "llama-3.1-405b", "deepseek-v3"}) {
+    INFO(name);
+    run_config r = gpt2_run(2);
+    r.dropout = 0;
+    r.grad_accum = 4;
+    const model_spec& m = test::data().model(name).spec;
+    const plan_result p = test::plan_of(m, r);
+    CHECK(count_schedule_instances(p.inv, describe_model(m), 4) == schedule_allocations(p.inv, describe_model(m), 4).instances);
+    CHECK(p.allocator_replay_skipped_instances == 0);
+  }
+  model_spec deep = test::data().model("gpt2").spec;
+  deep.layers = 30000;
+  deep.name = "deep";
+  const plan_result p = test::plan_of(deep, gpt2_run(1));
+  CHECK_FALSE(p.allocator.has_value());
+  CHECK(p.allocator_replay_skipped_instances > max_replayed_instances);
+  CHECK(p.peak_bytes == p.tensor_peak_bytes + p.overhead.total());  // the estimate: tensors and the slack
+  CHECK(p.overhead.allocator_slack_bytes > 0);
+}
