@@ -1,3 +1,6 @@
+// `plan bench --kernels` (bench_kernels.hpp): each kernel of a step at one model's shapes, in buffers from the
+// backend's memory, timed after a warm-up run and set beside its roofline (FLOPs at the bf16 dense peak or bytes
+// at the memory bandwidth, the data/gpus.json figures).
 #include "cli/bench_kernels.hpp"
 
 #include <fmt/format.h>

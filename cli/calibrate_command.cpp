@@ -1,6 +1,6 @@
 // `plan calibrate REPORT|FOLDER...`: fits data/calibration.json's constants for one GPU from `plan
 // validate --backend cuda` reports and prints how close the calibrated planner comes to each run.
-// Exit 0 when within the targets (2% of device peak memory, 10% of step time), 1 otherwise.
+// Exit 0 when within the calibration's targets (2% of device peak memory, 10% of step time), 1 otherwise.
 //
 // A report it can use (written by the CUDA backend) has, besides plan validate's fields:
 //   "gpu": {"name": "h100"},
@@ -50,8 +50,8 @@ json timing_json(const timing_constants& k) {
 }
 
 // A GPU's entry holds one "source": what each fit wrote there, "; "-separated, each part starting with its
-// own prefix (and holding no "; " itself). A fit replaces its own part and keeps the other's (the trainplan
-// fit and --framework hf's fill different keys of the same entry).
+// own prefix (and holding no "; " itself). A fit replaces its own part and keeps the other's (the harness's
+// fit and a collector's, --framework NAME, fill different keys of the same entry).
 constexpr std::string_view trainplan_source_prefix = "plan calibrate on ";
 // A stack calibrated from its collector's reports: "plan calibrate --framework <name> on ".
 std::string collector_source_prefix(const stack_profile& stack) {
@@ -114,7 +114,7 @@ struct calibrate_args {
   std::string output, data_dir, framework, gpu = "h100";  // framework: empty = the harness
   bool json = false;
   bool held_out = false;  // --held-out: leave-one-out predictions beside the fit's residuals
-  std::vector<std::string> device_only;  // --device-only: profiled reports whose busy times alone join the hf fit
+  std::vector<std::string> device_only;  // --device-only: profiled reports whose busy times alone join a collector's fit
 };
 
 json read_json(const std::filesystem::path& path) {

@@ -1,5 +1,5 @@
 // `plan check FILE...`: predicts every configuration a collector report measured (scripts/collect_hf.py,
-// the format of tests/data/measurements/) with --framework hf, and prints predicted beside measured. The
+// the format of tests/data/measurements/) as the stack it measured, and prints predicted beside measured. The
 // prediction and its errors are planner/measure/measurement_check.hpp's; here the files read and the table.
 #include <fmt/format.h>
 
@@ -225,7 +225,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
 void register_check_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<check_args>();
   CLI::App* cmd = app.add_subcommand(
-      "check", "predict every run of a collector report (scripts/collect_hf.py) with --framework hf and compare "
+      "check", "predict every run of a collector report (scripts/collect_hf.py) as the stack it measured and compare "
                "(exit 0 all within tolerance, 1 otherwise)");
   cmd->add_option("files", args->files, "JSON-lines reports written by scripts/collect_hf.py")->required()->type_name("FILE");
   cmd->add_option("--gpu,-g", args->gpu, "the GPU the runs were measured on (default h100)")->type_name("NAME");
@@ -246,7 +246,7 @@ void register_check_command(CLI::App& app, command_action& chosen) {
                "workspaces made, and the allocator replay does not make them again");
   cmd->add_option("--data-dir", args->data_dir,
                   "as for plan: GPUs, models and calibration beyond the built-in ones (a calibration.json that plan "
-                  "calibrate --framework hf -o wrote for this machine, say)")
+                  "calibrate --framework NAME -o wrote for this machine, say)")
       ->type_name("DIR");
   cmd->footer("Example: python3 scripts/collect_hf.py --preset shared-h100 -o mine.jsonl && plan check mine.jsonl");
 

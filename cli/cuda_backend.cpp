@@ -1,3 +1,5 @@
+// Finds the CUDA backend (cuda_backend.hpp): libtrainplan_cuda_backend.so beside the executable, opened with
+// dlopen once, or the reason there is none, kept for every later call.
 #include "cli/cuda_backend.hpp"
 
 #include <dlfcn.h>

@@ -1,3 +1,5 @@
+// `--emit ENGINE` (emit_config.hpp): the planned run as each engine's configuration file, and what an engine
+// cannot express refused or noted.
 #include "cli/emit_config.hpp"
 
 #include "planner/profiles/registry.hpp"
@@ -375,9 +377,16 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
       out.files.push_back({(p.parent_path() / (p.stem().string() + ".lora.json")).string(), peft_config(m, run).dump(2) + "\n"});
     }
   } else {
-    throw input_error(fmt::format("--emit: unknown engine '{}' (known: deepspeed, fsdp, hf-trainer, torchtitan)", engine));
+    throw input_error(fmt::format("--emit: unknown engine '{}' (known: {})", engine, emit_engine_names(", ")));
   }
   return out;
+}
+
+std::string emit_engine_names(std::string_view separator) {
+  std::string names;
+  for (std::string_view engine : {"deepspeed", "fsdp", "hf-trainer", "torchtitan"})
+    names += fmt::format("{}{}", names.empty() ? "" : separator, engine);
+  return names;
 }
 
 }  // namespace trainplan::cli

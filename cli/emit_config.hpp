@@ -1,6 +1,7 @@
 #pragma once
 // `--emit ENGINE -o FILE`: a configuration for a real training engine that runs the planned setup.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "planner/model/model_spec.hpp"
@@ -27,5 +28,9 @@ struct emitted_config {
 // engine's source it was read from.
 emitted_config emit_config(const std::string& engine, const std::string& path, const model_spec& m,
                            const run_config& run);
+
+// The engines emit_config writes for, in --help's order, `separator` between them: for --help and the error
+// that names an unknown one.
+std::string emit_engine_names(std::string_view separator = " | ");
 
 }  // namespace trainplan::cli

@@ -1,3 +1,5 @@
+// `plan` itself, the fit check: its options, the check and its suggestions (planner/search/fit_check.hpp), the
+// report in text or JSON, and --emit's configuration files. Exit 0 when the run fits, 1 when not.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -36,7 +38,7 @@ command_action register_fit_check(CLI::App& app) {
   add_model_run_options(app, args->model_run);
   app.add_option("--tokens", args->tokens, "training tokens (e.g. 1T): prints the time to train")->type_name("COUNT")->group("Run");
   app.add_flag("--json", args->json, "print one JSON object instead of the report");
-  app.add_option("--emit", args->emit, "write a config for deepspeed | fsdp | hf-trainer | torchtitan (with -o FILE)")
+  app.add_option("--emit", args->emit, fmt::format("write a config for {} (with -o FILE)", emit_engine_names()))
       ->type_name("ENGINE");
   app.add_option("-o,--output", args->output, "the file --emit writes")->type_name("FILE");
   app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 8)")

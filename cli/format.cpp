@@ -1,3 +1,5 @@
+// Number formatting for people (format.hpp): GiB (MiB below a tenth of one), grouped integers and rates,
+// percentages, durations and the UTC time.
 #include "cli/format.hpp"
 
 #include <fmt/format.h>

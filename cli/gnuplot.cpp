@@ -1,3 +1,5 @@
+// Drawing a chart with gnuplot (gnuplot.hpp): the data and script written to a private temporary folder, gnuplot
+// run there, and the picture written through the one output path (output_file.hpp).
 #include "cli/gnuplot.hpp"
 
 #include <fmt/format.h>

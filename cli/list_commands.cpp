@@ -1,3 +1,5 @@
+// `plan gpus` and `plan models`: the GPUs and model presets of the data catalog (data/gpus.json, data/models.json,
+// or a --data-dir's), one row each.
 #include <fmt/format.h>
 
 #include <memory>

@@ -52,9 +52,10 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       ->type_name("FRACTION");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--levers", args->levers,
-                  "also the largest value with each combination of these levers: precision, optimizer, optimizer-impl, "
-                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE), allocator (hf: expandable "
-                  "segments)")
+                  fmt::format("also the largest value with each combination of these levers: precision, optimizer, "
+                              "optimizer-impl, recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, "
+                              "ep (MoE), allocator ({}: expandable segments)",
+                              profiles_offering(&stack_profile::offers_expandable_segments)))
       ->type_name("LIST");
   cmd->add_option("--top", args->top, "with --levers, at most this many rows (default 8)")->type_name("N");
 

@@ -1,6 +1,7 @@
 #pragma once
-// Predicts every run of collector reports (scripts/collect_hf.py) with --framework hf and prints prediction
-// beside measurement (`plan check`, and `plan calibrate --framework hf` after it sets the context).
+// Predicts every run of collector reports (scripts/collect_hf.py) as the stack each measured (its env line's, or
+// the collector's: unlabelled_report_profile) and prints prediction beside measurement (`plan check`, and
+// `plan calibrate --framework NAME` after it sets the context).
 #include <string>
 #include <vector>
 

@@ -1,3 +1,5 @@
+// The model's options beyond its family's plain block, in words (model_features.hpp): MoE, latent attention,
+// norms, gates, scales, soft caps, sliding windows.
 #include "cli/model_features.hpp"
 
 #include <fmt/format.h>

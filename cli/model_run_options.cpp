@@ -1,3 +1,5 @@
+// The options shared by `plan` and its subcommands (model_run_options.hpp): their help, whose lists of stacks
+// come from the registered profiles, and their resolution into a model, a run and a GPU.
 #include "cli/model_run_options.hpp"
 
 #include <fmt/format.h>
@@ -13,7 +15,7 @@ namespace trainplan::cli {
 
 namespace {
 
-// "hf (PyTorch eager + Hugging Face transformers, the default) | llmc (llm.c) | ..."
+// Every registered stack as "NAME (TITLE)", " | "-separated, the default marked, and the default with --ep.
 std::string framework_help() {
   std::string list;
   for (const stack_profile* p : all_profiles()) {
@@ -22,13 +24,6 @@ std::string framework_help() {
   }
   return fmt::format("the training stack whose memory and time are predicted: {}; with --ep above 1 and none named: {}",
                      list, default_cli_profile(true).name);
-}
-
-std::string profiles_offering(bool stack_profile::*offers) {
-  std::string names;
-  for (const stack_profile* p : all_profiles())
-    if (p->*offers) names += (names.empty() ? "" : ", ") + std::string(p->name);
-  return names;
 }
 
 std::string precision_help() {
@@ -50,6 +45,17 @@ std::string recompute_help() {
 }
 
 }  // namespace
+
+std::string profiles_where(const std::function<bool(const stack_profile&)>& holds) {
+  std::string names;
+  for (const stack_profile* p : all_profiles())
+    if (holds(*p)) names += (names.empty() ? "" : ", ") + std::string(p->name);
+  return names;
+}
+
+std::string profiles_offering(bool stack_profile::*offers) {
+  return profiles_where([offers](const stack_profile& p) { return p.*offers; });
+}
 
 void add_model_run_options(CLI::App& app, model_run_args& a) {
   const char* model_group = "Model (one of --model, --params, --hf-config, or a shape)";
@@ -116,12 +122,14 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->type_name("BYTES")->group(par_group);
   app.add_option("--finetune", a.finetune, "full (default) | lora | qlora")->type_name("KIND")->group(par_group);
   app.add_option("--lora-rank", a.lora_rank, "LoRA rank r (default 16)")->type_name("R")->group(par_group);
+  const std::string peft_stacks = profiles_offering(&stack_profile::lora_through_peft);
   app.add_option("--lora-dtype", a.lora_dtype,
-                 "hf: the adapters' dtype: fp32 (default: peft upcasts a 16-bit base's) | model (the model cast "
-                 "after get_peft_model)")
+                 fmt::format("{}: the adapters' dtype: fp32 (default: peft upcasts a 16-bit base's) | model (the model "
+                             "cast after get_peft_model)", peft_stacks))
       ->type_name("DTYPE")->group(par_group);
   app.add_option("--lora-dropout", a.lora_dropout,
-                 "hf: peft's lora_dropout, applied to each adapted linear's input (default 0, as peft's)")
+                 fmt::format("{}: peft's lora_dropout, applied to each adapted linear's input (default 0, as peft's)",
+                             peft_stacks))
       ->type_name("P")->group(par_group);
   app.add_option("--lora-targets", a.lora_targets, "layers with adapters: q,k,v,o[,mlp] (default q,k,v,o)")
       ->type_name("LIST")->group(par_group);

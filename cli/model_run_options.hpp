@@ -2,6 +2,7 @@
 // The model, run and GPU options shared by `plan` and its subcommands, as typed, and their resolution
 // into planner structures. Numbers are taken as strings and parsed by the planner so that every bad
 // value gets the same kind of one-line message.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,10 +55,16 @@ const stack_profile& chosen_profile(const model_run_args& args);
 void apply_framework_options(const model_run_args& args, run_config& run);
 // The precision text to parse: --precision as given, else the framework's default regime's name.
 std::string precision_text(const model_run_args& args);
-// Likewise for --recompute: none, except llm.c's default GELU recomputation (selective) under llmc.
+// Likewise for --recompute: as given, else the stack's default (stack_profile::default_recompute).
 std::string recompute_text(const model_run_args& args);
 
 // The parallelism, offload and fine-tuning options onto a run (throws input_error).
 void apply_parallel_options(const model_run_args& args, run_config& run);
+
+// The names of the registered stacks for which `holds` is true, ", "-separated in --help's order: for a help text
+// that says which stacks an option applies to, read from their profiles rather than written out.
+std::string profiles_where(const std::function<bool(const stack_profile&)>& holds);
+// The same for one of the profile's flags (offers_expandable_segments, lora_through_peft...).
+std::string profiles_offering(bool stack_profile::*offers);
 
 }  // namespace trainplan::cli

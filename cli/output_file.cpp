@@ -1,3 +1,5 @@
+// Writing a file (output_file.hpp): to a temporary beside the target, fsync'd and renamed over it; a process's
+// descriptor or a device written directly; temporaries removed on a signal with async-signal-safe calls only.
 #include "cli/output_file.hpp"
 
 #include <fmt/format.h>

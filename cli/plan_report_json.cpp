@@ -1,3 +1,5 @@
+// The fit check's report as one JSON object (plan_report.hpp, render_plan_json): the model, the run, the memory
+// at the peak with the allocator's replay, the verdict, the time and the suggestions, as the check computed them.
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -121,7 +123,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                  {"peak_when", describe_point(p.timeline.peak, run.grad_accum)},
                  {"headroom_bytes", p.headroom_bytes},
                  {"tensors_at_peak", tensors}};
-  // The allocator replay behind the peak and the verdict (hf), or null where the slack estimate stands.
+  // The allocator replay behind the peak and the verdict (where replays_allocator), or null where the slack
+  // estimate stands.
   if (p.allocator) {
     const allocator_replay& a = *p.allocator;
     j["memory"]["allocator"] = {{"replayed_steps", 3},
@@ -150,7 +153,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   } else {
     j["memory"]["allocator"] = nullptr;
   }
-  // hf: the buffer instances of a model too large to replay (the estimate stands); 0 otherwise
+  // Where the allocator is replayed: the buffer instances of a model too large to replay (the estimate stands); 0
+  // otherwise
   j["memory"]["allocator_replay_skipped_instances"] = p.allocator_replay_skipped_instances;
   j["fits"] = p.fits;
   // fits, with less headroom than the calibration's safety margin (what plan search keeps free)

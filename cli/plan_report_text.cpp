@@ -1,3 +1,5 @@
+// The fit check's report for people (plan_report.hpp, render_plan_text): the model and run, the memory at the
+// peak, the verdict, the step's compute and time, what would make it fit, and the assumptions.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -67,8 +67,8 @@ std::optional<plan_result> evaluate(const sweep_model& m, const sweep_gpu& g, co
   plan_options o;
   o.detail = detail;
   o.facts = &m.facts;
-  // Each point is plan's: under hf the peak is the caching allocator replay's (a peak-only evaluation leaves it
-  // out unless asked, for sweeps that opt out of it).
+  // Each point is plan's: where the allocator is replayed (replays_allocator) the peak is the caching allocator
+  // replay's (a peak-only evaluation leaves it out unless asked, for sweeps that opt out of it).
   o.replay_at_peak = true;
   try {
     return evaluate_plan(m.spec, r, g.spec, g.calib, o);

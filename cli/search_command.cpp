@@ -11,6 +11,7 @@
 #include "planner/profiles/registry.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
+#include "cli/model_run_options.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/search/levers.hpp"
@@ -115,9 +116,10 @@ void register_search_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--top", args->top, "how many of the best to list (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--levers", args->levers,
-                  "also search these levers, each labelled with its cost: precision, optimizer, optimizer-impl, "
-                  "recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, ep (MoE), allocator (hf: "
-                  "expandable segments) (comma-separated)")
+                  fmt::format("also search these levers, each labelled with its cost: precision, optimizer, "
+                              "optimizer-impl, recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, "
+                              "ep (MoE), allocator ({}: expandable segments) (comma-separated)",
+                              profiles_offering(&stack_profile::offers_expandable_segments)))
       ->type_name("LIST");
   cmd->footer("Searches micro-batch 1..1024 and recompute none/selective/full (none/full where the stack recomputes whole "
               "layers only) unless given; lists and ranges as in sweep.\n"

@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
 #include "cli/sweep_output.hpp"
+#include "cli/model_run_options.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
@@ -36,9 +37,13 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--threads", args->threads, "worker threads (default: every core)")->type_name("N");
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
   cmd->add_flag("--estimate", args->estimate,
-                "--framework hf: keep the peak estimate (tensors + context + workspaces + the calibrated slack) instead of "
-                "replaying PyTorch's caching allocator for every row, as plan does: a thousand times faster or more, for "
-                "millions of rows; peak and verdict may then differ from plan's");
+                fmt::format("--framework {}: keep the peak estimate (tensors + context + workspaces + the calibrated "
+                            "slack) instead of replaying PyTorch's caching allocator for every row, as plan does: a "
+                            "thousand times faster or more, for millions of rows; peak and verdict may then differ from "
+                            "plan's",
+                            profiles_where([](const stack_profile& p) {
+                              return p.allocator == allocator_model::pytorch_replay;
+                            })));
   cmd->footer(
       "Example: plan sweep --model llama-3.1-8b,mistral-7b --seq 512:32k:x2 --micro-batch 1,2,4,8 "
       "--recompute none,selective,full --gpu h100,a100-80gb -o sweep.csv");

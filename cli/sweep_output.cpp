@@ -1,3 +1,5 @@
+// Writing a sweep (sweep_output.hpp): the columns, one row a configuration as CSV (RFC 4180 quoting) or JSON
+// lines, formatted on the worker threads and written in order.
 #include "cli/sweep_output.hpp"
 
 #include <algorithm>

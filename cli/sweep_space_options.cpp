@@ -1,3 +1,5 @@
+// `plan`'s options as a sweep space (sweep_space_options.hpp): each list or range an axis, each listed model
+// resolved as `plan` resolves one.
 #include "cli/sweep_space_options.hpp"
 
 #include <fmt/format.h>

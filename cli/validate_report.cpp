@@ -1,3 +1,5 @@
+// The output of `plan validate` (validate_report.hpp): the report for people, one JSON object, a Markdown
+// summary and the timeline as CSV, each from one validation result.
 #include "cli/validate_report.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The CPU references of the MLP activations (activation.hpp): GELU's tanh form and SiLU with their
+// derivatives written out, and the GELU and SwiGLU passes over a buffer, in fp32 and stored in its dtype.
 #include "kernels/activation.hpp"
 
 #include <cmath>

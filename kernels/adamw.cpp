@@ -1,3 +1,5 @@
+// The CPU reference of the AdamW step (adamw.hpp): PyTorch's order (decay, then the bias-corrected update),
+// in fp32 with the bias corrections in double; and the loss scaler's check for inf or NaN gradients.
 #include "kernels/adamw.hpp"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// The CPU reference of eager attention (attention.hpp): scores, the causal softmax and its dropout
+// materialised as (b, a, s, s) buffers, their backward; and the rotary embedding applied in place on q and k.
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -1,3 +1,5 @@
+// The CPU reference of flash-style attention (attention.hpp): keys in tiles with an online softmax
+// (Dao et al. 2022), and the backward that recomputes the probabilities from the log-sum-exp (FlashAttention-2).
 #include <cmath>
 #include <limits>
 #include <vector>

@@ -1,3 +1,5 @@
+// The CPU reference of the fused softmax cross-entropy (cross_entropy.hpp): each row's loss and its gradient
+// in one pass over the logits, sums in double, the gradient written over the logits when asked.
 #include "kernels/cross_entropy.hpp"
 
 #include <cmath>

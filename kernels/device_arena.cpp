@@ -1,3 +1,5 @@
+// The device arena's bookkeeping (device_arena.hpp): best-fit placement of 256-byte aligned blocks in one
+// reserved block, neighbours merged on release, and arena_memory, which hands its offsets out as pointers.
 #include "kernels/device_arena.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Counter-based dropout (dropout.hpp): SplitMix64 (Steele et al. 2014) hashed over (seed, site, index), and the
+// mask written from it.
 #include "kernels/dropout.hpp"
 
 namespace trainplan::kernels {

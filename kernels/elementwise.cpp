@@ -1,3 +1,5 @@
+// The CPU references of the pointwise ops between the big kernels (elementwise.hpp): the residual add through
+// dropout, dropout alone, dtype conversion, fills and accumulation.
 #include "kernels/elementwise.hpp"
 
 namespace trainplan::kernels {

@@ -1,3 +1,5 @@
+// The CPU reference of the token and position embeddings (embedding.hpp): the gather, and the backward's
+// scatter-add summed in fp32 scratch and added to the stored gradients once; a token outside the table throws.
 #include "kernels/embedding.hpp"
 
 #include <stdexcept>

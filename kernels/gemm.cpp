@@ -1,3 +1,5 @@
+// The CPU reference linear layers (gemm.hpp): forward through gemm_forward's epilogue, and the backward for
+// the input and for the weight and bias, summed in fp32 (the weight's and bias's added to the stored gradients).
 #include "kernels/gemm.hpp"
 
 namespace trainplan::kernels {

@@ -1,3 +1,5 @@
+// The CPU reference of the Mixture-of-Experts combine (moe_combine.hpp): each token's router-weighted sum of
+// its experts' rows, and its backward to the expert rows and the router weights.
 #include "kernels/moe_combine.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The CPU reference of the Mixture-of-Experts dispatch (moe_permute.hpp): the row map (expert by expert,
+// tokens in order, a capacity's overflow dropped), the gather into that order and its scatter-add backward.
 #include "kernels/moe_permute.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The CPU reference of the Mixture-of-Experts router (moe_router.hpp): softmax over the experts, top-k by
+// repeated arg-max, the renormalised weights, and the backward through both.
 #include "kernels/moe_router.hpp"
 
 #include <algorithm>

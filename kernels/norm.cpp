@@ -1,3 +1,5 @@
+// The CPU references of LayerNorm and RMSNorm (norm.hpp), forward and backward, the backward recomputing each
+// row's mean and inverse std from the input; and the residual add fused before a norm.
 #include "kernels/norm.hpp"
 
 #include "kernels/elementwise.hpp"

@@ -1,3 +1,5 @@
+// The CPU backend's table (ops_table.hpp, cpu_kernel_ops): host memory from calloc, memcpy for copies, and
+// every CPU reference kernel in the slot the shared list gives it.
 #include "kernels/ops_table.hpp"
 
 #include <cstdlib>

@@ -1,3 +1,5 @@
+// The dtype conversions behind view (view.hpp) that are not inline: fp32 to fp16 and back with
+// round-to-nearest-even, subnormals and overflow to inf, and rounding a value to a buffer's dtype.
 #include "kernels/view.hpp"
 
 #include <cmath>

@@ -6,11 +6,16 @@ rest of the code by what it declares (its traits, its allocator model, its check
 that tests a name would have to change when a stack is added. This script looks, in planner/, cli/ and
 validate/ (outside planner/profiles/<name>/ and the registry), for:
 
-  - a profile's name as a string literal ("hf", "llmc", "megatron", "trainplan"),
+  - a profile's name as a string literal ("hf", "fsdp2", "deepspeed", "llmc", "megatron", "trainplan"),
   - `--framework NAME` in a string or a comment,
-  - the lowercase words hf, llmc and megatron in a comment or a string, which name the profiles (Hugging Face
-    is "HF" or "Hugging Face", llm.c "llm.c", Megatron-LM and Megatron-Core are capitalised), unless they are
-    part of a path (planner/profiles/hf/...) or of an identifier or option (hf_config, --hf-config).
+  - the lowercase words hf, fsdp2, deepspeed, llmc and megatron in a comment or a string, which name the
+    profiles (Hugging Face is "HF" or "Hugging Face", llm.c "llm.c"; FSDP2, DeepSpeed, Megatron-LM and
+    Megatron-Core are capitalised), unless they are part of a path (planner/profiles/hf/...) or of an
+    identifier or option (hf_config, --hf-config).
+
+cli/emit_config.{hpp,cpp} are left out too: `--emit ENGINE` writes a configuration file for a training engine, and
+its engine names ("deepspeed", "fsdp", "hf-trainer", "torchtitan") name the file formats a user asks for, not
+profiles, though one is spelled as a profile is.
 
 It prints each finding as file:line: text and exits 1 if there is any. Usage: check_profile_names.py [ROOT]
 """
@@ -18,8 +23,8 @@ import pathlib
 import re
 import sys
 
-PROFILES = ("hf", "llmc", "megatron", "trainplan")
-WORD_NAMES = ("hf", "llmc", "megatron")  # "trainplan" is also the project's name
+PROFILES = ("hf", "fsdp2", "deepspeed", "llmc", "megatron", "trainplan")
+WORD_NAMES = ("hf", "fsdp2", "deepspeed", "llmc", "megatron")  # "trainplan" is also the project's name
 
 literal = re.compile(r'"(%s)"' % "|".join(PROFILES))
 framework_flag = re.compile(r"--framework[ =](%s)\b" % "|".join(PROFILES))
@@ -60,7 +65,7 @@ def findings(root):
             if path.suffix not in (".cpp", ".hpp", ".cu", ".cuh"):
                 continue
             rel = path.relative_to(root).as_posix()
-            if rel.startswith("planner/profiles/registry."):
+            if rel.startswith(("planner/profiles/registry.", "cli/emit_config.")):
                 continue
             own = next((p for p in PROFILES if rel.startswith(f"planner/profiles/{p}/")), None)
             for number, line in enumerate(path.read_text().splitlines(), 1):

@@ -1,3 +1,6 @@
+// The harness's per-parameter buffers (model_state.hpp): the slots laid out layer by layer as a state_dict
+// lists them, initial values hashed from (seed, parameter, element) and filled on several threads, and
+// gradients and Adam state allocated when first needed.
 #include "validate/model_state.hpp"
 
 #include <fmt/format.h>

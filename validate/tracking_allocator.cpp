@@ -1,3 +1,6 @@
+// The tracking allocator (tracking_allocator.hpp): every allocation and free under its inventory name, the
+// live bytes, the peak and what was live at it, each phase's largest live bytes; and the tensor handle that
+// frees its buffer.
 #include "validate/tracking_allocator.hpp"
 
 #include <algorithm>

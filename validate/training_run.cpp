@@ -1,3 +1,5 @@
+// Training steps on the harness (training_run.hpp): the configurations it refuses, then micro-batches
+// accumulated into an AdamW step, with the dynamic loss scaling of fp16 and the record of each step.
 #include "validate/training_run.hpp"
 
 #include <fmt/format.h>

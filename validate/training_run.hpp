@@ -57,7 +57,7 @@ class training_run {
   const training_options options;
   tracking_allocator alloc;
   model_state state;
-  const inventory buffers;  // the planner's trainplan inventory of this run: what the harness allocates
+  const inventory buffers;  // the planner's inventory of this run (the harness's profile's): what it allocates
   transformer net;
   std::vector<step_record> records;
 

@@ -1,3 +1,6 @@
+// One micro-batch of the harness's transformer (transformer.hpp) through the backend's kernels: embedding,
+// layers (dense or Mixture of Experts), head and loss, then backward, each buffer allocated under the
+// inventory's name at the planner's events and recomputed where the run recomputes.
 #include "validate/transformer.hpp"
 
 #include <fmt/format.h>
@@ -51,12 +54,12 @@ void transformer::mark(int step, std::uint64_t mb, const char* kind, std::uint64
 }
 
 tensor transformer::act(const std::string& name) {
-  // The planner's trainplan inventory is the one list of buffers: the harness names what it computes, the
-  // inventory says its shape and dtype.
+  // The planner's inventory (the harness's profile's) is the one list of buffers: the harness names what it
+  // computes, the inventory says its shape and dtype.
   const std::string key = name_template(name);
   for (const tensor_spec& t : inv_.tensors)
     if (t.name == key) return alloc_.allocate(name, t.shape.to_vector(), t.type);
-  throw std::logic_error(fmt::format("the harness allocates {}, which the trainplan inventory does not list", name));
+  throw std::logic_error(fmt::format("the harness allocates {}, which the planner's inventory does not list", name));
 }
 
 std::string transformer::pname(std::uint64_t layer, const char* suffix) const { return fmt::format("layer{}.{}", layer, suffix); }

@@ -19,8 +19,8 @@ namespace trainplan::validate {
 
 class transformer {
  public:
-  // `buffers` is the planner's trainplan inventory of this run: every activation the harness allocates is
-  // one of its buffers, with its shape and dtype.
+  // `buffers` is the planner's inventory of this run (the harness's profile's): every activation the harness
+  // allocates is one of its buffers, with its shape and dtype.
   transformer(const model_spec& m, const run_config& run, const precision_layout& layout, const inventory& buffers,
               tracking_allocator& alloc, model_state& state, std::uint64_t seed);
 

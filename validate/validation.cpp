@@ -1,3 +1,5 @@
+// Validation against the planner (validation.hpp): runs the harness, then compares its peak and phase,
+// every buffer's size by name, the components at the peak and every event's live bytes with the prediction.
 #include "validate/validation.hpp"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The allocator replay (allocator_trace.hpp): an inventory turned into the allocations and frees of a few
+// steps (model state split into PyTorch's per-parameter tensors, optimizer states made parameter by parameter,
+// backward programs in program order), replayed through the default or the expandable-segments allocator.
 #include "planner/allocator/allocator_trace.hpp"
 
 #include <fmt/format.h>

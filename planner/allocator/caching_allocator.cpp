@@ -1,3 +1,6 @@
+// The simulated caching allocator (caching_allocator.hpp, whose rules cite CUDACachingAllocator.cpp): request
+// and segment sizes, best fit in the small and large pools, splitting and merging blocks, and the unused cached
+// segments freed when the device would run out.
 #include "planner/allocator/caching_allocator.hpp"
 
 #include <tuple>

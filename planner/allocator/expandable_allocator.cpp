@@ -1,3 +1,6 @@
+// The simulated expandable-segments allocator (expandable_allocator.hpp, whose rules cite
+// CUDACachingAllocator.cpp): each pool's segment a range of addresses whose pages are mapped in granules as
+// needed, blocks split and merged within it, and the free block chosen as get_free_block chooses it.
 #include "planner/allocator/expandable_allocator.hpp"
 
 #include <algorithm>

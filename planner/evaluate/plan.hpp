@@ -52,7 +52,8 @@ struct plan_result {
   // The GPU's whole memory (cudaMemGetInfo's total), kept when `gpu` is not copied: PyTorch sizes an
   // expandable segment's address space from it.
   std::uint64_t gpu_memory_bytes = 0;
-  // hf, detailed evaluations, sweeps and charts: PyTorch's caching allocator replayed over three steps (planner/
+  // Where the stack's allocator model is PyTorch's replay (allocator_model::pytorch_replay; replays_allocator), in
+  // detailed evaluations, sweeps and charts: PyTorch's caching allocator replayed over three steps (planner/
   // allocator_trace.hpp) within what the budget leaves it: what it reserves from the device, its workspaces
   // included; 0 when not simulated. When it ran, the peak is the context plus this and the verdict is the
   // replay's (it fits when no allocation failed after the allocator freed its unused cached segments). When
@@ -61,8 +62,8 @@ struct plan_result {
   // it does not.
   std::uint64_t allocator_reserved_bytes = 0;
   std::optional<allocator_replay> allocator;
-  // hf: the buffer instances the replay would have made when they were too many to replay
-  // (max_replayed_instances): the peak is then the estimate (tensors + slack), as for other frameworks.
+  // Where the allocator is replayed: the buffer instances the replay would have made when they were too many to
+  // replay (max_replayed_instances): the peak is then the estimate (tensors + slack), as for other allocator models.
   std::uint64_t allocator_replay_skipped_instances = 0;
   // Whether the replay makes PyTorch's two cuBLAS workspaces where PyTorch requests them rather than leaving
   // them to the overhead line (replay_makes_cublas_workspaces), set for every plan.
@@ -127,17 +128,19 @@ inline constexpr std::uint64_t max_replayed_instances = 250'000;
 // parseCUDABlasLtWorkspaceSize), one per thread that runs a GEMM with a bias (planner/allocator/allocator_trace.hpp).
 inline constexpr std::uint64_t pytorch_cublaslt_workspace_bytes = 1ull << 20;
 
-// Whether the hf allocator replay applies to a run: PyTorch eager on one pipeline stage.
+// Whether the allocator replay applies to a run: a stack whose allocator model is PyTorch's replay
+// (allocator_model::pytorch_replay), on one pipeline stage.
 bool replays_allocator(const run_config& run);
 
-// One segment of the hf loss's [b*s, V] fp32 buffers (log_softmax's output and the gradients beside it), as
-// PyTorch's default allocator sizes it: the replay's larger misses on measured runs were about one such
-// segment made more or fewer in later steps (GPT-2 checkpointed under autocast, an fp32 Llama, a bf16 TinyLlama: docs/accuracy.md, "How close it
-// is"), so the report names its size as the replay's known error.
+// One segment of the loss's [b*s, V] fp32 buffers where PyTorch's cross entropy makes them (log_softmax's output and
+// the gradients beside it), as PyTorch's default allocator sizes it: the replay's larger misses on measured runs were
+// about one such segment made more or fewer in later steps (GPT-2 checkpointed under autocast, an fp32 Llama, a bf16
+// TinyLlama: docs/accuracy.md, "How close it is"), so the report names its size as the replay's known error.
 std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run);
 
 // Whether that replay makes PyTorch's two cuBLAS workspaces where PyTorch requests them, rather than leaving
-// them to the overhead line: hf, the forward op by op, PyTorch's default allocator (plan.cpp says why).
+// them to the overhead line: an allocator replayed (replays_allocator) over a forward written op by op, with
+// PyTorch's default allocator (plan.cpp says why).
 bool replay_makes_cublas_workspaces(const plan_result& r);
 
 // What the same run reserves after another run in the same process (a notebook or a script that trains twice,
@@ -155,7 +158,7 @@ inline constexpr double allocator_edge_fraction = 0.01;
 // allocator_edge) where it ran; nothing otherwise.
 void add_allocator_details(plan_result& r, const model_facts& facts);
 
-// The allocations and frees the hf allocator replay makes for r (planner/allocator/allocator_trace.hpp), with r's
+// The allocations and frees the allocator replay makes for r (planner/allocator/allocator_trace.hpp), with r's
 // allocator (default or expandable segments), the GPU's memory and PyTorch's two cuBLAS workspaces.
 allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps = 3);
 

@@ -1,3 +1,6 @@
+// The data catalog (catalog.hpp): data/gpus.json, models.json and calibration.json read strictly (each key read
+// or refused, names that would shadow each other refused), a --data-dir's entries merged over the built-in ones,
+// and the lookups by name, alias or Hugging Face repository.
 #include "planner/io/catalog.hpp"
 
 #include <fmt/format.h>

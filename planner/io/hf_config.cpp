@@ -1,3 +1,5 @@
+// Hugging Face config.json into a model_spec (hf_config.hpp): one reader per model_type, each naming the
+// configuration class whose keys it reads; an activation or a dropout layout the planner does not model is refused.
 #include "planner/io/hf_config.hpp"
 
 #include <fmt/format.h>

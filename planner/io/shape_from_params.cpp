@@ -1,3 +1,5 @@
+// `--params N` as a shape (shape_from_params.hpp): the preset of that nominal size, else a Llama shape derived
+// from 12 L h^2 + 2 V h within 3% of the request, or a refusal.
 #include "planner/io/shape_from_params.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,6 @@
+// The harness's calibration fit (calibration_fit.hpp): context and workspace from the measurements, the
+// allocator slack by least squares through the origin, the roofline's constants by timing_fit.hpp, and each run
+// predicted again with the fitted constants.
 #include "planner/measure/calibration_fit.hpp"
 
 #include <fmt/format.h>

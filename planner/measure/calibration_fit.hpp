@@ -45,7 +45,7 @@ struct calibration_residual {
   double memory_error_pct = 0, time_error_pct = 0;  // (predicted - measured) / measured
 };
 
-// The targets for a calibrated GPU: every device peak within 2%, every step time within 10%.
+// The targets for a calibrated GPU: every device peak within 2%, every step time within 10%.
 inline constexpr double calibration_memory_target_pct = 2.0, calibration_time_target_pct = 10.0;
 
 struct calibration_fit {

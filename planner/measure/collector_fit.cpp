@@ -1,3 +1,5 @@
+// A collector's calibration fit (collector_fit.hpp): the stack's CUDA context from the reports' env lines
+// (upper_median), then its roofline constants over the measured steps predicted with that context.
 #include "planner/measure/collector_fit.hpp"
 
 #include "planner/evaluate/plan.hpp"

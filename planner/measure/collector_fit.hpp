@@ -1,6 +1,6 @@
 #pragma once
 // Fits a training stack's constants on one GPU from its collector's reports (scripts/collect_hf.py; `plan
-// calibrate --framework hf`), in two steps, so that a caller can say what the first set before the second runs:
+// calibrate --framework NAME`), in two steps, so that a caller can say what the first set before the second runs:
 //   CUDA context  the reports measure it directly (their env lines): the median of the files' (upper_median,
 //                 as calibration_fit.hpp's), written into the stack's entry
 //   step time     the stack's roofline constants (planner/measure/timing_fit.hpp) over every measured step

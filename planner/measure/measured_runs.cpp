@@ -1,3 +1,5 @@
+// Collector reports read (measured_runs.hpp): every line's fields checked with the file, line and field named,
+// the env line's device and stack, and each run turned into a model, a run_config and its measurements.
 #include "planner/measure/measured_runs.hpp"
 
 #include "planner/profiles/registry.hpp"

@@ -1,3 +1,5 @@
+// The rates of a step timed on a GPU (measured_step.hpp): tokens/s, MFU and HFU from the planner's FLOPs for
+// the same run and the measured time.
 #include "planner/measure/measured_step.hpp"
 
 namespace trainplan {

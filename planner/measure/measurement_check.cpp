@@ -1,3 +1,5 @@
+// One measured run predicted and compared (measurement_check.hpp): step time, tensor and device peaks, the
+// run after another in the same process, the replay's segments and a profiled run's GPU busy time.
 #include "planner/measure/measurement_check.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The medians of median.hpp: the error summary (largest and median of |errors|) and the upper median.
 #include "planner/measure/median.hpp"
 
 #include <algorithm>

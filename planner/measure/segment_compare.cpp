@@ -1,3 +1,5 @@
+// Measured and replayed allocator segments set side by side by pool and size (segment_compare.hpp), the
+// replay's last-made segments of a size the first unmatched.
 #include "planner/measure/segment_compare.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The roofline's constants fitted to measured step times (timing_fit.hpp): the device constants on a grid, the
+// host costs by non-negative least squares over each run's schedules, and the leave-one-out predictions.
 #include "planner/measure/timing_fit.hpp"
 
 #include <fmt/format.h>

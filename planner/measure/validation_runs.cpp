@@ -1,3 +1,5 @@
+// The runs `plan validate` measures (validation_runs.hpp): the GPU suite, its long sequence and its largest
+// micro-batches chosen by the planner's own verdicts, and the CPU backend's cost of a run.
 #include "planner/measure/validation_runs.hpp"
 
 #include <fmt/format.h>

@@ -20,7 +20,7 @@ struct validation_case {
   bool expect_fit = true;  // the planner's verdict: false for the one run it predicts not to fit
 };
 
-// Issue 4's suite: GPT-2 and TinyLlama across recomputation and attention kernels, accumulation,
+// The GPU validation suite: GPT-2 and TinyLlama across recomputation and attention kernels, accumulation,
 // micro-batches and precisions; TinyLlama's sequences 2,048, 4,096 and the longest that fits with full
 // recomputation, flash attention and the search's safety margin, up to 32,768; the largest micro-batch that
 // fits within 95% of the GPU, and one more than the largest that fits the whole GPU (predicted not to fit).

@@ -1,3 +1,5 @@
+// The inventory's few functions (inventory.hpp): category names, a per-layer buffer's instance name, and
+// finish_inventory's layer counts and per-layer activation totals.
 #include "planner/memory/inventory.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,6 @@
+// The model state one GPU holds (model_state.hpp): weights or a frozen base and adapters, master copy,
+// gradients (PyTorch's .grad per parameter where the stack's rules say so), optimizer state and communication
+// buffers, sharded by the ZeRO stage and offloaded where asked.
 #include "planner/memory/model_state.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The peak walk (timeline.hpp): the events of the first steps visited, buffers grouped by lifetime so that each
+// event counts groups, not buffers, and the event where the most is live with what is live there.
 #include "planner/memory/timeline.hpp"
 
 #include <algorithm>

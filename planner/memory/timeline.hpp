@@ -54,7 +54,7 @@ enum class timeline_detail {
 // when its backward runs), a backward layer event holds what the layers not yet done saved plus the
 // gradients of the layers done, which is linear in the number done: its largest value is at the first or
 // the last backward layer, so those and the embedding's backward are visited too. The embedding's backward
-// is also visited when a buffer begins there (the trainplan profile's fp32 embedding gradient).
+// is also visited when a buffer begins there (an fp32 embedding gradient a stack makes in that backward).
 // tests/planner/test_timeline.cpp checks this equals the full walk across a grid of configurations.
 timeline_result walk_timeline(const inventory& inv, std::uint64_t grad_accum, timeline_detail detail);
 

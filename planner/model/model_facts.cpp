@@ -1,3 +1,5 @@
+// A model's facts computed once (model_facts.hpp): its parameter tensors and counts, the tensors PyTorch holds,
+// and a Llama-style attention's separate q, k and v pieces.
 #include "planner/model/model_facts.hpp"
 
 #include "planner/util/checked_math.hpp"

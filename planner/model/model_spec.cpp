@@ -1,3 +1,5 @@
+// The model's shape (model_spec.hpp): family and gate names, the layers a sliding window covers, and the checks
+// that refuse a shape no real model has (Gemma 2's, MoE's and DeepSeek's options included).
 #include "planner/model/model_spec.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,6 @@
+// Parameter tensors and their exact counts (param_count.hpp), tensor by tensor as the modelling code of each
+// family declares them (GPT-2, the Llama family's dense and MoE MLPs, DeepSeek's latent attention), and the
+// padded vocabulary rows.
 #include "planner/model/param_count.hpp"
 
 #include "planner/util/checked_math.hpp"

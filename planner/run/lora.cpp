@@ -1,3 +1,5 @@
+// LoRA's adapted modules and their parameters (lora.hpp): each target named as peft names it in each family
+// (fused q/k/v and gate/up included), lora_A (r, in) and lora_B (out, r), and QLoRA's NF4 bytes.
 #include "planner/run/lora.hpp"
 
 #include "planner/util/checked_math.hpp"

@@ -1,3 +1,5 @@
+// The rows a layer's experts process and the experts one GPU holds (moe.hpp): dropless or capacity-bound
+// routing, divided by expert parallelism.
 #include "planner/run/moe.hpp"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// Optimizer names and the state buffers of each optimizer (optimizer.hpp, which cites each one's source): AdamW,
+// SGD, Lion, Adafactor's factored second moment and bitsandbytes' blockwise 8-bit AdamW.
 #include "planner/run/optimizer.hpp"
 
 #include <fmt/format.h>

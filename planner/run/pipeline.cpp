@@ -1,3 +1,5 @@
+// Pipeline parallelism (pipeline.hpp, whose formulas cite Megatron-Core's schedules.py and Narayanan et al.
+// 2021): the chunk forwards in flight, the bubble, and the layers and parameters one pipeline GPU holds.
 #include "planner/run/pipeline.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// Precision regimes as buffer layouts (precision.hpp): for each regime the dtypes of the weights, master copy,
+// gradients, optimizer state and saved activations, each with the framework behaviour it follows.
 #include "planner/run/precision.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The run's small parsers and checks (run_config.hpp): --lora-targets to and from its text, and the GPU
+// layout's check (--gpus a multiple of --tp x --pp).
 #include "planner/run/run_config.hpp"
 
 #include <fmt/format.h>

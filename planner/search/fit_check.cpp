@@ -1,3 +1,5 @@
+// The fit check (fit_check.hpp): the run evaluated in detail, the time to train a token budget, and the
+// suggestions added when it does not fit.
 #include "planner/search/fit_check.hpp"
 
 #include <cmath>

@@ -1,3 +1,5 @@
+// `plan max --levers`' ladder (lever_ladder.hpp): rows ordered as the suggestions are, the furthest of each
+// group kept when it reaches beyond every row above it.
 #include "planner/search/lever_ladder.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The levers (levers.hpp): each one's alternatives for a run, where its stack and GPU allow them, their names
+// and flags, and the costs derived from the difference between two run_configs.
 #include "planner/search/levers.hpp"
 
 #include <fmt/format.h>

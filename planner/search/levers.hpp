@@ -1,5 +1,5 @@
 #pragma once
-// The levers a user has when a run does not fit, and what pulling each one costs (issue 14). One list,
+// The levers a user has when a run does not fit, and what pulling each one costs. One list,
 // used by the fit check's suggestions (planner/search/suggest.hpp), `plan search --levers` and `plan max --levers`:
 // what a lever may change, how a changed run reads as command-line flags, and which costs it carries
 // are all derived here, from the difference between two run_configs.
@@ -27,10 +27,12 @@ enum lever_bit : unsigned {
                          // data-parallel run's own GPUs
   lever_offload = 128,   // optimizer state in CPU memory
   lever_seq = 256,       // a shorter sequence: only when the user allows it (--allow-shorter-seq)
-  lever_optimizer_impl = 512,  // hf: PyTorch's fused AdamW instead of foreach, the same update without the
-                               // foreach temporary as large as adam.v (planner/memory/inventory.cpp)
+  lever_optimizer_impl = 512,  // where the stack offers PyTorch's AdamW flavours (offers_optimizer_impl): fused
+                               // instead of foreach, the same update without the foreach temporary as large as
+                               // adam.v (planner/memory/inventory.cpp)
   lever_ep = 1024,             // Mixture of Experts: shard the experts over the data-parallel GPUs
-  lever_allocator = 2048,      // hf: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the same tensors with less
+  lever_allocator = 2048,      // where the stack's allocator is PyTorch's (offers_expandable_segments):
+                               // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the same tensors with less
                                // fragmentation (planner/allocator/expandable_allocator.hpp)
 };
 constexpr unsigned lever_count = 12;
@@ -74,11 +76,10 @@ struct lever_reach {
   std::uint64_t max_gpus = 8;  // one node
 };
 
-// The alternatives `lever` offers to `base` for `model` on `gpu`: only those the run's framework can train
-// (hf has no bf16-mixed and no selective recomputation, llm.c only AdamW...: the frameworks' own checks
-// decide). Empty when it has none: recompute already full, a micro-batch of 1, a GPU without bf16... The
-// seq lever has none here: the longest sequence that fits depends on the rest of the run and is found by
-// a search (suggest.cpp, max).
+// The alternatives `lever` offers to `base` for `model` on `gpu`: only those the run's stack can train (a stack may
+// lack a precision regime or selective recomputation, or train with AdamW alone: its own checks, stack_profile::check,
+// decide). Empty when it has none: recompute already full, a micro-batch of 1, a GPU without bf16... The seq lever has
+// none here: the longest sequence that fits depends on the rest of the run and is found by a search (suggest.cpp, max).
 std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& model, const run_config& base,
                                              const gpu_spec& gpu, const lever_reach& reach = {});
 

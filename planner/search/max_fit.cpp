@@ -1,3 +1,5 @@
+// The bisections behind `plan max` (max_fit.hpp): the largest value that fits, the climb and grid look above it
+// where fitting is not monotone, and the divisors a kept global batch allows.
 #include "planner/search/max_fit.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// `plan max` (max_search.hpp): the quantity set on the run, its search limit, the bisection with each value
+// judged as the search judges it, and the ladder over levers.
 #include "planner/search/max_search.hpp"
 
 #include <string>

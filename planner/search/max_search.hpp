@@ -3,7 +3,7 @@
 // derived llama-family shape) that fits a GPU with everything else fixed; and, with levers, what each
 // combination of them reaches, as a ladder (planner/search/lever_ladder.hpp). The bisection and the looks
 // around its boundary are planner/search/max_fit.hpp's; the verdict at each value is the search's
-// (summarize_config: under hf the allocator replay's).
+// (summarize_config: where the allocator is replayed, the replay's).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -35,7 +35,8 @@ inline constexpr std::uint64_t max_seq_grid = 64;
 // for a model 10T parameters (the search's unit: millions).
 std::uint64_t max_search_limit(const max_question& q);
 
-// A peak as `plan` gives it (under hf the replay's least memory, not the estimate), against the budget.
+// A peak as `plan` gives it (where the allocator is replayed, the replay's least memory, not the estimate),
+// against the budget.
 struct max_peak {
   std::uint64_t peak_bytes = 0, budget_bytes = 0;
 };
@@ -58,7 +59,7 @@ struct max_answer {
   std::optional<max_peak> one_more;  // next's peak; unset when next cannot be evaluated
 };
 
-// Under hf the verdict is the allocator replay's, which need not follow the quantity monotonically
+// Where the allocator is replayed the verdict is the replay's, which need not follow the quantity monotonically
 // (planner/search/max_fit.hpp): after the bisection, the climb over every micro-batch, or for sequences every
 // multiple of 64, above its boundary, and the smaller ones on that grid that do not fit. A model's size is
 // searched as derived shapes, which change by whole layers and widths: bisection alone. With the global batch

@@ -1,3 +1,5 @@
+// The configuration search (search.hpp): each configuration summarised with the fit check's verdict, the
+// space widened by levers, the ranking by tokens/s and the Pareto front of peak memory against tokens/s.
 #include "planner/search/search.hpp"
 
 #include <algorithm>
@@ -27,12 +29,12 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
   try {
     plan_result p = evaluate_plan(model.spec, run, gpu.spec, gpu.calib, options);
     const std::uint64_t budget = memory_budget(gpu.spec, margin);
-    // Under hf the verdict is the allocator replay's, as the fit check's (planner/evaluate/plan.hpp). The replay gets
-    // the whole GPU, as in the fit check, and the margin is kept free beyond its peak: replayed in the smaller
-    // budget, the allocator would free cached segments sooner and could complete below the peak `plan`
-    // reports for the same run (mistral-7b, bf16, seq 2048 on an H100: 70.41 GiB within a 10% margin, 74.02
-    // GiB on the whole GPU), and search, max and the fit check would then disagree on a run's peak. Where the
-    // tensors alone pass the margin's budget it does not fit either way, and the replay is skipped.
+    // Where the allocator is replayed (replays_allocator) the verdict is the replay's, as the fit check's
+    // (planner/evaluate/plan.hpp). The replay gets the whole GPU, as in the fit check, and the margin is kept free
+    // beyond its peak: replayed in the smaller budget, the allocator would free cached segments sooner and could
+    // complete below the peak `plan` reports for the same run (mistral-7b, bf16, seq 2048 on an H100: 70.41 GiB within
+    // a 10% margin, 74.02 GiB on the whole GPU), and search, max and the fit check would then disagree on a run's peak.
+    // Where the tensors alone pass the margin's budget it does not fit either way, and the replay is skipped.
     const std::uint64_t floor = checked_add(p.tensor_peak_bytes, checked_add(p.overhead.cuda_context_bytes,
                                                                              p.overhead.cublas_workspace_bytes, "overhead"),
                                             "floor bytes");

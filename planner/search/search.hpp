@@ -22,7 +22,8 @@ struct config_summary {
   std::uint64_t budget_bytes = 0;       // GPU memory x (1 - margin)
   bool fits = false;                    // peak <= budget
   // The tensors, the CUDA context and the workspaces: no allocator needs less. Unlike the verdict of the
-  // allocator replay (hf), which depends on exact sizes, it grows with the micro-batch and the sequence.
+  // allocator replay (replays_allocator), which depends on exact sizes, it grows with the micro-batch and the
+  // sequence.
   std::uint64_t floor_bytes = 0;
   double tokens_per_second = 0, mfu = 0, step_seconds = 0;
   std::uint64_t category_bytes[tensor_category_count] = {};
@@ -39,9 +40,9 @@ std::uint64_t memory_budget(const gpu_spec& gpu, double margin);
 bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration& calib);  // a peak that fits (a suggestion's)
 bool tight_fit(const plan_result& r);
 
-// When summarize_config replays the allocator (under hf): where it can change the verdict (the tensors fit the
-// budget); always, so that the peak is plan's (the least memory the replay completes in), not the estimate;
-// or never, for a bound (floor_bytes) before the verdict is needed.
+// When summarize_config replays the allocator (where replays_allocator): where it can change the verdict (the tensors
+// fit the budget); always, so that the peak is plan's (the least memory the replay completes in), not the estimate; or
+// never, for a bound (floor_bytes) before the verdict is needed.
 enum class replay_when { tensors_fit, always, never };
 
 // Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set. The replay

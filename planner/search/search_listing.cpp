@@ -1,3 +1,5 @@
+// What `plan search` lists (search_listing.hpp): each run's changes to the run as given, the fastest of each
+// combination of changes, and the ways out from the closest run that does not fit.
 #include "planner/search/search_listing.hpp"
 
 #include <algorithm>

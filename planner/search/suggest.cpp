@@ -1,3 +1,5 @@
+// What would make it fit (suggest.hpp): a depth-first search over the levers' axes, each candidate evaluated
+// as the fit check evaluates, a shorter sequence where allowed, and each suggestion's roomiest variant.
 #include "planner/search/suggest.hpp"
 
 #include <algorithm>
@@ -23,7 +25,8 @@ std::vector<std::vector<lever_change>> change_axes(const model_spec& model, cons
   for (lever_bit lever : {lever_offload, lever_adapters})
     if (!(kept & lever))
       for (lever_change& c : lever_alternatives(lever, model, run, gpu)) beyond.push_back(std::move(c));
-  // A change that also moves a kept lever (LoRA under hf loads the base in bf16) is left out.
+  // A change that also moves a kept lever (LoRA loads the base in the stack's default precision for LoRA, which
+  // can move the precision too) is left out.
   std::erase_if(beyond, [&](const lever_change& c) {
     run_config changed = run;
     c.apply(changed);
@@ -95,8 +98,8 @@ std::optional<fit_suggestion> shorter_sequence(const evaluator& eval, const run_
 
 // The suggestion plus every same-numerics lever at its most frugal setting, then without each one that
 // does not lower the peak (so the flags show only what buys headroom). The allocator's expandable segments
-// are left to a suggestion of their own: they trim fragmentation off nearly every hf run, and would crowd
-// every line with a setting that is simulated, not yet measured.
+// are left to a suggestion of their own: they trim fragmentation off nearly every run on PyTorch's caching
+// allocator, and would crowd every line with a setting that is simulated, not yet measured.
 std::optional<fit_suggestion::variant> roomiest_variant(const evaluator& eval, const fit_suggestion& s, unsigned kept) {
   std::vector<std::function<void(run_config&)>> frugal;
   if (!(kept & lever_recompute)) frugal.push_back([](run_config& r) { r.recompute = recompute_mode::full; });
@@ -211,8 +214,8 @@ std::optional<std::uint64_t> same_numerics_floor(const model_spec& model, const 
   frugal.attention = attention_kind::flash;
   frugal.grad_accum = run.grad_accum * run.micro_batch;
   frugal.micro_batch = 1;
-  // Evaluated as the fit check evaluates (under hf the allocator replay's peak), so that it compares with the
-  // report's own peak.
+  // Evaluated as the fit check evaluates (where the allocator is replayed, the replay's peak), so that it compares with
+  // the report's own peak.
   try {
     return evaluate_plan(model, frugal, gpu, calib).peak_bytes;
   } catch (const input_error&) {

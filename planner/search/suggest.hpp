@@ -1,6 +1,6 @@
 #pragma once
 // "What would make it fit": the fewest changes to a run that bring its peak under the GPU's memory,
-// along the levers of planner/search/levers.hpp, ranked the way a user would choose (issue 14).
+// along the levers of planner/search/levers.hpp, ranked the way a user would choose.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

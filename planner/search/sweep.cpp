@@ -1,3 +1,5 @@
+// A sweep space visited by index (sweep.hpp): its size, the point at a mixed-radix index, and one point
+// evaluated, reusing its neighbour's inventory where only the accumulation changed.
 #include "planner/search/sweep.hpp"
 
 #include "planner/profiles/registry.hpp"

@@ -52,7 +52,7 @@ struct sweep_space {
   std::vector<offload_mode> offloads;
   std::vector<finetune_kind> finetunes;
   std::vector<optimizer_impl_kind> optimizer_impls;
-  std::vector<bool> expandable_segments;  // hf's allocator (--levers allocator); empty: the base's
+  std::vector<bool> expandable_segments;  // PyTorch's expandable segments (--levers allocator); empty: the base's
 
   std::uint64_t size() const;  // throws input_error beyond 2^64
 
@@ -72,11 +72,11 @@ struct sweep_result {
   std::string error;
 };
 
-// `reuse`: one per thread, carried from point to point (plan_reuse): consecutive points that differ in the
-// accumulation alone share their inventory and timeline. `replay`: under hf, replay the caching allocator
-// where it can change the verdict (confirm_with_allocator_replay), so that the row's peak and verdict are
-// `plan`'s; about a millisecond each. Without it the peak is the estimate (tensors + context + workspaces +
-// the calibrated slack), a thousand times faster.
+// `reuse`: one per thread, carried from point to point (plan_reuse): consecutive points that differ in the accumulation
+// alone share their inventory and timeline. `replay`: where the stack's allocator is replayed (replays_allocator),
+// replay the caching allocator where it can change the verdict (confirm_with_allocator_replay), so that the row's peak
+// and verdict are `plan`'s; about a millisecond each. Without it the peak is the estimate (tensors + context +
+// workspaces + the calibrated slack), a thousand times faster.
 sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse = nullptr, bool replay = false);
 
 }  // namespace trainplan

@@ -1,3 +1,5 @@
+// A sweep on worker threads (sweep_runner.hpp): blocks of consecutive points evaluated in parallel and handed
+// back in index order.
 #include "planner/search/sweep_runner.hpp"
 
 #include <algorithm>

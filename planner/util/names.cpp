@@ -1,3 +1,5 @@
+// Name tables (names.hpp): case-blind matching, the closest known name by edit distance (Wagner and Fischer
+// 1974), and the message for an unknown one.
 #include "planner/util/names.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// Parsing the numbers users type (quantity_parse.hpp): counts with decimal or binary suffixes and exact
+// scientific notation kept in integers, plain integers, probabilities and bounded reals.
 #include "planner/util/quantity_parse.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// Sweep axes as typed (sweep_axis.hpp): comma-separated items, ranges with an additive or multiplicative
+// step, and lists of names or probabilities.
 #include "planner/util/sweep_axis.hpp"
 
 #include <fmt/format.h>

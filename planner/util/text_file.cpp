@@ -1,3 +1,5 @@
+// Reading a file a user names (text_file.hpp): a regular file only, at most 64 MiB, every failure an
+// input_error naming the file.
 #include "planner/util/text_file.hpp"
 
 #include <fmt/format.h>
