@@ -13,6 +13,8 @@ using command_action = std::function<int()>;
 command_action register_fit_check(CLI::App& app);
 // `plan gpus`, `plan models`: what the data knows.
 void register_list_commands(CLI::App& app, command_action& chosen);
+// `plan clusters`: the cluster presets.
+void register_clusters_command(CLI::App& app, command_action& chosen);
 // `plan validate`: real training steps against the prediction.
 void register_validate_command(CLI::App& app, command_action& chosen);
 // `plan sweep`: the cross product of option values, as CSV or JSON lines.

@@ -102,6 +102,7 @@ int run(int argc, char** argv) {
     trainplan::cli::command_action chosen;
     trainplan::cli::command_action fit_check = trainplan::cli::register_fit_check(app);
     trainplan::cli::register_list_commands(app, chosen);
+    trainplan::cli::register_clusters_command(app, chosen);
     trainplan::cli::register_validate_command(app, chosen);
     trainplan::cli::register_sweep_command(app, chosen);
     trainplan::cli::register_bench_command(app, chosen);

@@ -134,7 +134,9 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--lora-targets", a.lora_targets, "layers with adapters: q,k,v,o[,mlp] (default q,k,v,o)")
       ->type_name("LIST")->group(par_group);
   const char* gpu_group = "GPU and data";
-  app.add_option("--gpu,-g", a.gpu, "GPU name (see `plan gpus`; default h100)")->type_name("NAME")->group(gpu_group);
+  app.add_option("--gpu,-g", a.gpu, "GPU name (see `plan gpus`; default h100, or --cluster's)")->type_name("NAME")->group(gpu_group)
+      ->each([&a](const std::string&) { a.gpu_given = true; });
+  add_cluster_options(app, a.cluster, gpu_group);
   app.add_option("--data-dir", a.data_dir, "folder with gpus.json / models.json / calibration.json whose entries add to or replace the built-in ones")
       ->type_name("DIR")->group(gpu_group);
 }
@@ -214,6 +216,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
     r.notes.push_back(fmt::format("--seq not given: assumed {}", run.seq));
   }
   apply_parallel_options(a, run);  // first: the global batch spans the data-parallel GPUs
+  r.cluster = resolve_cluster(a.cluster, r.data, a.gpu, a.gpu_given, !a.gpus.empty(), run, r.notes);  // --nodes may set --gpus
   if (!a.micro_batch.empty()) run.micro_batch = parse_binary_count(a.micro_batch, "--micro-batch");
   if (!a.grad_accum.empty()) run.grad_accum = parse_binary_count(a.grad_accum, "--grad-accum");
   if (!a.global_batch.empty()) {
@@ -254,7 +257,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
   // A stack without dropout (llm.c) takes the model's as 0 unless one is asked for (then refused).
   run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 
-  r.gpu = r.data.gpu(a.gpu);
+  r.gpu = r.data.gpu(r.cluster && r.cluster->given ? r.cluster->cluster.gpu : a.gpu);
   r.calib = r.data.calibration_for(r.gpu);
   return r;
 }

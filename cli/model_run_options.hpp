@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/cluster_options.hpp"
 #include "planner/io/catalog.hpp"
 #include "planner/profiles/profile.hpp"
 #include "planner/system/calibration.hpp"
@@ -28,6 +29,8 @@ struct model_run_args {
   std::string precision, grad_dtype = "auto", optimizer = "adamw";  // precision: empty = the framework's default
   std::string recompute, attention = "flash", dropout;  // recompute: empty = the framework's default
   std::string gpu = "h100";
+  bool gpu_given = false;  // --gpu on the command line (--cluster names a GPU too)
+  cluster_args cluster;
   std::string data_dir;
   // Beyond one GPU, and fine-tuning (single values, also in sweeps).
   std::string gpus, tp, pp, vpp, ep, capacity_factor, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets, lora_dtype,
@@ -43,6 +46,7 @@ struct resolved_run {
   run_config run;
   gpu_spec gpu;
   calibration calib;
+  std::optional<cluster_choice> cluster;  // the cluster and the run's nodes; nullopt: communication not modelled
   std::vector<std::string> notes;  // how the shape and defaults were chosen, for the report
 };
 

@@ -14,8 +14,10 @@
 #include <sstream>
 
 #include "planner/io/embedded_data.hpp"
+#include "planner/io/strict_json.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
+#include "planner/util/names.hpp"
 #include "planner/util/text_file.hpp"
 #include "planner/util/quantity_parse.hpp"
 
@@ -29,63 +31,6 @@ std::string lower(std::string_view s) {
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return out;
 }
-
-json parse_document(std::string_view text, const std::string& file) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {  // syntax errors, and numbers out of range such as 1e400
-    throw input_error(fmt::format("{}: not valid JSON ({})", file, e.what()));
-  }
-}
-
-// Strict object reader: every key read must exist with the right type, and keys nobody reads are errors.
-class strict_object {
- public:
-  strict_object(const json& j, std::string where) : j_(j), where_(std::move(where)) {
-    if (!j_.is_object()) throw input_error(fmt::format("{}: expected a JSON object", where_));
-  }
-  const json& at(const std::string& key) {
-    seen_.insert(key);
-    auto it = j_.find(key);
-    if (it == j_.end()) throw input_error(fmt::format("{}: missing key '{}'", where_, key));
-    return *it;
-  }
-  bool has(const std::string& key) const { return j_.contains(key); }
-  std::string string(const std::string& key) {
-    const json& v = at(key);
-    if (!v.is_string()) throw type_error(key, "a string");
-    return v.get<std::string>();
-  }
-  std::uint64_t uint(const std::string& key) {
-    const json& v = at(key);
-    if (!v.is_number_unsigned()) throw type_error(key, "a non-negative integer");
-    return v.get<std::uint64_t>();
-  }
-  double number(const std::string& key) {
-    const json& v = at(key);
-    if (!v.is_number()) throw type_error(key, "a number");
-    return v.get<double>();
-  }
-  bool boolean(const std::string& key) {
-    const json& v = at(key);
-    if (!v.is_boolean()) throw type_error(key, "true or false");
-    return v.get<bool>();
-  }
-  void finish() const {
-    for (auto it = j_.begin(); it != j_.end(); ++it)
-      if (!seen_.count(it.key()) && !it.key().starts_with("_"))
-        throw input_error(fmt::format("{}: unknown key '{}'", where_, it.key()));
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  input_error type_error(const std::string& key, const char* expected) const {
-    return input_error(fmt::format("{}: key '{}' must be {}", where_, key, expected));
-  }
-  const json& j_;
-  std::string where_;
-  std::set<std::string> seen_;
-};
 
 // Every name and alias finds one GPU: gpu() returns the first match, so a GPU under a name another one
 // already has would never be found, and --gpu would silently pick the other.
@@ -148,6 +93,14 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
       g.peak_dense_tflops[static_cast<std::size_t>(t)] = v.get<double>();
     }
     peaks.finish();
+    // Optional, so that a user's gpus.json may leave them out: the usual cluster preset (null or absent: none,
+    // checked against clusters.json once both are read) and the SM count.
+    if (o.has("node") && !o.at("node").is_null()) g.node = lower(o.string("node"));
+    if (o.has("sm_count")) {
+      const std::uint64_t sms = o.uint("sm_count");
+      if (sms == 0 || sms > 100000) throw input_error(o.where() + ": sm_count must be between 1 and 100000");
+      g.sm_count = static_cast<std::uint32_t>(sms);
+    }
     g.source = o.string("source");
     o.finish();
     // At most 1 PiB: budgets are computed from it (x (1 - margin)) and must not wrap.
@@ -376,12 +329,15 @@ void catalog::apply_calibration(std::string_view calibration_json, bool replace_
   }
 }
 
-catalog catalog::from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json) {
+catalog catalog::from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json,
+                           std::string_view clusters_json) {
   catalog c;
   c.gpus_ = parse_gpus(gpus_json);
   c.models_ = parse_models(models_json);
   check_model_names(c.models_, "models.json");
   c.apply_calibration(calibration_json, true);
+  if (!clusters_json.empty()) c.clusters_ = parse_cluster_tables(clusters_json);
+  resolve_cluster_tables(c.clusters_, c.gpus_);
   return c;
 }
 
@@ -391,7 +347,7 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
       if (f.name == name) return f.bytes;
     throw input_error(fmt::format("{}: not embedded in this build", name));
   };
-  catalog c = from_text(embedded("gpus.json"), embedded("models.json"), embedded("calibration.json"));
+  catalog c = from_text(embedded("gpus.json"), embedded("models.json"), embedded("calibration.json"), embedded("clusters.json"));
   if (!data_dir) return c;
   if (!std::filesystem::is_directory(*data_dir))
     throw input_error(fmt::format("--data-dir: {} is not a folder", data_dir->string()));
@@ -403,7 +359,7 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
     return read_file(p);
   };
   const std::optional<std::string> gpus_text = user_file("gpus.json"), models_text = user_file("models.json"),
-                                   calibration_text = user_file("calibration.json");
+                                   calibration_text = user_file("calibration.json"), clusters_text = user_file("clusters.json");
   // Parse errors name the file by its name alone ("gpus.json: ..."): the folder makes it the user's file.
   std::string folder = data_dir->string();
   if (!folder.ends_with('/')) folder += '/';
@@ -417,6 +373,9 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
       check_model_names(c.models_, "models.json");  // a new preset under a built-in one's repository, or the reverse
     }
     if (calibration_text) c.apply_calibration(*calibration_text, false);
+    if (clusters_text) merge_cluster_tables(c.clusters_, parse_cluster_tables(*clusters_text));
+    // Again after the user's files: their GPUs may name clusters, and their clusters GPUs.
+    if (gpus_text || clusters_text) resolve_cluster_tables(c.clusters_, c.gpus_);
   } catch (const input_error& e) {
     throw input_error(folder + e.what());
   }
@@ -448,6 +407,21 @@ const model_preset& catalog::model(std::string_view name) const {
   throw input_error(fmt::format("--model: unknown model '{}' (known: {}, or their Hugging Face repository ids, listed by "
                                 "`plan models`; for another model give its config.json with --hf-config FILE)",
                                 name, known));
+}
+
+const cluster_spec& catalog::cluster(std::string_view name, std::string_view option) const {
+  for (const cluster_spec& c : clusters_.clusters)
+    if (same_name(c.name, name)) return c;
+  std::vector<std::string_view> known;
+  for (const cluster_spec& c : clusters_.clusters) known.push_back(c.name);
+  throw input_error(unknown_name_message(option, "cluster", name, known));
+}
+
+const cluster_spec* catalog::usual_cluster(const gpu_spec& gpu) const {
+  if (gpu.node.empty()) return nullptr;
+  for (const cluster_spec& c : clusters_.clusters)
+    if (same_name(c.name, gpu.node)) return &c;
+  return nullptr;  // resolve_cluster_tables refuses a node that names no cluster
 }
 
 calibration catalog::calibration_for(const gpu_spec& gpu) const {

@@ -1,6 +1,6 @@
 #pragma once
-// The GPUs, model presets and calibration the planner knows, loaded strictly from data/ (embedded in the
-// binary) or from a folder given with --data-dir. An unknown or missing key is an error that names the
+// The GPUs, model presets, cluster presets and calibration the planner knows, loaded strictly from data/
+// (embedded in the binary) or from a folder given with --data-dir. An unknown or missing key is an error that names the
 // file and the key.
 #include <filesystem>
 #include <optional>
@@ -8,7 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "planner/io/cluster_catalog.hpp"
 #include "planner/system/calibration.hpp"
+#include "planner/system/cluster.hpp"
 #include "planner/system/gpu_spec.hpp"
 #include "planner/model/model_spec.hpp"
 
@@ -26,16 +28,22 @@ class catalog {
   // Embedded data/, then the files of data_dir that exist: their entries are added, or replace built-in
   // entries of the same name (a calibration.json there overrides the keys it names).
   static catalog load(const std::optional<std::filesystem::path>& data_dir = std::nullopt);
-  // Parses the three documents directly (tests use this for malformed input).
-  static catalog from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json);
+  // Parses the documents directly (tests use this for malformed input); without clusters_json, no clusters.
+  static catalog from_text(std::string_view gpus_json, std::string_view models_json, std::string_view calibration_json,
+                           std::string_view clusters_json = {});
 
   const gpu_spec& gpu(std::string_view name) const;       // name or alias, case-insensitive
   // A preset's name or its Hugging Face repository id (also as a huggingface.co URL), case-insensitive.
   const model_preset& model(std::string_view name) const;
   calibration calibration_for(const gpu_spec& gpu) const;
+  // A cluster preset by name, any case; an unknown name is refused naming `option`, the known ones and the closest.
+  const cluster_spec& cluster(std::string_view name, std::string_view option = "--cluster") const;
+  // The preset the GPU usually comes in (gpus.json "node"); nullptr when it has none.
+  const cluster_spec* usual_cluster(const gpu_spec& gpu) const;
 
   const std::vector<gpu_spec>& gpus() const { return gpus_; }
   const std::vector<model_preset>& models() const { return models_; }
+  const std::vector<cluster_spec>& clusters() const { return clusters_.clusters; }
 
   // A calibration.json's entries over these (as --data-dir applies one); throws input_error naming the
   // key for anything the loader rejects. `plan calibrate` reads back what it is about to write.
@@ -45,6 +53,7 @@ class catalog {
 
   std::vector<gpu_spec> gpus_;
   std::vector<model_preset> models_;
+  cluster_tables clusters_;
   calibration default_calibration_;
   std::vector<std::pair<std::string, calibration>> gpu_calibration_;  // gpu name -> default with overrides
 };

@@ -20,6 +20,9 @@ struct gpu_spec {
   // By dtype (index: the dtype's value); empty: the GPU has no such mode. A fixed table, not a map:
   // plan_result keeps a copy of its GPU, made for every configuration of a sweep.
   std::array<std::optional<double>, dtype_count> peak_dense_tflops{};
+  // The cluster preset (data/clusters.json) the GPU usually comes in, used when --cluster is not given; empty: none.
+  std::string node;
+  std::uint32_t sm_count = 0;           // streaming multiprocessors; 0: not known (NCCL's kernels take a share of them)
   std::string source;
 
   std::optional<double> peak_flops_per_s(dtype t) const {
