@@ -77,7 +77,7 @@ std::optional<cluster_choice> resolve_cluster(const cluster_args& a, const catal
   if (choice.nodes > 1 && !c.has_network())
     return refuse(fmt::format("cluster {} has no network between nodes: at most {} GPUs", c.name, c.gpus_per_node));
   if (strict)
-    notes.push_back(fmt::format("cluster {}: {} node{} x {} {} GPUs ({}{}); communication time is not yet part of the step time",
+    notes.push_back(fmt::format("cluster {}: {} node{} x {} {} GPUs ({}{})",
                                 c.name, choice.nodes, choice.nodes == 1 ? "" : "s", choice.gpus_per_node, c.gpu,
                                 intra_link_name(c.intra.kind),
                                 c.has_network() ? fmt::format(", {} x {} Gb/s {} a node", c.inter.nics_per_node,

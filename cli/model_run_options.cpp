@@ -258,6 +258,14 @@ resolved_run resolve_model_run(const model_run_args& a) {
   run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 
   r.gpu = r.data.gpu(r.cluster && r.cluster->given ? r.cluster->cluster.gpu : a.gpu);
+  // The cluster the plan's collectives run on (gpu_spec::cluster). Its GPUs per node are the preset's unless
+  // --gpus-per-node says fewer: the planner spreads a run over as few nodes as hold it, for this run and for
+  // every other GPU count a suggestion or a search tries.
+  if (r.cluster) {
+    cluster_spec used = r.cluster->cluster;
+    if (!a.cluster.gpus_per_node.empty()) used.gpus_per_node = r.cluster->gpus_per_node;
+    r.gpu.cluster = std::make_shared<const cluster_spec>(std::move(used));
+  }  // else the GPU's usual node stays: the plan says why it cannot hold the run
   r.calib = r.data.calibration_for(r.gpu);
   return r;
 }
@@ -283,6 +291,8 @@ void apply_framework_options(const model_run_args& a, run_config& run) {
   run.optimizer_impl = parse_optimizer_impl(a.optimizer_impl);
   run.precision = parse_precision(precision_text(a));
   run.expandable_segments = a.expandable_segments;
+  // A stack that always shards (FSDP2: ZeRO-3; DeepSpeed under the Trainer: ZeRO-2 in its examples) unless told.
+  if (a.zero.empty() && a.fsdp.empty()) run.zero = run.profile->default_zero;
 }
 
 void apply_parallel_options(const model_run_args& a, run_config& run) {

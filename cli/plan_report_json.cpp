@@ -115,7 +115,8 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                  {"overhead_bytes", p.overhead.total()},
                  {"overhead", {{"cuda_context_bytes", p.overhead.cuda_context_bytes},
                                {"cublas_workspace_bytes", p.overhead.cublas_workspace_bytes},
-                               {"allocator_slack_bytes", p.overhead.allocator_slack_bytes}}},
+                               {"allocator_slack_bytes", p.overhead.allocator_slack_bytes},
+                               {"nccl_bytes", p.overhead.nccl_bytes}}},
                  {"tensor_peak_bytes", p.tensor_peak_bytes},
                  {"allocator_reserved_bytes", p.allocator_reserved_bytes},
                  {"peak_bytes", p.peak_bytes},
@@ -178,6 +179,29 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   for (std::size_t c = 0; c < op_class_count; ++c)
     breakdown[std::string(op_class_name(static_cast<op_class>(c)))] = p.time.breakdown.seconds[c];
   j["time"]["breakdown"] = breakdown;
+  {
+    // The step's collectives (null where communication is not modelled, with the reason).
+    const comm_time& c = p.time.communication;
+    if (p.time.communication_modelled) {
+      json groups = json::object(), ops = json::array();
+      for (std::size_t g = 0; g < comm_group_count; ++g)
+        if (c.seconds_by_group[g] > 0)
+          groups[std::string(comm_group_name(static_cast<comm_group>(g)))] = {{"seconds", c.seconds_by_group[g]},
+                                                                              {"exposed_seconds", c.exposed_by_group[g]}};
+      for (const comm_op& op : p.comm.ops)
+        ops.push_back({{"name", op.name}, {"collective", collective_name(op.kind)}, {"bytes", op.bytes}, {"count", op.count}});
+      j["time"]["communication"] = {{"cluster", p.gpu.cluster ? p.gpu.cluster->name : std::string()},
+                                    {"seconds", c.seconds},
+                                    {"exposed_seconds", c.exposed_seconds},
+                                    {"hidden_seconds", c.hidden_seconds},
+                                    {"slowdown_seconds", c.slowdown_seconds},
+                                    {"by_group", groups},
+                                    {"collectives", ops}};
+    } else {
+      j["time"]["communication"] = nullptr;
+      if (!p.comm_not_modelled.empty()) j["time"]["communication_not_modelled"] = p.comm_not_modelled;
+    }
+  }
   if (check.training) {
     j["time"]["train_tokens"] = check.training->tokens;
     j["time"]["time_to_train_seconds"] = check.training->seconds;

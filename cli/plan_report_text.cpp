@@ -39,9 +39,18 @@ std::string shape_text(const tensor_shape& shape) {
 
 std::vector<std::string> plan_assumptions(const plan_result& p) {
   std::vector<std::string> a;
-  a.push_back(p.run.gpus == 1 ? "one GPU, no data, tensor or pipeline parallelism"
-                              : "several GPUs: memory per GPU; communication time between GPUs is not modelled (the "
-                                "pipeline bubble is)");
+  if (p.run.gpus == 1)
+    a.push_back("one GPU, no data, tensor or pipeline parallelism");
+  else if (p.time.communication_modelled)
+    a.push_back(fmt::format("several GPUs: memory per GPU; communication on {} ({}): each collective's time from its "
+                            "size, its group's placement and the links it crosses, overlapped with the compute the "
+                            "stack runs it beside (docs/communication.md)",
+                            p.gpu.cluster ? p.gpu.cluster->name : std::string("the cluster"),
+                            p.gpu.cluster && p.gpu.cluster->name == p.gpu.node ? "the GPU's usual node; --cluster to change"
+                                                                               : "--cluster"));
+  else
+    a.push_back(fmt::format("several GPUs: memory per GPU; communication time between GPUs is not modelled: {}",
+                            p.comm_not_modelled.empty() ? std::string("no collectives") : p.comm_not_modelled));
   a.push_back(fmt::format("precision {}: {}", precision_name(p.run.precision), precision_summary(p.layout)));
   const stack_profile& stack = profile_of(p.run);
   a.push_back(std::string(stack.assumption));
@@ -82,8 +91,7 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                                                  : std::string();
   a.push_back(fmt::format("time: each op's FLOPs at a GEMM efficiency of {}{} of the "
                           "{} dense peak (attention kernels {}) or its bytes at {} of the memory bandwidth, whichever is "
-                          "longer, plus {:.1f} us per kernel, {} per step{}{} ({} profile, data/calibration.json); "
-                          "communication between GPUs is not modelled",
+                          "longer, plus {:.1f} us per kernel, {} per step{}{} ({} profile, data/calibration.json)",
                           percent(k.gemm_efficiency), shape,
                           dtype_name(p.layout.compute), percent(k.attention_efficiency), percent(k.bandwidth_fraction),
                           k.kernel_seconds * 1e6, duration(k.step_seconds),
@@ -179,6 +187,7 @@ std::string render_plan_text(const plan_report_input& in) {
   row("runtime overhead", p.overhead.total());
   row("  CUDA context", p.overhead.cuda_context_bytes);
   row("  cuBLAS workspace", p.overhead.cublas_workspace_bytes);
+  if (p.overhead.nccl_bytes > 0) row("  NCCL buffers", p.overhead.nccl_bytes);
   row(p.allocator ? std::string("  allocator cache, unused (replay)")
                   : fmt::format("  allocator slack ({} of tensors)", percent(profile_of(p.run).slack_fraction(p.calib))),
       p.overhead.allocator_slack_bytes);
@@ -290,11 +299,23 @@ std::string render_plan_text(const plan_report_input& in) {
        f.masked_attention_per_step > 0
            ? fmt::format(", scores outside the sliding window computed and masked +{}", percent(f.masked_attention_per_step / f.model_per_step))
            : std::string());
-  line("  step {} ({} compute on {:.0f} TFLOP/s {} + {} optimizer{}) -> {} tokens/s, MFU {}, HFU {}",
+  const comm_time& comm = p.time.communication;
+  line("  step {} ({} compute on {:.0f} TFLOP/s {} + {} optimizer{}{}) -> {} tokens/s, MFU {}, HFU {}",
        duration(p.time.step_seconds), duration(p.time.compute_seconds),
        p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
        p.time.offload_seconds > 0 ? fmt::format(" + {} PCIe offload", duration(p.time.offload_seconds)) : std::string(),
+       comm.seconds > 0 ? fmt::format(" + {} communication", duration(comm.exposed_seconds + comm.slowdown_seconds))
+                        : std::string(),
        grouped_rate(p.time.tokens_per_second), percent(p.time.mfu), percent(p.time.hfu));
+  if (comm.seconds > 0) {
+    std::string groups;
+    for (std::size_t g = 0; g < comm_group_count; ++g)
+      if (comm.seconds_by_group[g] > 0)
+        groups += fmt::format("{}{} {} ({} exposed)", groups.empty() ? "" : ", ", comm_group_name(static_cast<comm_group>(g)),
+                              duration(comm.seconds_by_group[g]), duration(comm.exposed_by_group[g]));
+    line("  communication: {} of collectives, {} hidden behind compute (slowing it {} for the SMs NCCL holds); {}",
+         duration(comm.seconds), duration(comm.hidden_seconds), duration(comm.slowdown_seconds), groups);
+  }
   {
     std::string parts;
     const double total = p.time.breakdown.total();

@@ -14,6 +14,8 @@
 #include "planner/util/input_error.hpp"
 #include "planner/run/lora.hpp"
 #include "planner/run/pipeline.hpp"
+#include "planner/time/communication.hpp"
+#include "planner/time/roofline.hpp"
 
 namespace trainplan {
 namespace {
@@ -111,12 +113,60 @@ void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
   const runtime_overhead& o = r.overhead;
   r.peak_bytes = checked_add(
       r.tensor_peak_bytes,
-      checked_add(o.cuda_context_bytes, checked_add(o.cublas_workspace_bytes, o.allocator_slack_bytes, "overhead"), "overhead"),
+      checked_add(o.cuda_context_bytes,
+                  checked_add(o.cublas_workspace_bytes, checked_add(o.nccl_bytes, o.allocator_slack_bytes, "overhead"), "overhead"),
+                  "overhead"),
       "peak bytes");
   if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
     throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
   r.fits = r.peak_bytes <= budget_bytes && r.host_fits && !(r.allocator && r.allocator->out_of_memory);
   r.headroom_bytes = static_cast<std::int64_t>(budget_bytes) - static_cast<std::int64_t>(r.peak_bytes);
+}
+
+// Where a run's collectives run: the GPU's cluster (gpu_spec::cluster) with the GPUs of each node the run uses:
+// as many as the preset holds, spread evenly over as few nodes as hold the run (cli/cluster_options.cpp resolves
+// --nodes and --gpus-per-node into the preset's gpus_per_node). nullopt, with the reason in `why`, where
+// communication is not modelled: one GPU, no cluster, a stack that lists no collectives, or a layout the cluster
+// cannot hold.
+struct comm_layout {
+  cluster_spec cluster;
+};
+std::optional<comm_layout> communication_layout(const run_config& run, const gpu_spec& gpu, const stack_profile& profile,
+                                                std::string& why) {
+  why.clear();
+  if (run.gpus <= 1) return std::nullopt;
+  if (!profile.communication) {
+    why = fmt::format("the {} profile lists no collectives", profile.name);
+    return std::nullopt;
+  }
+  if (!gpu.cluster) {
+    why = fmt::format("GPU {} has no cluster: give --cluster NAME (plan clusters)", gpu.name);
+    return std::nullopt;
+  }
+  const cluster_spec& preset = *gpu.cluster;
+  const std::uint64_t per_node = std::max<std::uint64_t>(preset.gpus_per_node, 1);
+  const std::uint64_t nodes = (run.gpus + per_node - 1) / per_node;
+  if (run.gpus % nodes != 0) {
+    why = fmt::format("{} GPUs do not spread evenly over {} nodes of {}", run.gpus, nodes, preset.name);
+    return std::nullopt;
+  }
+  if (nodes > 1 && !preset.has_network()) {
+    why = fmt::format("{} has no network between nodes (at most {} GPUs)", preset.name, preset.gpus_per_node);
+    return std::nullopt;
+  }
+  comm_layout at{preset};
+  at.cluster.gpus_per_node = run.gpus / nodes;
+  return at;
+}
+
+// The model and facts a GPU's collectives are sized from: with pipeline parallelism, the first stage's (its layers,
+// and the embedding: the stage whose gradients and gathers are largest but for the head).
+model_spec comm_model(const model_spec& model, const run_config& run, const model_facts&) {
+  return run.pp > 1 ? pipeline_stage_model(model, 0, run.pp, run.vpp) : model;
+}
+model_facts comm_facts(const model_spec& model, const run_config& run, const model_facts& facts) {
+  if (run.pp <= 1) return facts;
+  return pipeline_stage_facts(pipeline_stage_model(model, 0, run.pp, run.vpp), true, false);
 }
 
 }  // namespace
@@ -132,7 +182,7 @@ std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run) 
 }
 
 bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
-  const std::uint64_t fixed = r.overhead.cuda_context_bytes + r.overhead.cublas_workspace_bytes;  // both below 2^40
+  const std::uint64_t fixed = r.overhead.fixed_bytes();  // each below 2^50
   if (!replays_allocator(r.run) || r.tensor_peak_bytes > budget_bytes || fixed > budget_bytes - r.tensor_peak_bytes)
     return false;
   apply_allocator_replay(r, facts, budget_bytes);
@@ -215,7 +265,7 @@ void add_allocator_details(plan_result& r, const model_facts& facts) {
 
 void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
   if (!replays_allocator(r.run)) return;
-  const std::uint64_t fixed = checked_add(r.overhead.cuda_context_bytes, r.overhead.cublas_workspace_bytes, "overhead");
+  const std::uint64_t fixed = r.overhead.fixed_bytes();
   // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
   // torch.cuda.set_per_process_memory_fraction.
   const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
@@ -376,6 +426,12 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   if (slack >= static_cast<double>(std::numeric_limits<std::uint64_t>::max()))
     throw input_error("allocator slack is larger than 64 bits can hold");
   r.overhead.allocator_slack_bytes = static_cast<std::uint64_t>(slack);
+  // The step's collectives, and NCCL's buffers for them, before the peak: NCCL holds those outside the cache.
+  const std::optional<comm_layout> comm_at = communication_layout(run, gpu, profile, r.comm_not_modelled);
+  if (comm_at) {
+    r.comm = profile.communication(comm_model(model, run, *facts), run, r.layout, comm_facts(model, run, *facts));
+    r.overhead.nccl_bytes = static_cast<std::uint64_t>(nccl_memory_bytes(r.comm, comm_at->cluster, run));
+  }
   set_peak_and_verdict(r, gpu.memory_bytes);
   // A peak-only evaluation leaves the replay (about a millisecond; 1 to 15 for a run that does not fit) to its
   // caller: sweeps and charts apply it to every point, searches only where it can change the verdict.
@@ -412,9 +468,16 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
     r.ops = profile.micro_batch_ops(model, run, r.layout, trained);
   }
   repeat_micro_batches(r.ops, run.grad_accum);
-  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, calib.timing(calibration_name(profile)),
-                              run.tp * run.pp, run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
-                              pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum));
+  const timing_constants& timing = calib.timing(calibration_name(profile));
+  std::optional<comm_time> comm_seconds;
+  if (comm_at) {
+    const comm_windows windows =
+        windows_of(r.ops, roofline_rates(*peak, gpu.memory_bandwidth_bytes_per_s, timing, r.ops.fp32_gemms), run.grad_accum);
+    comm_seconds = overlap_communication(r.comm, windows, comm_at->cluster, run, gpu.sm_count);
+  }
+  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, timing, run.tp * run.pp,
+                              run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
+                              pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum), comm_seconds ? &*comm_seconds : nullptr);
   // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time
   // (tokens/s, MFU and training time all divide by it) should any other input still reach one.
   if (!std::isfinite(r.time.step_seconds) || !(r.time.step_seconds > 0) || !std::isfinite(r.time.tokens_per_second))

@@ -27,7 +27,12 @@ struct runtime_overhead {
   // The caching allocator's cached bytes no tensor uses at its peak: replayed (plan_result::allocator), or
   // the calibrated slack fraction x tensor peak where the replay does not run (sweeps, other frameworks).
   std::uint64_t allocator_slack_bytes = 0;
-  std::uint64_t total() const { return cuda_context_bytes + cublas_workspace_bytes + allocator_slack_bytes; }
+  // NCCL's connection buffers for the run's communicators, allocated by NCCL outside PyTorch's allocator
+  // (planner/time/communication.hpp, nccl_memory_bytes); 0 on one GPU or where communication is not modelled.
+  std::uint64_t nccl_bytes = 0;
+  // What the process holds outside the allocator's cache: the context, the workspaces and NCCL's buffers.
+  std::uint64_t fixed_bytes() const { return cuda_context_bytes + cublas_workspace_bytes + nccl_bytes; }
+  std::uint64_t total() const { return fixed_bytes() + allocator_slack_bytes; }
 };
 
 struct plan_result {
@@ -77,6 +82,10 @@ struct plan_result {
 
   step_flops flops;
   step_ops ops;  // what one GPU runs in a step, which the time is estimated from
+  // The collectives of one GPU's step as its stack schedules them (empty on one GPU or without a cluster), and
+  // why communication is not modelled where it is not ("": it is, or there is none).
+  step_comm comm;
+  std::string comm_not_modelled;
   step_time time;
 
   std::uint64_t category_bytes(tensor_category c) const {

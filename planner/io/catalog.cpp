@@ -338,7 +338,15 @@ catalog catalog::from_text(std::string_view gpus_json, std::string_view models_j
   c.apply_calibration(calibration_json, true);
   if (!clusters_json.empty()) c.clusters_ = parse_cluster_tables(clusters_json);
   resolve_cluster_tables(c.clusters_, c.gpus_);
+  c.attach_usual_clusters();
   return c;
+}
+
+void catalog::attach_usual_clusters() {
+  for (gpu_spec& g : gpus_) {
+    const cluster_spec* usual = usual_cluster(g);
+    g.cluster = usual ? std::make_shared<const cluster_spec>(*usual) : nullptr;
+  }
 }
 
 catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
@@ -376,6 +384,7 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
     if (clusters_text) merge_cluster_tables(c.clusters_, parse_cluster_tables(*clusters_text));
     // Again after the user's files: their GPUs may name clusters, and their clusters GPUs.
     if (gpus_text || clusters_text) resolve_cluster_tables(c.clusters_, c.gpus_);
+    c.attach_usual_clusters();
   } catch (const input_error& e) {
     throw input_error(folder + e.what());
   }

@@ -51,6 +51,8 @@ class catalog {
 
  private:
 
+  // Each GPU's `cluster`: a copy of its usual node's preset (gpu_spec::cluster), after the clusters are resolved.
+  void attach_usual_clusters();
   std::vector<gpu_spec> gpus_;
   std::vector<model_preset> models_;
   cluster_tables clusters_;

@@ -18,6 +18,7 @@
 #include "planner/run/run_config.hpp"
 #include "planner/run/stack_traits.hpp"
 #include "planner/system/calibration.hpp"
+#include "planner/time/communication.hpp"
 #include "planner/time/step_ops.hpp"
 
 namespace trainplan {
@@ -90,6 +91,11 @@ struct stack_profile {
   // How the gradients the optimizer reads come to be: one buffer from the first backward of a step (false), or
   // PyTorch's .grad of each parameter, made by its own backward (the timeline's and the report's wording).
   bool grads_per_parameter = false;
+
+  // The collectives of one step on one GPU as the stack schedules them (planner/time/communication.hpp), for a run
+  // on several GPUs; nullptr: none (one GPU).
+  step_comm (*communication)(const model_spec& m, const run_config& run, const precision_layout& layout,
+                             const model_facts& facts) = nullptr;
 
   // ---- the report -----------------------------------------------------------------------------------------------
   // Lines for the report's assumptions beyond `assumption`, for this run (which attention kernel, adapters...);

@@ -2,10 +2,12 @@
 // A GPU as the planner sees it: memory capacity, dense peak throughput per dtype, bandwidths.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "planner/system/cluster.hpp"
 #include "planner/util/dtype.hpp"
 
 namespace trainplan {
@@ -22,6 +24,10 @@ struct gpu_spec {
   std::array<std::optional<double>, dtype_count> peak_dense_tflops{};
   // The cluster preset (data/clusters.json) the GPU usually comes in, used when --cluster is not given; empty: none.
   std::string node;
+  // The cluster a plan on this GPU runs on: the catalog attaches the usual node's preset (`node`); `plan --cluster`
+  // or --gpus-per-node replaces it, its gpus_per_node the GPUs of each node the run uses. Null: none, and
+  // communication is not modelled. Shared: sweeps copy a GPU into every configuration's result.
+  std::shared_ptr<const cluster_spec> cluster;
   std::uint32_t sm_count = 0;           // streaming multiprocessors; 0: not known (NCCL's kernels take a share of them)
   std::string source;
 

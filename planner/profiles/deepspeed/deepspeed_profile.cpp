@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "planner/memory/inventory_builder.hpp"
+#include "planner/profiles/deepspeed/deepspeed_comm.hpp"
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
@@ -101,6 +102,7 @@ const stack_profile& deepspeed_profile() {
       .slack_fraction = slack,
       .micro_batch_ops = micro_batch_ops,
       .grads_per_parameter = false,
+      .communication = deepspeed_communication,
       .describe = describe,
       .overhead_note = overhead_note,
       .calibration_keys = {},

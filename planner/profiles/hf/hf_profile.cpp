@@ -6,6 +6,7 @@
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_layer_ops.hpp"
+#include "planner/profiles/model_parallel_comm.hpp"
 #include "planner/profiles/step_frame.hpp"
 #include "planner/run/lora.hpp"
 #include "planner/util/input_error.hpp"
@@ -90,6 +91,20 @@ step_ops micro_batch_ops(const model_spec& m, const run_config& run, const preci
   return ops;
 }
 
+// PyTorch DDP on several GPUs (the Trainer's default): the gradients of what trains all-reduced in 25 MiB buckets,
+// launched as buckets fill during the last micro-batch's backward (no_sync before it), the last one after it
+// (torch/csrc/distributed/c10d/reducer.cpp); with ZeRO, the paper's collectives.
+step_comm communication(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts) {
+  step_comm comm;
+  const bool full = run.finetune == finetune_kind::full;
+  precision_layout trained = layout;
+  if (!full) trained.grads = peft_trained_grad_dtype(run, layout), trained.grad_accum.reset();
+  const double params = full ? static_cast<double>(facts.counts.total)
+                             : static_cast<double>(lora_params(m, run.lora_rank, run.lora_targets, traits));
+  add_paper_zero_comm(comm, run, trained, params, m.layers);
+  return comm;
+}
+
 void describe(const model_spec& m, const run_config& run, const precision_layout& layout, std::vector<std::string>& lines) {
   lines.push_back(fmt::format("attention: {}; AdamW {}{}", sdpa_backend_name(hf_sdpa_backend(m, run, layout)),
                               optimizer_impl_name(run.optimizer_impl),
@@ -151,6 +166,7 @@ const stack_profile& hf_profile() {
       .slack_fraction = slack,
       .micro_batch_ops = micro_batch_ops,
       .grads_per_parameter = true,
+      .communication = communication,
       .describe = describe,
       .overhead_note = overhead_note,
       .calibration_keys = {"cuda_context_bytes"},

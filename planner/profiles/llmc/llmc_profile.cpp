@@ -38,6 +38,29 @@ step_ops micro_batch_ops(const model_spec& m, const run_config& run, const preci
   return ops;
 }
 
+// llm.c on several GPUs (train_gpt2.cu, llmc/zero.cuh): in the last micro-step's backward, after each layer, one
+// NCCL group reduce-scatters (ZeRO-1) or all-reduces its gradients in place, bf16, on its own stream beside the
+// earlier layers' backward (multi_gpu_async_reduce_gradient); the embedding's and final norm's after the backward;
+// with ZeRO-1, each layer's updated parameters all-gathered in place after the update.
+step_comm communication(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts) {
+  step_comm comm;
+  if (run.data_parallel() <= 1) return comm;
+  const double L = static_cast<double>(m.layers), grads = static_cast<double>(dtype_bytes(layout.grads));
+  const double weights = static_cast<double>(dtype_bytes(layout.weights));
+  const double layer = static_cast<double>(facts.counts.per_layer);
+  const double rest = static_cast<double>(facts.counts.total) - L * layer;
+  const collective reduce = run.zero >= 1 ? collective::reduce_scatter : collective::all_reduce;
+  comm.ops.push_back({"data.gradients (each layer)", reduce, comm_group::data, layer * grads, L, comm_window::last_backward, 0});
+  comm.ops.push_back({"data.gradients (embedding, norm)", reduce, comm_group::data, rest * grads, 1, comm_window::none, 0});
+  if (run.zero >= 1) {
+    comm.ops.push_back({"data.all_gather (each layer's parameters)", collective::all_gather, comm_group::data, layer * weights,
+                        L, comm_window::none, 0});
+    comm.ops.push_back({"data.all_gather (embedding, norm)", collective::all_gather, comm_group::data, rest * weights, 1,
+                        comm_window::none, 0});
+  }
+  return comm;
+}
+
 std::string overhead_note(const calibration&) { return "data/calibration.json; initial literature values until calibrated"; }
 
 }  // namespace
@@ -60,6 +83,7 @@ const stack_profile& llmc_profile() {
       .overhead = overhead,
       .slack_fraction = slack,
       .micro_batch_ops = micro_batch_ops,
+      .communication = communication,
       .overhead_note = overhead_note,
       .calibration_keys = {},
   };

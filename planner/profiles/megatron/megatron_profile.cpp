@@ -3,6 +3,7 @@
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/fused_layer.hpp"
+#include "planner/profiles/model_parallel_comm.hpp"
 #include "planner/profiles/step_frame.hpp"
 
 namespace trainplan {
@@ -47,6 +48,14 @@ step_ops micro_batch_ops(const model_spec& m, const run_config& run, const preci
   return ops;
 }
 
+// Megatron-Core's model-parallel collectives and its DDP's (with --zero 1, the distributed optimizer's).
+step_comm communication(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts) {
+  step_comm comm;
+  add_model_parallel_comm(comm, m, run, layout, facts);
+  add_megatron_data_parallel_comm(comm, run, layout, facts);
+  return comm;
+}
+
 std::string overhead_note(const calibration&) { return "data/calibration.json; initial literature values until calibrated"; }
 
 }  // namespace
@@ -65,6 +74,7 @@ const stack_profile& megatron_profile() {
       .overhead = overhead,
       .slack_fraction = slack,
       .micro_batch_ops = micro_batch_ops,
+      .communication = communication,
       .overhead_note = overhead_note,
       .calibration_keys = {"cuda_context_bytes", "allocator_slack_fraction"},
   };

@@ -5,6 +5,7 @@
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/fused_layer.hpp"
+#include "planner/profiles/model_parallel_comm.hpp"
 #include "planner/profiles/step_frame.hpp"
 #include "planner/util/checked_math.hpp"
 
@@ -74,6 +75,15 @@ step_ops micro_batch_ops(const model_spec& m, const run_config& run, const preci
   return ops;
 }
 
+// On several GPUs, Megatron-Core's model-parallel collectives and ZeRO's as the paper describes them (the harness
+// trains on one GPU).
+step_comm communication(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts) {
+  step_comm comm;
+  add_model_parallel_comm(comm, m, run, layout, facts);
+  add_paper_zero_comm(comm, run, layout, local_params(run, facts), facts.layers.all);
+  return comm;
+}
+
 std::string overhead_note(const calibration& calib) {
   const stack_calibration* own = calib.stack("trainplan");
   return own && own->cuda_context_bytes ? "data/calibration.json: this harness measured by plan calibrate on this GPU"
@@ -98,6 +108,7 @@ const stack_profile& trainplan_profile() {
       .overhead = overhead,
       .slack_fraction = slack,
       .micro_batch_ops = micro_batch_ops,
+      .communication = communication,
       .overhead_note = overhead_note,
       .calibration_keys = {"cuda_context_bytes", "allocator_slack_fraction"},
   };
