@@ -195,10 +195,17 @@ cluster_spec parse_cluster(const json& j, const std::string& where) {
   return c;
 }
 
+// Names match as everywhere else, whatever their case (same_name): a user's "DGX-H100" replaces the built-in
+// dgx-h100. (It was compared exactly and added as a second preset that --cluster never reached, while one file
+// listing both is refused as a duplicate.)
+bool same_key(intra_link a, intra_link b) { return a == b; }
+bool same_key(fabric a, fabric b) { return a == b; }
+bool same_key(const std::string& a, const std::string& b) { return same_name(a, b); }
+
 template <typename T, typename Name>
 void merge_by(std::vector<T>& into, std::vector<T> from, Name name_of_entry) {
   for (T& item : from) {
-    auto it = std::find_if(into.begin(), into.end(), [&](const T& x) { return name_of_entry(x) == name_of_entry(item); });
+    auto it = std::find_if(into.begin(), into.end(), [&](const T& x) { return same_key(name_of_entry(x), name_of_entry(item)); });
     if (it != into.end()) *it = std::move(item);
     else into.push_back(std::move(item));
   }

@@ -40,7 +40,9 @@ void walk_fused_step(const fused_step& step, const fused_memory* memory, step_ro
   // Work, for the operations: T tokens, E = T h elements of the residual stream, c bytes an activation, w a weight.
   const double T = static_cast<double>(s) * static_cast<double>(b), hd = static_cast<double>(h), E = T * hd;
   const double c = static_cast<double>(dtype_bytes(act)), w = static_cast<double>(dtype_bytes(layout.weights));
-  const double V = static_cast<double>(m.vocab), Vp = static_cast<double>(V_rows);
+  // The vocabulary each GPU holds: tensor parallelism splits the table, the head's columns and the loss over the
+  // vocabulary (Megatron-Core VocabParallelEmbedding, ColumnParallelLinear output layer, vocab_parallel_cross_entropy).
+  const double V = static_cast<double>(m.vocab) / static_cast<double>(tp), Vp = static_cast<double>(V_tp);
 
   // ---- the embedding ------------------------------------------------------------------------------
   // The gather (and, in backward, the table's gradient over every stored row: a padded vocabulary's too). Its
