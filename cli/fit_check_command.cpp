@@ -68,8 +68,9 @@ command_action register_fit_check(CLI::App& app) {
         fmt::print(stderr, "the prediction assumes PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: set it in the "
                            "training job's environment\n");
     }
+    // Adapters are offered to a fine-tuning run (--finetune given), never to pretraining.
     const suggest_options suggest{args->max_suggestions, args->keep.empty() ? 0u : parse_levers(args->keep, "--keep"),
-                                  args->allow_shorter_seq};
+                                  args->allow_shorter_seq, !args->model_run.finetune.empty()};
     add_suggestions(check, r.model, r.run, r.gpu, r.calib, suggest);
     plan_report_input in{check, r.notes};
     in.suggestions_requested = args->max_suggestions;

@@ -139,6 +139,12 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   add_cluster_options(app, a.cluster, gpu_group);
   app.add_option("--data-dir", a.data_dir, "folder with gpus.json / models.json / calibration.json whose entries add to or replace the built-in ones")
       ->type_name("DIR")->group(gpu_group);
+  // The options a suggestion changes (planner/search/levers.cpp, change_flags) take their last value, so that a
+  // suggestion appended to the command line that produced it runs as printed.
+  for (const char* name : {"--seq", "--micro-batch", "--grad-accum", "--recompute", "--attention", "--precision",
+                           "--grad-dtype", "--optimizer", "--optimizer-impl", "--offload", "--finetune", "--gpus", "--zero",
+                           "--ep"})
+    if (CLI::Option* o = app.get_option_no_throw(name)) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
 resolved_run resolve_model_run(const model_run_args& a) {

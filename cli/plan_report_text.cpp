@@ -356,8 +356,10 @@ std::string render_plan_text(const plan_report_input& in) {
       line("What would make it fit (same numerics on this GPU first, then changed numerics, then more GPUs; "
            "within each, the fewest changes, then tokens/s):");
       if (check.same_numerics_floor_bytes)
-        line("  nothing that keeps the numerics fits on one {} at full speed: full recomputation with micro-batch 1 "
-             "still peaks at {}", p.gpu.name, gib(*check.same_numerics_floor_bytes));
+        line("  nothing that keeps the numerics fits on {} at full speed: full recomputation with micro-batch 1 "
+             "still peaks at {}",
+             run.gpus == 1 ? fmt::format("one {}", p.gpu.name) : fmt::format("{} {}s as laid out", run.gpus, p.gpu.name),
+             gib(*check.same_numerics_floor_bytes));
       for (std::size_t i = 0; i < suggestions.size(); ++i) {
         const fit_suggestion& s = suggestions[i];
         std::string flags;

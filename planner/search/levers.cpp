@@ -127,7 +127,10 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
     flags.push_back(fmt::format("--optimizer-impl {}", optimizer_impl_name(to.optimizer_impl)));
   if (from.offload != to.offload) flags.push_back(fmt::format("--offload {}", offload_name(to.offload)));
   if (from.finetune != to.finetune) flags.push_back(fmt::format("--finetune {}", finetune_name(to.finetune)));
-  if (from.gpus != to.gpus || from.zero != to.zero) flags.push_back(fmt::format("--gpus {} --zero {}", to.gpus, to.zero));
+  // More GPUs name their count and stage; a higher stage on the GPUs the run has names the stage alone (appended
+  // to a command line that gives --gpus already, a second --gpus would be refused).
+  if (from.gpus != to.gpus) flags.push_back(fmt::format("--gpus {} --zero {}", to.gpus, to.zero));
+  else if (from.zero != to.zero) flags.push_back(fmt::format("--zero {}", to.zero));
   if (from.ep != to.ep) flags.push_back(fmt::format("--ep {}", to.ep));
   if (from.seq != to.seq) flags.push_back(fmt::format("--seq {}", to.seq));
   if (to.expandable_segments && !from.expandable_segments)  // the allocator lever only turns them on

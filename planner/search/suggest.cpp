@@ -16,14 +16,22 @@ namespace {
 // A depth-first search takes at most one change from each axis. Offload and adapters share an axis:
 // offloading the state of a LoRA run saves nothing worth a suggestion.
 std::vector<std::vector<lever_change>> change_axes(const model_spec& model, const run_config& run, const gpu_spec& gpu,
-                                                  unsigned kept) {
+                                                  unsigned kept, bool offer_adapters) {
   std::vector<std::vector<lever_change>> axes;
   for (lever_bit lever : {lever_recompute, lever_attention, lever_batch, lever_precision, lever_optimizer,
                           lever_optimizer_impl, lever_ep, lever_allocator})
     if (!(kept & lever)) axes.push_back(lever_alternatives(lever, model, run, gpu));
+  // The GPUs the run has, before more: a higher ZeRO stage over its data-parallel GPUs, combined with the
+  // other levers (ZeRO-3 and full recomputation on 64 GPUs, say).
+  if (!(kept & lever_gpus) && run.data_parallel() > 1) {
+    std::vector<lever_change> stages;
+    for (int stage = run.zero + 1; stage <= 3; ++stage)
+      stages.push_back({lever_gpus, [stage](run_config& r) { r.zero = stage; }});
+    axes.push_back(std::move(stages));
+  }
   std::vector<lever_change> beyond;  // beyond the GPU's own memory
   for (lever_bit lever : {lever_offload, lever_adapters})
-    if (!(kept & lever))
+    if (!(kept & lever) && (lever != lever_adapters || offer_adapters))
       for (lever_change& c : lever_alternatives(lever, model, run, gpu)) beyond.push_back(std::move(c));
   // A change that also moves a kept lever (LoRA loads the base in the stack's default precision for LoRA, which
   // can move the precision too) is left out.
@@ -143,7 +151,7 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
                                          const calibration& calib, const suggest_options& options) {
   const unsigned kept = options.kept_levers;
   const evaluator eval{{model, describe_model(model)}, {gpu, calib}, run};
-  const std::vector<std::vector<lever_change>> axes = change_axes(model, run, gpu, kept);
+  const std::vector<std::vector<lever_change>> axes = change_axes(model, run, gpu, kept, options.offer_adapters);
   std::vector<fit_suggestion> found;
 
   // Depth-first over axes: each axis contributes nothing or one of its changes; at most three changes.

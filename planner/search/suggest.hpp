@@ -46,6 +46,9 @@ struct suggest_options {
   std::size_t max_results = 5;
   unsigned kept_levers = 0;        // lever_bit bits not to touch (--keep)
   bool allow_shorter_seq = false;  // offer the longest sequence that fits (--allow-shorter-seq)
+  // Offer LoRA and QLoRA adapters: for a fine-tuning run (--finetune given), not for pretraining, whose weights
+  // must all train.
+  bool offer_adapters = true;
 };
 
 // Tries single changes first, then pairs, then triples, along the single-GPU levers (recompute,

@@ -79,3 +79,22 @@ TEST_CASE("multi-GPU: the report names the cluster, the collectives and NCCL's b
   CHECK(box["time"]["communication"].is_null());
   CHECK(box["time"]["communication_not_modelled"].get<std::string>().find("no network") != std::string::npos);
 }
+
+TEST_CASE("multi-GPU: suggestions use the GPUs given first, offer no adapters to pretraining, and run as printed", "[cli][multigpu][suggest]") {
+  // 70B on 64 H100s does not fit with DDP; ZeRO-3 and full recomputation on those 64 GPUs do (56 GiB): that is
+  // the first suggestion, not QLoRA and not more GPUs.
+  const std::string base = "--model llama-3.1-70b --seq 4096 --gpus 64";
+  const json j = plan_json(base);
+  REQUIRE(j["fits"] == false);
+  REQUIRE(!j["suggestions"].empty());
+  for (const json& s : j["suggestions"]) {
+    std::string flags;
+    for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
+    INFO(flags);
+    CHECK(flags.find("--finetune") == std::string::npos);
+    CHECK(run_plan(base + flags).exit_code == 0);  // appended to the command that printed it
+  }
+  const json& first = j["suggestions"][0];
+  CHECK(first["cost"] == "same numerics");
+  for (const json& c : first["changes"]) CHECK(c.get<std::string>().find("--gpus") == std::string::npos);
+}

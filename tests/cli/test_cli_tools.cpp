@@ -103,8 +103,10 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
   plan_run r = run_plan("--params 7B --seq 4096 --gpu h100");
   CHECK_THAT(r.out, Catch::Contains("--zero 3") && Catch::Contains("--offload optimizer"));
   // LoRA under hf loads the base in bf16: for 7B pure bf16 alone fits (so LoRA is no smaller answer); 13B
-  // needs the adapters as well.
-  CHECK_THAT(run_plan("--params 13B --seq 4096 --gpu h100").out, Catch::Contains("--precision bf16 --finetune lora"));
+  // needs the adapters as well. Adapters are offered to a fine-tuning run (--finetune given), never to pretraining.
+  CHECK_THAT(run_plan("--params 13B --seq 4096 --gpu h100 --finetune full").out,
+             Catch::Contains("--precision bf16 --finetune lora"));
+  CHECK_THAT(run_plan("--params 13B --seq 4096 --gpu h100").out, !Catch::Contains("--finetune"));
   json j = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 8 --zero 3 --offload optimizer --json").out);
   CHECK(j["fits"] == true);
   CHECK(j["run"]["gpus"] == 8);
