@@ -7,6 +7,9 @@
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "planner/profiles/registry.hpp"
 #include "cli/commands.hpp"
@@ -18,6 +21,7 @@
 #include "planner/util/quantity_parse.hpp"
 #include "planner/search/search.hpp"
 #include "planner/search/search_listing.hpp"
+#include "planner/search/layout_search.hpp"
 
 namespace trainplan::cli {
 namespace {
@@ -29,7 +33,126 @@ struct search_args {
   std::size_t top = 5;
   bool json = false;
   std::string levers;  // --levers: widen the search along these (planner/search/levers.hpp)
+  bool layouts = false;  // --layouts: search the GPU layout (planner/search/layout_search.hpp)
 };
+
+// The layout search's mode: asked for, or several GPUs given with no layout of their own.
+bool wants_layout_search(const search_args& a) {
+  if (a.layouts) return true;
+  const model_run_args& m = a.model_run;
+  const bool one_count = !m.gpus.empty() && m.gpus.find_first_of(",:") == std::string::npos && m.gpus != "1";
+  return one_count && m.tp.empty() && m.pp.empty() && m.zero.empty() && m.fsdp.empty() && m.ep.empty() && a.levers.empty();
+}
+
+std::string layout_label(const run_config& r) {
+  std::string label = fmt::format("{:<9} DP {:>4} TP {} PP {:>2}", profile_of(r).name, r.data_parallel(), r.tp, r.pp);
+  if (r.ep > 1) label += fmt::format(" EP {}", r.ep);
+  label += fmt::format(" ZeRO-{} {:<9} mb {:>2} x {:>4}", r.zero, recompute_name(r.recompute), r.micro_batch, r.grad_accum);
+  return label;
+}
+
+std::string dominant_text(const layout_row& row) {
+  if (row.dominant == step_share::communication)
+    return fmt::format("{} communication", comm_group_name(row.dominant_group));
+  return std::string(step_share_name(row.dominant));
+}
+
+nlohmann::json layout_json(const layout_row& row) {
+  const run_config& r = row.run;
+  nlohmann::json groups = nlohmann::json::object();
+  for (std::size_t g = 0; g < comm_group_count; ++g)
+    if (row.exposed_by_group[g] > 0) groups[std::string(comm_group_name(static_cast<comm_group>(g)))] = row.exposed_by_group[g];
+  return {{"framework", profile_of(r).name}, {"gpus", r.gpus}, {"data_parallel", r.data_parallel()}, {"tp", r.tp},
+          {"pp", r.pp}, {"ep", r.ep}, {"zero", r.zero}, {"sequence_parallel", r.sequence_parallel},
+          {"recompute", recompute_name(r.recompute)}, {"precision", precision_name(r.precision)},
+          {"micro_batch", r.micro_batch}, {"grad_accum", r.grad_accum}, {"peak_bytes", row.peak_bytes},
+          {"budget_bytes", row.budget_bytes}, {"fits", row.fits}, {"tokens_per_second", row.tokens_per_second},
+          {"mfu", row.mfu}, {"step_seconds", row.step_seconds}, {"communication_seconds", row.communication_seconds},
+          {"exposed_communication_seconds", row.exposed_communication_seconds}, {"exposed_by_group", groups},
+          {"dominant", dominant_text(row)}};
+}
+
+// `plan search --gpus N`: the layouts ranked. Exit 0 when one fits, 1 when none does.
+int run_layout_search(const search_args& a, bool margin_given) {
+  // The micro-batch, recomputation and accumulation are what the search chooses: the run takes the rest.
+  model_run_args fixed = a.model_run;
+  fixed.micro_batch = "1", fixed.recompute.clear(), fixed.grad_accum.clear(), fixed.global_batch.clear();
+  resolved_run r = resolve_model_run(fixed);
+  layout_search_options o;
+  o.target_tokens_per_step = parse_binary_count(a.tokens_per_step, "--tokens-per-step");
+  if (margin_given && !(a.margin >= 0 && a.margin < 1)) throw input_error("--margin must be a fraction in [0, 1)");
+  o.margin = margin_given ? a.margin : r.calib.safety_margin_fraction;
+  if (a.model_run.framework_given) {
+    o.stacks.push_back(&profile_of(r.run));
+  } else {
+    for (const stack_profile* p : all_profiles())
+      if (p != &harness_profile()) o.stacks.push_back(p);
+  }
+  const bool show_progress = !a.json && isatty(fileno(stderr));
+  o.progress = [show_progress, last = std::uint64_t(0)](std::uint64_t done, std::uint64_t total) mutable {
+    if (!show_progress || total < 200 || (done != total && done - last < total / 20)) return;
+    last = done;
+    fmt::print(stderr, "\r  {} of {} layouts evaluated", done, total);
+    if (done == total) fmt::print(stderr, "\n");
+  };
+  const layout_search_result res = search_layouts(r.model, r.run, r.gpu, r.calib, o);
+  if (res.evaluated > 0 && res.invalid == res.evaluated) throw input_error(res.first_invalid_reason);
+  const std::size_t shown = std::min(a.top, res.fitting.size());
+  if (a.json) {
+    nlohmann::json j;
+    j["gpus"] = r.run.gpus;
+    j["cluster"] = r.gpu.cluster ? nlohmann::json(r.gpu.cluster->name) : nlohmann::json();
+    j["tokens_per_step"] = o.target_tokens_per_step;
+    j["margin"] = o.margin;
+    j["evaluated"] = res.evaluated;
+    j["invalid"] = res.invalid;
+    j["unreachable"] = res.unreachable;
+    j["fitting"] = res.fitting.size();
+    j["best"] = nlohmann::json::array();
+    for (std::size_t i = 0; i < shown; ++i) j["best"].push_back(layout_json(res.fitting[i]));
+    j["closest_failing"] = res.failing.empty() ? nlohmann::json() : layout_json(res.failing.front());
+    fmt::print("{}\n", j.dump(2));
+    return res.fitting.empty() ? 1 : 0;
+  }
+  fmt::print("plan search: layouts of {} on {} {}s{}, {} tokens per step, {}% of memory kept free\n", r.model.name,
+             r.run.gpus, r.gpu.name,
+             r.gpu.cluster ? fmt::format(" ({} nodes of {})", (r.run.gpus + r.gpu.cluster->gpus_per_node - 1) / r.gpu.cluster->gpus_per_node,
+                                         r.gpu.cluster->name)
+                           : std::string(),
+             grouped(o.target_tokens_per_step), 100.0 * o.margin);
+  fmt::print("Evaluated {} layouts: {} fit, {} over the budget, {} a stack cannot run; {} more cannot split the batch "
+             "exactly.\n\n",
+             res.evaluated, res.fitting.size(), res.failing.size(), res.invalid, res.unreachable);
+  if (!res.fitting.empty()) {
+    fmt::print("Best by predicted tokens/s (communication: collectives in the step / what the step waits for):\n");
+    fmt::print("  {:>2}  {:<60} {:>10} {:>12} {:>6} {:>9} {:>19}  {}\n", "#", "layout", "peak", "tokens/s", "MFU", "step",
+               "communication", "largest share");
+    for (std::size_t i = 0; i < shown; ++i) {
+      const layout_row& row = res.fitting[i];
+      fmt::print("  {:>2}  {:<60} {:>10} {:>12} {:>6} {:>9} {:>9} / {:>7}  {}\n", i + 1, layout_label(row.run),
+                 gib(row.peak_bytes), grouped_rate(row.tokens_per_second), percent(row.mfu), duration(row.step_seconds),
+                 duration(row.communication_seconds), duration(row.exposed_communication_seconds), dominant_text(row));
+    }
+    const run_config& best = res.fitting.front().run;
+    std::string flags = fmt::format("--framework {} --gpus {} --zero {} --recompute {} --micro-batch {} --grad-accum {}",
+                                    profile_of(best).name, best.gpus, best.zero, recompute_name(best.recompute),
+                                    best.micro_batch, best.grad_accum);
+    if (best.tp > 1) flags += fmt::format(" --tp {}", best.tp);
+    if (best.pp > 1) flags += fmt::format(" --pp {}", best.pp);
+    if (best.ep > 1) flags += fmt::format(" --ep {}", best.ep);
+    if (best.sequence_parallel) flags += " --sequence-parallel";
+    fmt::print("\n#1 as plan options: {}\n", flags);
+  } else {
+    fmt::print("Nothing fits.\n");
+    if (!res.failing.empty())
+      fmt::print("Closest: {} (peak {}, budget {}); more GPUs, offload or a shorter sequence would be next.\n",
+                 layout_label(res.failing.front().run), gib(res.failing.front().peak_bytes),
+                 gib(res.failing.front().budget_bytes));
+  }
+  fmt::print("Ranked within each stack's own calibration; a stack that is not named here was tried and refused the run "
+             "or its layouts (--framework NAME searches one).\n");
+  return res.fitting.empty() ? 1 : 0;
+}
 
 std::string config_label(const config_summary& s) {
   std::string label = fmt::format("seq {} x micro-batch {} x {} accumulation, recompute {}, {} attention, {}, {}", s.run.seq,
@@ -115,6 +238,10 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       ->type_name("FRACTION");
   cmd->add_option("--top", args->top, "how many of the best to list (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->add_flag("--layouts", args->layouts,
+                "search the GPU layout for --gpus N: data x tensor x pipeline (x expert) parallelism, ZeRO stage, "
+                "recomputation and micro-batch, tensor parallelism inside a node, over every stack unless --framework "
+                "names one (the default when --gpus N is given without --tp, --pp, --zero, --ep or --levers)");
   cmd->add_option("--levers", args->levers,
                   fmt::format("also search these levers, each labelled with its cost: precision, optimizer, "
                               "optimizer-impl, recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, "
@@ -127,6 +254,10 @@ void register_search_command(CLI::App& app, command_action& chosen) {
 
   CLI::Option* recompute_opt = cmd->get_option("--recompute");
   cmd->callback([args, margin_opt, recompute_opt, &chosen]() {
+    if (wants_layout_search(*args)) {
+      chosen = [args, margin_given = margin_opt->count() > 0]() { return run_layout_search(*args, margin_given); };
+      return;
+    }
     // A stack that checkpoints whole layers (Hugging Face's) has no selective recomputation to try.
     if (recompute_opt->count() == 0 && !chosen_profile(args->model_run).offers_selective_recompute)
       args->model_run.recompute = "none,full";

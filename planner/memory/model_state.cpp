@@ -80,6 +80,10 @@ void add_grad_scaler_state(inventory_builder& inv) {
 
 }  // namespace
 
+void add_incoming_table_gradients(inventory_builder& inv, const model_spec& m, dtype grads) {
+  add_incoming_table_grads(inv, m, grads);
+}
+
 void add_model_state(inventory& out, const model_spec& m, const run_config& run, const precision_layout& layout,
                      const model_facts& given_facts, const stack_traits& traits, const model_state_rules& rules) {
   // A stack that pads its vocabulary tables (stack_traits::vocab_pad_multiple) stores and trains their padded

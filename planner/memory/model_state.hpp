@@ -4,6 +4,7 @@
 // as ZeRO stages shard them (Rajbhandari et al. 2020) over the data-parallel GPUs, split by tensor parallelism
 // and expert parallelism, and placed on the host where offloaded.
 #include "planner/memory/inventory.hpp"
+#include "planner/memory/inventory_builder.hpp"
 #include "planner/model/model_facts.hpp"
 #include "planner/model/model_spec.hpp"
 #include "planner/run/precision.hpp"
@@ -42,5 +43,10 @@ struct model_state_rules {
 // pipeline stage's share, or describe_model).
 void add_model_state(inventory& out, const model_spec& m, const run_config& run, const precision_layout& layout,
                      const model_facts& facts, const stack_traits& traits, const model_state_rules& rules);
+
+// The token table's incoming gradients where PyTorch's autograd makes them for per-parameter .grad tensors:
+// embedding_dense_backward's [V, h] gradient, and with tied embeddings the head's contribution held until the
+// table's own arrives (model_state.cpp says when each lives). For a stack that keeps PyTorch's .grad tensors.
+void add_incoming_table_gradients(inventory_builder& inv, const model_spec& m, dtype grads);
 
 }  // namespace trainplan

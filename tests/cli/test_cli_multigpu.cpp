@@ -98,3 +98,25 @@ TEST_CASE("multi-GPU: suggestions use the GPUs given first, offer no adapters to
   CHECK(first["cost"] == "same numerics");
   for (const json& c : first["changes"]) CHECK(c.get<std::string>().find("--gpus") == std::string::npos);
 }
+
+TEST_CASE("multi-GPU: plan search --gpus N ranks layouts, and its #1 runs as the plan it lists", "[cli][multigpu][search]") {
+  const plan_run r = run_plan("search --model llama-3.1-70b --gpus 64 --cluster dgx-h100 --seq 4096 --json");
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["cluster"] == "dgx-h100");
+  REQUIRE(!j["best"].empty());
+  const json& best = j["best"][0];
+  CHECK(best["tp"].get<int>() <= 8);  // inside a node
+  CHECK(best["communication_seconds"].get<double>() > 0);
+  std::string flags = fmt::format("--model llama-3.1-70b --seq 4096 --cluster dgx-h100 --gpus 64 --framework {} --zero {} "
+                                  "--recompute {} --micro-batch {} --grad-accum {} --tp {} --pp {}",
+                                  best["framework"].get<std::string>(), best["zero"].get<int>(),
+                                  best["recompute"].get<std::string>(), best["micro_batch"].get<int>(),
+                                  best["grad_accum"].get<int>(), best["tp"].get<int>(), best["pp"].get<int>());
+  if (best["sequence_parallel"].get<bool>()) flags += " --sequence-parallel";
+  const json plan = plan_json(flags);
+  CHECK(plan["fits"] == true);
+  CHECK(plan["time"]["tokens_per_second"].get<double>() == Approx(best["tokens_per_second"].get<double>()).epsilon(1e-9));
+  // Given a layout of its own (--tp), search keeps to it: the configuration search.
+  CHECK(run_plan("search --model gpt2 --seq 1024 --gpus 8 --layouts --json").exit_code == 0);
+}

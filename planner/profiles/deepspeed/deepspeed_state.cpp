@@ -2,6 +2,8 @@
 // DeepSpeedZeroOptimizer (stages 1 and 2) and DeepSpeedZeroOptimizer_Stage3 allocate them.
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 
+#include "planner/memory/model_state.hpp"
+
 #include <algorithm>
 
 #include "planner/memory/inventory_builder.hpp"
@@ -92,14 +94,18 @@ void add_deepspeed_state(inventory& out, const model_spec& m, const run_config& 
                                        state_lifetime::gradient_from_backward, tensor_role::gradients, param_scope::layer);
       inv.per_layer(t);
       t.intervals[0] = {bwd0, -1, 0, 0};
-      auto grad = [&](std::string_view name, std::uint64_t elements, event_kind from, std::int64_t layer) {
+      // Each names the parameters it stands for (param_scope), as PyTorch's .grad of each does: the op-by-op
+      // backward allocates them part by part (planner/allocator/allocator_trace.cpp).
+      auto grad = [&](std::string_view name, std::uint64_t elements, event_kind from, std::int64_t layer, param_scope scope) {
         if (elements == 0) return;
         tensor_spec& g = inv.model_state(name, elements, grads, tensor_category::gradients,
-                                         state_lifetime::gradient_from_backward, tensor_role::gradients);
+                                         state_lifetime::gradient_from_backward, tensor_role::gradients, scope);
         g.intervals[0] = {event_index(from, layer, L), 0, 0, 0};
       };
-      grad("grads.head", pc.final_norm + pc.lm_head + (m.tied_embeddings ? pc.embedding : 0), event_kind::bwd_layer, L - 1);
-      if (!m.tied_embeddings) grad("grads.embedding", pc.embedding, event_kind::bwd_embed, 0);
+      grad("grads.head", pc.final_norm + pc.lm_head + (m.tied_embeddings ? pc.embedding : 0), event_kind::bwd_layer, L - 1,
+           param_scope::head);
+      if (!m.tied_embeddings) grad("grads.embedding", pc.embedding, event_kind::bwd_embed, 0, param_scope::embedding);
+      add_incoming_table_gradients(inv, m, grads);
     } else {
       // Stage 2: each gradient is copied into the bucket as its hook fires and reduced when the bucket fills: a
       // layer's full gradients exist while its backward runs.

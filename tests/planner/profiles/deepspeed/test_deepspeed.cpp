@@ -3,6 +3,7 @@
 // for Llama-2-7B (P = 6,738,415,616; h = 4096; one layer 202,383,360; the head 131,072,000).
 #include <catch2/catch.hpp>
 
+#include "planner/evaluate/plan.hpp"
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/registry.hpp"
 #include "tests/support/test_helpers.hpp"
@@ -71,4 +72,18 @@ TEST_CASE("deepspeed: model state per stage", "[unit][deepspeed]") {
   CHECK(named(z3, "deepspeed.grad_partitions") == 2 * P / N);
   CHECK(named(z3, "deepspeed.master") + named(z3, "adam.m") + named(z3, "adam.v") == 12 * P / N);
   CHECK(named(z3, "deepspeed.params.persistent") == 2 * (2 * 32 + 1) * h);
+}
+
+TEST_CASE("deepspeed: ZeRO-1's full gradients name their parameters, for the op-by-op backward of a tied model", "[unit][deepspeed]") {
+  // GPT-2 ties its head to the token table: grads.head holds the final norm's and the table's gradients, and the
+  // allocator replay allocates them part by part as PyTorch's .grad of each (this once threw an internal error).
+  run_config r = test::run_of(1024, 4, recompute_mode::none, attention_kind::flash, 0.0);
+  r.profile = &profile_named("deepspeed");
+  r.precision = precision_regime::bf16_mixed;
+  r.gpus = 8;
+  r.zero = 1;
+  const gpu_spec& h100 = test::data().gpu("h100");
+  const plan_result p = evaluate_plan(test::data().model("gpt2").spec, r, h100, test::data().calibration_for(h100));
+  CHECK(p.allocator.has_value());
+  CHECK(p.fits);
 }
