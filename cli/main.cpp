@@ -15,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
 #include "planner/util/input_error.hpp"
+#include "planner/util/names.hpp"
 
 namespace {
 
@@ -61,6 +62,37 @@ void report(std::string_view kind, std::string_view message) noexcept {
     std::fflush(stderr);
   } catch (...) {
   }
+}
+
+// An option the command does not have, named with the one meant: a close spelling of one of its options, or
+// the option other tools call by that name (--dtype, --batch-size...). Empty when no argument is an unknown option.
+std::string unknown_option_message(const CLI::App& app, int argc, char** argv) {
+  // The command the arguments were for: the subcommand given, else the fit check.
+  const CLI::App* command = &app;
+  for (const CLI::App* sub : app.get_subcommands()) command = sub;
+  std::vector<std::string> names;
+  for (const CLI::Option* o : command->get_options())
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  static const std::pair<std::string_view, std::string_view> synonyms[] = {
+      {"--dtype", "--precision"},         {"--mixed-precision", "--precision"}, {"--batch-size", "--micro-batch"},
+      {"--bs", "--micro-batch"},          {"--seq-len", "--seq"},               {"--seqlen", "--seq"},
+      {"--max-seq-len", "--seq"},         {"--sequence-length", "--seq"},       {"--num-gpus", "--gpus"},
+      {"--ngpus", "--gpus"},              {"--world-size", "--gpus"},           {"--tensor-parallel", "--tp"},
+      {"--pipeline-parallel", "--pp"},    {"--gradient-accumulation-steps", "--grad-accum"},
+      {"--gradient-checkpointing", "--recompute full"}, {"--lora", "--finetune lora"}, {"--qlora", "--finetune qlora"}};
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (!arg.starts_with("--")) continue;
+    arg = arg.substr(0, arg.find('='));
+    if (std::find(names.begin(), names.end(), arg) != names.end()) continue;
+    for (const auto& [other, ours] : synonyms)
+      if (trainplan::same_name(arg, other)) return fmt::format("unknown option {}; did you mean {}?", arg, ours);
+    std::vector<std::string_view> views(names.begin(), names.end());
+    const std::string_view close = trainplan::closest_name(arg, views);
+    return close.empty() ? fmt::format("unknown option {}", arg)
+                         : fmt::format("unknown option {}; did you mean {}?", arg, close);
+  }
+  return {};
 }
 
 // `plan --gpu l4 max micro-batch` parses --gpu as the fit check's option, which the subcommand never reads:
@@ -120,6 +152,11 @@ int run(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
       return app.exit(e);
     } catch (const CLI::ParseError& e) {
+      if (dynamic_cast<const CLI::ExtrasError*>(&e))
+        if (const std::string unknown = unknown_option_message(app, argc, argv); !unknown.empty()) {
+          report("error", fmt::format("{} (see plan --help)", unknown));
+          return exit_bad_input;
+        }
       report("error", fmt::format("{} (see plan --help)", e.what()));
       return exit_bad_input;
     }

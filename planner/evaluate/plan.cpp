@@ -93,7 +93,7 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
       const bool state = t.role == tensor_role::optimizer_state || t.role == tensor_role::optimizer_temporary ||
                          t.role == tensor_role::master_weights || t.role == tensor_role::gradients;
       if (!state) continue;  // communication buffers are not part of the update
-      // hf's gradients are one buffer per layer (they appear layer by layer).
+      // A stack's per-parameter gradients may be one buffer per layer (they appear layer by layer).
       const std::uint64_t all = checked_mul(t.bytes, t.instances(), what);
       if (t.category == tensor_category::optimizer) bytes = checked_add(bytes, checked_mul(all, 2, what), what);
       if (t.category == tensor_category::master_weights) master = all;
@@ -229,7 +229,7 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
   allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum, steps);
   schedule.expandable_segments = r.run.expandable_segments;
   schedule.gpu_total_bytes = r.gpu_memory_bytes;
-  // hf's overhead line holds both workspaces (evaluate_plan).
+  // The overhead line holds both workspaces (evaluate_plan).
   if (replay_makes_cublas_workspaces(r)) {
     schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
     // A GEMM with a bias goes through cuBLASLt, with a workspace of its own (planner/allocator/allocator_trace.hpp): GPT-2's
@@ -413,8 +413,6 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
   }
   r.tensor_peak_bytes = r.timeline.peak.live_bytes;
 
-  // hf: PyTorch's CUDA context (data/calibration.json: measured with torch 2.11 on an H100 until a collector
-  // report calibrates it for a GPU); trainplan: the harness's where `plan calibrate` measured it.
   // The stack's process: its CUDA context and cuBLAS workspaces (data/calibration.json unless the stack knows
   // its own), and, unless its allocator is replayed below, the calibrated share of the tensor peak its cache
   // holds unused.

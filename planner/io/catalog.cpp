@@ -391,6 +391,26 @@ catalog catalog::load(const std::optional<std::filesystem::path>& data_dir) {
   return c;
 }
 
+namespace {
+
+// "; did you mean 'x'?" when a name is close to `given` (planner/util/names.hpp, closest_name), else "".
+std::string did_you_mean(std::string_view given, const std::vector<std::string>& names) {
+  std::vector<std::string_view> views(names.begin(), names.end());
+  const std::string_view close = closest_name(given, views);
+  return close.empty() ? std::string() : fmt::format("; did you mean '{}'?", close);
+}
+
+}  // namespace
+
+std::vector<std::string> catalog::gpu_names_and_aliases() const {
+  std::vector<std::string> names;
+  for (const gpu_spec& g : gpus_) {
+    names.push_back(g.name);
+    for (const std::string& a : g.aliases) names.push_back(a);
+  }
+  return names;
+}
+
 const gpu_spec& catalog::gpu(std::string_view name) const {
   const std::string key = lower(name);
   for (const gpu_spec& g : gpus_) {
@@ -398,7 +418,7 @@ const gpu_spec& catalog::gpu(std::string_view name) const {
   }
   std::string known;
   for (const gpu_spec& g : gpus_) known += (known.empty() ? "" : ", ") + g.name;
-  throw input_error(fmt::format("--gpu: unknown GPU '{}' (known: {})", name, known));
+  throw input_error(fmt::format("--gpu: unknown GPU '{}' (known: {}){}", name, known, did_you_mean(name, gpu_names_and_aliases())));
 }
 
 const model_preset& catalog::model(std::string_view name) const {
@@ -413,9 +433,14 @@ const model_preset& catalog::model(std::string_view name) const {
     if (m.spec.name == key || (!m.hf_repo.empty() && lower(m.hf_repo) == key)) return m;
   std::string known;
   for (const model_preset& m : models_) known += (known.empty() ? "" : ", ") + m.spec.name;
+  std::vector<std::string> candidates;
+  for (const model_preset& m : models_) {
+    candidates.push_back(m.spec.name);
+    if (!m.hf_repo.empty()) candidates.push_back(m.hf_repo);
+  }
   throw input_error(fmt::format("--model: unknown model '{}' (known: {}, or their Hugging Face repository ids, listed by "
-                                "`plan models`; for another model give its config.json with --hf-config FILE)",
-                                name, known));
+                                "`plan models`; for another model give its config.json with --hf-config FILE){}",
+                                name, known, did_you_mean(name, candidates)));
 }
 
 const cluster_spec& catalog::cluster(std::string_view name, std::string_view option) const {

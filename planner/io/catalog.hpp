@@ -53,6 +53,7 @@ class catalog {
 
   // Each GPU's `cluster`: a copy of its usual node's preset (gpu_spec::cluster), after the clusters are resolved.
   void attach_usual_clusters();
+  std::vector<std::string> gpu_names_and_aliases() const;  // for "did you mean"
   std::vector<gpu_spec> gpus_;
   std::vector<model_preset> models_;
   cluster_tables clusters_;

@@ -21,7 +21,10 @@ constexpr named<offload_mode> offload_names[] = {
     {offload_mode::both, "both"}};
 constexpr named<finetune_kind> finetune_names[] = {
     {finetune_kind::full, "full"}, {finetune_kind::lora, "lora"}, {finetune_kind::qlora, "qlora"}};
-constexpr named<attention_kind> attention_names[] = {{attention_kind::eager, "eager"}, {attention_kind::flash, "flash"}};
+// "sdpa": Hugging Face's name (attn_implementation="sdpa") for what the Hugging Face stack models as flash (PyTorch's
+// scaled_dot_product_attention picks a fused kernel); the first name of a kind is the one printed.
+constexpr named<attention_kind> attention_names[] = {
+    {attention_kind::eager, "eager"}, {attention_kind::flash, "flash"}, {attention_kind::flash, "sdpa"}};
 constexpr named<unsigned> lora_target_names[] = {
     {lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}};
 

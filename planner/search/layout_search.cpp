@@ -92,7 +92,10 @@ layout_search_result search_layouts(const model_spec& model, const run_config& b
                 r.precision = base.profile == stack ? base.precision : stack->default_precision(false);
                 r.tp = tp, r.pp = pp, r.ep = ep, r.zero = zero, r.recompute = rc, r.micro_batch = mb;
                 r.vpp = 1;
-                r.sequence_parallel = tp > 1 && stack->name == std::string_view("megatron");
+                // Sequence parallelism with tensor parallelism, as Megatron-LM recommends it: the same collectives'
+                // volume, a tp-th of the norms' and dropouts' activations (a stack without tensor parallelism
+                // refuses tp > 1 whatever this says).
+                r.sequence_parallel = tp > 1;
                 candidates.push_back(r);
               }
             }

@@ -1,7 +1,7 @@
 #pragma once
 // DeepSpeed ZeRO under Hugging Face's Trainer (--framework deepspeed): stages 1, 2 and 3 in bf16 (or fp16) mode
 // over Hugging Face transformers' modules; per-rank memory as deepspeed_state.hpp lays it out, activations as the
-// hf profile's op lists save them in a 16-bit model.
+// Hugging Face modules' op lists (planner/profiles/hf/) save them in a 16-bit model.
 #include "planner/profiles/profile.hpp"
 
 namespace trainplan {

@@ -40,8 +40,8 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
                 const pipeline_stage& stage) {
   inventory out;
   out.tensors.reserve(64);  // one allocation per configuration: sweeps evaluate millions
-  // With ZeRO (the Trainer under Accelerate's FSDP or DeepSpeed), the paper's sharding and buffers: the fsdp2 and
-  // deepspeed profiles model those stacks' own.
+  // With ZeRO (the Trainer under Accelerate's FSDP or DeepSpeed), the paper's sharding and buffers: those stacks'
+  // own profiles (planner/profiles/) model theirs.
   add_model_state(out, m, run, layout, facts, traits,
                   {.grads_per_parameter = true, .peft_adapters = true, .foreach_adamw = true, .grad_scaler = true,
                    .zero3_gather_buffers = true, .ddp_bucket = run.zero > 0});
