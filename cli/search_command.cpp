@@ -30,6 +30,7 @@ struct search_args {
   model_run_args model_run;
   std::string tokens_per_step = "4M";
   double margin = -1;
+  std::string top_text = "5";  // --top, parsed strictly (at least 1) into top
   std::size_t top = 5;
   bool json = false;
   std::string levers;  // --levers: widen the search along these (planner/search/levers.hpp)
@@ -236,7 +237,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       ->type_name("TOKENS");
   CLI::Option* margin_opt = cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default: calibration, 0.05)")
       ->type_name("FRACTION");
-  cmd->add_option("--top", args->top, "how many of the best to list (default 5)")->type_name("N");
+  cmd->add_option("--top", args->top_text, "how many of the best to list, at least 1 (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_flag("--layouts", args->layouts,
                 "search the GPU layout for --gpus N: data x tensor x pipeline (x expert) parallelism, ZeRO stage, "
@@ -254,6 +255,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
 
   CLI::Option* recompute_opt = cmd->get_option("--recompute");
   cmd->callback([args, margin_opt, recompute_opt, &chosen]() {
+    args->top = static_cast<std::size_t>(std::min<std::uint64_t>(parse_integer(args->top_text, "--top", 1), 1u << 30));
     if (wants_layout_search(*args)) {
       chosen = [args, margin_given = margin_opt->count() > 0]() { return run_layout_search(*args, margin_given); };
       return;
@@ -265,6 +267,13 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       sweep_space space = resolve_sweep_space(args->model_run);
       const run_config base = space.at(0).run;  // the run as given: each option's first value
       check_parallel_layout(base);  // a layout no GPU count splits is bad input, not "cannot split the batch"
+      // The run as given must be one plan accepts (a sequence beyond the learned positions, experts that do not
+      // split over the GPUs): bad input, exit 2 with plan's message, not "nothing fits".
+      {
+        std::string why;
+        if (!summarize_config(space.models.front(), space.gpus.front(), base, 0.0, &why, replay_when::never))
+          throw input_error(why);
+      }
       const bool with_levers = !args->levers.empty();
       const unsigned levers = with_levers ? parse_levers(args->levers, "--levers") : 0u;
       if (with_levers) widen_by_levers(space, levers);
