@@ -115,8 +115,10 @@ import subprocess
 import sys
 import time
 
+import collect_parallel
+
 FAMILIES = ("gpt2", "llama", "mistral", "qwen2", "phi3")
-REGIMES = ("amp-bf16", "amp-fp16", "bf16", "fp32")
+REGIMES = ("amp-bf16", "amp-fp16", "bf16", "fp32", "bf16-mixed")  # bf16-mixed: --parallel fsdp2 only
 
 # Shapes used when a flag is left out: GPT-2 small, the reference file's small Llama (S6..S10), and small
 # Mistral- and Qwen2-shaped models (Mistral-7B's vocab and 3.5x MLP, Qwen2-0.5B's width, heads and vocab).
@@ -247,9 +249,11 @@ def build_parser():
     r.add_argument("--seq", type=int, default=1024, help="sequence length (default 1024)")
     r.add_argument("--micro-batch", type=int, default=4, help="micro-batch size (default 4)")
     r.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step (default 1)")
-    r.add_argument("--regime", choices=REGIMES, default="amp-bf16",
+    r.add_argument("--regime", choices=REGIMES, default=None,
                    help="amp-bf16: fp32 model under torch.autocast(bfloat16); amp-fp16: fp32 model, autocast(float16) "
-                        "and torch.amp.GradScaler; bf16: model.to(bfloat16); fp32: no autocast (default amp-bf16)")
+                        "and torch.amp.GradScaler; bf16: model.to(bfloat16); fp32: no autocast; bf16-mixed (--parallel "
+                        "fsdp2): fp32 model, MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) "
+                        "(default amp-bf16; bf16-mixed with --parallel fsdp2)")
     r.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="attn_implementation (default sdpa)")
     r.add_argument("--gc", action="store_true", help='gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})')
     r.add_argument("--dropout", type=float, default=None,
@@ -278,6 +282,15 @@ def build_parser():
     o.add_argument("--env-only", action="store_true", help="only write the env line")
     o.add_argument("--no-env", action="store_true", help="never write the env line (presets pass this to their child runs)")
     o.add_argument("--note", help="free text for the env line's note")
+    d = p.add_argument_group("several GPUs (scripts/collect_parallel.py; docs/validation.md)")
+    d.add_argument("--parallel", choices=collect_parallel.PARALLEL_MODES, default="none",
+                   help="fsdp2: fully_shard per decoder layer and root; ddp: DistributedDataParallel(bucket_cap_mb=25); "
+                        "zero1: DDP and ZeroRedundancyOptimizer; tp: DTensor tensor parallelism (parallelize_module, "
+                        "column-wise q,k,v,gate,up, row-wise o,down). Under torchrun the real process group (NCCL); "
+                        "otherwise PyTorch's fake process group on one GPU: the per-rank memory of --world-size ranks "
+                        "(default none: one GPU)")
+    d.add_argument("--world-size", type=int, help="with --parallel on one GPU: the fake process group's ranks (2 to 1024)")
+    d.add_argument("--rank", type=int, help="with --parallel on one GPU: the rank measured (default 0)")
     s = p.add_argument_group("sweeps")
     s.add_argument("--preset", choices=sorted(PRESETS), help="run a built-in list of configurations, each in a fresh process: "
                    "shared-h100 (the reference file's 14), extra (Mistral/Qwen2, amp-fp16, grad accum 4, seq 8192, LoRA), all")
@@ -288,6 +301,8 @@ def build_parser():
 
 
 def resolve_shape(args):
+    if args.regime is None:
+        args.regime = "bf16-mixed" if args.parallel == "fsdp2" else "amp-bf16"
     d = FAMILY_DEFAULTS[args.family]
     for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
         if getattr(args, k) is None:
@@ -322,6 +337,9 @@ def resolve_shape(args):
             "x%d" % args.grad_accum if args.grad_accum > 1 else "", args.regime, args.attn,
             "-gc" if args.gc else "", "-fused" if args.opt == "fused" else "",
             "-lora%d" % args.lora if args.lora else "")
+        if args.parallel != "none":
+            world = args.world_size or os.environ.get("WORLD_SIZE", "")
+            args.id += "-{}-w{}{}".format(args.parallel, world, "-r%d" % args.rank if args.rank else "")
 
 
 def model_field(args):
@@ -600,15 +618,18 @@ def median(values):
     return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
-def profile_step(torch, step):
+def profile_step(torch, step, nccl_layout=None):
     """Runs `step` once more under torch.profiler (CUDA activity only) and sums what the GPU ran: kernels
     (count, summed time, and busy time as the union of their intervals) and copies/memsets apart. Whether a
     run is bound by the host or by the GPU shows as step_s against busy_s; the count checks the planner's
-    kernels per step. A failure is recorded in the line, never fatal: the measurement stands without it."""
+    kernels per step. A failure is recorded in the line, never fatal: the measurement stands without it.
+    With `nccl_layout` (a run under torchrun) CPU activity is recorded too, so that each NCCL kernel carries its
+    collective's sizes, and "collectives" lists them (collect_parallel.nccl_collectives)."""
     try:
         from torch.profiler import profile, ProfilerActivity
         cuda = torch.autograd.DeviceType.CUDA
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        activities = [ProfilerActivity.CUDA] + ([ProfilerActivity.CPU] if nccl_layout is not None else [])
+        with profile(activities=activities) as prof:
             wall, _ = step()
         kernels, copies, by_name = [], [], {}
         for e in prof.events():
@@ -631,23 +652,41 @@ def profile_step(torch, step):
                 busy += b - end
                 end = b
         table = sorted(([name, n, t] for name, (n, t) in by_name.items()), key=lambda row: -row[2])
-        return {"wall_s": wall, "kernels": len(kernels), "kernel_s": sum(b - a for a, b in kernels) / 1e6,
-                "busy_s": busy / 1e6, "copies": len(copies), "copy_s": sum(b - a for a, b in copies) / 1e6,
-                "kernels_by_name": table}
+        out = {"wall_s": wall, "kernels": len(kernels), "kernel_s": sum(b - a for a, b in kernels) / 1e6,
+               "busy_s": busy / 1e6, "copies": len(copies), "copy_s": sum(b - a for a, b in copies) / 1e6,
+               "kernels_by_name": table}
+        if nccl_layout is not None:
+            out["collectives"] = collect_parallel.nccl_collectives(collect_parallel.trace_events(prof), nccl_layout)
+        return out
     except Exception as e:  # pylint: disable=broad-except
         return {"error": "{}: {}".format(type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")}
 
 
-def run_one(args, torch, transformers):
+def run_one(args, torch, transformers, layout=None):
+    """One configuration; `layout` (collect_parallel.Layout) for a --parallel run, None on one GPU."""
     if args.lora:
         try:
             import peft
         except ImportError:
             raise EnvError("collect_hf: peft is not installed (needed for --lora)")
-    dev = torch.device("cuda", 0)
+    dev = torch.device("cuda", collect_parallel.device_index(layout))
     torch.cuda.set_device(dev)
-    if not args.no_env and file_is_empty(args.output):
+    writes = layout is None or layout.writes_report  # under torchrun rank 0 writes the report
+    if writes and not args.no_env and file_is_empty(args.output):
         emit(args.output, env_line(torch, transformers, args.note))  # context measured before anything else
+    if layout is not None:
+        collect_parallel.init_process_group(torch, layout)
+    try:
+        return run_configuration(args, torch, transformers, layout, dev, writes)
+    finally:
+        if layout is not None:
+            collect_parallel.destroy_process_group(torch)
+
+
+def run_configuration(args, torch, transformers, layout, dev, writes):
+    peft = None
+    if args.lora:
+        import peft  # checked by run_one
 
     rec = dict(id=args.id, model=model_field(args), seq=args.seq, mbs=args.micro_batch, grad_accum=args.grad_accum,
                regime=args.regime, attn=args.attn, gc=bool(args.gc), drop=args.dropout, opt=args.opt,
@@ -674,7 +713,7 @@ def run_one(args, torch, transformers):
         rec["params"] = count_params(model)
         if args.gc:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if args.regime == "bf16":
+        if args.regime == "bf16":  # (bf16-mixed keeps fp32 parameters: fully_shard's policy casts them)
             # README: bf16 = model.to(bfloat16), optimizer state in bf16 as well. A LoRA base is cast before
             # get_peft_model, as a base loaded in bf16 is: peft then keeps the adapters (and so their
             # gradients and AdamW state) in fp32 (autocast_adapter_dtype=True), which trainplan assumes.
@@ -689,13 +728,17 @@ def run_one(args, torch, transformers):
             rec["lora_dtype"] = str(next(p for p in model.parameters() if p.requires_grad).dtype).replace("torch.", "")
         model.to(dev)
         model.train()
+        if layout is not None:  # the mode's wrapping, on the GPU (collect_parallel.wrap_model)
+            model, wrapping = collect_parallel.wrap_model(args, torch, model, layout, dev)
+            rec.update(collect_parallel.report_fields(layout, wrapping))
         trainable = [p for p in model.parameters() if p.requires_grad]
-        rec["trainable_params"] = sum(p.numel() for p in trainable)
+        rec["trainable_params"] = sum(p.numel() for p in trainable)  # (DTensor and fully_shard: the global count)
         rec["buffer_bytes"] = sum(b.numel() * b.element_size() for b in model.buffers())
-        param_keys = {(str(p.device), p.untyped_storage().data_ptr()) for p in model.parameters()}
+        param_keys = set() if layout is not None else {(str(p.device), p.untyped_storage().data_ptr()) for p in model.parameters()}
         # README: torch.optim.AdamW(lr=1e-4) with foreach=True (PyTorch's default on CUDA) or fused=True
+        # (zero1: inside ZeroRedundancyOptimizer, over this rank's share of the parameters)
         opt_kw = {"foreach": True} if args.opt == "foreach" else {"fused": True}
-        optimizer = torch.optim.AdamW(trainable, lr=1e-4, **opt_kw)
+        optimizer = collect_parallel.make_optimizer(torch, layout, trainable, opt_kw)
         amp_dtype = {"amp-bf16": torch.bfloat16, "amp-fp16": torch.float16}.get(args.regime)
         if args.regime == "amp-fp16":
             scaler = torch.amp.GradScaler("cuda")
@@ -789,7 +832,10 @@ def run_one(args, torch, transformers):
         rec["step_s"] = median(times[1:])  # README: median of steps 2 and 3
         rec["host_s"] = {k: median([h[k] for h in host_runs[1:]]) for k in ("forward", "backward", "optimizer")}
         if args.profile:
-            rec["profile"] = profile_step(torch, lambda: train_step(args.steps + 1, dict(forward=0.0, backward=0.0, optimizer=0.0)))
+            rec["profile"] = profile_step(torch, lambda: train_step(args.steps + 1, dict(forward=0.0, backward=0.0, optimizer=0.0)),
+                                          layout if layout is not None and layout.process_group == "nccl" else None)
+            if "collectives" in rec["profile"]:  # the NCCL kernels, a row per collective (collect_parallel.nccl_collectives)
+                rec["collectives"] = rec["profile"].pop("collectives")
         rec["loss"] = loss_value
         if scaler is not None:
             rec["grad_scale"] = float(scaler.get_scale())
@@ -797,10 +843,10 @@ def run_one(args, torch, transformers):
 
         # Extra forward after the measured steps: inventory and SDPA backend, phase figures untouched.
         state["step"], state["phase"] = args.steps + 1, "inventory"
-        want_saved = args.inventory and not args.gc
+        want_saved = args.inventory and not args.gc and layout is None
         if args.inventory and args.gc:
             print("collect_hf: note: no inventory for a checkpointed run (reading saved tensors would recompute)", file=sys.stderr)
-        if want_saved or args.attn == "sdpa":
+        if want_saved or (args.attn == "sdpa" and layout is None):  # (every rank would have to run it)
             try:
                 with autocast():
                     out = model(input_ids=inputs[-1], labels=inputs[-1])
@@ -818,7 +864,8 @@ def run_one(args, torch, transformers):
                 if args.attn == "sdpa":
                     rec["sdpa_backend"] = "unknown"
         rec.update(ver)
-        emit(args.output, rec)
+        if writes:
+            emit(args.output, rec)
         return 0
     except Exception as e:
         if not is_oom(torch, e):
@@ -840,7 +887,8 @@ def run_one(args, torch, transformers):
             except Exception:
                 rec["params"] = 0
         rec.update(ver)
-        emit(args.output, rec)
+        if writes:
+            emit(args.output, rec)
         print("collect_hf: {}: out of memory at step {} ({}); line written with \"oom\": true".format(
             args.id, state["step"], state["phase"]), file=sys.stderr)
         return 0
@@ -952,10 +1000,14 @@ def main(argv=None):
     try:
         if args.only is not None and not args.preset:
             raise SystemExit("collect_hf: --only needs --preset")
+        if args.preset and (args.parallel != "none" or args.world_size is not None or args.rank is not None):
+            raise SystemExit("collect_hf: --parallel runs one configuration, not a --preset")
         if args.preset:
             return run_preset(args)
+        layout = None
         if not args.env_only:
             resolve_shape(args)  # flag errors before torch is even imported
+            layout = collect_parallel.resolve_layout(args, os.environ)
         if args.expandable_segments:  # read when CUDA's allocator starts: set before torch is imported
             for var in ALLOC_CONF_VARS:
                 if var == ALLOC_CONF_VARS[0] or var in os.environ:
@@ -969,7 +1021,7 @@ def main(argv=None):
             else:
                 emit(args.output, line)
             return 0
-        return run_one(args, torch, transformers)
+        return run_one(args, torch, transformers, layout)
     except EnvError as e:
         print(str(e), file=sys.stderr)
         return 2

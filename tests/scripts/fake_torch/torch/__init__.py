@@ -233,14 +233,53 @@ optim = types.SimpleNamespace(AdamW=_Optimizer)
 amp = types.SimpleNamespace(GradScaler=_GradScaler)
 
 
+class _Module:
+    """A named module: its own parameters and its children's (attributes), as nn.Module.parameters() yields them."""
+
+    def __init__(self, name, params=(), **children):
+        self._name, self._own = name, list(params)
+        for k, v in children.items():
+            setattr(self, k, v)
+        self._children = list(children.values())
+
+    def parameters(self):
+        yield from self._own
+        for c in self._children:
+            yield from c.parameters()
+
+
+def _layer(name, h, gpt2):
+    """A decoder layer as transformers names its modules: GPT-2's attn.c_attn/c_proj and mlp.c_fc/c_proj, the
+    others' self_attn.{q,k,v,o}_proj and mlp.{gate,up,down}_proj; each a (h, h) or (h, 4h) weight in the fake."""
+    if gpt2:
+        attn = _Module(name + ".attn", [_Parameter((h, 4 * h))])
+        return _Module(name, attn=attn, mlp=_Module(name + ".mlp"))
+    proj = lambda n, shape: _Module(name + "." + n, [_Parameter(shape)])  # noqa: E731
+    attn = _Module(name + ".self_attn", q_proj=proj("self_attn.q_proj", (h, h)), k_proj=proj("self_attn.k_proj", (h, h)),
+                   v_proj=proj("self_attn.v_proj", (h, h)), o_proj=proj("self_attn.o_proj", (h, h)))
+    attn.num_heads = 16
+    mlp = _Module(name + ".mlp", gate_proj=proj("mlp.gate_proj", (h, h)), up_proj=proj("mlp.up_proj", (h, h)),
+                  down_proj=proj("mlp.down_proj", (h, h)))
+    return _Module(name, self_attn=attn, mlp=mlp)
+
+
 class _FakeModel:
-    """What the collector asks of a model: parameters, buffers, moves, checkpointing and a forward whose loss
-    has an autograd graph (a cuDNN attention node for sdpa, bmm/softmax nodes for eager)."""
+    """What the collector asks of a model: parameters, buffers, moves, checkpointing, its decoder layers by
+    transformers' names (model.layers; GPT-2: transformer.h) and a forward whose loss has an autograd graph (a
+    cuDNN attention node for sdpa, bmm/softmax nodes for eager)."""
 
     def __init__(self, config):
         self.config = config
         h, V, L = config.hidden, config.vocab_size, config.layers
-        self._params = [_Parameter((V, h))] + [_Parameter((h, 4 * h)) for _ in range(L)]
+        gpt2 = hasattr(config, "n_layer")
+        layers = [_layer(("transformer.h." if gpt2 else "model.layers.") + str(i), h, gpt2) for i in range(L)]
+        embedding = _Parameter((V, h))
+        if gpt2:
+            self.transformer = types.SimpleNamespace(h=layers)
+        else:
+            self.model = types.SimpleNamespace(layers=layers)
+        self._name = "root"
+        self._params = [embedding] + [p for layer in layers for p in layer.parameters()]
         self._buffers = [Tensor((1, 1))]
 
     def parameters(self):
