@@ -342,6 +342,12 @@ catalog catalog::from_text(std::string_view gpus_json, std::string_view models_j
   return c;
 }
 
+void catalog::apply_clusters(std::string_view clusters_json) {
+  merge_cluster_tables(clusters_, parse_cluster_tables(clusters_json));
+  resolve_cluster_tables(clusters_, gpus_);
+  attach_usual_clusters();
+}
+
 void catalog::attach_usual_clusters() {
   for (gpu_spec& g : gpus_) {
     const cluster_spec* usual = usual_cluster(g);

@@ -48,6 +48,9 @@ class catalog {
   // A calibration.json's entries over these (as --data-dir applies one); throws input_error naming the
   // key for anything the loader rejects. `plan calibrate` reads back what it is about to write.
   void apply_calibration(std::string_view calibration_json, bool replace_default);
+  // A clusters.json's entries over these (as --data-dir applies one); throws input_error for anything the loader
+  // rejects. `plan calibrate --cluster-from` reads back what it is about to write.
+  void apply_clusters(std::string_view clusters_json);
 
  private:
 

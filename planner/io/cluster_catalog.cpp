@@ -140,6 +140,21 @@ measured_statement parse_statement(const json& j, const std::string& where) {
   return s;
 }
 
+// "fitted_efficiency": [{"collective", "scope", "factor", "samples", "source"}] (plan calibrate --cluster-from): at
+// most one entry per collective and scope. The factor's range keeps a fitted time within 100x of the model's both
+// ways: a wider one is a unit slip or a broken measurement, not a cluster.
+fitted_efficiency parse_fitted(const json& j, const std::string& where) {
+  strict_object o(j, where);
+  fitted_efficiency f;
+  f.coll = parse_collective(o.string("collective"), where + ": collective");
+  f.scope = parse_link_scope(o.string("scope"), where + ": scope");
+  f.factor = number_in(o, "factor", 0.01, 100);
+  f.samples = uint_in(o, "samples", 1, 1u << 30);
+  f.source = o.string("source");
+  o.finish();
+  return f;
+}
+
 cluster_spec parse_cluster(const json& j, const std::string& where) {
   strict_object o(j, where);
   cluster_spec c;
@@ -190,6 +205,15 @@ cluster_spec parse_cluster(const json& j, const std::string& where) {
   for (const json& n : notes) {
     if (!n.is_string()) throw input_error(at + ": notes must be strings");
     c.notes.push_back(n.get<std::string>());
+  }
+  if (o.has("fitted_efficiency")) {
+    const json& fitted = array_at(o, "fitted_efficiency");
+    for (std::size_t i = 0; i < fitted.size(); ++i) {
+      fitted_efficiency f = parse_fitted(fitted[i], fmt::format("{}: fitted_efficiency[{}]", at, i));
+      if (std::any_of(c.fitted.begin(), c.fitted.end(), [&](const fitted_efficiency& x) { return x.coll == f.coll && x.scope == f.scope; }))
+        throw input_error(fmt::format("{}: fitted_efficiency lists {} {} twice", at, collective_name(f.coll), link_scope_name(f.scope)));
+      c.fitted.push_back(std::move(f));
+    }
   }
   o.finish();
   return c;

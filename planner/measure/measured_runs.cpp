@@ -115,6 +115,68 @@ std::optional<measured_gpu_profile> read_gpu_profile(const line_reader& r) {
   return out;
 }
 
+// "parallel": {"mode", "world_size", "rank", "process_group"[, "nodes", "gpus_per_node"], ...} (collect_hf.py
+// --parallel; its other keys describe the wrapping and are not read), and the layout the planner evaluates.
+void read_layout(const line_reader& r, measured_run& run) {
+  const json& p = r.at("parallel");
+  if (!p.is_object()) throw input_error(fmt::format("{}: field 'parallel' must be an object", r.where));
+  const line_reader pr{p, r.where + " parallel"};
+  measured_layout l;
+  l.mode = pr.text("mode");
+  l.world_size = pr.count("world_size");
+  l.rank = pr.count_in(p, "rank", 0);
+  const std::string group = pr.text("process_group");
+  if (group != "fake" && group != "nccl")
+    throw input_error(fmt::format("{}: parallel's 'process_group' must be fake or nccl, not '{}'", r.where, group));
+  l.fake_process_group = group == "fake";
+  l.nodes = pr.count_in(p, "nodes", 0);
+  l.gpus_per_node = pr.count_in(p, "gpus_per_node", 0);
+  if (l.world_size < 2 || l.world_size > (1u << 20))
+    throw input_error(fmt::format("{}: parallel's 'world_size' must be from 2 to 2^20, not {}", r.where, l.world_size));
+  if (l.rank >= l.world_size)
+    throw input_error(fmt::format("{}: parallel's 'rank' ({}) must be below world_size ({})", r.where, l.rank, l.world_size));
+  if (l.nodes > 0 && (l.nodes > l.world_size || l.world_size % l.nodes != 0))
+    throw input_error(fmt::format("{}: parallel's {} ranks do not spread evenly over {} nodes", r.where, l.world_size, l.nodes));
+  run_config& c = run.run;
+  c.gpus = l.world_size;
+  if (l.mode == "fully_shard") c.zero = 3;  // reshard_after_forward=True, the collector's
+  else if (l.mode == "ddp") c.zero = 0;
+  else if (l.mode == "zero1") c.zero = 1;
+  else if (l.mode == "tp") c.tp = l.world_size;
+  else throw input_error(fmt::format("{}: unknown parallel mode '{}' (known: fully_shard, ddp, zero1, tp)", r.where, l.mode));
+  run.layout = l;
+}
+
+// "collectives": [{"kind", "bytes", "ranks", "nodes", "calls", "seconds", ...}] (collect_parallel.nccl_collectives).
+void read_collectives(const line_reader& r, measured_run& run) {
+  const json& list = r.at("collectives");
+  if (!list.is_array()) throw input_error(fmt::format("{}: field 'collectives' must be a list", r.where));
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const line_reader cr{list[i], fmt::format("{} collectives[{}]", r.where, i)};
+    const std::string kind = cr.text("kind");
+    const bool timed = kind == "all_reduce" || kind == "all_gather" || kind == "reduce_scatter" || kind == "all_to_all" ||
+                       kind == "send_recv";
+    if (!timed || cr.at("bytes").is_null()) {  // a collective the planner does not time, or one without its sizes
+      ++run.collectives_left_out;
+      continue;
+    }
+    measured_collective m;
+    m.coll = parse_collective(kind, cr.where);
+    m.message_bytes = static_cast<double>(cr.count("bytes"));
+    m.ranks = cr.count("ranks");
+    m.nodes = cr.count("nodes");
+    m.calls = cr.count("calls");
+    m.seconds = cr.number("seconds");
+    if (m.ranks < 2 || m.nodes == 0 || m.nodes > m.ranks || m.ranks % m.nodes != 0)
+      throw input_error(fmt::format("{}: {} ranks on {} nodes is no communicator", cr.where, m.ranks, m.nodes));
+    if (m.calls == 0 || !(std::isfinite(m.seconds) && m.seconds > 0 && m.seconds < max_step_seconds))
+      throw input_error(fmt::format("{}: 'calls' must be at least 1 and 'seconds' a time above 0 and below a day", cr.where));
+    if (m.message_bytes == 0 || m.message_bytes > static_cast<double>(max_gpu_bytes))
+      throw input_error(fmt::format("{}: 'bytes' must be between 1 and 2^50", cr.where));
+    run.collectives.push_back(m);
+  }
+}
+
 // A measurement no real run gives is a broken report, not a prediction error: the errors in percent divide
 // by these (a step of 0 s printed +inf%), and calibrate fits its constants to them.
 void check_measured_step(const line_reader& r, const measured_run& run) {
@@ -196,7 +258,8 @@ measured_run read_run(const line_reader& r) {
   else if (regime == "amp-fp16") c.precision = precision_regime::amp_fp16;
   else if (regime == "bf16") c.precision = precision_regime::bf16;
   else if (regime == "fp32") c.precision = precision_regime::fp32;
-  else throw input_error(fmt::format("{}: unknown regime '{}' (known: amp-bf16, amp-fp16, bf16, fp32)", r.where, regime));
+  else if (regime == "bf16-mixed") c.precision = precision_regime::bf16_mixed;  // fully_shard's MixedPrecisionPolicy
+  else throw input_error(fmt::format("{}: unknown regime '{}' (known: amp-bf16, amp-fp16, bf16, fp32, bf16-mixed)", r.where, regime));
   const std::string attn = r.text("attn");
   if (attn != "sdpa" && attn != "eager") throw input_error(fmt::format("{}: unknown attn '{}' (known: sdpa, eager)", r.where, attn));
   c.attention = attn == "eager" ? attention_kind::eager : attention_kind::flash;
@@ -227,6 +290,10 @@ measured_run read_run(const line_reader& r) {
     }
   }
   run.params = r.count("params");
+  if (r.j.contains("stack")) run.stack = &profile_named(r.text("stack"), r.where + ": stack");
+  if (r.j.contains("parallel")) read_layout(r, run);
+  run.time_comparable = r.flag("time_comparable", true);
+  if (r.j.contains("collectives")) read_collectives(r, run);
   run.out_of_memory = r.flag("oom", false);
   if (r.j.contains("allocator_counts")) run.allocator_counts = read_allocator_counts(r);
   if (!run.out_of_memory) {  // an out-of-memory run has no completed step to measure
@@ -282,7 +349,7 @@ measured_file parse_measurements(std::string_view text, const std::string& file_
   }
   if (!have_env) throw input_error(fmt::format("{}: no env line (\"id\": \"env\") describing the machine", file_name));
   if (!out.stack) out.stack = &unlabelled_report_profile();
-  for (measured_run& run : out.runs) run.run.profile = out.stack;
+  for (measured_run& run : out.runs) run.run.profile = run.stack ? run.stack : out.stack;
   if (out.runs.empty()) throw input_error(fmt::format("{}: no measured configuration", file_name));
   return out;
 }

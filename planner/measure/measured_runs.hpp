@@ -11,6 +11,7 @@
 
 #include "planner/model/model_spec.hpp"
 #include "planner/run/run_config.hpp"
+#include "planner/system/collective.hpp"
 
 namespace trainplan {
 
@@ -37,6 +38,26 @@ struct measured_gpu_profile {
   std::uint64_t kernels = 0;  // kernels launched in the step (memcpy and memset apart)
 };
 
+// A run on several GPUs (collect_hf.py --parallel, its "parallel" object): the mode as the report names it, which
+// the reader turns into the run's --gpus, --zero and --tp (fully_shard: ZeRO-3; ddp: 0; zero1: 1; tp: --tp N).
+struct measured_layout {
+  std::string mode;                // "fully_shard", "ddp", "zero1" or "tp"
+  std::uint64_t world_size = 1, rank = 0;
+  bool fake_process_group = false;  // PyTorch's fake group: per-rank memory, collectives that took no time
+  std::uint64_t nodes = 0, gpus_per_node = 0;  // under torchrun (0: not recorded, the fake group)
+};
+
+// One collective of a profiled step under the real process group (collect_hf.py's "collectives"): the NCCL kernels
+// of one kind, size and communicator. Kinds the planner does not time (broadcast, reduce) and kernels without their
+// sizes are counted in measured_run::collectives_left_out, not kept.
+struct measured_collective {
+  collective coll = collective::all_reduce;
+  double message_bytes = 0;  // nccl-tests' size (planner/system/collective.hpp)
+  std::uint64_t ranks = 0, nodes = 0;
+  std::uint64_t calls = 0;
+  double seconds = 0;  // the median kernel time of one call
+};
+
 struct measured_run {
   std::string id;
   model_spec model;
@@ -53,6 +74,14 @@ struct measured_run {
   std::vector<measured_segment> segments;
   measured_allocator_counts allocator_counts;  // also on an out-of-memory line
   std::optional<measured_gpu_profile> gpu_profile;
+  // The training stack of this run (its line's "stack"), over the env line's; nullptr: the file's.
+  const stack_profile* stack = nullptr;
+  std::optional<measured_layout> layout;  // several GPUs; nullopt: one
+  // false where the step time is no measurement of the run planned ("time_comparable": false, as under the fake
+  // process group): memory only.
+  bool time_comparable = true;
+  std::vector<measured_collective> collectives;
+  std::uint64_t collectives_left_out = 0;
 };
 
 struct measured_file {

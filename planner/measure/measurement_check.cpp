@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/util/input_error.hpp"
 
 namespace trainplan {
 namespace {
@@ -27,14 +28,26 @@ std::vector<allocator_growth> replayed_segments(const measured_run& r, const pla
 run_check check_measured_run(const measured_file& f, const measured_run& r, const gpu_spec& gpu, const calibration& calib,
                              const check_tolerances& tolerances, bool replay_segments) {
   run_check c;
-  c.plan = evaluate_plan(r.model, r.run, gpu, calib);
+  if (r.layout) {  // a layout its stack may not model: said, not predicted (a one-GPU run's refusal is an error)
+    try {
+      c.plan = evaluate_plan(r.model, r.run, gpu, calib);
+    } catch (const input_error& e) {
+      c.not_predicted = e.what();
+      return c;
+    }
+  } else {
+    c.plan = evaluate_plan(r.model, r.run, gpu, calib);
+  }
   const plan_result& p = c.plan;
   if (r.out_of_memory) {
     c.within = !p.fits;
     return c;
   }
-  c.step_error_pct = error_pct(p.time.step_seconds, r.step_seconds);
-  c.within = std::abs(c.step_error_pct) <= tolerances.time_pct;
+  c.time_compared = r.time_comparable;
+  if (c.time_compared) {
+    c.step_error_pct = error_pct(p.time.step_seconds, r.step_seconds);
+    c.within = std::abs(c.step_error_pct) <= tolerances.time_pct;
+  }
   if (!r.memory_measured) return c;  // a step time alone
   // What memory_allocated counts: the tensors and PyTorch's cuBLAS workspaces.
   c.predicted_tensor_bytes = static_cast<double>(p.tensor_peak_bytes + p.overhead.cublas_workspace_bytes);
@@ -69,9 +82,13 @@ run_check check_measured_run(const measured_file& f, const measured_run& r, cons
 }
 
 void check_totals::add(const measured_run& r, const run_check& c) {
+  if (!c.not_predicted.empty()) {
+    ++not_predicted;
+    return;
+  }
   all_within = all_within && c.within;
   if (r.out_of_memory) return;
-  worst_time_pct = std::max(worst_time_pct, std::abs(c.step_error_pct));
+  if (c.time_compared) worst_time_pct = std::max(worst_time_pct, std::abs(c.step_error_pct));
   if (!r.memory_measured) return;
   worst_tensor_pct = std::max(worst_tensor_pct, std::abs(c.tensor_error_pct));
   worst_device_pct = std::max(worst_device_pct, std::abs(c.device_error_pct));

@@ -8,7 +8,9 @@
 //   step time    the roofline's step; with a profiled run (collect_hf.py --profile) also the roofline's kernel
 //                time against the GPU's busy time, and its kernels launched against the ops' count
 // A run is within when each error is within its tolerance; a run that ran out of memory is within when the plan
-// says it does not fit.
+// says it does not fit. A run on several GPUs whose step time is not comparable (the fake process group) is
+// checked for memory alone; one whose layout its stack refuses (DTensor tensor parallelism under Hugging Face's
+// modules, which no stack models yet) is not predicted, and says why.
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -32,9 +34,13 @@ struct gpu_busy_check {
 };
 
 struct run_check {
+  // Why the run was not predicted: its stack refuses its layout (the stack's own message); empty: predicted, and
+  // the rest of this holds.
+  std::string not_predicted;
   plan_result plan;
   bool within = true;  // every error within its tolerance (out of memory: the plan says it does not fit)
   double step_error_pct = 0;  // unless out of memory
+  bool time_compared = true;  // false: the step time is no measurement of the run planned (measured_run::time_comparable)
   // With memory figures (measured_run::memory_measured, not out of memory):
   double predicted_tensor_bytes = 0, measured_tensor_bytes = 0, tensor_error_pct = 0;
   double predicted_device_bytes = 0, measured_device_bytes = 0, device_error_pct = 0;
@@ -61,6 +67,7 @@ run_check check_measured_run(const measured_file& f, const measured_run& r, cons
 struct check_totals {
   double worst_tensor_pct = 0, worst_device_pct = 0, worst_time_pct = 0;
   bool all_within = true;
+  std::size_t not_predicted = 0;  // runs left out of the verdict (run_check::not_predicted)
   void add(const measured_run& r, const run_check& c);
 };
 

@@ -46,6 +46,14 @@ link_scope parse_link_scope(std::string_view text, std::string_view where) {
   return parse_named(scope_names, text, where, "scope");
 }
 
+std::string_view link_scope_name(link_scope s) { return name_of(scope_names, s); }
+
+double cluster_spec::fitted_factor(collective c, link_scope scope) const {
+  for (const fitted_efficiency& f : fitted)
+    if (f.coll == c && f.scope == scope) return f.factor;
+  return 1;
+}
+
 double cluster_spec::ring_gbytes_per_s_from_line() const {
   const bool p2p = intra.p2p.value_or(false);
   return intra.gbytes_per_s_per_gpu * (p2p ? intra.spec.ring_efficiency : intra.spec.ring_efficiency_without_p2p);

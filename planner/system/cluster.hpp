@@ -31,6 +31,7 @@ fabric parse_fabric(std::string_view text, std::string_view where);
 nccl_generation parse_nccl_generation(std::string_view text, std::string_view where);
 nccl_algorithm parse_nccl_algorithm(std::string_view text, std::string_view where);
 link_scope parse_link_scope(std::string_view text, std::string_view where);
+std::string_view link_scope_name(link_scope s);  // "intra_node"
 
 // What NCCL reaches on a kind of link inside a node ("link_kinds" in data/clusters.json).
 struct link_kind_spec {
@@ -83,6 +84,17 @@ struct measured_statement {
   std::string algorithm_note, kind, nccl_version, hardware, source;
 };
 
+// A fitted scale of the model's effective bus bandwidth for one collective at one scope (clusters.json
+// "fitted_efficiency", written by `plan calibrate --cluster-from`): the collective's time is the model's divided by
+// `factor` (planner/time/collectives.cpp), so that 0.8 means the cluster reached 80% of what the model predicts.
+struct fitted_efficiency {
+  collective coll = collective::all_reduce;
+  link_scope scope = link_scope::intra_node;
+  double factor = 1;
+  std::uint64_t samples = 0;  // the measured collectives (sizes and communicators) the median was taken over
+  std::string source;
+};
+
 struct intra_node_link {
   intra_link kind = intra_link::nvlink4;
   double gbytes_per_s_per_gpu = 0;  // one way, line rate
@@ -120,6 +132,7 @@ struct cluster_spec {
   std::vector<measured_series> baseboard_series;  // intra-node series of intra.measured_in, copied by the loader
   std::vector<measured_statement> statements;
   std::vector<std::string> notes;
+  std::vector<fitted_efficiency> fitted;  // measured on this cluster by plan calibrate --cluster-from; empty: none
 
   bool has_network() const { return inter.kind != fabric::none && inter.nics_per_node > 0 && inter.gbits_per_s_per_nic > 0; }
   // Ring busbw at large messages from the line rate (link_kinds): with P2P, or staged through host memory where
@@ -131,6 +144,8 @@ struct cluster_spec {
   // The busbw measured at the largest message size among intra-node series of collective c run with algorithm a
   // (any GPU count; the mean where several runs share that size), own series first; nullopt when none.
   std::optional<double> intra_large_message_gbytes_per_s(collective c, nccl_algorithm a) const;
+  // The fitted factor of collective c at `scope` (fitted_efficiency), 1 where none was fitted.
+  double fitted_factor(collective c, link_scope scope) const;
 };
 
 }  // namespace trainplan

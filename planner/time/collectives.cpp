@@ -125,13 +125,18 @@ struct candidate {
   double latency_us;            // what the network adds to the intra-node time
 };
 
+// The model's time, before a cluster's fitted factors (estimate_collective applies them).
+collective_estimate model_estimate(const cluster_spec& c, collective coll, double bytes, const group_placement& g);
+
 }  // namespace
 
 bool uses_nvls(const cluster_spec& c, collective coll, const group_placement& g) {
   return coll == collective::all_reduce && c.intra.nvls && g.nodes > 0 && g.ranks / g.nodes >= nvls_min_local_ranks;
 }
 
-collective_estimate estimate_collective(const cluster_spec& c, collective coll, double bytes, const group_placement& g) {
+namespace {
+
+collective_estimate model_estimate(const cluster_spec& c, collective coll, double bytes, const group_placement& g) {
   check_placement(c, coll, bytes, g);
   collective_estimate e;
   if (g.ranks <= 1 || bytes == 0) return e;
@@ -234,6 +239,20 @@ collective_estimate estimate_collective(const cluster_spec& c, collective coll, 
     }
   }
   e.bus_gbytes_per_s = bus_bytes / e.seconds / 1e9;
+  return e;
+}
+
+}  // namespace
+
+// A cluster measured with the collector (plan calibrate --cluster-from) scales the effective bus bandwidth of each
+// collective at each scope it fitted: the time over the factor, latency and bandwidth alike.
+collective_estimate estimate_collective(const cluster_spec& c, collective coll, double bytes, const group_placement& g) {
+  collective_estimate e = model_estimate(c, coll, bytes, g);
+  const double factor = c.fitted_factor(coll, g.nodes > 1 ? link_scope::inter_node : link_scope::intra_node);
+  if (e.seconds > 0 && factor != 1) {
+    e.seconds /= factor;
+    e.bus_gbytes_per_s *= factor;
+  }
   return e;
 }
 

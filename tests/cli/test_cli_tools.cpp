@@ -12,6 +12,7 @@
 
 #include "expect_refused.hpp"
 #include "run_plan.hpp"
+#include "planner/io/catalog.hpp"
 
 using namespace trainplan::test;
 using json = nlohmann::json;
@@ -646,4 +647,37 @@ TEST_CASE("DeepSeek-V3 from its preset and from its config: the same plan, laten
   plan_run harness = run_plan("validate --model deepseek-v3 --seq 64 --backend cpu");
   CHECK(harness.exit_code == 2);
   CHECK_THAT(harness.err, Catch::Contains("latent attention"));
+}
+
+TEST_CASE("plan calibrate --cluster-from writes a clusters.json that --data-dir reads back", "[cli][calibrate]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-cluster-fit");
+  const std::string report = std::string(TRAINPLAN_TEST_DATA) + "/cluster-fit/ddp-2x8-h100.jsonl";
+  const auto out = dir / "clusters.json";
+  plan_run r = run_plan("calibrate --cluster-from " + report + " --cluster dgx-h100 -o " + out.string());
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("5 measured collectives") && Catch::Contains("2 left out") &&
+                        Catch::Contains("all_reduce     inter_node") && Catch::Contains("Wrote cluster dgx-h100"));
+  const json written = json::parse(slurp(out));
+  REQUIRE(written["clusters"].size() == 1);
+  const json& fitted = written["clusters"][0]["fitted_efficiency"];
+  REQUIRE(fitted.size() == 2);
+  CHECK(fitted[0]["collective"] == "all_reduce");
+  CHECK(fitted[0]["scope"] == "inter_node");
+  CHECK(fitted[0]["samples"] == 3);
+  // The planner reads it back: the preset's all-reduce across nodes takes the fitted time.
+  const trainplan::catalog user = trainplan::catalog::load(dir);
+  const trainplan::cluster_spec& c = user.cluster("dgx-h100");
+  REQUIRE(c.fitted.size() == 2);
+  CHECK(c.fitted_factor(trainplan::collective::all_reduce, trainplan::link_scope::inter_node) ==
+        Approx(fitted[0]["factor"].get<double>()));
+  // A second fit into the same file replaces the entry, and refusals name what is wrong.
+  CHECK(run_plan("calibrate --cluster-from " + report + " --cluster dgx-h100 -o " + out.string()).exit_code == 0);
+  CHECK(json::parse(slurp(out))["clusters"].size() == 1);
+  plan_run wrong = run_plan("calibrate --cluster-from " + report + " --cluster dgx-a100 " + report);
+  CHECK(wrong.exit_code == 2);
+  CHECK_THAT(wrong.err, Catch::Contains("no other reports"));
+  plan_run none = run_plan("calibrate");
+  CHECK(none.exit_code == 2);
+  CHECK_THAT(none.err, Catch::Contains("--cluster-from"));
 }
