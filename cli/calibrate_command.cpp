@@ -382,7 +382,7 @@ int calibrate_cluster(const calibrate_args& args, const catalog& data) {
   if (entry.contains("fitted_efficiency") && entry["fitted_efficiency"].is_array())
     for (const json& old : entry["fitted_efficiency"]) {
       const bool refit = std::any_of(fitted.begin(), fitted.end(), [&](const json& f) {
-        return old.is_object() && old.value("collective", "") == f["collective"] && old.value("scope", "") == f["scope"];
+        return old.is_object() && json(old.value("collective", "")) == f["collective"] && json(old.value("scope", "")) == f["scope"];
       });
       if (!refit) fitted.push_back(old);
     }

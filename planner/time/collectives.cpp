@@ -125,9 +125,6 @@ struct candidate {
   double latency_us;            // what the network adds to the intra-node time
 };
 
-// The model's time, before a cluster's fitted factors (estimate_collective applies them).
-collective_estimate model_estimate(const cluster_spec& c, collective coll, double bytes, const group_placement& g);
-
 }  // namespace
 
 bool uses_nvls(const cluster_spec& c, collective coll, const group_placement& g) {
@@ -136,6 +133,7 @@ bool uses_nvls(const cluster_spec& c, collective coll, const group_placement& g)
 
 namespace {
 
+// The model's time, before a cluster's fitted factors (estimate_collective applies them).
 collective_estimate model_estimate(const cluster_spec& c, collective coll, double bytes, const group_placement& g) {
   check_placement(c, coll, bytes, g);
   collective_estimate e;
