@@ -13,7 +13,6 @@
 #include "planner/allocator/caching_allocator.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/allocator/expandable_allocator.hpp"
-#include "planner/allocator/replay_program.hpp"
 #include "planner/run/lora.hpp"
 
 namespace trainplan {
@@ -604,14 +603,6 @@ allocator_replay replay_schedule_reference(const allocator_schedule& schedule, s
   return replay_through(caching_allocator(), schedule, growth, capacity_bytes, stop_at_out_of_memory, events);
 }
 
-allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
-                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
-  replay_options options;
-  options.growth = growth;
-  options.capacity_bytes = capacity_bytes;
-  options.stop_at_out_of_memory = stop_at_out_of_memory;
-  return replay_compiled(compile_schedule(schedule), options);
-}
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
                                   std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes) {

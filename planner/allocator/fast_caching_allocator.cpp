@@ -14,15 +14,6 @@ namespace {
 constexpr std::uint64_t min_block = 512;          // kMinBlockSize
 constexpr std::uint64_t small_size = 1ull << 20;  // kSmallSize
 
-struct by_key {
-  template <class entry>
-  bool operator()(const entry& a, const entry& b) const {
-    if (a.size != b.size) return a.size < b.size;
-    if (a.segment != b.segment) return a.segment < b.segment;
-    return a.offset < b.offset;
-  }
-};
-
 }  // namespace
 
 std::uint32_t fast_caching_allocator::new_block(const block& b) {
@@ -39,15 +30,17 @@ std::uint32_t fast_caching_allocator::new_block(const block& b) {
 void fast_caching_allocator::insert_free(std::uint32_t i) {
   const block& b = blocks_[i];
   std::vector<free_entry>& list = pool(b.small);
-  const free_entry e{b.size, b.segment, b.offset, i};
-  list.insert(std::upper_bound(list.begin(), list.end(), e, by_key{}), e);
+  const free_entry e{b.size, b.segment, i};
+  const auto less = [this](const free_entry& x, const free_entry& y) { return before(x, y); };
+  list.insert(std::upper_bound(list.begin(), list.end(), e, less), e);
 }
 
 void fast_caching_allocator::erase_free(std::uint32_t i) {
   const block& b = blocks_[i];
   std::vector<free_entry>& list = pool(b.small);
-  const free_entry e{b.size, b.segment, b.offset, i};
-  const auto it = std::lower_bound(list.begin(), list.end(), e, by_key{});
+  const free_entry e{b.size, b.segment, i};
+  const auto less = [this](const free_entry& x, const free_entry& y) { return before(x, y); };
+  const auto it = std::lower_bound(list.begin(), list.end(), e, less);
   if (it != list.end() && it->index == i) list.erase(it);
 }
 
@@ -119,8 +112,7 @@ fast_caching_allocator::handle fast_caching_allocator::allocate(std::uint64_t by
   return index;
 }
 
-void fast_caching_allocator::free(handle h) {
-  const std::uint32_t i = static_cast<std::uint32_t>(h);
+void fast_caching_allocator::free(handle i) {
   allocated_ -= blocks_[i].size;
   blocks_[i].free = true;
   // Merge with free neighbours in the segment (try_merge_blocks): the next one into this, this into the previous.

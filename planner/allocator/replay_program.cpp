@@ -99,14 +99,29 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   alloc.set_capacity(o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes);
   allocator_replay result;
   std::uint64_t workspaces_made = 0;
-  std::vector<typename allocator::handle> handles(p.slots);
-  const bool shortcut = fast && o.skip_repeated_step && p.repeat_begin > 0;
+  std::vector<typename allocator::handle> handles;
+  std::size_t i = 0;
+  if constexpr (fast) {
+    if (o.resume) {
+      const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
+      alloc = o.resume->allocator;
+      alloc.set_capacity(capacity);
+      handles = o.resume->handles;
+      i = o.resume->next_event;
+      workspaces_made = o.resume->workspaces_made;
+    }
+  }
+  handles.resize(p.slots);
+  const std::size_t first = i;
+  // The fixed point compares the states at the starts of the last two steps: a replay resumed past the
+  // first of them goes without it.
+  const bool shortcut = fast && o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
   std::vector<std::uint64_t> state_from, state_begin;
   std::uint64_t releases_from = 0;
   const std::size_t count = p.events.size();
-  std::size_t i = 0;
   for (; i < count; ++i) {
     if constexpr (fast) {
+      if (o.save && i == o.save_before) *o.save = {alloc, handles, i, workspaces_made};
       if (shortcut && i == p.repeat_from) {
         alloc.state(state_from);
         releases_from = alloc.cache_releases();
@@ -130,6 +145,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
     else handles[e.slot] = alloc.allocate(e.bytes);
     if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
     if (e.workspace) workspaces_made += p.workspace_bytes;
+    if (o.path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())
+      o.path->push_back({i, alloc.reserved_bytes()});
     const bool failed = alloc.out_of_memory() && !failed_before;
     if (failed || (o.growth && alloc.reserved_bytes() > before)) {
       const std::string_view what = e.what == replay_program::cublas_workspace     ? "cuBLAS workspace"
@@ -146,7 +163,7 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       break;
     }
   }
-  result.events_replayed = i;
+  result.events_replayed = i - first;
   // Without the workspaces (never freed, so in both peaks once made; at least zero regardless).
   result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
   result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);
@@ -158,9 +175,30 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
 
 }  // namespace
 
+replay_counters& thread_replay_counters() {
+  thread_local replay_counters counters;
+  return counters;
+}
+
 allocator_replay replay_compiled(const replay_program& program, const replay_options& options) {
-  if (program.expandable_segments) return run_program(expandable_allocator(program.gpu_total_bytes), program, options);
-  return run_program(fast_caching_allocator(), program, options);
+  const allocator_replay r = program.expandable_segments
+                                 ? run_program(expandable_allocator(program.gpu_total_bytes), program, options)
+                                 : run_program(fast_caching_allocator(), program, options);
+  replay_counters& counters = thread_replay_counters();
+  ++counters.replays;
+  counters.events_replayed += r.events_replayed;
+  counters.events_skipped += r.events_skipped;
+  return r;
+}
+
+// Declared in allocator_trace.hpp, whose callers need not know the program.
+allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
+  replay_options options;
+  options.growth = growth;
+  options.capacity_bytes = capacity_bytes;
+  options.stop_at_out_of_memory = stop_at_out_of_memory;
+  return replay_compiled(compile_schedule(schedule), options);
 }
 
 }  // namespace trainplan

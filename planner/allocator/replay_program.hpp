@@ -13,9 +13,11 @@
 // test_fast_replay.cpp).
 #include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/fast_caching_allocator.hpp"
 
 namespace trainplan {
 
@@ -43,15 +45,44 @@ struct replay_program {
 
 replay_program compile_schedule(const allocator_schedule& schedule);
 
+// A replay through the default allocator stopped before one of its events, to resume other replays from. A
+// replay in a capacity follows the replay without one event for event until the first segment that would pass
+// the capacity (caching_allocator.hpp: a limit acts only when cudaMalloc would fail); so a checkpoint taken
+// before event j of any replay that had freed no cached segment by then serves every capacity that holds what
+// was reserved at j. apply_allocator_replay's bisection resumes each probe from the last point its probes
+// share, instead of replaying the steps again from the model's creation.
+struct replay_checkpoint {
+  fast_caching_allocator allocator;
+  std::vector<fast_caching_allocator::handle> handles;  // by slot
+  std::size_t next_event = 0;
+  std::uint64_t workspaces_made = 0;
+};
+
+// Where a replay's reservations grew while it had freed no cached segment and not run out: (event, reserved
+// bytes after it, workspaces included). Up to the first such freeing, any replay follows the unlimited one.
+using reserved_path = std::vector<std::pair<std::size_t, std::uint64_t>>;
+
 struct replay_options {
   std::vector<allocator_growth>* growth = nullptr;
   std::uint64_t capacity_bytes = ~0ull;
   bool stop_at_out_of_memory = false;
   bool skip_repeated_step = true;                 // the fixed point's shortcut (the tests turn it off to compare)
   std::vector<allocator_event_state>* events = nullptr;  // the state after each event replayed
+  reserved_path* path = nullptr;                         // filled as the replay goes
+  // The default allocator only: start from `resume` (its reserved bytes within this capacity, workspaces
+  // included), and keep the state before event `save_before` in `save`.
+  const replay_checkpoint* resume = nullptr;
+  replay_checkpoint* save = nullptr;
+  std::size_t save_before = ~std::size_t{0};
 };
 
 // replay_schedule_reference's result for the schedule the program was compiled from, faster.
 allocator_replay replay_compiled(const replay_program& program, const replay_options& options = {});
+
+// What this thread's replays did so far (plan bench --planner reads them around the replays it times).
+struct replay_counters {
+  std::uint64_t replays = 0, events_replayed = 0, events_skipped = 0;
+};
+replay_counters& thread_replay_counters();
 
 }  // namespace trainplan

@@ -39,7 +39,7 @@ void check_same_result(const allocator_replay& fast, const allocator_replay& ref
 }
 
 struct equivalence_counts {
-  std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0;
+  std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0, resumed = 0;
 };
 
 // One capacity: the fast replay without the shortcut event by event against the reference, then with it.
@@ -90,16 +90,47 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
   counts.releases += reference.cache_releases > 0;
 }
 
+// The bisection's checkpoints (replay_program.hpp, replay_checkpoint): a replay in `capacity` kept before the
+// first event that reserves past it, where it parts from the unlimited replay, then replays in that capacity and
+// in more resumed from there, against the reference replaying from the start.
+void check_resumed(const allocator_schedule& schedule, const replay_program& program, const reserved_path& unlimited_path,
+                   std::uint64_t capacity, equivalence_counts& counts) {
+  const std::uint64_t limit = capacity + 2 * program.workspace_bytes;
+  const auto past = std::find_if(unlimited_path.begin(), unlimited_path.end(), [limit](const auto& grown) { return grown.second > limit; });
+  if (past == unlimited_path.end()) return;
+  replay_checkpoint checkpoint;
+  replay_options first;
+  first.capacity_bytes = capacity;
+  first.stop_at_out_of_memory = true;
+  first.save = &checkpoint;
+  first.save_before = past->first;
+  replay_compiled(program, first);
+  REQUIRE(checkpoint.next_event == past->first);
+  for (const std::uint64_t more : {std::uint64_t{0}, std::uint64_t{2} << 20, capacity / 16}) {
+    replay_options resumed;
+    resumed.capacity_bytes = capacity + more;
+    resumed.stop_at_out_of_memory = true;
+    resumed.resume = &checkpoint;
+    check_same_result(replay_compiled(program, resumed), replay_schedule_reference(schedule, nullptr, capacity + more, true));
+    ++counts.resumed;
+  }
+}
+
 // The schedule at no limit, and at capacities that make the allocator free its cache or run out.
 void check_schedule(const allocator_schedule& schedule, std::uint64_t seed, equivalence_counts& counts) {
   const replay_program program = compile_schedule(schedule);
   CHECK(replay_schedule(schedule).peak_reserved_bytes == replay_schedule_reference(schedule).peak_reserved_bytes);
   check_at_capacity(schedule, program, ~0ull, false, counts);
   const std::uint64_t unlimited = replay_schedule_reference(schedule).peak_reserved_bytes;
+  reserved_path unlimited_path;
+  replay_options no_limit;
+  no_limit.path = &unlimited_path;
+  replay_compiled(program, no_limit);
   for (const double share : {0.99, 0.9, 0.7}) {
     const std::uint64_t capacity = static_cast<std::uint64_t>(static_cast<double>(unlimited) * share) + (seed % 7) * 512;
     check_at_capacity(schedule, program, capacity, false, counts);
     check_at_capacity(schedule, program, capacity, true, counts);
+    if (!schedule.expandable_segments) check_resumed(schedule, program, unlimited_path, capacity, counts);
   }
 }
 
@@ -134,10 +165,11 @@ TEST_CASE("fast replay: every committed measurement configuration, event by even
   INFO(runs << " runs");
   CHECK(runs >= 40);
   CHECK(counts.shortcuts > 0);
+  CHECK(counts.resumed > 0);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
   WARN(runs << " measured runs, " << counts.schedules << " replays compared, " << counts.events << " events; the fixed point left out "
-            << counts.skipped << " events in " << counts.shortcuts << " replays");
+            << counts.skipped << " events in " << counts.shortcuts << " replays; " << counts.resumed << " resumed from a checkpoint");
 }
 
 TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, event by event as the reference", "[allocator]") {
@@ -211,8 +243,10 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
   INFO("hf " << by_stack[0] << ", fsdp2 " << by_stack[1] << ", deepspeed " << by_stack[2]);
   for (std::uint64_t n : by_stack) CHECK(n >= 100);
   CHECK(counts.shortcuts >= 500);
+  CHECK(counts.resumed >= 2000);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
   WARN(valid << " random configurations (" << tried << " drawn, " << unschedulable << " unschedulable), " << counts.schedules << " replays compared, " << counts.events
-              << " events; the fixed point left out " << counts.skipped << " events in " << counts.shortcuts << " replays");
+              << " events; the fixed point left out " << counts.skipped << " events in " << counts.shortcuts << " replays; "
+              << counts.resumed << " resumed from a checkpoint");
 }
