@@ -6,7 +6,7 @@
 // free blocks in a training step's replay: docs/allocator-speed.md). Blocks are slots of one vector, linked to
 // their neighbours in the segment; a merged-away slot is reused.
 //
-// caching_allocator stays the reference: tests/planner/allocator/test_fast_replay.cpp replays every committed
+// caching_allocator stays the reference: tests/planner/allocator/test_replay_program.cpp replays every committed
 // measurement configuration and 2,000 random ones through both and compares them event by event.
 //
 // Beyond caching_allocator's interface: each allocation carries an owner tag (the replay's slot), and state()

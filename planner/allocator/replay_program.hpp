@@ -10,7 +10,7 @@
 // blocks in the same places, held by the same slots; no cached segment freed in between), the last step replays
 // exactly as the one before did: no new peak, no new segment. The replay then leaves it out. Proved against the
 // full replay on every committed measurement configuration and on random ones (tests/planner/allocator/
-// test_fast_replay.cpp).
+// test_replay_program.cpp).
 #include <cstdint>
 #include <string_view>
 #include <utility>
