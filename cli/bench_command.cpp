@@ -1,6 +1,7 @@
 // `plan bench --planner`: how fast the analytic model is. Prints configurations evaluated per second on
-// one core (the best of three passes, and their median), on every core, and the time of a
-// 1,000,000-configuration sweep written to CSV with every core.
+// one core (the best of three passes, and their median), the allocator replay's rate beside it (configurations
+// and nanoseconds per allocator event, on a strided sample; --seconds bounds it), on every core, and the time of
+// a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file).
 // `plan bench --backend cuda [--kernels]`: how fast the harness trains on the GPU, and each of its kernels.
 #include <fmt/format.h>
 
@@ -26,6 +27,7 @@
 #include "planner/io/catalog.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
+#include "planner/allocator/replay_program.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/measure/measured_step.hpp"
 #include "validate/validation.hpp"
@@ -37,6 +39,7 @@ namespace {
 
 struct bench_args {
   bool planner = false, kernels = false;
+  double seconds = 0;  // --planner: the most the allocator replay's sample runs (0: the whole sample)
   std::string backend, gpu = "h100", report_dir = "reports";
 };
 
@@ -146,7 +149,12 @@ sweep_space bench_space() {
 void register_bench_command(CLI::App& app, command_action& chosen) {
   auto args = std::make_shared<bench_args>();
   CLI::App* cmd = app.add_subcommand("bench", "measure speed: --planner for the analytic model");
-  cmd->add_flag("--planner", args->planner, "configurations per second, and a 1M-configuration sweep to CSV");
+  cmd->add_flag("--planner", args->planner,
+                "configurations per second (analytic, and with the allocator replay: per configuration and per event), and a "
+                "1M-configuration sweep to CSV");
+  cmd->add_option("--seconds", args->seconds, "with --planner: stop the allocator replay's sample after about N seconds")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--backend", args->backend, "cuda: tokens/s, MFU and HFU of real training steps on the GPU")->type_name("NAME");
   cmd->add_option("--gpu", args->gpu, "the GPU's entry in data/gpus.json for the dense peak (default h100)")->type_name("NAME");
   cmd->add_flag("--kernels", args->kernels, "with --backend cuda: time each kernel against its roofline (kernels.json)");
@@ -200,21 +208,40 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
 
       // As plan sweep evaluates by default: the allocator replay for every row whose stack's allocator is replayed
       // (replays_allocator), and for a row that does not fit the bisection for the least memory it needs
-      // (planner/evaluate/plan.hpp, apply_allocator_replay). One to fifteen milliseconds a row: a strided sample.
+      // (planner/evaluate/plan.hpp, apply_allocator_replay). A strided sample of 2,000 rows, each evaluated as
+      // evaluate_point(k, nullptr, true) does, the replay timed apart; --seconds stops it early.
       {
         const std::uint64_t stride = std::max<std::uint64_t>(1, total / 2000);
         std::uint64_t sampled = 0, replayed = 0;
+        double replay_seconds = 0;
+        const replay_counters before = thread_replay_counters();
         const auto tr = std::chrono::steady_clock::now();
-        for (std::uint64_t k = 0; k < total; k += stride) {
-          const sweep_result r = evaluate_point(space.at(k), nullptr, true);
+        auto elapsed = [&tr] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count(); };
+        for (std::uint64_t k = 0; k < total && (args->seconds <= 0 || elapsed() < args->seconds); k += stride) {
+          const sweep_space::point p = space.at(k);
+          sweep_result r = evaluate_point(p);
           ++sampled;
-          replayed += r.plan && r.plan->allocator.has_value();
+          if (!r.plan) continue;
+          const auto t0 = std::chrono::steady_clock::now();
+          apply_allocator_replay(*r.plan, p.model->facts, p.gpu->spec.memory_bytes);
+          replay_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          replayed += r.plan->allocator.has_value();
         }
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count();
+        const double seconds = elapsed();
+        const replay_counters& after = thread_replay_counters();
+        const std::uint64_t replays = after.replays - before.replays, events = after.events_replayed - before.events_replayed;
+        const std::uint64_t skipped = after.events_skipped - before.events_skipped;
+        const double per_row = replayed ? replay_seconds / replayed : 0.0;
         fmt::print("planner with the allocator replay (plan sweep's default), 1 core: {} configurations/s ({} of a "
-                   "sample of {} replayed, {:.0f} us a replayed row on average)\n",
-                   grouped(static_cast<std::uint64_t>(sampled / seconds)), grouped(replayed), grouped(sampled),
-                   replayed ? (seconds - sampled * cold / total) / replayed * 1e6 : 0.0);
+                   "sample of {} replayed in {:.2f} s{})\n",
+                   grouped(static_cast<std::uint64_t>(sampled / seconds)), grouped(replayed), grouped(sampled), seconds,
+                   sampled * stride < total ? ", stopped by --seconds" : "");
+        fmt::print("allocator replay alone: {} replayed configurations/s ({:.0f} us each, schedule built and compiled "
+                   "included; {:.1f} replays each with the bisection), {} events each ({} more left out by the fixed "
+                   "point): {:.0f} ns per event replayed\n",
+                   grouped(static_cast<std::uint64_t>(per_row > 0 ? 1 / per_row : 0)), per_row * 1e6,
+                   replayed ? static_cast<double>(replays) / replayed : 0.0, grouped(replayed ? events / replayed : 0),
+                   grouped(replayed ? skipped / replayed : 0), events ? replay_seconds / events * 1e9 : 0.0);
       }
 
       // Every core, evaluation only (each thread takes every threads-th configuration).
@@ -237,16 +264,15 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
       fmt::print("planner, {} cores: {} configurations in {:.3f} s = {} configurations/s\n", cores, grouped(total), all_cores,
                  grouped(static_cast<std::uint64_t>(total / all_cores)));
 
-      // The same sweep written to CSV on every core.
-      const std::filesystem::path path = std::filesystem::temp_directory_path() / fmt::format("trainplan-bench-{}.csv", getpid());
-      std::FILE* out = std::fopen(path.c_str(), "wb");
-      if (!out) throw input_error(fmt::format("cannot write {}", path.string()));
+      // The same sweep written to CSV on every core, into a file without a name (tmpfile: unlinked as it is
+      // made), so that an interrupted bench leaves nothing behind.
+      std::FILE* out = std::tmpfile();
+      if (!out) throw input_error("cannot make a temporary file for the CSV sweep");
       const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
       const auto t1 = std::chrono::steady_clock::now();
       const sweep_stats stats = run_sweep(space, sweep_format::csv, out, threads, false, false);
       std::fclose(out);
       const double sweep_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-      std::filesystem::remove(path);
       fmt::print("sweep to CSV, {} threads: {} rows, {:.1f} MB in {:.3f} s = {} configurations/s\n", threads,
                  grouped(stats.rows), stats.bytes_written / 1e6, sweep_seconds,
                  grouped(static_cast<std::uint64_t>(stats.rows / sweep_seconds)));

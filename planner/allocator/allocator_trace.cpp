@@ -497,6 +497,13 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     while (i < ops.size() && ops[i].time < workspace_times[w]) ++i;
     schedule.workspace_ops[w] = i;
   }
+  // Where each step's operations begin (its first event's time), and the end.
+  schedule.step_ops.assign(static_cast<std::size_t>(std::max(steps, 0)) + 1, ops.size());
+  for (int step = 0; step < steps; ++step) {
+    std::size_t i = 0;
+    while (i < ops.size() && ops[i].time < time_of(step, 0, 0)) ++i;
+    schedule.step_ops[static_cast<std::size_t>(step)] = i;
+  }
   return schedule;
 }
 
@@ -505,7 +512,13 @@ namespace {
 // One replay through either simulated allocator (they share the interface).
 template <class allocator>
 allocator_replay replay_through(allocator alloc, const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
-                                std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
+                                std::uint64_t capacity_bytes, bool stop_at_out_of_memory,
+                                std::vector<allocator_event_state>* events) {
+  std::uint64_t replayed = 0;
+  auto record = [&] {
+    ++replayed;
+    if (events) events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
+  };
   // The workspaces take part (the capacity holds them too); the peaks are reported without them.
   const std::uint64_t workspaces_bytes = 2 * schedule.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
   alloc.set_capacity(capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : capacity_bytes + workspaces_bytes);
@@ -516,6 +529,7 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
     const std::uint64_t before = alloc.reserved_bytes();
     const bool failed_before = alloc.out_of_memory();
     alloc.allocate(bytes);
+    record();
     if (alloc.out_of_memory() && !failed_before) {
       result.failed_tensor = what;
       result.failed_step = 0;
@@ -541,7 +555,7 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
     const allocator_schedule::op& o = schedule.ops[n];
     std::vector<typename allocator::handle>& held = handles[o.instance];
     if (o.free) {
-      for (typename allocator::handle h : held) alloc.free(h);
+      for (typename allocator::handle h : held) alloc.free(h), record();
       held.clear();
       continue;
     }
@@ -554,6 +568,7 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
       const std::uint64_t before = alloc.reserved_bytes();
       const bool failed_before = alloc.out_of_memory();
       held.push_back(alloc.allocate(bytes));
+      record();
       if (alloc.out_of_memory() && !failed_before) {
         result.failed_tensor = schedule.inv->tensors[o.tensor].name;
         result.failed_step = o.step;
@@ -573,17 +588,21 @@ allocator_replay replay_through(allocator alloc, const allocator_schedule& sched
   result.out_of_memory = alloc.out_of_memory();
   result.cache_releases = alloc.cache_releases();
   result.segments_made = alloc.segments();
+  result.events_replayed = replayed;
   return result;
 }
 
 }  // namespace
 
-allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
-                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
+allocator_replay replay_schedule_reference(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+                                           std::uint64_t capacity_bytes, bool stop_at_out_of_memory,
+                                           std::vector<allocator_event_state>* events) {
   if (schedule.expandable_segments)
-    return replay_through(expandable_allocator(schedule.gpu_total_bytes), schedule, growth, capacity_bytes, stop_at_out_of_memory);
-  return replay_through(caching_allocator(), schedule, growth, capacity_bytes, stop_at_out_of_memory);
+    return replay_through(expandable_allocator(schedule.gpu_total_bytes), schedule, growth, capacity_bytes,
+                          stop_at_out_of_memory, events);
+  return replay_through(caching_allocator(), schedule, growth, capacity_bytes, stop_at_out_of_memory, events);
 }
+
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
                                   std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes) {

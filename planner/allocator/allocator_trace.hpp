@@ -33,6 +33,10 @@ struct allocator_replay {
   // peak_reserved_bytes becomes the least memory in which the replay completes; up to the failure for a run
   // that runs out.
   std::uint64_t budget_reserved_bytes = 0;
+  // What the replay did (plan bench --planner): allocator events (allocations and frees) replayed, and those of
+  // the last step left out because it began where the step before began (replay_program.hpp's fixed point).
+  std::uint64_t events_replayed = 0;
+  std::uint64_t events_skipped = 0;
 };
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach
@@ -96,6 +100,9 @@ struct allocator_schedule {
   // freed, one 2 MiB small segment where no other has room).
   std::uint64_t lt_workspace_bytes = 0;
   std::array<bool, 2> lt_after{};
+  // Where each step's operations begin in `ops` (steps + 1 entries, the last ops.size()); empty for a schedule
+  // made by hand, which is then replayed without the fixed-point shortcut (replay_program.hpp).
+  std::vector<std::size_t> step_ops;
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);
@@ -103,8 +110,23 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
 // costs in time and host memory, about 100 bytes an instance and its two operations.
 std::uint64_t count_schedule_instances(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                        int steps = 3);
+// The replay: the schedule compiled into a flat program and run through the fast allocator
+// (planner/allocator/replay_program.hpp), with the expandable-segments simulation where the schedule asks for it.
 allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth = nullptr,
                                  std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false);
+
+// What the allocator holds after one event (an allocate or free call) of a replay: the tests compare the
+// fast replay with the reference event by event.
+struct allocator_event_state {
+  std::uint64_t allocated_bytes = 0, reserved_bytes = 0, segments = 0;
+  bool operator==(const allocator_event_state&) const = default;
+};
+// The reference replay, slow and plain: each operation of the schedule in turn through caching_allocator (or
+// expandable_allocator), each instance's blocks held in a vector of its own. Kept for the tests that prove the
+// fast replay equal to it; with `events`, the state after each event.
+allocator_replay replay_schedule_reference(const allocator_schedule& schedule, std::vector<allocator_growth>* growth = nullptr,
+                                           std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false,
+                                           std::vector<allocator_event_state>* events = nullptr);
 
 allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                   int steps = 3, std::vector<allocator_growth>* growth = nullptr,

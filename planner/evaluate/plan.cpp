@@ -10,6 +10,7 @@
 #include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/allocator/caching_allocator.hpp"
+#include "planner/allocator/replay_program.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/run/lora.hpp"
@@ -198,12 +199,38 @@ constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
 // bisection: how the segments split depends on the limit (a tighter one frees cached segments sooner), so
 // completing is not monotone in the capacity, and the result is a capacity that completes with one step
 // less failing, not always the least of all. log2 of the range's 2 MiB steps in replays (16 across an 80 GB
-// GPU), each stopping at its first failure.
-std::uint64_t least_completing_capacity(const allocator_schedule& schedule, std::uint64_t fails, std::uint64_t completes) {
+// GPU), each stopping at its first failure. `path` is where the unlimited replay's reservations grew
+// (replay_program.hpp): each probe is that replay until its first segment past the probe's capacity, so a probe
+// resumes from the point where the last failing probe parted from it (a checkpoint), which every later probe,
+// in more memory, shares.
+std::uint64_t least_completing_capacity(const replay_program& program, const reserved_path& path, std::uint64_t fails,
+                                        std::uint64_t completes) {
+  replay_checkpoint shared, parted;
+  bool have_shared = false;
+  const bool checkpoints = !program.expandable_segments;
+  const std::uint64_t workspaces_bytes = 2 * program.workspace_bytes;
   while (completes - fails > 1) {
     const std::uint64_t mid = fails + (completes - fails) / 2;
-    if (replay_schedule(schedule, nullptr, mid * allocator_capacity_step_bytes, true).out_of_memory) fails = mid;
-    else completes = mid;
+    replay_options probe;
+    probe.capacity_bytes = mid * allocator_capacity_step_bytes;
+    probe.stop_at_out_of_memory = true;
+    if (checkpoints) {
+      if (have_shared) probe.resume = &shared;
+      // The first event that reserves past this capacity, where the probe parts from the unlimited replay.
+      const std::uint64_t limit = probe.capacity_bytes + workspaces_bytes;
+      const auto past = std::find_if(path.begin(), path.end(), [limit](const auto& grown) { return grown.second > limit; });
+      if (past != path.end() && (!have_shared || past->first > shared.next_event)) {
+        probe.save = &parted;
+        probe.save_before = past->first;
+        parted.next_event = ~std::size_t{0};
+      }
+    }
+    if (replay_compiled(program, probe).out_of_memory) {
+      fails = mid;
+      if (probe.save && parted.next_event == probe.save_before) std::swap(shared, parted), have_shared = true;
+    } else {
+      completes = mid;
+    }
   }
   return checked_mul(completes, allocator_capacity_step_bytes, "reserved bytes");
 }
@@ -263,19 +290,21 @@ void add_allocator_details(plan_result& r, const model_facts& facts) {
   }
 }
 
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
-  if (!replays_allocator(r.run)) return;
-  const std::uint64_t fixed = r.overhead.fixed_bytes();
-  // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
-  // torch.cuda.set_per_process_memory_fraction.
-  const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
+namespace {
+
+// The replay in `capacity` and, where it runs short, the bisection for the least memory it needs: r.allocator,
+// or r.allocator_replay_skipped_instances where the schedule is too large to replay.
+void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t capacity) {
   if (const std::uint64_t instances = count_schedule_instances(r.inv, facts, r.run.grad_accum); instances > max_replayed_instances) {
     r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
-    set_peak_and_verdict(r, budget_bytes);
     return;
   }
-  const allocator_schedule schedule = plan_allocator_schedule(r, facts);
-  r.allocator = replay_schedule(schedule, nullptr, capacity);
+  const replay_program program = compile_schedule(plan_allocator_schedule(r, facts));
+  reserved_path path;
+  replay_options in_budget;
+  in_budget.capacity_bytes = capacity;
+  in_budget.path = &path;
+  r.allocator = replay_compiled(program, in_budget);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
   r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
@@ -286,10 +315,13 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
     // is the unlimited one). Not from the tensors up: a replay that fails in the GPU's memory may complete in
     // less (mistral-7b, seq 44,745, recompute full on an H200: out of memory in 139.8 GiB, complete in
     // 139.3), and "needs less than the GPU has" would contradict the verdict.
-    const allocator_replay unlimited = replay_schedule(schedule);
+    reserved_path unlimited_path;
+    replay_options no_limit;
+    no_limit.path = &unlimited_path;
+    const allocator_replay unlimited = replay_compiled(program, no_limit);
     const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
-    r.allocator->peak_reserved_bytes =
-        least_completing_capacity(schedule, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step));
+    r.allocator->peak_reserved_bytes = least_completing_capacity(
+        program, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step));
   } else if (r.allocator->cache_releases > 0) {
     // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
     // budget, a cache it would have kept, not what the run needs (a 7B run with the optimizer offloaded
@@ -301,7 +333,46 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
     const std::uint64_t completes = (r.allocator->peak_reserved_bytes + step - 1) / step;
     if (completes > fails + 1 && completes * step <= capacity)
       r.allocator->peak_reserved_bytes =
-          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(schedule, fails, completes));
+          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(program, path, fails, completes));
+  }
+}
+
+}  // namespace
+
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse) {
+  if (!replays_allocator(r.run)) return;
+  const std::uint64_t fixed = r.overhead.fixed_bytes();
+  // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
+  // torch.cuda.set_per_process_memory_fraction.
+  const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
+  // A sweep's earlier configuration with the same schedule and budget (plan_reuse::replays): its outcome.
+  run_config key = r.run;
+  key.grad_accum = 0;
+  const bool reusable = reuse && reuse->facts == &facts && reuse->run == key;
+  const plan_reuse::replay_memo wanted{std::min<std::uint64_t>(r.run.grad_accum, 3), budget_bytes, fixed,
+                                       r.overhead.cublas_workspace_bytes, r.gpu_memory_bytes, {}, 0};
+  const auto same = [&wanted](const plan_reuse::replay_memo& m) {
+    return m.micro_batches == wanted.micro_batches && m.budget_bytes == wanted.budget_bytes && m.fixed_bytes == wanted.fixed_bytes &&
+           m.cublas_workspace_bytes == wanted.cublas_workspace_bytes && m.gpu_memory_bytes == wanted.gpu_memory_bytes;
+  };
+  const plan_reuse::replay_memo* known = nullptr;
+  if (reusable)
+    if (const auto it = std::find_if(reuse->replays.begin(), reuse->replays.end(), same); it != reuse->replays.end()) known = &*it;
+  if (known) {
+    r.allocator = known->allocator;
+    r.allocator_replay_skipped_instances = known->skipped_instances;
+  } else {
+    run_allocator_replay(r, facts, capacity);
+    if (reusable) {
+      plan_reuse::replay_memo m = wanted;
+      m.allocator = r.allocator;
+      m.skipped_instances = r.allocator_replay_skipped_instances;
+      reuse->replays.push_back(std::move(m));
+    }
+  }
+  if (!r.allocator) {
+    set_peak_and_verdict(r, budget_bytes);
+    return;
   }
   r.allocator_reserved_bytes =
       checked_add(r.allocator->peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
@@ -351,6 +422,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& run, const 
       reuse->inv = profile.build_inventory(model, run, r.layout, *facts, {});
       reuse->timelines = {};
       reuse->micro_batch_ops.reset();
+      reuse->replays.clear();
       reuse->model = &model, reuse->facts = facts, reuse->run = key;
     }
     r.inv = reuse->inv;

@@ -111,6 +111,18 @@ struct plan_reuse {
   inventory inv;
   std::array<std::optional<timeline_result>, 2> timelines;  // accumulation 1, and more than 1
   std::optional<step_ops> micro_batch_ops;                   // the stack's micro_batch_ops
+  // apply_allocator_replay's outcomes for this inventory (evaluate_point passes the reuse on). The replay's
+  // schedule depends on the inventory, the facts and the run, which the reuse matches, and on the accumulation
+  // only through min(grad_accum, 3) (allocator_trace.cpp replays at most three micro-batches); its outcome,
+  // bisection included, also on the budget, the fixed overhead (the capacity), the cuBLAS workspaces and the
+  // GPU's memory (expandable segments' address space). An entry with all of those equal is the same replay:
+  // a sweep's accumulations 3 and up replay once.
+  struct replay_memo {
+    std::uint64_t micro_batches = 0, budget_bytes = 0, fixed_bytes = 0, cublas_workspace_bytes = 0, gpu_memory_bytes = 0;
+    std::optional<allocator_replay> allocator;
+    std::uint64_t skipped_instances = 0;
+  };
+  std::vector<replay_memo> replays;
 };
 
 struct plan_options {
@@ -177,7 +189,9 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
 // there (it frees its unused cached segments to go on, or runs out), the peak is the least memory in which
 // the replay completes, not the budget it filled with its cache. evaluate_plan does it unless asked for the
 // peak only.
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes);
+// With `reuse` (the one evaluate_plan just filled for r, in a sweep), an earlier configuration's outcome where
+// it is the same replay (plan_reuse::replay_memo).
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse = nullptr);
 
 // For peak-only evaluations (sweeps, searches): the replay where it can change the verdict, when the
 // tensors and the fixed overhead fit the budget (what the allocator reserves is never less than the tensor

@@ -93,7 +93,7 @@ sweep_result evaluate_point(const sweep_space::point& p, plan_reuse* reuse, bool
     out.plan.emplace(evaluate_plan(p.model->spec, p.run, p.gpu->spec, p.gpu->calib, options));
     // As plan's fit check: the replay's verdict, and its peak (for a row that does not fit, the least memory in
     // which the replay completes), so that a row's peak is plan's and a column of them can be plotted.
-    if (replay) apply_allocator_replay(*out.plan, p.model->facts, p.gpu->spec.memory_bytes);
+    if (replay) apply_allocator_replay(*out.plan, p.model->facts, p.gpu->spec.memory_bytes, reuse);
   } catch (const input_error& e) {
     out.error = e.what();
   }

@@ -270,6 +270,51 @@ TEST_CASE("a sweep that reuses inventories between points gets exactly what eval
   CHECK(forward_reuse.model == &s.models.back().spec);
 }
 
+TEST_CASE("a sweep's allocator replays reused across accumulations and GPUs are exactly the ones each point replays alone",
+          "[sweep][reuse][allocator]") {
+  // plan_reuse::replays: accumulations 3 and up share a schedule, two GPUs share the inventory but not the
+  // budget; rows that fit, rows that need the bisection, and expandable segments.
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  for (const char* name : {"h100", "l40s"}) s.gpus.push_back({data().gpu(name), data().calibration_for(data().gpu(name))});
+  s.base.profile = &profile_named("hf");
+  s.precisions = {precision_regime::amp_bf16};
+  s.seqs = {1024};
+  s.micro_batches = {8, 120};
+  s.grad_accums = {1, 2, 3, 4, 7};
+  s.expandable_segments = {false, true};
+  plan_reuse reuse;
+  std::uint64_t replayed = 0, failing = 0;
+  for (std::uint64_t k = 0; k < s.size(); ++k) {
+    const sweep_space::point p = s.at(k);
+    const sweep_result alone = evaluate_point(p, nullptr, true);
+    const sweep_result shared = evaluate_point(p, &reuse, true);
+    INFO(p.gpu->spec.name << " mb " << p.run.micro_batch << " accum " << p.run.grad_accum << " expandable " << p.run.expandable_segments);
+    REQUIRE(alone.plan.has_value());
+    REQUIRE(shared.plan.has_value());
+    REQUIRE(alone.plan->allocator.has_value());
+    REQUIRE(shared.plan->allocator.has_value());
+    CHECK(shared.plan->peak_bytes == alone.plan->peak_bytes);
+    CHECK(shared.plan->fits == alone.plan->fits);
+    CHECK(shared.plan->headroom_bytes == alone.plan->headroom_bytes);
+    CHECK(shared.plan->allocator_reserved_bytes == alone.plan->allocator_reserved_bytes);
+    CHECK(shared.plan->overhead.allocator_slack_bytes == alone.plan->overhead.allocator_slack_bytes);
+    CHECK(shared.plan->allocator->peak_reserved_bytes == alone.plan->allocator->peak_reserved_bytes);
+    CHECK(shared.plan->allocator->budget_reserved_bytes == alone.plan->allocator->budget_reserved_bytes);
+    CHECK(shared.plan->allocator->segments_made == alone.plan->allocator->segments_made);
+    CHECK(shared.plan->allocator->out_of_memory == alone.plan->allocator->out_of_memory);
+    ++replayed;
+    failing += !alone.plan->fits;
+  }
+  CHECK(replayed == s.size());
+  CHECK(failing > 0);
+  CHECK(failing < replayed);
+  // One replay (with its bisection) per GPU, micro-batch, allocator and min(accumulation, 3): 24 of the 40 rows. The
+  // reuse starts again when the run but its accumulation changes: the last row's holds three.
+  CHECK(reuse.replays.size() == 3);
+}
+
 TEST_CASE("largest_proper_divisors: the largest smaller divisors, found in a millisecond for any count", "[max][levers]") {
   CHECK(largest_proper_divisors(64, 6) == std::vector<std::uint64_t>{32, 16, 8, 4, 2, 1});
   CHECK(largest_proper_divisors(12, 6) == std::vector<std::uint64_t>{6, 4, 3, 2, 1});

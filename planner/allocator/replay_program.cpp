@@ -1,0 +1,204 @@
+// A schedule compiled into a flat program of allocator events and replayed (replay_program.hpp): the same calls,
+// in the same order, as replay_schedule_reference makes, and the fixed point that leaves out a repeated last step.
+#include "planner/allocator/replay_program.hpp"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "planner/allocator/caching_allocator.hpp"
+#include "planner/allocator/expandable_allocator.hpp"
+#include "planner/allocator/fast_caching_allocator.hpp"
+
+namespace trainplan {
+namespace {
+
+// Whether the last step's events repeat the step before's (replay_program.hpp): the same requests in the same
+// order, each free of the block made at the same place in the step before, or of the same older block.
+bool last_step_repeats(const replay_program& p, std::size_t from, std::size_t begin) {
+  const std::size_t length = begin - from;
+  if (length == 0 || p.events.size() - begin != length) return false;
+  std::vector<std::uint32_t> made_as(p.slots, ~0u);  // a slot of the step before: its counterpart in the last
+  for (std::size_t k = 0; k < length; ++k) {
+    const replay_program::event &a = p.events[from + k], &b = p.events[begin + k];
+    if (a.bytes != b.bytes || a.what != b.what || a.stop_check != b.stop_check || a.workspace != b.workspace) return false;
+    if (a.bytes > 0) {
+      made_as[a.slot] = b.slot;
+    } else if (b.slot != (made_as[a.slot] != ~0u ? made_as[a.slot] : a.slot)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+replay_program compile_schedule(const allocator_schedule& s) {
+  replay_program p;
+  p.inv = s.inv;
+  p.workspace_bytes = s.workspace_bytes;
+  p.expandable_segments = s.expandable_segments;
+  p.gpu_total_bytes = s.gpu_total_bytes;
+  p.events.reserve(s.ops.size() + 8);
+  std::vector<std::vector<std::uint32_t>> held(s.instances);  // by instance: the slots of its blocks, in order
+  auto allocate = [&](std::uint64_t bytes, std::uint32_t what, std::int32_t step, bool stop_check, bool workspace) {
+    p.events.push_back({bytes, p.slots, what, step, stop_check, workspace});
+    return p.slots++;
+  };
+  // As replay_through's make_workspace: the cuBLAS workspace, then its thread's cuBLASLt one where it runs a
+  // GEMM with a bias. The replay may stop only after the whole group (`last`).
+  std::size_t workspaces_count = 0, workspaces_made = 0;
+  auto make_workspace = [&](bool last) {
+    allocate(s.workspace_bytes, replay_program::cublas_workspace, 0, false, true);
+    ++workspaces_made;
+    if (workspaces_count < 2 && s.lt_after[workspaces_count] && s.lt_workspace_bytes > 0)
+      allocate(s.lt_workspace_bytes, replay_program::cublaslt_workspace, 0, false, false);
+    ++workspaces_count;
+    p.events.back().stop_check = last;
+  };
+  std::vector<std::size_t> step_begin;  // by step: its first event
+  std::size_t next_step = 0;
+  for (std::size_t n = 0; n < s.ops.size(); ++n) {
+    for (; next_step < s.step_ops.size() && s.step_ops[next_step] <= n; ++next_step) step_begin.push_back(p.events.size());
+    if (s.workspace_bytes > 0 && (n == s.workspace_ops[0] || n == s.workspace_ops[1])) {
+      if (s.workspace_ops[0] == s.workspace_ops[1]) make_workspace(false);  // an empty forward: both here
+      make_workspace(true);
+    }
+    const allocator_schedule::op& o = s.ops[n];
+    std::vector<std::uint32_t>& slots = held[o.instance];
+    if (o.free) {
+      for (std::uint32_t slot : slots) p.events.push_back({0, slot, o.tensor, o.step, false, false});
+      slots.clear();
+      continue;
+    }
+    const std::vector<std::uint64_t>& sizes = s.sizes[o.tensor];
+    const std::vector<bool>& placed = s.placed[o.tensor];
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const bool placed_apart = k < placed.size() && placed[k];  // allocated by a backward step of its own
+      if (sizes[k] == 0 || (o.piece >= 0 ? k != static_cast<std::size_t>(o.piece) : placed_apart)) continue;
+      slots.push_back(allocate(sizes[k], o.tensor, o.step, true, false));
+    }
+  }
+  for (; next_step < s.step_ops.size(); ++next_step) step_begin.push_back(p.events.size());
+  if (s.workspace_bytes > 0 && s.workspace_ops[1] >= s.ops.size())
+    while (workspaces_made < 2) make_workspace(true);  // the schedule ended before them
+  // The fixed point: the last two steps (step_begin holds steps + 1 entries, the last the end of the steps).
+  if (step_begin.size() >= 3) {
+    const std::size_t from = step_begin[step_begin.size() - 3], begin = step_begin[step_begin.size() - 2];
+    if (step_begin.back() == p.events.size() && last_step_repeats(p, from, begin)) p.repeat_from = from, p.repeat_begin = begin;
+  }
+  return p;
+}
+
+namespace {
+
+template <class allocator>
+allocator_replay run_program(allocator alloc, const replay_program& p, const replay_options& o) {
+  constexpr bool fast = std::is_same_v<allocator, fast_caching_allocator>;
+  // The workspaces take part (the capacity holds them too); the peaks are reported without them.
+  const std::uint64_t workspaces_bytes = 2 * p.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
+  alloc.set_capacity(o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes);
+  allocator_replay result;
+  std::uint64_t workspaces_made = 0;
+  std::vector<typename allocator::handle> handles;
+  std::size_t i = 0;
+  if constexpr (fast) {
+    if (o.resume) {
+      const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
+      alloc = o.resume->allocator;
+      alloc.set_capacity(capacity);
+      handles = o.resume->handles;
+      i = o.resume->next_event;
+      workspaces_made = o.resume->workspaces_made;
+    }
+  }
+  handles.resize(p.slots);
+  const std::size_t first = i;
+  // The fixed point compares the states at the starts of the last two steps: a replay resumed past the
+  // first of them goes without it.
+  const bool shortcut = fast && o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
+  std::vector<std::uint64_t> state_from, state_begin;
+  std::uint64_t releases_from = 0;
+  const std::size_t count = p.events.size();
+  for (; i < count; ++i) {
+    if constexpr (fast) {
+      if (o.save && i == o.save_before) *o.save = {alloc, handles, i, workspaces_made};
+      if (shortcut && i == p.repeat_from) {
+        alloc.state(state_from);
+        releases_from = alloc.cache_releases();
+      } else if (shortcut && i == p.repeat_begin) {
+        alloc.state(state_begin);
+        if (state_begin == state_from && alloc.cache_releases() == releases_from) {  // the last step repeats
+          result.events_skipped = count - i;
+          break;
+        }
+      }
+    }
+    const replay_program::event& e = p.events[i];
+    if (e.bytes == 0) {
+      alloc.free(handles[e.slot]);
+      if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
+      continue;
+    }
+    const std::uint64_t before = alloc.reserved_bytes();
+    const bool failed_before = alloc.out_of_memory();
+    if constexpr (fast) handles[e.slot] = alloc.allocate(e.bytes, e.slot);
+    else handles[e.slot] = alloc.allocate(e.bytes);
+    if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
+    if (e.workspace) workspaces_made += p.workspace_bytes;
+    if (o.path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())
+      o.path->push_back({i, alloc.reserved_bytes()});
+    const bool failed = alloc.out_of_memory() && !failed_before;
+    if (failed || (o.growth && alloc.reserved_bytes() > before)) {
+      const std::string_view what = e.what == replay_program::cublas_workspace     ? "cuBLAS workspace"
+                                    : e.what == replay_program::cublaslt_workspace ? "cuBLASLt workspace"
+                                                                                   : std::string_view(p.inv->tensors[e.what].name);
+      if (failed) result.failed_tensor = what, result.failed_step = e.step;
+      // (replay_through records no growth for a buffer's allocation that fails where the replay stops.)
+      const bool buffer = e.what != replay_program::cublas_workspace && e.what != replay_program::cublaslt_workspace;
+      if (o.growth && alloc.reserved_bytes() > before && !(failed && buffer && o.stop_at_out_of_memory))
+        o.growth->push_back({what, alloc.reserved_bytes(), e.step, alloc.reserved_bytes() - before, caching_allocator::small_pool(e.bytes)});
+    }
+    if (o.stop_at_out_of_memory && e.stop_check && alloc.out_of_memory()) {
+      ++i;
+      break;
+    }
+  }
+  result.events_replayed = i - first;
+  // Without the workspaces (never freed, so in both peaks once made; at least zero regardless).
+  result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
+  result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);
+  result.out_of_memory = alloc.out_of_memory();
+  result.cache_releases = alloc.cache_releases();
+  result.segments_made = alloc.segments();
+  return result;
+}
+
+}  // namespace
+
+replay_counters& thread_replay_counters() {
+  thread_local replay_counters counters;
+  return counters;
+}
+
+allocator_replay replay_compiled(const replay_program& program, const replay_options& options) {
+  const allocator_replay r = program.expandable_segments
+                                 ? run_program(expandable_allocator(program.gpu_total_bytes), program, options)
+                                 : run_program(fast_caching_allocator(), program, options);
+  replay_counters& counters = thread_replay_counters();
+  ++counters.replays;
+  counters.events_replayed += r.events_replayed;
+  counters.events_skipped += r.events_skipped;
+  return r;
+}
+
+// Declared in allocator_trace.hpp, whose callers need not know the program.
+allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
+                                 std::uint64_t capacity_bytes, bool stop_at_out_of_memory) {
+  replay_options options;
+  options.growth = growth;
+  options.capacity_bytes = capacity_bytes;
+  options.stop_at_out_of_memory = stop_at_out_of_memory;
+  return replay_compiled(compile_schedule(schedule), options);
+}
+
+}  // namespace trainplan

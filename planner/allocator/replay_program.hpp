@@ -1,0 +1,88 @@
+#pragma once
+// An allocator schedule (allocator_trace.hpp) compiled into a flat program: one entry per allocate or free call
+// the replay makes, in order, the cuBLAS workspaces included, each allocation's handle kept in a slot of one
+// array. Built once per schedule and replayed as often as the caller needs (apply_allocator_replay's bisection
+// replays one schedule at a dozen capacities), with no heap allocation per event.
+//
+// The fixed point: the last step's events are those of the step before (the same sizes in the same order, each
+// free of a block that step made, or of the same older block), so where the allocator's state at the start of
+// the last step equals its state at the start of the step before (fast_caching_allocator::state: the same
+// blocks in the same places, held by the same slots; no cached segment freed in between), the last step replays
+// exactly as the one before did: no new peak, no new segment. The replay then leaves it out. Proved against the
+// full replay on every committed measurement configuration and on random ones (tests/planner/allocator/
+// test_replay_program.cpp).
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/fast_caching_allocator.hpp"
+
+namespace trainplan {
+
+struct replay_program {
+  struct event {
+    std::uint64_t bytes = 0;  // an allocation's request; 0: a free
+    std::uint32_t slot = 0;   // where the allocation's handle goes, or the handle a free gives back
+    std::uint32_t what = 0;   // the allocation's buffer (index in inv->tensors), or one of the workspaces below
+    std::int32_t step = 0;    // the buffer's 0-based step (-1: creating the model), reported on a failure
+    bool stop_check = false;  // with stop_at_out_of_memory, the replay may stop after this event
+    bool workspace = false;   // a cuBLAS workspace: left out of the peaks
+  };
+  static constexpr std::uint32_t cublas_workspace = ~0u, cublaslt_workspace = ~0u - 1;
+
+  const inventory* inv = nullptr;
+  std::vector<event> events;
+  std::uint32_t slots = 0;
+  std::uint64_t workspace_bytes = 0;  // for the capacity: both cuBLAS workspaces take part in it
+  bool expandable_segments = false;
+  std::uint64_t gpu_total_bytes = 0;
+  // The last step's events [repeat_begin, events.size()) repeat the step before's, [repeat_from, repeat_begin),
+  // as the fixed point requires (set only then: repeat_begin == 0 means no shortcut).
+  std::size_t repeat_from = 0, repeat_begin = 0;
+};
+
+replay_program compile_schedule(const allocator_schedule& schedule);
+
+// A replay through the default allocator stopped before one of its events, to resume other replays from. A
+// replay in a capacity follows the replay without one event for event until the first segment that would pass
+// the capacity (caching_allocator.hpp: a limit acts only when cudaMalloc would fail); so a checkpoint taken
+// before event j of any replay that had freed no cached segment by then serves every capacity that holds what
+// was reserved at j. apply_allocator_replay's bisection resumes each probe from the last point its probes
+// share, instead of replaying the steps again from the model's creation.
+struct replay_checkpoint {
+  fast_caching_allocator allocator;
+  std::vector<fast_caching_allocator::handle> handles;  // by slot
+  std::size_t next_event = 0;
+  std::uint64_t workspaces_made = 0;
+};
+
+// Where a replay's reservations grew while it had freed no cached segment and not run out: (event, reserved
+// bytes after it, workspaces included). Up to the first such freeing, any replay follows the unlimited one.
+using reserved_path = std::vector<std::pair<std::size_t, std::uint64_t>>;
+
+struct replay_options {
+  std::vector<allocator_growth>* growth = nullptr;
+  std::uint64_t capacity_bytes = ~0ull;
+  bool stop_at_out_of_memory = false;
+  bool skip_repeated_step = true;                 // the fixed point's shortcut (the tests turn it off to compare)
+  std::vector<allocator_event_state>* events = nullptr;  // the state after each event replayed
+  reserved_path* path = nullptr;                         // filled as the replay goes
+  // The default allocator only: start from `resume` (its reserved bytes within this capacity, workspaces
+  // included), and keep the state before event `save_before` in `save`.
+  const replay_checkpoint* resume = nullptr;
+  replay_checkpoint* save = nullptr;
+  std::size_t save_before = ~std::size_t{0};
+};
+
+// replay_schedule_reference's result for the schedule the program was compiled from, faster.
+allocator_replay replay_compiled(const replay_program& program, const replay_options& options = {});
+
+// What this thread's replays did so far (plan bench --planner reads them around the replays it times).
+struct replay_counters {
+  std::uint64_t replays = 0, events_replayed = 0, events_skipped = 0;
+};
+replay_counters& thread_replay_counters();
+
+}  // namespace trainplan
