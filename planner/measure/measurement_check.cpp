@@ -2,6 +2,8 @@
 // run after another in the same process, the replay's segments and a profiled run's GPU busy time.
 #include "planner/measure/measurement_check.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -32,7 +34,12 @@ run_check check_measured_run(const measured_file& f, const measured_run& r, cons
     try {
       c.plan = evaluate_plan(r.model, r.run, gpu, calib);
     } catch (const input_error& e) {
-      c.not_predicted = e.what();
+      // DTensor's parallelize_module over the Hugging Face modules: Megatron-LM's tensor parallelism runs other
+      // layers and kernels, so even a stack that takes --tp would mis-predict it.
+      c.not_predicted = r.layout->mode == "tp"
+                            ? fmt::format("DTensor tensor parallelism over Hugging Face's modules, which no stack models "
+                                          "yet; its stack says: {}", e.what())
+                            : std::string(e.what());
       return c;
     }
   } else {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -70,9 +71,10 @@ TEST_CASE("the fitted factor of each collective and scope is 1 / the median meas
     CHECK(row.samples == ratios.size());
     CHECK(row.median_ratio == Approx(median(ratios)).epsilon(1e-12));
     CHECK(row.factor == Approx(1 / median(ratios)).epsilon(1e-12));
-    // The median sample is predicted exactly after the fit (an odd count: 3 all-reduces), and no error grows
-    // past the spread of the ratios around their median.
-    if (ratios.size() % 2) CHECK(row.median_error_after_pct == Approx(0).margin(1e-9));
+    // With an odd count (3 all-reduces) the median sample is predicted exactly after the fit.
+    if (ratios.size() % 2)
+      CHECK(std::any_of(ratios.begin(), ratios.end(), [&](double r) { return std::abs(r / row.median_ratio - 1) < 1e-12; }));
+    CHECK(row.max_error_after_pct <= row.max_error_before_pct + 1e-9);
   }
   CHECK(fit.rows[0].coll == collective::all_reduce);
   CHECK(fit.rows[0].scope == link_scope::inter_node);
