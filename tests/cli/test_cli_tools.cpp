@@ -190,6 +190,60 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("option --emit refuses a plan that does not fit, in one line, unless --force", "[cli][emit]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit-fit");
+  const std::string too_big = "--params 7B --seq 4096 --gpu h100 --emit deepspeed -o " + (dir / "ds.json").string();
+  expect_refused(too_big, {"--emit deepspeed", "does not fit", "--force"});
+  CHECK_FALSE(std::filesystem::exists(dir / "ds.json"));
+  // Forced: written, with a warning; the exit code is still the verdict's.
+  const plan_run forced = run_plan(too_big + " --force");
+  CHECK(forced.exit_code == 1);
+  CHECK_THAT(forced.err, Catch::Contains("warning: --force") && Catch::Contains("does not fit"));
+  CHECK(std::filesystem::exists(dir / "ds.json"));
+  CHECK_THAT(forced.out, Catch::Contains("DOES NOT FIT"));
+  // What the engine cannot express is said first, forced or not; --force alone is a mistake.
+  expect_refused("--params 7B --seq 4096 --gpu h100 --tp 2 --gpus 2 --framework megatron --emit deepspeed --force -o " +
+                     (dir / "tp.json").string(),
+                 {"tensor and pipeline parallelism"});
+  expect_refused("--params 7B --seq 4096 --gpu h100 --force", {"--force"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("option --emit writes the hyperparameters the plan cannot know as SET_ME, and says so", "[cli][emit]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit-placeholders");
+  const std::string fits = "--params 1B --seq 2048 --gpu h100 --gpus 8 --zero 3 ";
+  const plan_run ds = run_plan(fits + "--emit deepspeed -o " + (dir / "ds.json").string());
+  REQUIRE(ds.exit_code == 0);
+  const json d = json::parse(slurp(dir / "ds.json"));
+  CHECK(d["optimizer"]["params"]["lr"] == "SET_ME");
+  CHECK(d["optimizer"]["params"]["weight_decay"] == "SET_ME");
+  CHECK(d["gradient_clipping"] == "SET_ME");
+  CHECK(d["scheduler"]["params"]["warmup_num_steps"] == "SET_ME");
+  CHECK(d["optimizer"]["params"]["eps"] == 1e-8);  // AdamW's own constant stays
+  CHECK_THAT(ds.err, Catch::Contains("note: deepspeed:") && Catch::Contains("\"SET_ME\"") && Catch::Contains("gradient_clipping"));
+
+  const plan_run hf = run_plan(fits + "--finetune lora --emit hf-trainer -o " + (dir / "args.json").string());
+  REQUIRE(hf.exit_code == 0);
+  const json a = json::parse(slurp(dir / "args.json"));
+  for (const char* key : {"learning_rate", "weight_decay", "max_grad_norm", "warmup_steps"}) CHECK(a[key] == "SET_ME");
+  CHECK(json::parse(slurp(dir / "args.lora.json"))["lora_config"]["lora_alpha"] == "SET_ME");
+  CHECK_THAT(hf.err, Catch::Contains("learning_rate") && Catch::Contains("lora_alpha"));
+
+  const plan_run tt = run_plan(fits + "--framework trainplan --emit torchtitan -o " + (dir / "tt.toml").string());
+  REQUIRE(tt.exit_code == 0);
+  const std::string toml = slurp(dir / "tt.toml");
+  CHECK_THAT(toml, Catch::Contains("lr = \"SET_ME\"  # SET_ME") && Catch::Contains("warmup_steps = \"SET_ME\"") &&
+                       Catch::Contains("max_norm = \"SET_ME\""));
+  CHECK_THAT(toml, !Catch::Contains("3e-4"));
+  CHECK_THAT(tt.err, Catch::Contains("note: torchtitan:") && Catch::Contains("SET_ME"));
+
+  const plan_run fsdp = run_plan(fits + "--emit fsdp -o " + (dir / "fsdp.yaml").string());
+  REQUIRE(fsdp.exit_code == 0);
+  CHECK_THAT(slurp(dir / "fsdp.yaml"), Catch::Contains("# SET_ME in your training script: learning rate"));
+  CHECK_THAT(fsdp.err, Catch::Contains("learning rate"));
+  std::filesystem::remove_all(dir);
+}
+
 // Each case is a plan an engine would have run differently from what was planned, without a word, before an
 // audit against the engines' sources (cli/emit_config.cpp names them).
 TEST_CASE("option --emit writes what the engine runs as planned, or says why it cannot", "[cli][emit]") {
