@@ -47,7 +47,7 @@ std::vector<given_option> given_options(const CLI::App& app) {
                              : !o->get_snames().empty() ? "-" + o->get_snames().front()
                                                         : o->get_name();
     const std::vector<std::string>& values = o->results();
-    if (o->get_type_size_max() == 0) {  // a flag: given, unless given as false
+    if (o->get_expected_max() == 0) {  // a flag: given, unless given as false
       const std::string last = values.empty() ? std::string() : values.back();
       if (last != "false" && last != "0" && last != "-1") out.push_back({name, std::nullopt});
     } else if (o->get_items_expected_max() > 1) {  // several values at once (none of plan's options today)
