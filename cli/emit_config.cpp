@@ -52,6 +52,15 @@ bool offloads_params(const run_config& r) { return r.offload == offload_mode::pa
   throw input_error(fmt::format("--emit {}: {}", engine, why));
 }
 
+// Hyperparameters the plan does not decide (its memory and time do not depend on them) and cannot know: written
+// as this placeholder, which no engine reads as a number, so that a config is not run with a guess.
+constexpr const char* placeholder = "SET_ME";
+
+void note_placeholders(const std::string& engine, const std::string& keys, std::vector<std::string>& notes) {
+  notes.push_back(fmt::format("{}: {} are written as \"{}\": the plan does not know them; set them before training",
+                              engine, keys, placeholder));
+}
+
 // Refusals every engine shares: what none of their config files expresses.
 void refuse_common(const std::string& engine, const run_config& r) {
   if (r.ep > 1)
@@ -141,7 +150,7 @@ json deepspeed(const run_config& r, std::vector<std::string>& notes) {
   json j = {{"train_batch_size", r.global_batch()},
             {"train_micro_batch_size_per_gpu", r.micro_batch},
             {"gradient_accumulation_steps", r.grad_accum},
-            {"gradient_clipping", 1.0},
+            {"gradient_clipping", placeholder},
             {"bf16", {{"enabled", cast_model && half == half_kind::bf16}}},
             {"fp16", {{"enabled", cast_model && half == half_kind::fp16}, {"loss_scale", 0}, {"initial_scale_power", 16}}},
             {"zero_optimization", zero}};
@@ -159,16 +168,28 @@ json deepspeed(const run_config& r, std::vector<std::string>& notes) {
     notes.push_back("deepspeed: without ZeRO its bf16 mode accumulates gradients in fp32 (4 bytes a parameter more than "
                     "the plan: --grad-dtype fp32 plans that)");
   if (r.grad_dtype == grad_dtype_choice::fp32) j["data_types"] = {{"grad_accum_dtype", "fp32"}};
+  // The optimizer's own constants (betas, eps) are its defaults (torch.optim.AdamW; Lion's paper, Chen et al. 2023).
+  const bool own_optimizer = r.optimizer == optimizer_kind::adamw || r.optimizer == optimizer_kind::lion;
   if (r.optimizer == optimizer_kind::adamw) {
-    j["optimizer"] = {{"type", "AdamW"}, {"params", {{"lr", 3e-4}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", 0.01}}}};
+    j["optimizer"] = {{"type", "AdamW"},
+                      {"params", {{"lr", placeholder}, {"betas", {0.9, 0.999}}, {"eps", 1e-8}, {"weight_decay", placeholder}}}};
   } else if (r.optimizer == optimizer_kind::lion) {
-    j["optimizer"] = {{"type", "Lion"}, {"params", {{"lr", 1e-4}, {"betas", {0.9, 0.99}}, {"weight_decay", 0.01}}}};
+    j["optimizer"] = {{"type", "Lion"}, {"params", {{"lr", placeholder}, {"betas", {0.9, 0.99}}, {"weight_decay", placeholder}}}};
   } else {
     // A client optimizer: ZeRO asserts on one outside its tested list unless told (runtime/zero/utils.py).
     if (r.zero >= 1) j["zero_allow_untested_optimizer"] = true;
     notes.push_back(fmt::format("deepspeed: no optimizer section: pass your {} to deepspeed.initialize(optimizer=...)",
                                 optimizer_name(r.optimizer)));
   }
+  // The warmup, with DeepSpeed's optimizer: its WarmupLR scheduler (runtime/lr_schedules.py).
+  if (own_optimizer)
+    j["scheduler"] = {{"type", "WarmupLR"},
+                      {"params", {{"warmup_min_lr", 0}, {"warmup_max_lr", placeholder}, {"warmup_num_steps", placeholder}}}};
+  note_placeholders("deepspeed",
+                    own_optimizer ? "gradient_clipping, the optimizer's lr and weight_decay, and the scheduler's "
+                                    "warmup_max_lr and warmup_num_steps"
+                                  : "gradient_clipping",
+                    notes);
   if (r.recompute != recompute_mode::none)
     notes.push_back(fmt::format("deepspeed: activation checkpointing ({}) is the model's, not in a DeepSpeed config "
                                 "(model.gradient_checkpointing_enable() or deepspeed.checkpointing)",
@@ -210,6 +231,8 @@ std::string accelerate_fsdp(const run_config& r, std::vector<std::string>& notes
   const std::string machines_note =
       r.gpus > 8 ? fmt::format("# {} GPUs: set num_machines (and machine_rank on each) for your nodes.\n", r.gpus) : "";
   if (r.gpus > 8) notes.push_back("fsdp: num_machines is 1: set it (and machine_rank on each node) for your nodes");
+  notes.push_back("fsdp: the learning rate, weight decay, gradient clipping and warmup are your script's (no key here "
+                  "holds them): the plan does not know them");
   return fmt::format(
       "# Hugging Face Accelerate config for PyTorch FSDP, written by trainplan (plan --emit fsdp).\n"
       "{}"
@@ -226,7 +249,9 @@ std::string accelerate_fsdp(const run_config& r, std::vector<std::string>& notes
       "  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
       "  fsdp_use_orig_params: true\n"
       "  fsdp_activation_checkpointing: {}\n"
-      "# per-GPU micro-batch {} with {} accumulation steps: pass them to your training script.\n",
+      "# per-GPU micro-batch {} with {} accumulation steps: pass them to your training script.\n"
+      "# SET_ME in your training script: learning rate, weight decay, gradient clipping, warmup (trainplan does not\n"
+      "# know them).\n",
       machines_note, half == half_kind::bf16 ? "bf16" : half == half_kind::fp16 ? "fp16" : "no", r.gpus, strategy,
       r.offload == offload_mode::both ? "true" : "false", r.recompute == recompute_mode::full ? "true" : "false", r.micro_batch,
       r.grad_accum);
@@ -264,15 +289,22 @@ json hf_trainer(const run_config& r, std::vector<std::string>& notes) {
             {"bf16", half == half_kind::bf16},
             {"fp16", half == half_kind::fp16},
             {"gradient_checkpointing", r.recompute == recompute_mode::full},
-            {"optim", hf_optim(e, r)}};
+            {"optim", hf_optim(e, r)},
+            {"learning_rate", placeholder},
+            {"weight_decay", placeholder},
+            {"max_grad_norm", placeholder},
+            {"warmup_steps", placeholder}};
+  note_placeholders(e, "learning_rate, weight_decay, max_grad_norm and warmup_steps", notes);
   if (r.zero >= 2)
     j["fsdp"] = std::string(r.zero >= 3 ? "full_shard" : "shard_grad_op") + " auto_wrap" +
                 (r.offload == offload_mode::both ? " offload" : "");
   return j;
 }
 
-json peft_config(const model_spec& m, const run_config& r) {
-  json lora = {{"lora_config", {{"r", r.lora_rank}, {"lora_alpha", 2 * r.lora_rank}, {"lora_dropout", r.lora_dropout},
+json peft_config(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+  // lora_alpha scales the adapters' update, not their memory: the plan does not know it.
+  note_placeholders("hf-trainer", "the LoraConfig's lora_alpha", notes);
+  json lora = {{"lora_config", {{"r", r.lora_rank}, {"lora_alpha", placeholder}, {"lora_dropout", r.lora_dropout},
                                 {"target_modules", hf_target_modules("hf-trainer", m, r.lora_targets)},
                                 {"task_type", "CAUSAL_LM"}}}};
   if (r.finetune == finetune_kind::qlora) {
@@ -285,7 +317,7 @@ json peft_config(const model_spec& m, const run_config& r) {
   return lora;
 }
 
-std::string torchtitan(const model_spec& m, const run_config& r) {
+std::string torchtitan(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
   const std::string e = "torchtitan";
   refuse_common(e, r);
   if (r.finetune != finetune_kind::full) refuse(e, "torchtitan pre-trains; it has no LoRA");
@@ -329,16 +361,22 @@ std::string torchtitan(const model_spec& m, const run_config& r) {
   const std::string offload = r.offload == offload_mode::both ? "enable_cpu_offload = true\n" : "";
   const std::string converters = r.precision == precision_regime::fp8_mixed ? "converters = [\"float8\"]\n" : "";
   const char* ac = r.recompute == recompute_mode::full ? "full" : "none";
+  note_placeholders(e, "[training] steps and max_norm, [optimizer] lr and weight_decay, and [lr_scheduler] warmup_steps", notes);
   return fmt::format(
       "# torchtitan train config (v0.2's TOML job config; later releases configure in Python), written by trainplan\n"
       "# (plan --emit torchtitan). Set [model] flavor to your model's.\n"
       "[model]\nname = \"{}\"\n{}\n"
-      "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n{}{}\n"
+      "[training]\nlocal_batch_size = {}\nglobal_batch_size = {}\nseq_len = {}\nmixed_precision_param = \"{}\"\n{}{}"
+      "steps = \"SET_ME\"  # SET_ME: the number of training steps (trainplan does not know it)\n"
+      "max_norm = \"SET_ME\"  # SET_ME: gradient clipping (trainplan does not know it)\n\n"
       "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n{}tensor_parallel_degree = {}\n"
       "pipeline_parallel_degree = {}\n{}"
       "enable_async_tensor_parallel = false\n\n"
       "[activation_checkpoint]\nmode = \"{}\"\n\n"
-      "[optimizer]\nname = \"AdamW\"\nimplementation = \"{}\"\nlr = 3e-4\n",
+      "[optimizer]\nname = \"AdamW\"\nimplementation = \"{}\"\n"
+      "lr = \"SET_ME\"  # SET_ME: the learning rate (trainplan does not know it)\n"
+      "weight_decay = \"SET_ME\"  # SET_ME: the weight decay (trainplan does not know it)\n\n"
+      "[lr_scheduler]\nwarmup_steps = \"SET_ME\"  # SET_ME: the warmup (trainplan does not know it)\n",
       m.qk_norm ? "qwen3" : "llama3", converters, local, r.global_batch(), r.seq, r.precision == precision_regime::fp32 ? "float32" : "bfloat16", dtype, offload,
       replicate, shard, reshard, r.tp, r.pp, microbatch, ac,
       r.optimizer_impl == optimizer_impl_kind::fused ? "fused" : "foreach");
@@ -365,7 +403,7 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
   } else if (engine == "fsdp") {
     out.files.push_back({path, accelerate_fsdp(run, out.notes)});
   } else if (engine == "torchtitan") {
-    out.files.push_back({path, torchtitan(m, run)});
+    out.files.push_back({path, torchtitan(m, run, out.notes)});
   } else if (engine == "hf-trainer") {
     out.files.push_back({path, hf_trainer(run, out.notes).dump(2) + "\n"});
     if (run.finetune != finetune_kind::full) {
@@ -374,7 +412,7 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
       const std::filesystem::path p(path);
       if (path.rfind("/dev/", 0) == 0 || path.rfind("/proc/", 0) == 0)
         throw input_error(fmt::format("--emit hf-trainer: with LoRA it writes a second file beside -o {}: name a regular file", path));
-      out.files.push_back({(p.parent_path() / (p.stem().string() + ".lora.json")).string(), peft_config(m, run).dump(2) + "\n"});
+      out.files.push_back({(p.parent_path() / (p.stem().string() + ".lora.json")).string(), peft_config(m, run, out.notes).dump(2) + "\n"});
     }
   } else {
     throw input_error(fmt::format("--emit: unknown engine '{}' (known: {})", engine, emit_engine_names(", ")));

@@ -25,7 +25,9 @@ struct emitted_config {
 // hf-trainer: transformers TrainingArguments JSON (and, for LoRA, a PEFT LoraConfig JSON beside it);
 // torchtitan: train config TOML (v0.2's job config). Throws input_error for what the engine cannot express,
 // so that no file runs something other than what was planned without saying so. Each rule names the
-// engine's source it was read from.
+// engine's source it was read from. Hyperparameters the plan cannot know (learning rate, weight decay,
+// clipping, warmup) are written as the placeholder "SET_ME", which no engine reads as a number, and a note
+// says which. Whether the plan fits is the caller's to check (plan refuses to emit one that does not).
 emitted_config emit_config(const std::string& engine, const std::string& path, const model_spec& m,
                            const run_config& run);
 

@@ -17,6 +17,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   const model_spec& m = p.model;
   const run_config& run = p.run;
   json j;
+  // The format's version: a field renamed or removed, or one whose meaning changes, raises it (docs/json.md).
+  j["schema_version"] = 1;
+  // A field that does not apply to this plan is absent (not 0, "" or null): docs/json.md says when each appears.
   j["model"] = {{"name", m.name},
                 {"family", family_name(m.family)},
                 {"params", p.params.total},
@@ -28,37 +31,44 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                 {"head_dim", m.head_dim},
                 {"ffn", m.ffn},
                 {"vocab", m.vocab},
-                {"max_positions", m.max_positions},
                 {"tied_embeddings", m.tied_embeddings},
                 {"qkv_bias", m.qkv_bias},
                 {"norms_per_layer", m.norms_per_layer},
                 {"mlp_gate", gate_activation_name(m.mlp_gate)},
                 {"embed_scale_sqrt_hidden", m.embed_scale_sqrt_hidden},
-                {"attn_logit_softcap", m.attn_logit_softcap},
-                {"final_logit_softcap", m.final_logit_softcap},
-                {"sliding_window_tokens", m.sliding_window_tokens},
-                {"sliding_window_global_every", m.sliding_window_global_every},
-                {"experts", m.experts},
-                {"experts_per_token", m.experts_per_token},
-                {"shared_expert_ffn", m.shared_expert_ffn},
                 {"qk_norm", m.qk_norm},
-                {"shared_expert_gate", m.shared_expert_gate},
-                {"dense_layers", m.dense_layers},
-                {"dense_ffn", m.dense_ffn},
-                {"router_score_bias", m.router_score_bias},
-                {"kv_lora_rank", m.kv_lora_rank},
-                {"q_lora_rank", m.q_lora_rank},
-                {"rope_head_dim", m.rope_head_dim},
-                {"v_head_dim", m.v_dim()},
                 {"active_params", p.params.active},
                 {"trainable_params", p.trainable_params},
                 {"source", m.source}};
+  json& model = j["model"];
+  if (m.max_positions > 0) model["max_positions"] = m.max_positions;
+  if (m.attn_logit_softcap > 0) model["attn_logit_softcap"] = m.attn_logit_softcap;
+  if (m.final_logit_softcap > 0) model["final_logit_softcap"] = m.final_logit_softcap;
+  if (m.sliding_window_tokens > 0) {
+    model["sliding_window_tokens"] = m.sliding_window_tokens;
+    model["sliding_window_global_every"] = m.sliding_window_global_every;
+  }
+  if (m.is_moe()) {
+    model["experts"] = m.experts;
+    model["experts_per_token"] = m.experts_per_token;
+    model["router_score_bias"] = m.router_score_bias;
+    model["dense_layers"] = m.dense_layers;
+    if (m.dense_layers > 0) model["dense_ffn"] = m.dense_ffn;
+    if (m.shared_expert_ffn > 0) {
+      model["shared_expert_ffn"] = m.shared_expert_ffn;
+      model["shared_expert_gate"] = m.shared_expert_gate;
+    }
+  }
+  if (m.is_mla()) {
+    model["kv_lora_rank"] = m.kv_lora_rank;
+    model["q_lora_rank"] = m.q_lora_rank;
+    model["rope_head_dim"] = m.rope_head_dim;
+    model["v_head_dim"] = m.v_dim();
+  }
   j["run"] = {{"seq", run.seq},
               {"micro_batch", run.micro_batch},
               {"grad_accum", run.grad_accum},
               {"global_batch", run.global_batch()},
-              {"ep", run.ep},
-              {"capacity_factor", run.capacity_factor},
               {"tokens_per_step", run.seq * run.global_batch()},
               {"framework", profile_of(run).name},
               {"optimizer_impl", optimizer_impl_name(run.optimizer_impl)},
@@ -73,23 +83,31 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"data_parallel", run.data_parallel()},
               {"tp", run.tp},
               {"pp", run.pp},
-              {"vpp", run.vpp},
-              {"pipeline_stage", p.pipeline_stage},
-              {"sequence_parallel", run.sequence_parallel},
               {"zero", run.zero},
               {"offload", offload_name(run.offload)},
-              {"finetune", finetune_name(run.finetune)},
-              {"lora_rank", run.lora_rank},
-              {"lora_targets", lora_targets_text(run.lora_targets)},
-              {"lora_dtype", run.lora_fp32 ? "fp32" : "model"},
-              {"lora_dropout", run.lora_dropout}};
-  json host_tensors = json::array();
-  for (const tensor_spec& t : p.inv.host_tensors)
-    host_tensors.push_back({{"name", std::string(t.name)}, {"dtype", dtype_name(t.type)}, {"bytes", t.bytes}});
-  j["host"] = {{"memory_bytes", p.host_bytes},
-               {"limit_bytes", run.host_memory_bytes},
-               {"fits", p.host_fits},
-               {"tensors", host_tensors}};
+              {"finetune", finetune_name(run.finetune)}};
+  json& r = j["run"];
+  if (run.tp > 1) r["sequence_parallel"] = run.sequence_parallel;
+  if (run.pp > 1) r["vpp"] = run.vpp;
+  if (!p.pipeline_stage.empty()) r["pipeline_stage"] = p.pipeline_stage;
+  if (m.is_moe()) {
+    r["ep"] = run.ep;
+    if (run.capacity_factor > 0) r["capacity_factor"] = run.capacity_factor;  // absent: dropless
+  }
+  if (run.finetune != finetune_kind::full) {
+    r["lora_rank"] = run.lora_rank;
+    r["lora_targets"] = lora_targets_text(run.lora_targets);
+    r["lora_dtype"] = run.lora_fp32 ? "fp32" : "model";
+    r["lora_dropout"] = run.lora_dropout;
+  }
+  // CPU memory: with offload, or --host-memory given.
+  if (!p.inv.host_tensors.empty() || run.host_memory_bytes > 0) {
+    json host_tensors = json::array();
+    for (const tensor_spec& t : p.inv.host_tensors)
+      host_tensors.push_back({{"name", std::string(t.name)}, {"dtype", dtype_name(t.type)}, {"bytes", t.bytes}});
+    j["host"] = {{"memory_bytes", p.host_bytes}, {"fits", p.host_fits}, {"tensors", host_tensors}};
+    if (run.host_memory_bytes > 0) j["host"]["limit_bytes"] = run.host_memory_bytes;
+  }
   j["gpu"] = {{"name", p.gpu.name},
               {"description", p.gpu.description},
               {"memory_bytes", p.gpu.memory_bytes},
@@ -103,8 +121,11 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                        {"dtype", dtype_name(t.spec->type)},
                        {"instances", t.instances},
                        {"bytes", t.bytes}});
+  json overhead = {{"cuda_context_bytes", p.overhead.cuda_context_bytes},
+                   {"cublas_workspace_bytes", p.overhead.cublas_workspace_bytes},
+                   {"allocator_slack_bytes", p.overhead.allocator_slack_bytes}};
+  if (run.gpus > 1) overhead["nccl_bytes"] = p.overhead.nccl_bytes;
   j["memory"] = {{"weights_bytes", p.category_bytes(tensor_category::weights)},
-                 {"master_weights_bytes", p.category_bytes(tensor_category::master_weights)},
                  {"gradients_bytes", p.category_bytes(tensor_category::gradients)},
                  {"optimizer_bytes", p.category_bytes(tensor_category::optimizer)},
                  {"activations_bytes", p.category_bytes(tensor_category::activations)},
@@ -113,50 +134,45 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                  {"logits_bytes", p.category_bytes(tensor_category::logits)},
                  {"activation_grads_bytes", p.category_bytes(tensor_category::activation_grads)},
                  {"overhead_bytes", p.overhead.total()},
-                 {"overhead", {{"cuda_context_bytes", p.overhead.cuda_context_bytes},
-                               {"cublas_workspace_bytes", p.overhead.cublas_workspace_bytes},
-                               {"allocator_slack_bytes", p.overhead.allocator_slack_bytes},
-                               {"nccl_bytes", p.overhead.nccl_bytes}}},
+                 {"overhead", overhead},
                  {"tensor_peak_bytes", p.tensor_peak_bytes},
-                 {"allocator_reserved_bytes", p.allocator_reserved_bytes},
                  {"peak_bytes", p.peak_bytes},
                  {"peak_phase", phase_name(p.timeline.peak)},
                  {"peak_when", describe_point(p.timeline.peak, run.grad_accum)},
                  {"headroom_bytes", p.headroom_bytes},
                  {"tensors_at_peak", tensors}};
-  // The allocator replay behind the peak and the verdict (where replays_allocator), or null where the slack
-  // estimate stands.
+  if (p.layout.master) j["memory"]["master_weights_bytes"] = p.category_bytes(tensor_category::master_weights);
+  // The allocator replay behind the peak and the verdict, where the stack's allocator is replayed.
   if (p.allocator) {
     const allocator_replay& a = *p.allocator;
-    j["memory"]["allocator"] = {{"replayed_steps", 3},
-                                {"peak_reserved_bytes", a.peak_reserved_bytes},
-                                {"peak_allocated_bytes", a.peak_allocated_bytes},
-                                // max_memory_reserved() in the GPU's memory (cache kept); peak_reserved_bytes is the
-                                // least memory the replay completes in where the allocator runs short
-                                {"budget_reserved_bytes", a.budget_reserved_bytes},
-                                {"cache_releases", a.cache_releases},
-                                // cudaMalloc calls in the GPU's memory (memory_stats()'s num_device_alloc)
-                                {"segments_made", a.segments_made},
-                                // one segment of the loss's [b*s, V] fp32 size: the replay's larger misses on
-                                // measured runs were about one such segment (with expandable segments: null)
-                                {"loss_segment_bytes", p.loss_segment_bytes ? nlohmann::json(*p.loss_segment_bytes)
-                                                                            : nlohmann::json()},
-                                // after another run in the same process (cuBLAS workspaces made already);
-                                // null where not replayed so (planner/evaluate/plan.hpp, reserved_after_another_run)
-                                {"reserved_after_another_run_bytes", p.reserved_after_another_run_bytes
-                                                                         ? nlohmann::json(*p.reserved_after_another_run_bytes)
-                                                                         : nlohmann::json()},
-                                {"out_of_memory", a.out_of_memory},
-                                // the tensors alone would fit: the shortfall is fragmentation
-                                {"tensors_fit", a.tensors_fit},
-                                {"failed_buffer", a.out_of_memory ? nlohmann::json(std::string(a.failed_tensor)) : nlohmann::json()},
-                                {"failed_step", a.out_of_memory ? nlohmann::json(a.failed_step + 1) : nlohmann::json()}};
-  } else {
-    j["memory"]["allocator"] = nullptr;
+    j["memory"]["allocator_reserved_bytes"] = p.allocator_reserved_bytes;
+    json replay = {{"replayed_steps", 3},
+                   {"peak_reserved_bytes", a.peak_reserved_bytes},
+                   {"peak_allocated_bytes", a.peak_allocated_bytes},
+                   // max_memory_reserved() in the GPU's memory (cache kept); peak_reserved_bytes is the least
+                   // memory the replay completes in where the allocator runs short
+                   {"budget_reserved_bytes", a.budget_reserved_bytes},
+                   {"cache_releases", a.cache_releases},
+                   // cudaMalloc calls in the GPU's memory (memory_stats()'s num_device_alloc)
+                   {"segments_made", a.segments_made},
+                   {"out_of_memory", a.out_of_memory},
+                   // the tensors alone would fit: the shortfall is fragmentation
+                   {"tensors_fit", a.tensors_fit}};
+    // one segment of the loss's [b*s, V] fp32 size: the replay's larger misses on measured runs were about one
+    // such segment (not with expandable segments)
+    if (p.loss_segment_bytes) replay["loss_segment_bytes"] = *p.loss_segment_bytes;
+    // after another run in the same process (cuBLAS workspaces made already), where it differs
+    // (planner/evaluate/plan.hpp, reserved_after_another_run)
+    if (p.reserved_after_another_run_bytes) replay["reserved_after_another_run_bytes"] = *p.reserved_after_another_run_bytes;
+    if (a.out_of_memory) {
+      replay["failed_buffer"] = std::string(a.failed_tensor);
+      replay["failed_step"] = a.failed_step + 1;
+    }
+    j["memory"]["allocator"] = replay;
   }
-  // Where the allocator is replayed: the buffer instances of a model too large to replay (the estimate stands); 0
-  // otherwise
-  j["memory"]["allocator_replay_skipped_instances"] = p.allocator_replay_skipped_instances;
+  // Where the allocator would be replayed: the buffer instances of a model too large to replay (the estimate stands).
+  if (p.allocator_replay_skipped_instances > 0)
+    j["memory"]["allocator_replay_skipped_instances"] = p.allocator_replay_skipped_instances;
   j["fits"] = p.fits;
   // fits, with less headroom than the calibration's safety margin (what plan search keeps free)
   j["tight"] = check.tight;
@@ -164,12 +180,11 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   j["flops"] = {{"model_per_step", p.flops.model_per_step},
                 {"hardware_per_step", p.flops.hardware_per_step},
                 {"recompute_per_step", p.flops.recompute_per_step},
-                {"masked_attention_per_step", p.flops.masked_attention_per_step},
                 {"six_n_per_step", p.flops.six_n_per_step}};
+  if (m.sliding_window_tokens > 0) j["flops"]["masked_attention_per_step"] = p.flops.masked_attention_per_step;
   j["time"] = {{"step_seconds", p.time.step_seconds},
                {"compute_seconds", p.time.compute_seconds},
                {"optimizer_seconds", p.time.optimizer_seconds},
-               {"offload_seconds", p.time.offload_seconds},
                {"tokens_per_second", p.time.tokens_per_second},
                {"mfu", p.time.mfu},
                {"hfu", p.time.hfu},
@@ -179,8 +194,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   for (std::size_t c = 0; c < op_class_count; ++c)
     breakdown[std::string(op_class_name(static_cast<op_class>(c)))] = p.time.breakdown.seconds[c];
   j["time"]["breakdown"] = breakdown;
+  if (run.offload != offload_mode::none) j["time"]["offload_seconds"] = p.time.offload_seconds;
   {
-    // The step's collectives (null where communication is not modelled, with the reason).
+    // The step's collectives (absent where communication is not modelled; the reason, where there is one).
     const comm_time& c = p.time.communication;
     if (p.time.communication_modelled) {
       json groups = json::object(), ops = json::array();
@@ -198,7 +214,6 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                                     {"by_group", groups},
                                     {"collectives", ops}};
     } else {
-      j["time"]["communication"] = nullptr;
       if (!p.comm_not_modelled.empty()) j["time"]["communication_not_modelled"] = p.comm_not_modelled;
     }
   }
@@ -215,8 +230,9 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
                 {"tight", s.tight},
                 {"tokens_per_second", s.tokens_per_second},
                 {"changes_training", s.changes_training()},
-                {"cost", suggestion_cost_text(s.costs)},
-                {"roomiest", nullptr}};
+                {"cost", suggestion_cost_text(s.costs)}};
+    // The whole command that runs it: the command line given, with the changes merged in (as the report prints it).
+    if (!in.command.empty()) one["command"] = shell_line(suggested_command(in.command, s.changes));
     if (s.roomiest)
       one["roomiest"] = {{"added", s.roomiest->added},
                          {"peak_bytes", s.roomiest->peak_bytes},

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <optional>
+#include <string_view>
 
 #include "cli/format.hpp"
 #include "cli/model_features.hpp"
@@ -35,7 +37,134 @@ std::string shape_text(const tensor_shape& shape) {
   return s + "]";
 }
 
+
+// Where a wrapped line's continuations start: under the text of a labelled line ("  model  ", "  run    ",
+// "  note   "), else two columns in from the line's own indent.
+std::size_t continuation_indent(std::string_view text) {
+  const std::size_t lead = std::min(text.find_first_not_of(' '), text.size());
+  if (lead == 2 && text.size() > 9 && text[8] == ' ' && text[9] != ' ' && text.substr(2, 6).find(' ') != std::string_view::npos)
+    return 9;
+  return std::min<std::size_t>(lead + 2, 40);
+}
+
+// Appends `text` as lines of at most `width` columns, broken at spaces (a word longer than a line is cut), the
+// continuations indented by `indent` and ended by `suffix` (" \\" for a shell command).
+void append_wrapped(std::string& out, std::string_view text, std::size_t indent, std::size_t width = report_width,
+                    std::string_view suffix = "") {
+  std::string_view rest = text;
+  bool first = true;
+  while (true) {
+    const std::size_t lead = first ? 0 : indent;
+    const std::size_t room = width - lead;
+    if (rest.size() <= room) {
+      out.append(lead, ' ');
+      out += rest;
+      out += '\n';
+      return;
+    }
+    const std::size_t cut_room = room - suffix.size();
+    std::size_t cut = rest.rfind(' ', cut_room);
+    const std::size_t text_start = first ? std::min(rest.find_first_not_of(' '), rest.size()) : 0;
+    if (cut == std::string_view::npos || cut <= text_start) cut = cut_room;  // no space to break at
+    std::string_view head = rest.substr(0, cut);
+    while (!head.empty() && head.back() == ' ') head.remove_suffix(1);
+    out.append(lead, ' ');
+    out += head;
+    out += suffix;
+    out += '\n';
+    rest = rest.substr(cut);
+    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+    if (rest.empty()) return;
+    first = false;
+  }
+}
+
+// The options a suggestion's flags are, split into name and value: "--gpus 8 --zero 3" -> --gpus 8, --zero 3.
+std::vector<given_option> change_options(const std::vector<std::string>& changes) {
+  std::vector<std::string> words;
+  for (const std::string& c : changes) {
+    std::size_t at = 0;
+    while (at < c.size()) {
+      const std::size_t end = std::min(c.find(' ', at), c.size());
+      if (end > at) words.push_back(c.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  std::vector<given_option> out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    given_option o{words[i], std::nullopt};
+    if (i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0) o.value = words[++i];
+    out.push_back(o);
+  }
+  return out;
+}
+
+// What else a changed option settles: an option that says the same thing another way would contradict it.
+std::vector<std::string_view> implied_by(std::string_view name) {
+  if (name == "--grad-accum") return {"--global-batch"};  // --global-batch sets the accumulation
+  if (name == "--zero") return {"--fsdp"};                // --fsdp is a ZeRO stage by FSDP's name
+  if (name == "--gpus") return {"--nodes"};               // --nodes x GPUs per node must equal --gpus
+  return {};
+}
+
 }  // namespace
+
+std::vector<std::string> suggested_command(const std::vector<given_option>& given, const std::vector<std::string>& changes) {
+  std::vector<given_option> merged = given;
+  std::vector<given_option> added;
+  for (const given_option& c : change_options(changes)) {
+    for (std::string_view other : implied_by(c.name))
+      std::erase_if(merged, [&](const given_option& g) { return g.name == other; });
+    auto at = std::find_if(merged.begin(), merged.end(), [&](const given_option& g) { return g.name == c.name; });
+    if (at != merged.end()) at->value = c.value;
+    else added.push_back(c);
+  }
+  merged.insert(merged.end(), added.begin(), added.end());
+  std::vector<std::string> words{"plan"};
+  for (const given_option& g : merged) {
+    words.push_back(g.name);
+    if (g.value) words.push_back(*g.value);
+  }
+  return words;
+}
+
+std::string shell_line(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("-_./:=,+@%").find(c) != std::string_view::npos;
+    });
+    if (plain) {
+      out += w;
+      continue;
+    }
+    out += '\'';
+    for (const char c : w) {
+      if (c == '\'') out += "'\\''";
+      else out += c;
+    }
+    out += '\'';
+  }
+  return out;
+}
+
+std::vector<std::string> plan_assumptions_summary(const plan_result& p) {
+  std::vector<std::string> a;
+  const stack_profile& stack = profile_of(p.run);
+  if (p.run.gpus == 1)
+    a.push_back("one GPU, no parallelism");
+  else
+    a.push_back(fmt::format("{} GPUs, memory per GPU; communication {}", p.run.gpus,
+                            p.time.communication_modelled
+                                ? fmt::format("timed on {}", p.gpu.cluster ? p.gpu.cluster->name : std::string("the cluster"))
+                                : std::string("not modelled")));
+  a.push_back(fmt::format("{} ({}), {}", stack.name, stack.title, precision_name(p.run.precision)));
+  a.push_back(p.allocator ? std::string("memory: PyTorch's caching allocator replayed over 3 steps")
+                          : fmt::format("memory: the tensors plus {} allocator slack", percent(stack.slack_fraction(p.calib))));
+  a.push_back(fmt::format("time: each op's FLOPs or bytes at calibrated rates ({} profile)", stack.name));
+  return a;
+}
 
 std::vector<std::string> plan_assumptions(const plan_result& p) {
   std::vector<std::string> a;
@@ -115,12 +244,37 @@ std::string render_plan_text(const plan_report_input& in) {
   const model_spec& m = p.model;
   const run_config& run = p.run;
   std::string out;
+  // Every line at most report_width columns: a longer one wraps at spaces.
   auto line = [&out]<typename... T>(fmt::format_string<T...> f, T&&... args) {
-    out += fmt::format(f, std::forward<T>(args)...);
-    out += '\n';
+    const std::string text = fmt::format(f, std::forward<T>(args)...);
+    append_wrapped(out, text, continuation_indent(text));
   };
+  const double capacity = static_cast<double>(p.gpu.memory_bytes);
 
-  line("trainplan: {} on {} ({})", m.name, p.gpu.description, p.gpu.name);
+  // The answer first: the verdict and the peak, then the speed.
+  line("trainplan: {} on {}{} ({})", m.name, run.gpus > 1 ? fmt::format("{} x ", run.gpus) : std::string(),
+       p.gpu.description, p.gpu.name);
+  const std::string per_gpu = run.gpus > 1 ? " per GPU" : "";
+  if (p.peak_bytes <= p.gpu.memory_bytes && !p.host_fits)
+    line("Verdict: DOES NOT FIT in CPU memory: peak {}{} fits the GPU, but the host needs {} and has {}", gib(p.peak_bytes),
+         per_gpu, gib(p.host_bytes), gib(run.host_memory_bytes));
+  else if (p.fits)
+    line("Verdict: FITS{}: peak {}{} of {} ({}), {} headroom", check.tight ? ", tight" : "", gib(p.peak_bytes), per_gpu,
+         gib(p.gpu.memory_bytes), percent(p.peak_bytes / capacity), gib(static_cast<std::uint64_t>(p.headroom_bytes)));
+  else if (p.headroom_bytes >= 0)  // the replay ran out although the peak estimate is below the GPU's memory
+    line("Verdict: DOES NOT FIT: PyTorch's caching allocator runs out of memory (peak {}{} of {})", gib(p.peak_bytes),
+         per_gpu, gib(p.gpu.memory_bytes));
+  else
+    line("Verdict: DOES NOT FIT: peak {}{} of {}, short by {}", gib(p.peak_bytes), per_gpu, gib(p.gpu.memory_bytes),
+         gib_signed(-p.headroom_bytes));
+  if (p.fits && check.tight)
+    line("  tight: less than the {} of the GPU that plan search keeps free for what the model does not capture",
+         percent(p.calib.safety_margin_fraction));
+  line("  at the peak: {}; step {}, {} tokens/s, MFU {}", describe_point(p.timeline.peak, run.grad_accum),
+       duration(p.time.step_seconds), grouped_rate(p.time.tokens_per_second), percent(p.time.mfu));
+  if (!p.fits && !check.suggestions.empty())
+    line("  {} way{} to make it fit below", check.suggestions.size(), check.suggestions.size() == 1 ? "" : "s");
+  line("");
   line("  model  {} family: L={} h={} heads={} kv_heads={} head_dim={} ffn={} vocab={}{}{}", family_name(m.family),
        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab, m.tied_embeddings ? ", tied embeddings" : "",
        m.max_positions ? fmt::format(", {} learned positions", m.max_positions) : "");
@@ -151,8 +305,7 @@ std::string render_plan_text(const plan_report_input& in) {
   for (const std::string& n : in.notes) line("  note   {}", n);
   line("");
 
-  const double capacity = static_cast<double>(p.gpu.memory_bytes);
-  line("Memory at the peak: {}", describe_point(p.timeline.peak, run.grad_accum));
+  line("Memory at the peak{}: {}", per_gpu, describe_point(p.timeline.peak, run.grad_accum));
   line("  {:<34} {:>22} {:>12} {:>9}", "component", "bytes", "GiB", "% of GPU");
   auto row = [&](const std::string& label, std::uint64_t bytes) {
     line("  {:<34} {:>22} {:>12} {:>9}", label, grouped(bytes), gib(bytes), percent(bytes / capacity));
@@ -274,39 +427,23 @@ std::string render_plan_text(const plan_report_input& in) {
          run.host_memory_bytes ? fmt::format(" of the {} given by --host-memory{}", gib(run.host_memory_bytes),
                                              p.host_fits ? "" : ": DOES NOT FIT")
                                : " (give --host-memory to check it)");
-  if (p.peak_bytes <= p.gpu.memory_bytes && !p.host_fits)
-    line("Verdict: DOES NOT FIT: the GPU holds {}, but the host needs {} of CPU memory and has {}", gib(p.peak_bytes),
-         gib(p.host_bytes), gib(run.host_memory_bytes));
-  else if (p.fits)
-    line("Verdict: FITS with {} headroom ({} of {} used){}", gib(static_cast<std::uint64_t>(p.headroom_bytes)),
-         percent(p.peak_bytes / capacity), gib(p.gpu.memory_bytes),
-         check.tight ? fmt::format(", tight: less than the {} of the GPU that plan search keeps free for what the model "
-                                    "does not capture", percent(p.calib.safety_margin_fraction))
-                      : "");
-  else if (p.headroom_bytes >= 0)  // the replay ran out although the peak estimate is below the GPU's memory
-    line("Verdict: DOES NOT FIT: PyTorch's caching allocator runs out of memory (peak {} on a {} GPU)", gib(p.peak_bytes),
-         gib(p.gpu.memory_bytes));
-  else
-    line("Verdict: DOES NOT FIT: short by {} (peak {} on a {} GPU)", gib_signed(-p.headroom_bytes), gib(p.peak_bytes),
-         gib(p.gpu.memory_bytes));
-  line("");
+  if (!p.inv.host_tensors.empty()) line("");
 
   const step_flops& f = p.flops;
-  line("Compute per step: model {} FLOPs (dense layers {} + attention {}), hardware {} FLOPs (recompute +{}{})",
-       scientific(f.model_per_step), scientific(f.model_gemm_per_step), scientific(f.model_attention_per_step),
-       scientific(f.hardware_per_step),
-       percent(f.recompute_per_step / f.model_per_step),
+  line("Compute per step: model {} FLOPs (dense layers {} + attention {})", scientific(f.model_per_step),
+       scientific(f.model_gemm_per_step), scientific(f.model_attention_per_step));
+  line("  hardware {} FLOPs (recompute +{}{})", scientific(f.hardware_per_step), percent(f.recompute_per_step / f.model_per_step),
        f.masked_attention_per_step > 0
            ? fmt::format(", scores outside the sliding window computed and masked +{}", percent(f.masked_attention_per_step / f.model_per_step))
            : std::string());
   const comm_time& comm = p.time.communication;
-  line("  step {} ({} compute on {:.0f} TFLOP/s {} + {} optimizer{}{}) -> {} tokens/s, MFU {}, HFU {}",
-       duration(p.time.step_seconds), duration(p.time.compute_seconds),
-       p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute), duration(p.time.optimizer_seconds),
+  line("  step {} ({} compute on {:.0f} TFLOP/s {} + {} optimizer{}{})", duration(p.time.step_seconds),
+       duration(p.time.compute_seconds), p.time.peak_flops_per_s / 1e12, dtype_name(p.layout.compute),
+       duration(p.time.optimizer_seconds),
        p.time.offload_seconds > 0 ? fmt::format(" + {} PCIe offload", duration(p.time.offload_seconds)) : std::string(),
        comm.seconds > 0 ? fmt::format(" + {} communication", duration(comm.exposed_seconds + comm.slowdown_seconds))
-                        : std::string(),
-       grouped_rate(p.time.tokens_per_second), percent(p.time.mfu), percent(p.time.hfu));
+                        : std::string());
+  line("  -> {} tokens/s, MFU {}, HFU {}", grouped_rate(p.time.tokens_per_second), percent(p.time.mfu), percent(p.time.hfu));
   if (comm.seconds > 0) {
     std::string groups;
     for (std::size_t g = 0; g < comm_group_count; ++g)
@@ -353,8 +490,8 @@ std::string render_plan_text(const plan_report_input& in) {
                            run.finetune == finetune_kind::full ? " or train adapters instead" : "");
       line("{}", why);
     } else {
-      line("What would make it fit (same numerics on this GPU first, then changed numerics, then more GPUs; "
-           "within each, the fewest changes, then tokens/s):");
+      line("What would make it fit (same numerics first, then changed numerics, then more GPUs; a + line adds what "
+           "reaches the most headroom with the same numerics):");
       if (check.same_numerics_floor_bytes)
         line("  nothing that keeps the numerics fits on {} at full speed: full recomputation with micro-batch 1 "
              "still peaks at {}",
@@ -362,25 +499,34 @@ std::string render_plan_text(const plan_report_input& in) {
              gib(*check.same_numerics_floor_bytes));
       for (std::size_t i = 0; i < suggestions.size(); ++i) {
         const fit_suggestion& s = suggestions[i];
-        std::string flags;
-        for (const std::string& c : s.changes) flags += (flags.empty() ? "" : " ") + c;
-        line("  {}. {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s ({}{})", i + 1, flags, gib(s.peak_bytes),
+        // The whole command to paste: the options given, the suggestion's in their place.
+        std::string changes;
+        for (const std::string& c : s.changes) changes += (changes.empty() ? "" : " ") + c;
+        const std::string command = in.command.empty() ? changes : shell_line(suggested_command(in.command, s.changes));
+        const std::string number = fmt::format("  {}. ", i + 1);
+        append_wrapped(out, number + command, number.size(), report_width, " \\");
+        line("{:{}}peak {}, headroom {}, {} tokens/s ({}{})", "", number.size(), gib(s.peak_bytes),
              gib(static_cast<std::uint64_t>(s.headroom_bytes)), grouped_rate(s.tokens_per_second),
              suggestion_cost_text(s.costs), s.tight ? ", tight" : "");
+        // Its roomiest form: the options to add for the most headroom these numerics reach.
         if (s.roomiest) {
           std::string added;
-          for (const std::string& c : s.roomiest->added) added += " " + c;
-          line("     {:<52} peak {:>10}, headroom {:>10}, {:>7} tokens/s (the most headroom these numerics reach{})", "+" + added,
-               gib(s.roomiest->peak_bytes), gib_signed(s.roomiest->headroom_bytes),
-               grouped_rate(s.roomiest->tokens_per_second),
+          for (const std::string& c : s.roomiest->added) added += (added.empty() ? "" : " ") + c;
+          line("{:{}}+ {}: peak {}, headroom {}, {} tokens/s{}", "", number.size(), added, gib(s.roomiest->peak_bytes),
+               gib_signed(s.roomiest->headroom_bytes), grouped_rate(s.roomiest->tokens_per_second),
                s.roomiest->tight ? ", tight" : "");
         }
       }
     }
     line("");
   }
-  line("Assumptions:");
-  for (const std::string& a : plan_assumptions(p)) line("  - {}", a);
+  if (in.explain) {
+    line("Assumptions:");
+    for (const std::string& a : plan_assumptions(p)) line("  - {}", a);
+  } else {
+    line("Assumptions (--explain gives the full account):");
+    for (const std::string& a : plan_assumptions_summary(p)) line("  - {}", a);
+  }
   return out;
 }
 

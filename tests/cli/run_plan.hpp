@@ -76,6 +76,24 @@ inline std::vector<std::string> csv_split(const std::string& line) {
   return out;
 }
 
+// The report's text with its wrapped lines joined again: a line break and the indent after it, or a shell
+// command's " \\" continuation, become one space, so that a phrase the report wrapped can be looked for whole.
+inline std::string flowed(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const bool continuation = text.compare(i, 3, " \\\n") == 0;
+    if (continuation || (text[i] == '\n' && i + 1 < text.size() && text[i + 1] == ' ')) {
+      i += continuation ? 3 : 1;
+      while (i < text.size() && text[i] == ' ') ++i;
+      out += ' ';
+      --i;
+      continue;
+    }
+    out += text[i];
+  }
+  return out;
+}
+
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::stringstream ss(text);

@@ -72,11 +72,11 @@ TEST_CASE("multi-GPU: the report names the cluster, the collectives and NCCL's b
             j["memory"]["overhead"]["nccl_bytes"].get<std::uint64_t>());
   // One GPU: none.
   const json one = plan_json("--model gpt2 --seq 1024");
-  CHECK(one["time"]["communication"].is_null());
-  CHECK(one["memory"]["overhead"]["nccl_bytes"] == 0);
+  CHECK_FALSE(one["time"].contains("communication"));
+  CHECK_FALSE(one["memory"]["overhead"].contains("nccl_bytes"));
   // A box without a network cannot hold 16 GPUs: said, not guessed.
   const json box = plan_json("--model gpt2 --seq 1024 --gpu rtx-4090 --gpus 16 --zero 3");
-  CHECK(box["time"]["communication"].is_null());
+  CHECK_FALSE(box["time"].contains("communication"));
   CHECK(box["time"]["communication_not_modelled"].get<std::string>().find("no network") != std::string::npos);
 }
 

@@ -105,8 +105,9 @@ TEST_CASE("beyond one GPU: the main command lists multi-GPU, offload and LoRA wa
   CHECK_THAT(r.out, Catch::Contains("--zero 3") && Catch::Contains("--offload optimizer"));
   // LoRA under hf loads the base in bf16: for 7B pure bf16 alone fits (so LoRA is no smaller answer); 13B
   // needs the adapters as well. Adapters are offered to a fine-tuning run (--finetune given), never to pretraining.
+  // The suggestion's --finetune lora takes the place of the --finetune full given.
   CHECK_THAT(run_plan("--params 13B --seq 4096 --gpu h100 --finetune full").out,
-             Catch::Contains("--precision bf16 --finetune lora"));
+             Catch::Contains("plan --params 13B --seq 4096 --gpu h100 --finetune lora --precision bf16\n"));
   CHECK_THAT(run_plan("--params 13B --seq 4096 --gpu h100").out, !Catch::Contains("--finetune"));
   json j = json::parse(run_plan("--params 7B --seq 4096 --gpu h100 --gpus 8 --zero 3 --offload optimizer --json").out);
   CHECK(j["fits"] == true);
@@ -188,6 +189,60 @@ TEST_CASE("option --emit writes configs for DeepSpeed, FSDP (Accelerate), the HF
                           "--model gpt2 --finetune lora --emit torchtitan -o /tmp/x.toml", "--model gpt2 -o /tmp/x.json"}) {
     expect_refused(bad);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("option --emit refuses a plan that does not fit, in one line, unless --force", "[cli][emit]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit-fit");
+  const std::string too_big = "--params 7B --seq 4096 --gpu h100 --emit deepspeed -o " + (dir / "ds.json").string();
+  expect_refused(too_big, {"--emit deepspeed", "does not fit", "--force"});
+  CHECK_FALSE(std::filesystem::exists(dir / "ds.json"));
+  // Forced: written, with a warning; the exit code is still the verdict's.
+  const plan_run forced = run_plan(too_big + " --force");
+  CHECK(forced.exit_code == 1);
+  CHECK_THAT(forced.err, Catch::Contains("warning: --force") && Catch::Contains("does not fit"));
+  CHECK(std::filesystem::exists(dir / "ds.json"));
+  CHECK_THAT(forced.out, Catch::Contains("DOES NOT FIT"));
+  // What the engine cannot express is said first, forced or not; --force alone is a mistake.
+  expect_refused("--params 7B --seq 4096 --gpu h100 --tp 2 --gpus 2 --framework megatron --emit deepspeed --force -o " +
+                     (dir / "tp.json").string(),
+                 {"tensor and pipeline parallelism"});
+  expect_refused("--params 7B --seq 4096 --gpu h100 --force", {"--force"});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("option --emit writes the hyperparameters the plan cannot know as SET_ME, and says so", "[cli][emit]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit-placeholders");
+  const std::string fits = "--params 1B --seq 2048 --gpu h100 --gpus 8 --zero 3 ";
+  const plan_run ds = run_plan(fits + "--emit deepspeed -o " + (dir / "ds.json").string());
+  REQUIRE(ds.exit_code == 0);
+  const json d = json::parse(slurp(dir / "ds.json"));
+  CHECK(d["optimizer"]["params"]["lr"] == "SET_ME");
+  CHECK(d["optimizer"]["params"]["weight_decay"] == "SET_ME");
+  CHECK(d["gradient_clipping"] == "SET_ME");
+  CHECK(d["scheduler"]["params"]["warmup_num_steps"] == "SET_ME");
+  CHECK(d["optimizer"]["params"]["eps"] == 1e-8);  // AdamW's own constant stays
+  CHECK_THAT(ds.err, Catch::Contains("note: deepspeed:") && Catch::Contains("\"SET_ME\"") && Catch::Contains("gradient_clipping"));
+
+  const plan_run hf = run_plan(fits + "--finetune lora --emit hf-trainer -o " + (dir / "args.json").string());
+  REQUIRE(hf.exit_code == 0);
+  const json a = json::parse(slurp(dir / "args.json"));
+  for (const char* key : {"learning_rate", "weight_decay", "max_grad_norm", "warmup_steps"}) CHECK(a[key] == "SET_ME");
+  CHECK(json::parse(slurp(dir / "args.lora.json"))["lora_config"]["lora_alpha"] == "SET_ME");
+  CHECK_THAT(hf.err, Catch::Contains("learning_rate") && Catch::Contains("lora_alpha"));
+
+  const plan_run tt = run_plan(fits + "--framework trainplan --emit torchtitan -o " + (dir / "tt.toml").string());
+  REQUIRE(tt.exit_code == 0);
+  const std::string toml = slurp(dir / "tt.toml");
+  CHECK_THAT(toml, Catch::Contains("lr = \"SET_ME\"  # SET_ME") && Catch::Contains("warmup_steps = \"SET_ME\"") &&
+                       Catch::Contains("max_norm = \"SET_ME\""));
+  CHECK_THAT(toml, !Catch::Contains("3e-4"));
+  CHECK_THAT(tt.err, Catch::Contains("note: torchtitan:") && Catch::Contains("SET_ME"));
+
+  const plan_run fsdp = run_plan(fits + "--emit fsdp -o " + (dir / "fsdp.yaml").string());
+  REQUIRE(fsdp.exit_code == 0);
+  CHECK_THAT(slurp(dir / "fsdp.yaml"), Catch::Contains("# SET_ME in your training script: learning rate"));
+  CHECK_THAT(fsdp.err, Catch::Contains("learning rate"));
   std::filesystem::remove_all(dir);
 }
 
@@ -602,17 +657,18 @@ TEST_CASE("the headline run's suggestions, run as suggested, fit", "[cli][sugges
   REQUIRE(r.exit_code == 1);
   const json j = json::parse(r.out);
   REQUIRE(j["suggestions"].size() >= 5);
+  // Each run as the command it prints (the command line given with its changes merged in).
   for (const json& s : j["suggestions"]) {
-    std::string flags;
-    for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
-    INFO(flags);
-    CHECK(run_plan(base + flags).exit_code == 0);
+    const std::string command = s["command"];
+    INFO(command);
+    REQUIRE(command.starts_with("plan " + base));
+    CHECK(run_plan(command.substr(5)).exit_code == 0);
     CHECK(s["cost"].is_string());
   }
   CHECK(j["suggestions"][0]["cost"] == "slower");  // offload keeps the numerics and the GPU
   // Each roomiest form (the suggestion plus same-numerics levers), run as printed, fits too.
   for (const json& s : j["suggestions"]) {
-    if (s["roomiest"].is_null()) continue;
+    if (!s.contains("roomiest")) continue;
     std::string flags;
     for (const json& c : s["changes"]) flags += " " + c.get<std::string>();
     for (const json& c : s["roomiest"]["added"]) flags += " " + c.get<std::string>();
@@ -640,7 +696,7 @@ TEST_CASE("DeepSeek-V3 from its preset and from its config: the same plan, laten
   REQUIRE(config.exit_code == 0);
   CHECK(json::parse(config.out)["memory"] == p["memory"]);
   plan_run text = run_plan("--model deepseek-v3 --seq 4096 --gpu h100 --gpus 256 --ep 64 --zero 3 --recompute full");
-  CHECK_THAT(text.out, Catch::Contains("latent attention (kv rank 512, q rank 1536, RoPE dim 64, v dim 128)") &&
+  CHECK_THAT(flowed(text.out), Catch::Contains("latent attention (kv rank 512, q rank 1536, RoPE dim 64, v dim 128)") &&
                            Catch::Contains("3 dense first layers of width 18432") &&
                            Catch::Contains("an MoE layer keeps"));
   // The harness cannot run latent attention: validate says so and exits 2.
