@@ -28,6 +28,13 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Numbers are read as `plan` reads one value (quantity_parse.hpp): no spaces or tabs around or inside them, so
+// that "--seq '  512'" is refused in a sweep or a chart as it is by plan itself.
+void refuse_blanks(std::string_view text, std::string_view option) {
+  if (text.find_first_of(" \t\n\r\v\f") != std::string_view::npos)
+    throw input_error(fmt::format("{}: '{}' has a space; write the values without spaces, e.g. 512,1024", option, text));
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_view option, bool decimal,
@@ -36,9 +43,9 @@ std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_v
     return decimal ? parse_decimal_count(s, option) : parse_binary_count(s, option);
   };
   if (trim(text).empty()) throw input_error(fmt::format("{}: empty list", option));
+  refuse_blanks(text, option);
   std::vector<std::uint64_t> out;
-  for (std::string_view raw : split(text, ',')) {
-    const std::string_view item = trim(raw);
+  for (std::string_view item : split(text, ',')) {
     if (item.empty()) throw input_error(fmt::format("{}: empty item in '{}'", option, text));
     const std::vector<std::string_view> parts = split(item, ':');
     if (parts.size() == 1) {
@@ -85,7 +92,9 @@ std::vector<std::string> parse_name_axis(std::string_view text, std::string_view
 
 std::vector<double> parse_probability_axis(std::string_view text, std::string_view option) {
   std::vector<double> out;
-  for (const std::string& item : parse_name_axis(text, option)) out.push_back(parse_probability(item, option));
+  const std::vector<std::string> items = parse_name_axis(text, option);  // refuses an empty list or item
+  refuse_blanks(text, option);
+  for (const std::string& item : items) out.push_back(parse_probability(item, option));
   return out;
 }
 
