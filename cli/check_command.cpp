@@ -256,7 +256,9 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       const catalog data =
           catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
       const gpu_spec& gpu = data.gpu(args->gpu);
-      // --segments-out is checked before the report is printed (a folder, a read-only file), not found wrong after it.
+      // --segments-out is checked before the report is printed (a folder, a read-only file), not found wrong after
+      // it; the reports are read first, so that it is never one of them (output_file.hpp: an input is not replaced).
+      for (const std::string& file : args->files) read_text_file(file);
       std::optional<output_file> segments_out;
       if (!args->segments_out.empty()) segments_out.emplace(args->segments_out);
       std::string segments;

@@ -421,15 +421,17 @@ void register_plot_command(CLI::App& app, command_action& chosen) {
                                                                     : fmt::format(" x {} models", space->models.size()),
                                         grouped(max_chart_points)));
       }
-      // The chart's path and gnuplot are checked before any point is computed (a folder, a read-only file).
+      // The chart's path and gnuplot are checked before any point is computed (a folder, a read-only file), and
+      // after the inputs are read, so that the output is never one of them (output_file.hpp).
       check_chart_output(args->output);
-      output_file out(args->output);
       gnuplot_job job;
+      std::optional<output_file> out;
       if (k == "parity") {
         job = parity_chart(*args);
       } else if (from_reports) {
         job = timeline_chart(*args, nullptr);
       } else {
+        out.emplace(args->output);
         progress bar(fmt::format("plan plot {}", k), over_seq ? points : 0, "points");
         if (k == "memory-vs-seq") job = memory_vs_seq(*space, bar);
         else if (k == "recompute") job = recompute_chart(*space, bar);
@@ -438,7 +440,8 @@ void register_plot_command(CLI::App& app, command_action& chosen) {
         else job = timeline_chart(*args, &*space);
       }
       job.output = args->output;
-      render_gnuplot(job, out);
+      if (!out) out.emplace(args->output);
+      render_gnuplot(job, *out);
       fmt::print(stderr, "wrote {}\n", args->output);
       return 0;
     };

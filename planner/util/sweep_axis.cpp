@@ -28,11 +28,20 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Numbers are read as `plan` reads one value (quantity_parse.hpp): no spaces or tabs around or inside them, so
-// that "--seq '  512'" is refused in a sweep or a chart as it is by plan itself.
+// Numbers are read as `plan` reads one value (quantity_parse.hpp): "--seq '  512'" is refused in a sweep or a chart
+// as it is by plan itself. Spaces may only follow a comma, as lists are written ("1, 2:4"); none before or after the
+// whole list, none inside or after a number, and no tab or line break anywhere.
 void refuse_blanks(std::string_view text, std::string_view option) {
-  if (text.find_first_of(" \t\n\r\v\f") != std::string_view::npos)
-    throw input_error(fmt::format("{}: '{}' has a space; write the values without spaces, e.g. 512,1024", option, text));
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  bool after_comma = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (blank(c) && !(c == ' ' && after_comma && i + 1 < text.size()))
+      throw input_error(fmt::format("{}: '{}' has a space{}; numbers take none (spaces may only follow a comma: 512, 1k)", option,
+                                    text, c == ' ' ? "" : " or a control character"));
+    if (c == ',') after_comma = true;
+    else if (c != ' ') after_comma = false;
+  }
 }
 
 }  // namespace
@@ -45,7 +54,8 @@ std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_v
   if (trim(text).empty()) throw input_error(fmt::format("{}: empty list", option));
   refuse_blanks(text, option);
   std::vector<std::uint64_t> out;
-  for (std::string_view item : split(text, ',')) {
+  for (std::string_view raw : split(text, ',')) {
+    const std::string_view item = trim(raw);  // spaces after the comma only: refuse_blanks refused any other
     if (item.empty()) throw input_error(fmt::format("{}: empty item in '{}'", option, text));
     const std::vector<std::string_view> parts = split(item, ':');
     if (parts.size() == 1) {

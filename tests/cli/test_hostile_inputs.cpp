@@ -76,13 +76,17 @@ TEST_CASE("max --top is at least 1 and within 64 bits, never no limit", "[cli][e
     expect_refused("max seq --model gpt2 --levers precision --top " + top, {"--top"});
 }
 
-TEST_CASE("sweep and plot axes refuse spaces around or inside the numbers", "[cli][errors][hostile]") {
+TEST_CASE("sweep and plot axes refuse spaces around or inside the numbers, not after a comma", "[cli][errors][hostile]") {
   expect_refused("sweep --model gpt2 --seq '  512'", {"--seq", "space"});
-  expect_refused("sweep --model gpt2 --seq '512, 1024'", {"--seq", "space"});
+  expect_refused("sweep --model gpt2 --seq '512 '", {"--seq", "space"});
+  expect_refused("sweep --model gpt2 --seq '512 ,1024'", {"--seq", "space"});
+  expect_refused("sweep --model gpt2 --seq '1 :4'", {"--seq", "space"});
   expect_refused("sweep --model gpt2 --seq 128 --micro-batch '1 '", {"--micro-batch"});
   expect_refused("sweep --model gpt2 --seq 128 --dropout ' 0.1'", {"--dropout"});
   expect_refused("plot memory-vs-seq --model gpt2 --seq ' 512' -o never.svg", {"--seq"});
   CHECK_FALSE(std::filesystem::exists("never.svg"));
+  // A list may still be written with a space after each comma.
+  CHECK(run_plan("sweep --quiet --model gpt2 --seq '512, 1024'").exit_code == 0);
 }
 
 TEST_CASE("gpus.json names with nothing, a newline or a comma are refused, naming the file and entry", "[cli][errors][hostile]") {
@@ -134,6 +138,14 @@ TEST_CASE("a closed pipe ends quietly with exit 0", "[cli][hostile]") {
   CHECK(err.empty());
   CHECK(plan_into_head("max seq --model gpt2 --json", err) == 0);
   CHECK(err.empty());
+}
+
+TEST_CASE("a full disk under a sweep says why, not a guess", "[cli][errors][hostile]") {
+  if (!std::filesystem::exists("/dev/full")) return;
+  const plan_run r = run_plan("sweep --model gpt2 --seq 1:2000 --estimate -o /dev/full");
+  CHECK(r.exit_code == 2);
+  CHECK(trainplan::test::one_line(r.err));
+  CHECK_THAT(r.err, Catch::Contains("/dev/full") && Catch::Contains("No space left") && !Catch::Contains("disk full?"));
 }
 
 TEST_CASE("a chart over too many sequence lengths is refused at once", "[cli][errors][hostile]") {
