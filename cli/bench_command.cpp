@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "cli/number_option.hpp"
 #include "cli/bench_kernels.hpp"
 #include "cli/bench_run.hpp"
 #include "cli/commands.hpp"
@@ -154,7 +155,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                 "1M-configuration sweep to CSV");
   cmd->add_option("--seconds", args->seconds, "with --planner: stop the allocator replay's sample after about N seconds")
       ->type_name("N")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in("--seconds", 0.001, 86400));
   cmd->add_option("--backend", args->backend, "cuda: tokens/s, MFU and HFU of real training steps on the GPU")->type_name("NAME");
   cmd->add_option("--gpu", args->gpu, "the GPU's entry in data/gpus.json for the dense peak (default h100)")->type_name("NAME");
   cmd->add_flag("--kernels", args->kernels, "with --backend cuda: time each kernel against its roofline (kernels.json)");

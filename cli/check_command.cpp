@@ -10,11 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/measurement_check.hpp"
+#include "cli/number_option.hpp"
 #include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "planner/io/catalog.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/measure/measured_runs.hpp"
@@ -35,13 +38,6 @@ struct check_args {
   std::string data_dir;  // as for plan: its gpus.json, models.json and calibration.json add to or override the built-in data
 };
 
-
-// CLI::Range lets NaN through (every comparison with NaN is false): "tolerance nan%" compared false with
-// every error and failed the check with exit 1 instead of refusing the option.
-void check_tolerance(double pct, const char* option, double max_pct) {
-  if (!(pct >= 0 && pct <= max_pct))
-    throw input_error(fmt::format("{} must be a percentage between 0 and {}", option, max_pct));
-}
 
 // Segments are whole MiB in practice (2 MiB, 20 MiB, multiples of 2 MiB); a fraction is shown when not.
 std::string mib(std::uint64_t bytes) {
@@ -175,6 +171,9 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                        std::string* segments_jsonl, bool one_process) {
   const check_tolerances tolerances{tensor_tolerance_pct, device_tolerance_pct, time_tolerance_pct};
   check_totals totals;
+  // Each run replays the allocator: a report of many runs takes seconds. On a terminal the rows printed as they
+  // come show the progress; into a file or a pipe, a line on stderr does.
+  progress bar("plan check", 0, "runs predicted", !::isatty(STDOUT_FILENO));
   for (const std::string& path : files) {
     std::vector<double> busy;  // the GPU-busy errors of this file's profiled runs
     measured_file f = parse_measurements(read_text_file(path), path);
@@ -186,6 +185,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                "predicted", "error", "device peak", "replayed", "error", "step", "predicted", "error", "configuration");
     for (const measured_run& r : f.runs) {
       const run_check c = check_measured_run(f, r, gpu, calib, tolerances, segments_jsonl != nullptr);
+      bar.advance();
       totals.add(r, c);
       const plan_result& p = c.plan;
       const std::string what = fmt::format(
@@ -235,6 +235,7 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
     }
     if (!busy.empty()) print_gpu_busy_summary(busy);
   }
+  bar.finish();
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
              "{:.2f}% (tolerance {}%): {}\n",
              totals.worst_tensor_pct, tensor_tolerance_pct, totals.worst_device_pct, device_tolerance_pct,
@@ -253,11 +254,11 @@ void register_check_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("files", args->files, "JSON-lines reports written by scripts/collect_hf.py")->required()->type_name("FILE");
   cmd->add_option("--gpu,-g", args->gpu, "the GPU the runs were measured on (default h100)")->type_name("NAME");
   cmd->add_option("--tensor-tolerance", args->tensor_tolerance_pct, "allowed tensor-peak error in percent (default 3)")
-      ->type_name("PCT")->check(CLI::Range(0.0, 100.0));
+      ->type_name("PCT")->check(number_in("--tensor-tolerance", 0, 100));
   cmd->add_option("--device-tolerance", args->device_tolerance_pct, "allowed device-peak error in percent (default 5)")
-      ->type_name("PCT")->check(CLI::Range(0.0, 100.0));
+      ->type_name("PCT")->check(number_in("--device-tolerance", 0, 100));
   cmd->add_option("--time-tolerance", args->time_tolerance_pct, "allowed step-time error in percent (default 20)")
-      ->type_name("PCT")->check(CLI::Range(0.0, 1000.0));
+      ->type_name("PCT")->check(number_in("--time-tolerance", 0, 1000));
   cmd->add_option("--segments-out", args->segments_out,
                   "write the segments the allocator replay reserves for each run, one JSON line each ({id, step, "
                   "pool, bytes, tensor, reserved_bytes}; step 0 is the model's creation), in the order it makes them: "
@@ -275,17 +276,22 @@ void register_check_command(CLI::App& app, command_action& chosen) {
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
-      check_tolerance(args->tensor_tolerance_pct, "--tensor-tolerance", 100);
-      check_tolerance(args->device_tolerance_pct, "--device-tolerance", 100);
-      check_tolerance(args->time_tolerance_pct, "--time-tolerance", 1000);
       const catalog data =
           catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
       const gpu_spec& gpu = data.gpu(args->gpu);
+      // --segments-out is checked before the report is printed (a folder, a read-only file), not found wrong after
+      // it; the reports are read first, so that it is never one of them (output_file.hpp: an input is not replaced).
+      for (const std::string& file : args->files) read_text_file(file);
+      std::optional<output_file> segments_out;
+      if (!args->segments_out.empty()) segments_out.emplace(args->segments_out);
       std::string segments;
       const int status = check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,
                                             args->device_tolerance_pct, args->time_tolerance_pct,
-                                            args->segments_out.empty() ? nullptr : &segments, args->one_process);
-      if (!args->segments_out.empty()) write_output(args->segments_out, segments);
+                                            segments_out ? &segments : nullptr, args->one_process);
+      if (segments_out) {
+        segments_out->write(segments);
+        segments_out->commit();
+      }
       return status;
     };
   });

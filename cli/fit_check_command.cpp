@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "planner/profiles/registry.hpp"
+#include "cli/number_option.hpp"
 #include "cli/output_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/emit_config.hpp"
@@ -70,7 +71,7 @@ command_action register_fit_check(CLI::App& app) {
       ->type_name("ENGINE");
   app.add_option("-o,--output", args->output, "the file --emit writes")->type_name("FILE");
   app.add_option("--suggestions", args->max_suggestions, "at most this many ways to fit when it does not (default 8)")
-      ->type_name("N")->check(CLI::Range(0, 50));
+      ->type_name("N")->check(whole_number("--suggestions", 0, 50));
   app.add_option("--keep", args->keep,
                  "levers the suggestions must not touch: precision, optimizer, optimizer-impl, recompute, batch, "
                  "attention, adapters, gpus, offload, seq, ep, allocator (comma-separated)")

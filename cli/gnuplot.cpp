@@ -30,14 +30,20 @@ std::string gnuplot_quote(const std::string& s) {
 
 }  // namespace
 
-void render_gnuplot(const gnuplot_job& job) {
-  const std::filesystem::path out(job.output);
-  std::string terminal;
-  if (out.extension() == ".svg") terminal = "set terminal svg size 960,600 dynamic enhanced background rgb 'white' font 'Helvetica,13'";
-  else if (out.extension() == ".png") terminal = "set terminal pngcairo size 960,600 enhanced background rgb 'white' font 'Helvetica,11'";
-  else throw input_error(fmt::format("-o {}: the file must end in .svg or .png", job.output));
+void check_chart_output(const std::string& path) {
+  const std::filesystem::path out(path);
+  if (out.extension() != ".svg" && out.extension() != ".png")
+    throw input_error(fmt::format("-o {}: the file must end in .svg or .png", path));
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
     throw input_error("gnuplot is not installed: apt-get install gnuplot-nox (scripts/build.sh does)");
+}
+
+void render_gnuplot(const gnuplot_job& job, output_file& output) {
+  check_chart_output(job.output);
+  const std::filesystem::path out(job.output);
+  const std::string terminal =
+      out.extension() == ".svg" ? "set terminal svg size 960,600 dynamic enhanced background rgb 'white' font 'Helvetica,13'"
+                                : "set terminal pngcairo size 960,600 enhanced background rgb 'white' font 'Helvetica,11'";
 
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("trainplan-plot-{}", getpid());
   std::error_code dir_error;
@@ -67,7 +73,8 @@ void render_gnuplot(const gnuplot_job& job) {
   std::ostringstream picture;
   picture << picture_in.rdbuf();
   std::filesystem::remove_all(dir, ec);
-  write_output(job.output, picture.str());
+  output.write(picture.str());
+  output.commit();
 }
 
 }  // namespace trainplan::cli

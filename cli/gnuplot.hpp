@@ -12,8 +12,15 @@ struct gnuplot_job {
   std::string script;                       // everything after the terminal and output lines
 };
 
-// Throws input_error when gnuplot is missing, the extension is unknown, or gnuplot fails (its first line
-// of complaint is in the message).
-void render_gnuplot(const gnuplot_job& job);
+class output_file;
+
+// Before any point is computed: throws input_error when the extension of `path` is not .svg or .png, or gnuplot
+// is missing.
+void check_chart_output(const std::string& path);
+
+// Draws the chart into `out` (opened on job.output before the work, so that a bad path is refused first) and
+// commits it. Throws input_error when the extension is unknown, gnuplot is missing, or gnuplot fails (its first
+// line of complaint is in the message).
+void render_gnuplot(const gnuplot_job& job, output_file& out);
 
 }  // namespace trainplan::cli

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -109,11 +111,37 @@ void refuse_options_before_subcommand(const CLI::App& app) {
                                              given.find(',') == std::string::npos ? "it" : "them", chosen.front()->get_name()));
 }
 
-// Whatever a command printed must reach its destination: a full disk or a closed pipe is an error (exit
-// 2), not a silent success.
+// "activation bytes is larger than 64 bits can hold" comes from deep in the planner, which knows no options: the
+// sizes given on the command line (the options whose values are numbers) are named after it, as the ones to
+// make smaller. Other messages, and those naming an option already, are returned as they are.
+std::string naming_sizes_given(const CLI::App& app, const std::string& message) {
+  if (message.find("larger than 64 bits can hold") == std::string::npos || message.find("--") != std::string::npos)
+    return message;
+  const CLI::App* command = &app;
+  for (const CLI::App* sub : app.get_subcommands()) command = sub;
+  std::string sizes;
+  for (const CLI::Option* o : command->get_options()) {
+    if (o->count() == 0 || o->get_name().rfind("--", 0) != 0) continue;
+    const std::vector<std::string>& values = o->results();
+    if (values.empty() || !std::all_of(values.begin(), values.end(), [](const std::string& v) {
+          return !v.empty() && std::isdigit(static_cast<unsigned char>(v.front()));
+        }))
+      continue;
+    std::string joined;
+    for (const std::string& v : values) joined += (joined.empty() ? "" : " ") + v;
+    sizes += fmt::format("{}{} {}", sizes.empty() ? "" : ", ", o->get_name(), joined);
+  }
+  if (sizes.empty()) return message;
+  return fmt::format("{} (from the sizes given: {}; make one of them smaller)", message, sizes);
+}
+
+// Whatever a command printed must reach its destination: a full disk is an error (exit 2), not a silent
+// success. A reader that has gone (`plan ... | head -1`) took what it wanted: the command's own exit code, quietly.
 int flushed(int code) {
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    report("error", fmt::format("writing standard output failed: {}", std::strerror(errno)));
+    const int err = errno;
+    if (trainplan::cli::reader_gone(stdout, err)) return code;
+    report("error", fmt::format("writing standard output failed: {}", std::strerror(err)));
     return exit_bad_input;
   }
   return code;
@@ -163,9 +191,13 @@ int run(int argc, char** argv) {
     reject_empty_values(app);
     refuse_options_before_subcommand(app);
     return flushed(chosen ? chosen() : fit_check());
+  } catch (const trainplan::cli::output_closed&) {
+    // The reader of the output has gone (`plan sweep ... | head -1`): it has what it wanted, as with `seq 1e9 |
+    // head -1`. Nothing more is written to the pipe, nor a message to stderr.
+    return 0;
   } catch (const trainplan::input_error& e) {
     std::fflush(stdout);
-    report("error", e.what());
+    report("error", naming_sizes_given(app, e.what()));
     return exit_bad_input;
   } catch (const std::filesystem::filesystem_error& e) {
     // A folder that cannot be read or made, a TMPDIR that cannot be written: the user's to fix.
@@ -173,7 +205,8 @@ int run(int argc, char** argv) {
     report("error", e.what());
     return exit_bad_input;
   } catch (const std::system_error& e) {
-    // fmt reports a failed write (a full disk, a closed pipe) this way.
+    // fmt reports a failed write (a full disk, a closed pipe) this way; a reader that has gone is no error.
+    if (e.code().value() == EPIPE || trainplan::cli::reader_gone(stdout, 0)) return 0;
     report("error", fmt::format("writing failed: {}", e.what()));
     return exit_bad_input;
   } catch (const std::exception& e) {

@@ -9,6 +9,8 @@
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
+#include "cli/number_option.hpp"
+#include "cli/progress.hpp"
 #include "planner/model/model_facts.hpp"
 #include "planner/search/levers.hpp"
 #include "planner/search/max_search.hpp"
@@ -49,7 +51,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("what", args->what, "seq | micro-batch | params")->required()->type_name("WHAT");
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default 0, as the fit check)")
-      ->type_name("FRACTION");
+      ->type_name("FRACTION")->check(fraction_below_one("--margin"));
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_option("--levers", args->levers,
                   fmt::format("also the largest value with each combination of these levers: precision, optimizer, "
@@ -57,11 +59,11 @@ void register_max_command(CLI::App& app, command_action& chosen) {
                               "ep (MoE), allocator ({}: expandable segments)",
                               profiles_offering(&stack_profile::offers_expandable_segments)))
       ->type_name("LIST");
-  cmd->add_option("--top", args->top, "with --levers, at most this many rows (default 8)")->type_name("N");
+  cmd->add_option("--top", args->top, "with --levers, at most this many rows (default 8)")
+      ->type_name("N")->check(whole_number("--top", 1));
 
   cmd->callback([args, &chosen]() {
     chosen = [args]() -> int {
-      if (!(args->margin >= 0 && args->margin < 1)) throw input_error("--margin must be at least 0 and below 1");
       model_run_args a = args->model_run;
       const bool params = args->what == "params";
       if (args->what != "seq" && args->what != "micro-batch" && !params)
@@ -90,6 +92,8 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       q.keep_global_batch = q.what == max_quantity::micro_batch && !a.global_batch.empty();
       const bool keeps_global_batch = q.keep_global_batch;
 
+      // Each probe replays the allocator; with --levers, for every combination: seconds to minutes.
+      progress bar(fmt::format("plan max {}: searching{}", args->what, args->levers.empty() ? "" : " with the levers"));
       const max_answer answer = find_max(q);
       const std::optional<std::uint64_t>& best = answer.best;
       const std::vector<std::uint64_t>& misses_below = answer.misses_below;
@@ -103,6 +107,7 @@ void register_max_command(CLI::App& app, command_action& chosen) {
       const unsigned levers = args->levers.empty() ? 0u : parse_levers(args->levers, "--levers");
       std::vector<ladder_row> ladder;
       if (!args->levers.empty()) ladder = max_lever_ladder(q, levers, args->top);
+      bar.finish();
       if (args->json) {
         nlohmann::json j{{"what", args->what}, {"gpu", r.gpu.name}, {"fits", best.has_value()}};
         if (best) {

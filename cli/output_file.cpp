@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,6 +88,21 @@ std::string link_target(const std::string& path) {
 
 }  // namespace
 
+bool reader_gone(std::FILE* stream, int err) {
+  if (err == EPIPE) return true;
+  if (!stream) return false;
+  const int fd = ::fileno(stream);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  pollfd p{fd, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+void throw_write_error(std::FILE* stream, int err, std::string_view what) {
+  if (reader_gone(stream, err)) throw output_closed();
+  throw input_error(fmt::format("writing {} failed: {}", what, std::strerror(err)));
+}
+
 void install_output_signal_handlers() {
   struct sigaction action {};
   action.sa_handler = remove_temps_and_exit;
@@ -143,6 +159,9 @@ output_file::output_file(std::string path) : path_(std::move(path)) {
     throw input_error(fmt::format("cannot write {}: this command reads it as an input, which the output would replace", path_));
   target_ = link_target(path_);
   // A file the user may not write is not replaced behind its permissions (the rename only needs the folder).
+  // Root may write anything (access(2) says yes), so a file with no write bit at all is refused by its mode.
+  if (exists && (st.st_mode & 0222) == 0)
+    throw input_error(fmt::format("cannot write {}: it is read-only (mode {:04o})", path_, st.st_mode & 07777));
   if (exists && ::access(target_.c_str(), W_OK) != 0)
     throw input_error(fmt::format("cannot write {}: {}", path_, std::strerror(errno)));
   std::error_code ec;
@@ -188,16 +207,18 @@ void output_file::abandon() noexcept {
   done_ = true;
 }
 
-void output_file::write(const std::string& text) {
+void output_file::write(std::string_view text) {
   if (!text.empty() && std::fwrite(text.data(), 1, text.size(), stream_) != text.size())
-    throw input_error(fmt::format("writing {} failed: {}", path_ == "-" ? "standard output" : path_, std::strerror(errno)));
+    throw_write_error(stream_, errno, path_ == "-" ? "standard output" : path_);
 }
 
 void output_file::commit() {
   const std::string shown = path_ == "-" ? "standard output" : path_;
   if (std::fflush(stream_) != 0 || std::ferror(stream_)) {
     const int err = errno;
+    const bool gone = reader_gone(stream_, err);
     abandon();
+    if (gone) throw output_closed();
     throw input_error(fmt::format("writing {} failed: {}", shown, std::strerror(err)));
   }
   if (stream_ == stdout) {
@@ -214,6 +235,7 @@ void output_file::commit() {
   stream_ = nullptr;
   if (closed != 0) {
     abandon();
+    if (close_err == EPIPE) throw output_closed();
     throw input_error(fmt::format("writing {} failed: {}", shown, std::strerror(close_err)));
   }
   if (!temp_.empty()) {

@@ -6,12 +6,15 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "planner/profiles/registry.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/gnuplot.hpp"
+#include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/util/text_file.hpp"
@@ -27,6 +30,7 @@ struct plot_args {
 };
 
 constexpr double gib_per_byte = 1.0 / (1024.0 * 1024.0 * 1024.0);
+constexpr std::uint64_t max_chart_points = 2000;  // memory-vs-seq and recompute: more is neither readable nor quick
 const char* const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"};
 
 // A readable byte unit for the largest value: (divisor, name).
@@ -92,7 +96,7 @@ void require_single(const sweep_space& s, bool models_too) {
   if (models_too && s.models.size() != 1) throw input_error("plot: give one model");
 }
 
-gnuplot_job memory_vs_seq(const sweep_space& space) {
+gnuplot_job memory_vs_seq(const sweep_space& space, progress& bar) {
   require_single(space, false);
   const sweep_gpu& g = space.gpus.front();
   const double cap = static_cast<double>(g.spec.memory_bytes) * gib_per_byte;
@@ -111,6 +115,7 @@ gnuplot_job memory_vs_seq(const sweep_space& space) {
       run_config r = base;
       r.seq = seq;
       const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak, &why);
+      bar.advance();
       if (!p) continue;
       ++points;
       data += fmt::format("{} {:.6f} {:.6f} {:.6f} {:.6f} {:.6f}\n", seq_label(seq), p->model_state_bytes() * gib_per_byte,
@@ -138,7 +143,9 @@ gnuplot_job memory_vs_seq(const sweep_space& space) {
       for (std::uint64_t seq : space.seqs) {
         run_config r = base;
         r.seq = seq;
-        if (const auto p = evaluate(space.models[i], g, r, timeline_detail::peak, &why)) {
+        const auto p = evaluate(space.models[i], g, r, timeline_detail::peak, &why);
+        bar.advance();
+        if (p) {
           ++points;
           data += fmt::format("{} {:.6f}\n", seq, p->peak_bytes * gib_per_byte);
         }
@@ -156,7 +163,7 @@ gnuplot_job memory_vs_seq(const sweep_space& space) {
   return job;
 }
 
-gnuplot_job recompute_chart(const sweep_space& space) {
+gnuplot_job recompute_chart(const sweep_space& space, progress& bar) {
   require_single(space, true);
   const sweep_gpu& g = space.gpus.front();
   const run_config base = space.at(0).run;
@@ -176,6 +183,7 @@ gnuplot_job recompute_chart(const sweep_space& space) {
         continue;
       }
       const auto p = evaluate(space.models.front(), g, r, timeline_detail::peak, &why);
+      bar.advance();
       if (!p) ok = false;
       else row += fmt::format(" {:.6f}", p->peak_bytes * gib_per_byte);
     }
@@ -392,24 +400,48 @@ void register_plot_command(CLI::App& app, command_action& chosen) {
           k != "parity")
         throw input_error(fmt::format(
             "plot: unknown kind '{}' (known: memory-vs-seq, recompute, breakdown, time-breakdown, timeline, parity)", k));
-      gnuplot_job job;
-      if (k == "parity") {
-        job = parity_chart(*args);
-      } else if (k == "timeline" && !args->report.empty()) {
-        job = timeline_chart(*args, nullptr);
-      } else {
+      const bool from_reports = k == "parity" || (k == "timeline" && !args->report.empty());
+      const bool over_seq = k == "memory-vs-seq" || k == "recompute";
+      std::optional<sweep_space> space;
+      std::uint64_t points = 0;  // the configurations a chart over --seq evaluates
+      if (!from_reports) {
         model_run_args a = args->model_run;
         // One sequence: as plan takes it (4096, capped by the model's learned positions: 1024 for GPT-2).
-        if (a.seq.empty() && (k == "memory-vs-seq" || k == "recompute")) a.seq = "256:128k:x2";
-        const sweep_space space = resolve_sweep_space(a);
-        if (k == "memory-vs-seq") job = memory_vs_seq(space);
-        else if (k == "recompute") job = recompute_chart(space);
-        else if (k == "breakdown") job = breakdown_chart(space);
-        else if (k == "time-breakdown") job = time_breakdown_chart(space);
-        else job = timeline_chart(*args, &space);
+        if (a.seq.empty() && over_seq) a.seq = "256:128k:x2";
+        space = resolve_sweep_space(a);
+        // Each point replays the allocator (a millisecond, up to 15 for one that does not fit): 100,000 sequence
+        // lengths ran past ten minutes, for a chart nobody could read.
+        points = space->seqs.size() * (k == "recompute" ? 3 : space->models.size());
+        const std::uint64_t drawn = space->seqs.size() * (k == "recompute" ? 1 : space->models.size());
+        if (over_seq && drawn > max_chart_points)
+          throw input_error(fmt::format("plot {}: --seq gives {} sequence lengths{}, more than the {} points a chart "
+                                        "draws: take a larger step, such as 1k:128k:+1k or 256:128k:x2",
+                                        k, grouped(space->seqs.size()),
+                                        drawn == space->seqs.size() ? std::string()
+                                                                    : fmt::format(" x {} models", space->models.size()),
+                                        grouped(max_chart_points)));
+      }
+      // The chart's path and gnuplot are checked before any point is computed (a folder, a read-only file), and
+      // after the inputs are read, so that the output is never one of them (output_file.hpp).
+      check_chart_output(args->output);
+      gnuplot_job job;
+      std::optional<output_file> out;
+      if (k == "parity") {
+        job = parity_chart(*args);
+      } else if (from_reports) {
+        job = timeline_chart(*args, nullptr);
+      } else {
+        out.emplace(args->output);
+        progress bar(fmt::format("plan plot {}", k), over_seq ? points : 0, "points");
+        if (k == "memory-vs-seq") job = memory_vs_seq(*space, bar);
+        else if (k == "recompute") job = recompute_chart(*space, bar);
+        else if (k == "breakdown") job = breakdown_chart(*space);
+        else if (k == "time-breakdown") job = time_breakdown_chart(*space);
+        else job = timeline_chart(*args, &*space);
       }
       job.output = args->output;
-      render_gnuplot(job);
+      if (!out) out.emplace(args->output);
+      render_gnuplot(job, *out);
       fmt::print(stderr, "wrote {}\n", args->output);
       return 0;
     };

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "planner/profiles/registry.hpp"
+#include "cli/number_option.hpp"
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
@@ -236,7 +237,8 @@ void register_search_command(CLI::App& app, command_action& chosen) {
                   "target global batch in tokens; k, M are powers of 1024 (default 4M = 4,194,304)")
       ->type_name("TOKENS");
   CLI::Option* margin_opt = cmd->add_option("--margin", args->margin, "memory kept free, a fraction of the GPU (default: calibration, 0.05)")
-      ->type_name("FRACTION");
+      ->type_name("FRACTION")
+      ->check(fraction_below_one("--margin"));
   cmd->add_option("--top", args->top_text, "how many of the best to list, at least 1 (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
   cmd->add_flag("--layouts", args->layouts,
@@ -305,7 +307,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         }
         j["failing_by_component"] = nlohmann::json::object();
         for (const failing_component& f : listing.failing)
-          j["failing_by_component"][f.component] = {{"count", f.count}, {"smallest", summary_json({f.closest}, false)}};
+          j["failing_by_component"][f.component] = {{"count", f.count}, {"smallest", summary_json(listed_config{f.closest, {}, cost_none}, false)}};
         fmt::print("{}\n", j.dump(2));
         return r.fitting.empty() ? 1 : 0;
       }

@@ -3,12 +3,12 @@
 
 #include <cstdio>
 #include <memory>
-#include <unistd.h>
 
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
 #include "cli/sweep_output.hpp"
 #include "cli/model_run_options.hpp"
+#include "cli/number_option.hpp"
 #include "cli/sweep_space_options.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
@@ -34,7 +34,8 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
   add_model_run_options(*cmd, args->model_run);
   cmd->add_option("--format", args->format, "csv (default) or jsonl")->type_name("FORMAT");
   cmd->add_option("-o,--output", args->output, "file to write (default: standard output)")->type_name("FILE");
-  cmd->add_option("--threads", args->threads, "worker threads (default: every core)")->type_name("N");
+  cmd->add_option("--threads", args->threads, "worker threads, 1 to 1024 (default: every core)")
+      ->type_name("N")->check(whole_number("--threads", 1, 1024));
   cmd->add_flag("--quiet", args->quiet, "no progress bar");
   cmd->add_flag("--estimate", args->estimate,
                 fmt::format("--framework {}: keep the peak estimate (tensors + context + workspaces + the calibrated "
@@ -72,8 +73,8 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
       // One output path (cli/output_file.hpp): a regular file is replaced only once the whole sweep is
       // written; a device or FIFO (/dev/null, /dev/stdout) is written directly and never replaced.
       output_file out(args->output.empty() ? "-" : args->output);
-      const bool progress = !args->quiet && isatty(fileno(stderr)) && space.size() > 20000;
-      const sweep_stats stats = run_sweep(space, format, out.stream(), args->threads, progress, !args->estimate);
+      const sweep_stats stats = run_sweep(space, format, out.stream(), args->threads, !args->quiet, !args->estimate,
+                                          args->output.empty() || args->output == "-" ? "standard output" : args->output);
       out.commit();
       if (!out.is_stdout())
         fmt::print(stderr, "{} configurations ({} fit, {} invalid) written to {} in {:.2f} s\n", stats.rows,

@@ -3,9 +3,12 @@
 #include "cli/sweep_output.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <stdexcept>
 
+#include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
@@ -180,13 +183,14 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   out.push_back('\n');
 }
 
-sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress,
-                      bool replay) {
+sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool show_progress,
+                      bool replay, std::string_view destination) {
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t total = space.size();
   sweep_stats stats;
   auto write = [&](const fmt::memory_buffer& buf) {
-    if (std::fwrite(buf.data(), 1, buf.size(), out) != buf.size()) throw input_error("writing the sweep failed (disk full?)");
+    // A reader that has gone (| head) ends the sweep quietly (output_closed); any other failure says why.
+    if (std::fwrite(buf.data(), 1, buf.size(), out) != buf.size()) throw_write_error(out, errno, destination);
     stats.bytes_written += buf.size();
   };
   if (format == sweep_format::csv) {
@@ -198,7 +202,7 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
   }
   // Each worker formats its block's rows on its own thread; they are written in order (planner/search/sweep_runner.hpp).
   std::vector<fmt::memory_buffer> text(sweep_workers(threads));
-  auto last_draw = start;
+  progress bar("plan sweep", total, "configurations", show_progress);
   run_sweep_blocks(
       space, threads, replay, [&](unsigned worker, const sweep_result& res) { append_row(text[worker], res, format); },
       [&](unsigned worker, const sweep_block& block) {
@@ -206,15 +210,9 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
         text[worker].clear();
         stats.fitting += block.fitting;
         stats.invalid += block.invalid;
-        const auto now = std::chrono::steady_clock::now();
-        if (progress && (now - last_draw > std::chrono::milliseconds(200) || block.last == total)) {
-          const int width = 40, filled = static_cast<int>(width * static_cast<double>(block.last) / static_cast<double>(total));
-          fmt::print(stderr, "\r[{:#<{}}{:<{}}] {:3.0f}% {}/{}", "", filled, "", width - filled,
-                     100.0 * static_cast<double>(block.last) / static_cast<double>(total), block.last, total);
-          last_draw = now;
-        }
+        bar.set(block.last);
       });
-  if (progress) fmt::print(stderr, "\n");
+  bar.finish();
   stats.rows = total;
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,8 +27,9 @@ struct sweep_stats {
 };
 
 // Evaluates every configuration of `space` and writes it to `out` (header first for CSV). threads = 0
-// uses every core. progress: draw a bar on stderr.
-sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool progress,
-                      bool replay);
+// uses every core. show_progress: a bar on stderr when it is a terminal (cli/progress.hpp). A failed write
+// names `destination`; a reader that has gone throws output_closed (cli/output_file.hpp).
+sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* out, unsigned threads, bool show_progress,
+                      bool replay, std::string_view destination = "the sweep");
 
 }  // namespace trainplan::cli

@@ -9,11 +9,14 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "cli/format.hpp"
 #include "cli/model_run_options.hpp"
+#include "cli/number_option.hpp"
 #include "cli/output_file.hpp"
+#include "cli/progress.hpp"
 #include "cli/validate_report.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "planner/io/catalog.hpp"
@@ -115,7 +118,7 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
   cmd->add_option("--seed", args->seed, "seed for weights, data and dropout (default 1234)")->type_name("N");
   cmd->add_option("--tolerance", args->tolerance_pct, "allowed |measured - predicted| peak, in percent (default 0.5)")
       ->type_name("PCT")
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(number_in("--tolerance", 0, 100));
   cmd->add_flag("--json", args->json, "print the report as one JSON object");
   cmd->add_option("--report-dir", args->report_dir, "folder for the JSON and Markdown reports (default reports)")
       ->type_name("DIR");
@@ -131,9 +134,6 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
       if (&profile_named(args->model_run.framework) != &harness_profile())
         throw input_error(fmt::format("validate runs this project's harness: --framework {}, not {}", harness_profile().name,
                                       args->model_run.framework));
-      // CLI::Range lets NaN through (every comparison with NaN is false).
-      if (!(args->tolerance_pct >= 0 && args->tolerance_pct <= 100))
-        throw input_error("--tolerance must be a percentage between 0 and 100");
       if (!args->suite.empty()) return run_suite(*args);
       resolved_run r = resolve_model_run(args->model_run);
       const kernels::kernel_ops* ops = &kernels::cpu_kernel_ops();
@@ -168,8 +168,12 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
             "--heads 4 --vocab 256 --seq 64) or pass --force",
             flops, gib(predicted_peak)));
 
+      // The outputs are checked before the run (a folder, a read-only file): not found wrong only after it.
+      std::optional<output_file> timeline_out;
+      if (!args->timeline_csv.empty()) timeline_out.emplace(args->timeline_csv);
       validate::validation_result result;
       try {
+        progress bar(fmt::format("plan validate: {} steps on the {} backend", options.steps, args->backend));
         result = validate::validate_on(*ops, r.model, r.run, options, device ? &*device : nullptr);
       } catch (const validate::out_of_memory& oom) {
         // Out of memory is a result: every buffer was freed on the way out.
@@ -197,7 +201,10 @@ void register_validate_command(CLI::App& app, command_action& chosen) {
         write_file(base.string() + ".md", render_validate_markdown(in));
         written = base.string() + ".json";
       }
-      if (!args->timeline_csv.empty()) write_file(args->timeline_csv, render_timeline_csv(result));
+      if (timeline_out) {
+        timeline_out->write(render_timeline_csv(result));
+        timeline_out->commit();
+      }
 
       if (args->json) fmt::print("{}\n", render_validate_json(in).dump(2));
       else {

@@ -32,6 +32,21 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+// A name users type after --gpu or --model and that every table and message shows: not empty, no spaces or
+// control characters (a newline would break every line that names it), no comma (sweeps split lists at commas).
+// `where` names the file and the entry ("gpus.json: gpus[3]"), `key` the field.
+std::string checked_entry_name(const std::string& name, const std::string& where, const std::string& key) {
+  if (name.empty()) throw input_error(fmt::format("{}: {} is empty", where, key));
+  for (const char c : name) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F || c == ' ')
+      throw input_error(fmt::format("{}: {} '{}' holds {}", where, key, name,
+                                    c == ' ' ? "a space" : c == '\n' ? "a newline" : "a control character"));
+    if (c == ',') throw input_error(fmt::format("{}: {} '{}' holds a comma, which sweeps split lists at", where, key, name));
+  }
+  return name;
+}
+
 // Every name and alias finds one GPU: gpu() returns the first match, so a GPU under a name another one
 // already has would never be found, and --gpu would silently pick the other.
 void check_gpu_names(const std::vector<gpu_spec>& gpus, const std::string& file) {
@@ -71,12 +86,12 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
   for (std::size_t i = 0; i < list.size(); ++i) {
     strict_object o(list[i], fmt::format("{}: gpus[{}]", file, i));
     gpu_spec g;
-    g.name = lower(o.string("name"));
+    g.name = lower(checked_entry_name(o.string("name"), o.where(), "name"));
     const json& aliases = o.at("aliases");
     if (!aliases.is_array()) throw input_error(o.where() + ": key 'aliases' must be an array");
     for (const json& a : aliases) {
       if (!a.is_string()) throw input_error(o.where() + ": aliases must be strings");
-      g.aliases.push_back(lower(a.get<std::string>()));
+      g.aliases.push_back(lower(checked_entry_name(a.get<std::string>(), o.where(), "alias")));
     }
     g.description = o.string("description");
     g.memory_bytes = o.uint("memory_bytes");
@@ -128,7 +143,7 @@ std::vector<model_preset> parse_models(std::string_view text) {
     strict_object o(list[i], fmt::format("{}: models[{}]", file, i));
     model_preset p;
     model_spec& m = p.spec;
-    m.name = lower(o.string("name"));
+    m.name = lower(checked_entry_name(o.string("name"), o.where(), "name"));
     const std::string family = o.string("family");
     if (family != "gpt" && family != "llama")  // parse_family's own message names the --family option
       throw input_error(fmt::format("{}: key 'family' must be gpt or llama, not '{}'", o.where(), family));
@@ -185,7 +200,11 @@ std::vector<model_preset> parse_models(std::string_view text) {
     }
     m.source = o.string("source");
     o.finish();
-    validate_model(m);
+    try {  // its messages name the model ("model x: kv_heads (5) must divide heads (12)"); the file and entry are added
+      validate_model(m);
+    } catch (const input_error& e) {
+      throw input_error(fmt::format("{}: {}", o.where(), e.what()));
+    }
     if (std::any_of(out.begin(), out.end(), [&](const model_preset& q) { return q.spec.name == m.name; }))
       throw input_error(fmt::format("{}: model '{}' is listed twice", o.where(), m.name));
     out.push_back(std::move(p));

@@ -28,6 +28,22 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Numbers are read as `plan` reads one value (quantity_parse.hpp): "--seq '  512'" is refused in a sweep or a chart
+// as it is by plan itself. Spaces may only follow a comma, as lists are written ("1, 2:4"); none before or after the
+// whole list, none inside or after a number, and no tab or line break anywhere.
+void refuse_blanks(std::string_view text, std::string_view option) {
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  bool after_comma = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (blank(c) && !(c == ' ' && after_comma && i + 1 < text.size()))
+      throw input_error(fmt::format("{}: '{}' has a space{}; numbers take none (spaces may only follow a comma: 512, 1k)", option,
+                                    text, c == ' ' ? "" : " or a control character"));
+    if (c == ',') after_comma = true;
+    else if (c != ' ') after_comma = false;
+  }
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_view option, bool decimal,
@@ -36,9 +52,10 @@ std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_v
     return decimal ? parse_decimal_count(s, option) : parse_binary_count(s, option);
   };
   if (trim(text).empty()) throw input_error(fmt::format("{}: empty list", option));
+  refuse_blanks(text, option);
   std::vector<std::uint64_t> out;
   for (std::string_view raw : split(text, ',')) {
-    const std::string_view item = trim(raw);
+    const std::string_view item = trim(raw);  // spaces after the comma only: refuse_blanks refused any other
     if (item.empty()) throw input_error(fmt::format("{}: empty item in '{}'", option, text));
     const std::vector<std::string_view> parts = split(item, ':');
     if (parts.size() == 1) {
@@ -85,7 +102,9 @@ std::vector<std::string> parse_name_axis(std::string_view text, std::string_view
 
 std::vector<double> parse_probability_axis(std::string_view text, std::string_view option) {
   std::vector<double> out;
-  for (const std::string& item : parse_name_axis(text, option)) out.push_back(parse_probability(item, option));
+  const std::vector<std::string> items = parse_name_axis(text, option);  // refuses an empty list or item
+  refuse_blanks(text, option);
+  for (const std::string& item : items) out.push_back(parse_probability(item, option));
   return out;
 }
 

@@ -11,14 +11,15 @@ namespace trainplan {
 
 // Counts (sequence lengths, batch sizes: k and M are powers of 1024 as in parse_binary_count; parameter
 // counts with decimal=true: K/M/B/T powers of 1000). Throws input_error naming the option for empty
-// items, reversed ranges, steps that never advance (+0, x1, x0), non-numbers, and more than max_values.
+// items, spaces other than after a comma (" 512", "512 ", "1 :4": numbers read as one value is read; "512, 1k" is
+// a list), reversed ranges, steps that never advance (+0, x1, x0), non-numbers, and more than max_values.
 std::vector<std::uint64_t> parse_count_axis(std::string_view text, std::string_view option, bool decimal = false,
                                             std::size_t max_values = 1u << 20);
 
 // Names (models, GPUs, precisions...): comma-separated, none empty.
 std::vector<std::string> parse_name_axis(std::string_view text, std::string_view option);
 
-// Probabilities in [0, 1), comma-separated.
+// Probabilities in [0, 1), comma-separated; spaces only after a comma, as for counts.
 std::vector<double> parse_probability_axis(std::string_view text, std::string_view option);
 
 }  // namespace trainplan
