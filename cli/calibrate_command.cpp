@@ -226,8 +226,7 @@ json parse_calibration_to_update(const std::string& path) {
 // Collector reports (scripts/collect_hf.py) of `stack`: its CUDA context, then its step-time constants, fitted
 // (planner/measure/collector_fit.hpp) and written into the GPU's entry; every run is then predicted beside its
 // measurement (plan check's table).
-int calibrate_from_collector(const calibrate_args& args, const catalog& data, const stack_profile& stack) {
-  const gpu_spec& g = data.gpu(args.gpu);
+int calibrate_from_collector(const calibrate_args& args, const catalog& data, const stack_profile& stack, bool gpu_named) {
   std::vector<measured_file> files;
   for (const std::string& path : args.inputs) {
     files.push_back(parse_measurements(read_text_file(path), path));
@@ -235,6 +234,9 @@ int calibrate_from_collector(const calibrate_args& args, const catalog& data, co
       throw input_error(fmt::format("calibrate --framework {}: {} measured --framework {}", stack.name, path,
                                     files.back().stack->name));
   }
+  // The reports' GPU, from their env lines (--gpu, when given, must agree): one GPU at a time.
+  const gpu_spec& g = report_gpu(data, files.front(), args.inputs.front(), gpu_named ? args.gpu : std::string());
+  for (std::size_t i = 1; i < files.size(); ++i) report_gpu(data, files[i], args.inputs[i], g.name);
   const collector_context_fit context = fit_collector_context(files, data.calibration_for(g), stack.name);
   fmt::print("plan calibrate --framework {}: {} ({}): the stack's CUDA context {} (was {})\n\n", stack.name, g.name,
              g.description, gib(context.context_bytes), gib(context.before_bytes));
@@ -265,7 +267,8 @@ int calibrate_from_collector(const calibrate_args& args, const catalog& data, co
                  timed[i].measured_seconds * 1e3, held.predicted_seconds[i] * 1e3, held.error_pct[i]);
     fmt::print("  median error {:.1f}%, largest {:.1f}%\n\n", held.median_error_pct, held.max_error_pct);
   }
-  const int verdict = check_measurements(args.inputs, g, c, 3.0, 5.0, 20.0);
+  const int verdict = check_measurements(
+      args.inputs, [&](const measured_file&, const std::string&) { return check_target{&g, c}; }, 3.0, 5.0, 20.0);
   if (!args.output.empty()) {
     json doc;
     try {
@@ -475,7 +478,7 @@ void register_calibrate_command(CLI::App& app, command_action& chosen) {
       if (collector && args->json)  // its report is plan check's table, which has no JSON form
         throw input_error(fmt::format("calibrate --json: for the harness's reports (--framework {}); a collector's reports "
                                       "print their table", harness_profile().name));
-      if (collector) return calibrate_from_collector(*args, data, stack);
+      if (collector) return calibrate_from_collector(*args, data, stack, gpu_named);
       if (!args->device_only.empty())
         throw input_error("calibrate --device-only: for a collector's reports (collect_hf.py --profile)");
       std::vector<std::filesystem::path> files;

@@ -19,6 +19,7 @@
 #include "cli/output_file.hpp"
 #include "cli/progress.hpp"
 #include "planner/io/catalog.hpp"
+#include "planner/profiles/profile.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/measure/measured_runs.hpp"
 #include "planner/measure/measurement_check.hpp"
@@ -31,7 +32,7 @@ namespace {
 
 struct check_args {
   std::vector<std::string> files;
-  std::string gpu = "h100";
+  std::string gpu;  // empty: each report's own GPU (its env line)
   double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0, time_tolerance_pct = 20.0;
   std::string segments_out;
   bool one_process = false;
@@ -146,6 +147,31 @@ void print_gpu_busy(const measured_gpu_profile& g, const gpu_busy_check& b) {
              b.kernels_error_pct);
 }
 
+// A file's step times beside the GPU's busy times. The step is the kernels' time plus what the host adds
+// around them (Python, launches, synchronisation: planner/time/roofline.cpp's host costs), which depends on the
+// CPU; the calibration's host costs are those of the host it was fitted on. Where the steps miss but the kernels
+// agree, that is what differs, and the line says how to fit this host's.
+struct step_miss {
+  std::size_t compared = 0, beyond = 0;  // runs with a step time compared; beyond the tolerance
+  std::size_t beyond_profiled = 0, beyond_kernels_agree = 0;  // of those beyond: profiled; with the kernels within it
+};
+
+void print_host_note(const step_miss& m, double tolerance_pct, const calibration& calib, const measured_file& f,
+                     const std::string& path) {
+  if (m.beyond == 0) return;
+  fmt::print("  step time: {} of {} run{} beyond {}%", m.beyond, m.compared, m.compared == 1 ? "" : "s", tolerance_pct);
+  if (m.beyond_profiled == 0) {
+    fmt::print("\n");
+    return;
+  }
+  fmt::print("; the GPU's kernel time of {} of the {} profiled among them is within {}%:\n"
+             "    the host's time around the kernels differs, which depends on the CPU. The calibration's host costs\n"
+             "    come from {}\n"
+             "    This host's: plan calibrate --framework {} {} -o DIR/calibration.json, then plan check --data-dir DIR\n",
+             m.beyond_kernels_agree, m.beyond_profiled, tolerance_pct,
+             calib.source.empty() ? std::string("the built-in calibration.") : "its source: " + calib.source, f.stack->name, path);
+}
+
 void print_gpu_busy_summary(const std::vector<double>& errors_pct) {
   const error_summary s = summarize_errors(errors_pct);
   const std::size_t n = errors_pct.size();
@@ -166,7 +192,23 @@ std::string layout_text(const measured_run& r) {
 
 }  // namespace
 
-int check_measurements(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
+const gpu_spec& report_gpu(const catalog& data, const measured_file& f, const std::string& path,
+                           const std::string& gpu_option) {
+  const gpu_spec* measured_on = data.gpu_by_device_name(f.gpu);
+  if (gpu_option.empty()) {
+    if (!measured_on)
+      throw input_error(fmt::format("{}: measured on '{}', which no GPU of gpus.json names (device_names): give --gpu "
+                                    "NAME (plan gpus lists them)", path, f.gpu));
+    return *measured_on;
+  }
+  const gpu_spec& given = data.gpu(gpu_option);
+  if (measured_on && measured_on != &given)
+    throw input_error(fmt::format("{}: measured on an {} ({} in gpus.json), not on --gpu {}: leave --gpu out, or "
+                                  "give --gpu {}", path, f.gpu, measured_on->name, given.name, measured_on->name));
+  return given;
+}
+
+int check_measurements(const std::vector<std::string>& files, const check_target_for& target_for,
                        double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
                        std::string* segments_jsonl, bool one_process) {
   const check_tolerances tolerances{tensor_tolerance_pct, device_tolerance_pct, time_tolerance_pct};
@@ -176,10 +218,15 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
   progress bar("plan check", 0, "runs predicted", !::isatty(STDOUT_FILENO));
   for (const std::string& path : files) {
     std::vector<double> busy;  // the GPU-busy errors of this file's profiled runs
+    step_miss miss;
     measured_file f = parse_measurements(read_text_file(path), path);
     if (one_process) mark_one_process(f);
-    fmt::print("{}: {}, torch {}, transformers {}; CUDA context {} as measured{}\n", path, f.gpu, f.torch,
-               f.transformers, gib(f.context_bytes),
+    const check_target target = target_for(f, path);
+    const gpu_spec& gpu = *target.gpu;
+    const calibration& calib = target.calib;
+    fmt::print("{}: {} (predicted as {}), torch {}, transformers {}{}; CUDA context {} as measured{}\n", path, f.gpu,
+               gpu.name, f.torch, f.transformers, f.host_cpu.empty() ? std::string() : "; host " + f.host_cpu,
+               gib(f.context_bytes),
                one_process ? "; runs measured one after another in one process (the first made the cuBLAS workspaces)" : "");
     fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {:>9} {:>9} {:>8}   {}\n", "run", "tensor peak",
                "predicted", "error", "device peak", "replayed", "error", "step", "predicted", "error", "configuration");
@@ -208,6 +255,8 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
       if (!r.memory_measured) {  // a step time alone
         fmt::print("  {:<10} {:>12} {:>12} {:>8}   {:>12} {:>12} {:>8}   {:>7.1f}ms {:>7.1f}ms {:>+7.2f}%   {}\n", r.id, "-",
                    "-", "", "-", "-", "", r.step_seconds * 1e3, p.time.step_seconds * 1e3, ts, what);
+        ++miss.compared;
+        if (std::abs(ts) > time_tolerance_pct) ++miss.beyond;
         continue;
       }
       // A step time that is no measurement of the run planned (the fake process group's): shown, not compared.
@@ -232,8 +281,19 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
         print_gpu_busy(*r.gpu_profile, *c.busy);
         busy.push_back(c.busy->busy_error_pct);
       }
+      if (c.time_compared) {
+        ++miss.compared;
+        if (std::abs(ts) > time_tolerance_pct) {
+          ++miss.beyond;
+          if (c.busy) {
+            ++miss.beyond_profiled;
+            if (std::abs(c.busy->busy_error_pct) <= time_tolerance_pct) ++miss.beyond_kernels_agree;
+          }
+        }
+      }
     }
     if (!busy.empty()) print_gpu_busy_summary(busy);
+    print_host_note(miss, time_tolerance_pct, calib, f, path);
   }
   bar.finish();
   fmt::print("largest error: tensor peak {:.2f}% (tolerance {}%), device peak {:.2f}% (tolerance {}%), step time "
@@ -252,7 +312,7 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       "check", "predict every run of a collector report (scripts/collect_hf.py) as the stack it measured and compare "
                "(exit 0 all within tolerance, 1 otherwise)");
   cmd->add_option("files", args->files, "JSON-lines reports written by scripts/collect_hf.py")->required()->type_name("FILE");
-  cmd->add_option("--gpu,-g", args->gpu, "the GPU the runs were measured on (default h100)")->type_name("NAME");
+  cmd->add_option("--gpu,-g", args->gpu, "the GPU the runs were measured on (default: each report's, from the GPU its env line names)")->type_name("NAME");
   cmd->add_option("--tensor-tolerance", args->tensor_tolerance_pct, "allowed tensor-peak error in percent (default 3)")
       ->type_name("PCT")->check(number_in("--tensor-tolerance", 0, 100));
   cmd->add_option("--device-tolerance", args->device_tolerance_pct, "allowed device-peak error in percent (default 5)")
@@ -278,14 +338,18 @@ void register_check_command(CLI::App& app, command_action& chosen) {
     chosen = [args]() -> int {
       const catalog data =
           catalog::load(args->data_dir.empty() ? std::nullopt : std::optional<std::filesystem::path>(args->data_dir));
-      const gpu_spec& gpu = data.gpu(args->gpu);
+      if (!args->gpu.empty()) data.gpu(args->gpu);  // an unknown name is an error before any file is read
       // --segments-out is checked before the report is printed (a folder, a read-only file), not found wrong after
       // it; the reports are read first, so that it is never one of them (output_file.hpp: an input is not replaced).
       for (const std::string& file : args->files) read_text_file(file);
       std::optional<output_file> segments_out;
       if (!args->segments_out.empty()) segments_out.emplace(args->segments_out);
       std::string segments;
-      const int status = check_measurements(args->files, gpu, data.calibration_for(gpu), args->tensor_tolerance_pct,
+      const check_target_for target_for = [&data, args](const measured_file& f, const std::string& path) {
+        const gpu_spec& gpu = report_gpu(data, f, path, args->gpu);
+        return check_target{&gpu, data.calibration_for(gpu)};
+      };
+      const int status = check_measurements(args->files, target_for, args->tensor_tolerance_pct,
                                             args->device_tolerance_pct, args->time_tolerance_pct,
                                             segments_out ? &segments : nullptr, args->one_process);
       if (segments_out) {

@@ -73,7 +73,8 @@ Output
 JSON lines, appended to -o FILE (stdout without -o), the format of the reference file:
 
   * the env line (written first when the file is new or empty):
-    {"id": "env", "torch", "transformers", "gpu", "gpu_total_bytes", "context_bytes", "cuda", "cudnn", "note"}
+    {"id": "env", "torch", "transformers", "gpu", "gpu_total_bytes", "context_bytes", "cuda", "cudnn", "host_cpu",
+     "host_cpus", "note"}
     gpu_total_bytes = torch.cuda.mem_get_info()[1]; context_bytes = device bytes in use after CUDA
     initialisation (total - free) minus torch.cuda.memory_reserved() (README: "what the device had in use
     after CUDA initialisation, less PyTorch's reserved bytes").
@@ -439,7 +440,20 @@ def env_line(torch, transformers, note=None):
                "after CUDA init minus torch reserved; measured by scripts/collect_hf.py".format(v["gpu"], v["cuda"], cudnn)
     return {"id": "env", "torch": v["torch"], "transformers": v["transformers"], "gpu": v["gpu"],
             "gpu_total_bytes": int(total), "context_bytes": int(context), "cuda": v["cuda"], "cudnn": cudnn,
-            "note": note}
+            "host_cpu": host_cpu(), "host_cpus": os.cpu_count() or 0, "note": note}
+
+
+def host_cpu():
+    """The CPU's model name (/proc/cpuinfo, else platform): the step's host time, around the kernels, depends on it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine() or "unknown"
 
 
 # ----------------------------------------------------------------------------------------------------------

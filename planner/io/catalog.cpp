@@ -94,6 +94,15 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
       g.aliases.push_back(lower(checked_entry_name(a.get<std::string>(), o.where(), "alias")));
     }
     g.description = o.string("description");
+    if (o.has("device_names")) {  // optional: a user's gpus.json may leave it out
+      const json& names = o.at("device_names");
+      if (!names.is_array()) throw input_error(o.where() + ": key 'device_names' must be an array");
+      for (const json& n : names) {
+        if (!n.is_string() || n.get<std::string>().empty() || n.get<std::string>().find('\n') != std::string::npos)
+          throw input_error(o.where() + ": device_names must be non-empty one-line strings");
+        g.device_names.push_back(n.get<std::string>());
+      }
+    }
     g.memory_bytes = o.uint("memory_bytes");
     g.memory_bandwidth_bytes_per_s = o.number("memory_bandwidth_bytes_per_s");
     g.host_link_bytes_per_s = o.number("host_link_bytes_per_s");
@@ -444,6 +453,16 @@ const gpu_spec& catalog::gpu(std::string_view name) const {
   std::string known;
   for (const gpu_spec& g : gpus_) known += (known.empty() ? "" : ", ") + g.name;
   throw input_error(fmt::format("--gpu: unknown GPU '{}' (known: {}){}", name, known, did_you_mean(name, gpu_names_and_aliases())));
+}
+
+const gpu_spec* catalog::gpu_by_device_name(std::string_view device_name) const {
+  const std::string key = lower(device_name);
+  for (const gpu_spec& g : gpus_) {
+    for (const std::string& n : g.device_names)
+      if (lower(n) == key) return &g;
+    if (g.name == key || std::find(g.aliases.begin(), g.aliases.end(), key) != g.aliases.end()) return &g;
+  }
+  return nullptr;
 }
 
 const model_preset& catalog::model(std::string_view name) const {

@@ -33,6 +33,9 @@ class catalog {
                            std::string_view clusters_json = {});
 
   const gpu_spec& gpu(std::string_view name) const;       // name or alias, case-insensitive
+  // The entry whose device_names hold `device_name` (what CUDA calls the GPU, as a collector report's env line
+  // does), or whose name or alias it is; case-insensitive. Null when none does.
+  const gpu_spec* gpu_by_device_name(std::string_view device_name) const;
   // A preset's name or its Hugging Face repository id (also as a huggingface.co URL), case-insensitive.
   const model_preset& model(std::string_view name) const;
   calibration calibration_for(const gpu_spec& gpu) const;

@@ -337,6 +337,12 @@ measured_file parse_measurements(std::string_view text, const std::string& file_
       out.torch = r.text("torch");
       out.transformers = r.text("transformers");
       out.context_bytes = r.count("context_bytes");
+      if (r.j.contains("host_cpu")) {
+        out.host_cpu = r.text("host_cpu");
+        for (char& c : out.host_cpu)  // printed on one line
+          if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+        if (r.j.contains("host_cpus")) out.host_cpu += fmt::format(", {} logical CPUs", r.count("host_cpus"));
+      }
       out.gpu_total_bytes = r.count("gpu_total_bytes");
       // The training stack the collector measured (a profile's name); reports from before the field: the
       // collector's own stack.

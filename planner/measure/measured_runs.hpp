@@ -86,6 +86,9 @@ struct measured_run {
 
 struct measured_file {
   std::string gpu, torch, transformers;   // from the env line
+  // The host's CPU ("host_cpu": /proc/cpuinfo's model name, with "host_cpus" logical CPUs), where the report
+  // says: the step's host time depends on it. Empty in reports from before the field.
+  std::string host_cpu;
   std::uint64_t context_bytes = 0;        // CUDA context less PyTorch's reserved bytes
   std::uint64_t gpu_total_bytes = 0;      // cudaMemGetInfo's total
   const stack_profile* stack = nullptr;   // the training stack measured: the env line's "stack", or the collector's

@@ -16,6 +16,9 @@ struct gpu_spec {
   std::string name;                     // "h100"
   std::vector<std::string> aliases;
   std::string description;              // "NVIDIA H100 SXM5 80GB HBM3"
+  // What CUDA calls it (cudaDeviceProp::name, torch.cuda.get_device_name): "NVIDIA H100 80GB HBM3". A collector
+  // report's env line names its GPU so; plan check finds the entry by it.
+  std::vector<std::string> device_names;
   std::uint64_t memory_bytes = 0;       // total as the driver reports it
   double memory_bandwidth_bytes_per_s = 0;
   double host_link_bytes_per_s = 0;     // PCIe to the host, one direction
