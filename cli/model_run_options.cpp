@@ -98,7 +98,17 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--optimizer", a.optimizer, "adamw | sgd | sgd-momentum | adafactor | adamw-8bit | lion (default adamw)")
       ->type_name("NAME")->group(run_group);
   app.add_option("--recompute", a.recompute, recompute_help())->type_name("MODE")->group(run_group);
-  app.add_option("--attention", a.attention, "eager | flash (default flash)")->type_name("KIND")->group(run_group);
+  app.add_option("--attention", a.attention,
+                 "flash | sdpa | flash_attention_2 | eager (default flash: a tiled kernel, under the stacks that load "
+                 "transformers' modules PyTorch's SDPA, also named sdpa; flash_attention_2: the flash-attn package there)")
+      ->type_name("KIND")->group(run_group);
+  app.add_option("--loss", a.loss,
+                 "standard | chunked | fused-linear (default standard: the whole logits upcast to fp32; chunked: "
+                 "torchtune's chunked output and cross-entropy; fused-linear: Liger's fused linear cross-entropy, no "
+                 "logits kept)")
+      ->type_name("KIND")->group(run_group);
+  app.add_option("--loss-chunks", a.loss_chunks, "with --loss chunked: the chunks of the sequence (default 8, torchtune's)")
+      ->type_name("N")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
   app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp x --pp (default 1)")->type_name("N")->group(par_group);
@@ -260,6 +270,13 @@ resolved_run resolve_model_run(const model_run_args& a) {
   run.optimizer = parse_optimizer(a.optimizer);
   run.recompute = parse_recompute(recompute_text(a));
   run.attention = parse_attention(a.attention);
+  run.loss = parse_loss(a.loss);
+  if (!a.loss_chunks.empty()) {
+    if (run.loss != loss_kind::chunked)
+      throw input_error("--loss-chunks applies to --loss chunked (Liger's fused-linear loss sizes its chunks from the "
+                        "vocabulary and hidden size; the standard loss has none)");
+    run.loss_chunks = parse_integer(a.loss_chunks, "--loss-chunks", 1);
+  }
   // A stack without dropout (llm.c) takes the model's as 0 unless one is asked for (then refused).
   run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 

@@ -282,7 +282,9 @@ std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, co
 
 void add_allocator_details(plan_result& r, const model_facts& facts) {
   if (!r.allocator) return;
-  if (!r.run.expandable_segments) r.loss_segment_bytes = hf_loss_segment_bytes(r.model, r.run);
+  // (Measured with the standard loss only: the chunked losses make no [b*s, V] fp32 buffer.)
+  if (!r.run.expandable_segments && r.run.loss == loss_kind::standard)
+    r.loss_segment_bytes = hf_loss_segment_bytes(r.model, r.run);
   r.reserved_after_another_run_bytes = reserved_after_another_run(r, facts);
   if (const std::optional<std::uint64_t> warm = r.reserved_after_another_run_bytes) {
     const double now = static_cast<double>(r.allocator_reserved_bytes), then = static_cast<double>(*warm);

@@ -84,7 +84,7 @@ step_ops micro_batch_step_ops(const model_spec& m, const run_config& run, const 
   const double layers = static_cast<double>(m.layers / run.pp);
   const bool full = run.recompute == recompute_mode::full;
   // Selective recomputation reruns the attention core; flash attention already recomputes it in backward.
-  const bool selective = run.recompute == recompute_mode::selective && run.attention != attention_kind::flash &&
+  const bool selective = run.recompute == recompute_mode::selective && !attention_tiled(run.attention) &&
                          selective_reruns_attention;
   const double tp = static_cast<double>(run.tp);
 

@@ -23,8 +23,13 @@ constexpr named<finetune_kind> finetune_names[] = {
     {finetune_kind::full, "full"}, {finetune_kind::lora, "lora"}, {finetune_kind::qlora, "qlora"}};
 // "sdpa": Hugging Face's name (attn_implementation="sdpa") for what the Hugging Face stack models as flash (PyTorch's
 // scaled_dot_product_attention picks a fused kernel); the first name of a kind is the one printed.
-constexpr named<attention_kind> attention_names[] = {
-    {attention_kind::eager, "eager"}, {attention_kind::flash, "flash"}, {attention_kind::flash, "sdpa"}};
+// "flash_attention_2": transformers' name for the flash-attn package's kernels.
+constexpr named<attention_kind> attention_names[] = {{attention_kind::eager, "eager"},
+                                                     {attention_kind::flash, "flash"},
+                                                     {attention_kind::flash, "sdpa"},
+                                                     {attention_kind::flash_attention_2, "flash_attention_2"}};
+constexpr named<loss_kind> loss_names[] = {
+    {loss_kind::standard, "standard"}, {loss_kind::chunked, "chunked"}, {loss_kind::fused_linear, "fused-linear"}};
 constexpr named<unsigned> lora_target_names[] = {
     {lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}};
 
@@ -63,6 +68,9 @@ std::string lora_targets_text(unsigned t) {
 
 std::string_view attention_name(attention_kind a) { return name_of(attention_names, a); }
 attention_kind parse_attention(std::string_view text) { return parse_named(attention_names, text, "--attention", "kind"); }
+
+std::string_view loss_name(loss_kind l) { return name_of(loss_names, l); }
+loss_kind parse_loss(std::string_view text) { return parse_named(loss_names, text, "--loss", "kind"); }
 
 void check_parallel_layout(const run_config& run) {
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");

@@ -18,8 +18,22 @@ struct stack_profile;  // planner/profiles/profile.hpp: a training stack, which 
 enum class recompute_mode { none, selective, full };
 
 // eager: the s x s softmax is materialized (and saved). flash: tiled attention with online softmax
-// (Dao et al. 2022) saves only the output and the fp32 log-sum-exp per row, recomputing in backward.
-enum class attention_kind { eager, flash };
+// (Dao et al. 2022) saves only the output and the fp32 log-sum-exp per row, recomputing in backward (under
+// Hugging Face: attn_implementation="sdpa", PyTorch's scaled_dot_product_attention picking its kernel).
+// flash_attention_2: the same algorithm from the flash-attn package, as transformers calls it
+// (attn_implementation="flash_attention_2"): its own saved tensors and backward workspaces.
+enum class attention_kind { eager, flash, flash_attention_2 };
+// Whether the kernel is tiled (no s x s scores kept): every kind but eager.
+constexpr bool attention_tiled(attention_kind a) { return a != attention_kind::eager; }
+
+// How the loss over the vocabulary is computed:
+// standard: the head's logits for every token, upcast to fp32 and cross-entropied at once (transformers'
+//   ForCausalLMLoss).
+// chunked: the head run over the sequence in chunks, each chunk's logits upcast and cross-entropied in turn
+//   (torchtune's CEWithChunkedOutputLoss with the model's chunked output).
+// fused_linear: the head's GEMM and the loss fused per chunk of tokens, the head's gradients computed in the
+//   forward; no logits tensor kept (Liger's LigerFusedLinearCrossEntropy).
+enum class loss_kind { standard, chunked, fused_linear };
 
 // Where ZeRO-Offload / ZeRO-Infinity put model state (Ren et al. 2021; Rajbhandari et al. 2021).
 enum class offload_mode { none, optimizer, params, both };
@@ -42,6 +56,8 @@ std::string_view recompute_name(recompute_mode r);
 recompute_mode parse_recompute(std::string_view text);  // throws input_error
 std::string_view attention_name(attention_kind a);
 attention_kind parse_attention(std::string_view text);  // throws input_error
+std::string_view loss_name(loss_kind l);
+loss_kind parse_loss(std::string_view text);            // throws input_error
 
 struct run_config {
   std::uint64_t seq = 0;
@@ -52,6 +68,9 @@ struct run_config {
   optimizer_kind optimizer = optimizer_kind::adamw;
   recompute_mode recompute = recompute_mode::none;
   attention_kind attention = attention_kind::flash;
+  loss_kind loss = loss_kind::standard;
+  // loss_kind::chunked: the chunks the sequence is split into; 0: the source's default (torchtune's 8).
+  std::uint64_t loss_chunks = 0;
   double dropout = 0.0;
   // The training stack (planner/profiles/registry.hpp). None named means this project's harness, so that a
   // run_config built in code means what the harness does (profile_of); the `plan` command names its default.

@@ -32,8 +32,8 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   if (run.recompute == recompute_mode::full) {
     const double layer_gemm = 2.0 * static_cast<double>(params.active_matmul_layers_total) * f.tokens_per_step;
     f.recompute_per_step = layer_gemm + attention_core;
-    if (run.attention == attention_kind::flash) f.recompute_per_step += attention_core;  // and again in its bwd
-  } else if (run.recompute == recompute_mode::selective || run.attention == attention_kind::flash) {
+    if (attention_tiled(run.attention)) f.recompute_per_step += attention_core;  // and again in its bwd
+  } else if (run.recompute == recompute_mode::selective || attention_tiled(run.attention)) {
     f.recompute_per_step = attention_core;
   }
   // The head's forward, input-gradient and (unless frozen) weight-gradient GEMMs run over every stored row.
@@ -51,6 +51,9 @@ double attended_keys(const model_spec& m, std::uint64_t seq) {
 }
 
 bool kernel_skips_window(const run_config& run, const stack_traits& stack) {
+  // The flash-attn package takes the window as its window_size (transformers' _flash_attention_forward passes
+  // it), whichever stack calls it.
+  if (run.attention == attention_kind::flash_attention_2) return true;
   return run.attention == attention_kind::flash && stack.passes_window_to_kernel;
 }
 

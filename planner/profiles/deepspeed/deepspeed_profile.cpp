@@ -9,7 +9,9 @@
 #include "planner/profiles/deepspeed/deepspeed_comm.hpp"
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/hf/hf_loss_chunks.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
@@ -34,6 +36,8 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   if (m.is_moe() || m.is_mla())
     throw input_error("--framework deepspeed: Mixture-of-Experts and latent-attention layers are not modelled");
   if (run.offload != offload_mode::none) throw input_error("--framework deepspeed: ZeRO-Offload is not modelled");
+  check_hf_loss("deepspeed", run);
+  check_hf_attention("deepspeed", m, layout, run);
 }
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,

@@ -9,7 +9,9 @@
 #include "planner/profiles/fsdp2/fsdp2_comm.hpp"
 #include "planner/profiles/fsdp2/fsdp2_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
+#include "planner/profiles/hf/hf_loss_chunks.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
+#include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/time/step_ops_builder.hpp"
 #include "planner/util/input_error.hpp"
 
@@ -36,6 +38,8 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
     throw input_error("--framework fsdp2: Mixture-of-Experts and latent-attention layers are not modelled under FSDP2");
   if (run.offload != offload_mode::none)
     throw input_error("--framework fsdp2: CPUOffloadPolicy is not modelled");
+  check_hf_loss("fsdp2", run);
+  check_hf_attention("fsdp2", m, layout, run);
 }
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,

@@ -73,8 +73,10 @@ std::string_view coarse_backward_reason(const model_spec& m, const run_config& r
                                         sdpa_backend backend) {
   if (m.family != model_family::gpt) return "a Llama-family layer's backward";
   if (run.finetune != finetune_kind::full) return "adapters' backward";
+  if (run.loss != loss_kind::standard) return "a chunked or fused loss's backward";
   if (!layout.autocast_weight_cache && layout.weights == dtype::fp32) return "an fp32 model's backward";
   if (backend != sdpa_backend::fused) return "eager attention's backward";
+  if (run.attention == attention_kind::flash_attention_2) return "the flash-attn package's backward";
   if (run.zero >= 2) return "gradients sharded by ZeRO-2 or 3";
   return {};
 }
@@ -175,6 +177,10 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   if (backend == sdpa_backend::fused) holds |= lse_fused;
   if (backend == sdpa_backend::fused && m.fused_projections && !m.is_mla()) holds |= sdpa_own_output;
   if (backend == sdpa_backend::efficient) holds |= lse_efficient;
+  if (run.attention == attention_kind::flash_attention_2) {
+    holds |= flash_attn_pkg;
+    if (m.kv_heads != m.heads) holds |= flash_attn_gqa;
+  }
   // Full fine-tuning trains every weight; LoRA (peft) trains adapters on the targeted linears only.
   const unsigned qkv_targets = run.lora_targets & (lora_q | lora_k | lora_v);
   if (peft_lora) {
@@ -297,6 +303,11 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
       case shape_rule::reduce_bsf: return {2, b, s, f};
       case shape_rule::reduce_bs_qkv: return {2, b, s, m.qkv_width()};
       case shape_rule::sdpa_bwd: return {b, a, s, d + 1};
+      // flash_api.cpp's mha_bwd: seqlen_q_rounded = round_multiple(seqlen_q, 128); head_size_rounded: a
+      // multiple of 32 up to 192, else 256.
+      case shape_rule::rng_state: return {2};
+      case shape_rule::fa_dq_accum: return {b, (s + 127) / 128 * 128, a, d <= 192 ? (d + 31) / 32 * 32 : 256};
+      case shape_rule::fa_softmax_d: return {b, a, (s + 127) / 128 * 128};
     }
     return {};
   };

@@ -68,6 +68,10 @@ enum class shape_rule {
   reduce_bsf,     // [2, b, s, f]
   reduce_bs_qkv,  // [2, b, s, q + 2kv]
   sdpa_bwd,       // [b, a, s, d + 1], fp32: the fused SDPA backward's workspace
+  // The flash-attn package (flash_api.cpp, mha_fwd and mha_bwd):
+  rng_state,      // [2], int64: the Philox seed and offset mha_fwd allocates on the GPU whether or not it drops out
+  fa_dq_accum,    // [b, roundup(s, 128), a, roundup(d, 32)], fp32: mha_bwd's dq accumulator
+  fa_softmax_d,   // [b, a, roundup(s, 128)], fp32: mha_bwd's rowsum(dO * O)
 };
 
 // The dtype a row is kept in.
@@ -177,6 +181,10 @@ enum when_bits : std::uint64_t {
   // embedding_dense_backward sorts the token ids and sums partial segments (more than 3072 tokens a micro-batch:
   // aten/src/ATen/native/cuda/Embedding.cu), in a buffer of its own.
   sorted_embedding_backward = 1ull << 51,
+  // The flash-attn package (attn_implementation="flash_attention_2"): as SDPA's fused kernel it saves q, k, v,
+  // its output and the fp32 log-sum-exp (lse_fused), and beside them its rng_state; its backward's workspaces,
+  // with dk and dv computed per query head and summed per group where the key heads are fewer (flash_attn_gqa).
+  flash_attn_pkg = 1ull << 52, flash_attn_gqa = 1ull << 53,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`

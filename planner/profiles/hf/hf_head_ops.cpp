@@ -2,11 +2,15 @@
 // buffers (when a pass builds the inventory) and its kernels (when a pass lists the step's work). Sources:
 // transformers 5.17's GPT2Model/GPT2LMHeadModel and LlamaModel/LlamaForCausalLM forwards, masking_utils and
 // loss_utils (ForCausalLMLoss); PyTorch's autocast (torch 2.11, autocast_mode.cpp) and
-// embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu).
+// embedding_dense_backward (aten/src/ATen/native/cuda/Embedding.cu). The losses that never build the whole
+// logits: torchtune's chunked output with CEWithChunkedOutputLoss (torchtune/modules/transformer.py,
+// chunked_output; torchtune/modules/loss/ce_chunked_output_loss.py; its recipes' `del logits` before backward)
+// and Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py).
 #include "planner/profiles/hf/hf_head_ops.hpp"
 
 #include "planner/profiles/hf/activations_hf_row_rules.hpp"
 #include "planner/profiles/hf/hf_kernels.hpp"
+#include "planner/profiles/hf/hf_loss_chunks.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
 
 namespace trainplan {
@@ -32,6 +36,9 @@ struct head_pass {
   dtype compute = layout.compute, param = run.finetune == finetune_kind::qlora ? dtype::bf16 : layout.weights;
   bool peft_lora = run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla();
   bool gpt_program = head.program && is_gpt;
+  // The loss: chunked (torchtune) runs the head chunk by chunk; fused_linear (Liger) runs it inside the loss.
+  bool chunked = run.loss == loss_kind::chunked, fused = run.loss == loss_kind::fused_linear;
+  hf_loss_chunking chunking = hf_loss_chunks(m, run);
   std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
 
   // Buffers one operation makes and a later one frees (their indices in the inventory; 0: none).
@@ -151,7 +158,8 @@ void final_norm(head_pass& p) {
     p.final_norm_out = p.moment("final_norm.out", {b, s, h}, p.param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
   if (own_input) {
     // The output is lm_head's saved input, or (a frozen head) held by LlamaForCausalLM.forward until the loss.
-    if (p.full) inv.span("lm_head.in", {b, s, h}, p.compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
+    // (Liger's fused loss saves no input: LlamaForCausalLM.forward holds the output until the loss returns.)
+    if (p.full && !p.fused) inv.span("lm_head.in", {b, s, h}, p.compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
     else p.final_norm_out = p.moment("final_norm.out", {b, s, h}, p.param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
     for (std::size_t i : {x_rsqrt, p.model_streams[0], p.model_streams[1]}) p.free_after_latest(i);
   }
@@ -160,10 +168,13 @@ void final_norm(head_pass& p) {
 // The head, lm_head: autocast's casts of its input and weight, the GEMM, and (tied embeddings) the table's
 // two gradient contributions summed.
 void lm_head(head_pass& p) {
+  if (p.fused) return;  // Liger's loss runs the head's GEMMs itself (loss_fused_linear)
   if (p.g) {
     const hf_kernels::hf_shape& x = p.x;
     hf_kernels::input_cast(*p.g, "autocast.input", x.E, x);
-    hf_kernels::linear(*p.g, "lm_head", "autocast.weight", static_cast<double>(p.V), x.h, x, false);
+    // torchtune's chunked output: one GEMM per chunk of the sequence (self.output(chunk) for each chunk).
+    hf_kernels::linear(*p.g, "lm_head", "autocast.weight", static_cast<double>(p.V), x.h, x, false,
+                       p.chunked ? static_cast<double>(p.chunking.chunks) : 1);
     const double table = static_cast<double>(p.V) * x.h * x.w;
     if (p.m.tied_embeddings) p.g->add("embedding.tied_grad_sum", op_class::embedding, 0, 0, 3 * table, 1);
   }
@@ -185,7 +196,16 @@ void lm_head(head_pass& p) {
           : 0;
   // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
   // after backward, before optimizer.step().
-  inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
+  if (!p.chunked) {
+    inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
+  } else {
+    // torchtune's chunked output: a list of [b, s_i, V] logits, one per chunk of the sequence, which the recipe
+    // deletes once the loss is computed ("free logits otherwise it peaks backward memory"): nothing saves them
+    // (the fp32 upcast's backward saves nothing, log_softmax saves its own output).
+    for (std::uint64_t i = 0; i < p.chunking.chunks; ++i)
+      inv.span("logits.chunk", {chunked_loss_rows(p.run, p.chunking.chunks, i), V}, p.compute, tensor_category::logits,
+               ek::fwd_head, ek::loss);
+  }
   if (head_input_cast) p.free_after_latest(head_input_cast);
 }
 
@@ -193,7 +213,7 @@ void lm_head(head_pass& p) {
 // backward. tanh saves its output, as large as the logits (256,000 wide); the capped logits are what the loop
 // holds, so the raw ones are gone.
 void logit_softcap(head_pass& p) {
-  if (p.m.final_logit_softcap <= 0) return;
+  if (p.m.final_logit_softcap <= 0 || p.fused) return;  // (Liger's kernel caps each chunk's logits itself)
   if (p.g) {
     const double V = static_cast<double>(p.V);
     p.g->add("loss.softcap", op_class::elementwise, 6 * p.x.T * V * p.x.c, 3, 7 * p.x.T * V * p.x.c, 3);
@@ -205,7 +225,7 @@ void logit_softcap(head_pass& p) {
 // ForCausalLMLoss: logits.float() (a copy unless they are fp32 already), pad and shift the labels,
 // cross_entropy = log_softmax, whose fp32 output is saved, then nll_loss. Backward: nll_loss_backward
 // (zero-fill and scatter) and log_softmax_backward, whose gradients coexist, and the cast back.
-void loss(head_pass& p) {
+void loss_standard(head_pass& p) {
   if (p.g) {
     const double TV = p.x.T * static_cast<double>(p.V), c = p.x.c;
     const double upcast = c != 4 ? TV * (c + 4) : 0;
@@ -222,6 +242,109 @@ void loss(head_pass& p) {
   inv.span("loss.shift_labels", {tokens}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
   inv.span("loss.grad_log_probs", {tokens, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   inv.span("loss.grad_logits_fp32", {tokens, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+}
+
+// torchtune's CEWithChunkedOutputLoss, run eagerly: for each chunk of the logits in turn, logits.float() (freed
+// once log_softmax has written its output), cross_entropy = log_softmax, whose fp32 output is saved, then
+// nll_loss (reduction="sum"). The recipe then deletes the bf16 chunks: in backward each chunk's
+// nll_loss_backward, log_softmax_backward and cast back run one chunk at a time, and the output projection's
+// backward per chunk; tensor_split's backward (SliceBackward0) writes each chunk's input gradient into a
+// zero-filled [b, s, h] tensor, summed into the hidden states' gradient. torch.compile, which torchtune applies
+// to compute_cross_entropy, is not modelled: this is the eager loss.
+void loss_chunked(head_pass& p) {
+  const std::uint64_t n = p.chunking.chunks;
+  if (p.g) {
+    const double TV = p.x.T * static_cast<double>(p.V), c = p.x.c, N = static_cast<double>(n), Er = p.x.E * p.x.r;
+    const double upcast = c != 4 ? TV * (c + 4) : 0;
+    p.g->add("loss.cross_entropy", op_class::loss, upcast + 8 * TV, N * ((c != 4 ? 1 : 0) + 4), 4 * TV + 12 * TV + upcast,
+             N * ((c != 4 ? 1 : 0) + 3));
+    // Per chunk a zero fill of [b, s, h] and the chunk's copy; the chunks' gradients summed (one add fewer).
+    p.g->add("loss.chunk_grad_gather", op_class::elementwise, 0, 0, N * Er + 2 * Er + (N - 1) * 3 * Er, 3 * N - 1);
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t tokens = p.b * p.s, V = p.V, rows = p.chunking.largest_rows;
+  // One chunk's fp32 copy at a time: freed once its log_softmax output exists.
+  if (p.compute != dtype::fp32)
+    inv.span("loss.logits_fp32", {rows, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
+  // Every chunk's log-probabilities, saved by its log_softmax until that chunk's backward.
+  for (std::uint64_t i = 0; i < n; ++i)
+    inv.span("loss.log_probs", {chunked_loss_rows(p.run, n, i), V}, dtype::fp32, tensor_category::logits, ek::loss,
+             ek::bwd_head);
+  if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
+  inv.span("loss.shift_labels", {tokens}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
+  // One chunk's backward at a time: the gradients of its log-probabilities and of its fp32 logits coexist.
+  inv.span("loss.grad_log_probs", {rows, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  inv.span("loss.grad_logits_fp32", {rows, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  // SliceBackward0's zero-filled [b, s, h] gradient of one chunk's input, beside the sum it is added to.
+  inv.span("loss.chunk_grad_hidden", {p.b, p.s, p.h}, p.param, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+}
+
+// Liger's LigerFusedLinearCrossEntropyFunction (reduction "mean", liger_kernel/ops/fused_linear_cross_entropy.py):
+// the head and the loss in one autograd Function that saves only gradients. Its forward zero-fills grad_input
+// [BT, h] in the hidden states' dtype, grad_weight [V, h] in the weight's (accum_dtype None, the default) and an
+// fp32 loss_1d [BT]; then per chunk of hf_loss_chunks' size: the chunk's logits (input chunk @ weight.t(), under
+// autocast on a bf16 cast of both, the weight's cast cached), the cross-entropy kernel writing the logits'
+// gradient over them in place, grad_input's rows = that @ weight, and grad_weight += its transpose @ the input
+// chunk (addmm, fp32 out_dtype for an fp32 weight). Backward only scales the saved gradients (element_mul_kernel)
+// when the loss's gradient is not 1. No logits outlive a chunk; the head's three GEMMs all run in the forward.
+void loss_fused_linear(head_pass& p) {
+  const hf_kernels::hf_shape& x = p.x;
+  const bool head_trains = p.full;
+  // torch.mm(..., out=) into preallocated buffers only outside autocast, with input and weight of one dtype
+  // (_can_use_mm_out); otherwise each chunk's logits and its grad_input rows are new tensors.
+  const bool mm_out = !p.autocast && p.param == p.compute;
+  if (p.g) {
+    const double N = static_cast<double>(p.chunking.chunks), V = static_cast<double>(p.V), TV = x.T * V, Vh = V * x.h;
+    const double weight_acc = x.w;  // grad_weight in the weight's dtype
+    if (x.amp) {  // autocast's bf16 copy of the weight: cached when it trains, else cast for each GEMM
+      const double casts = head_trains ? 1 : 2 * N;
+      p.g->add("loss.fused_linear.weight_cast", op_class::elementwise, casts * Vh * (4 + x.c), casts, 0, 0);
+      p.g->add("loss.fused_linear.input_casts", op_class::elementwise, 2 * x.E * (4 + x.c), 2 * N, 0, 0);
+    }
+    p.g->add("loss.fused_linear.zero_fill", op_class::elementwise, x.E * x.r + (head_trains ? Vh * weight_acc : 0) + 4 * x.T,
+             head_trains ? 3 : 2, 0, 0);
+    // Each chunk's GEMMs read the whole weight: the logits, grad_input's rows, grad_weight's update (read and written).
+    double gemm_bytes = 2 * (N * Vh * x.c + x.E * x.c + TV * x.c), gemms = 2 * N, gemm_flops = 2 * 2 * TV * x.h;
+    if (head_trains) gemm_bytes += TV * x.c + x.E * x.c + N * Vh * 2 * weight_acc, gemms += N, gemm_flops += 2 * TV * x.h;
+    p.g->add("loss.fused_linear.gemms", op_class::gemm, gemm_bytes, gemms, 0, 0, gemm_flops, 0);
+    // The cross-entropy kernel: a pass for the row's max and sum, a pass writing the gradient in place.
+    p.g->add("loss.cross_entropy", op_class::loss, 3 * TV * x.c, N, 0, 0);
+    if (!mm_out) p.g->add("loss.fused_linear.grad_input_copy", op_class::elementwise, x.E * (x.c + x.r), N, 0, 0);
+    // Backward: grad_input and grad_weight scaled by the loss's gradient, unless it is 1 (accumulation divides
+    // the loss; fp16's loss scaling multiplies it).
+    if (p.run.grad_accum > 1 || (x.c == 2 && p.layout.loss_scaling))
+      p.g->add("loss.fused_linear.scale_grads", op_class::elementwise, 0, 0, 2 * (x.E * x.r + (head_trains ? Vh * x.w : 0)),
+               head_trains ? 2 : 1);
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t tokens = p.b * p.s, V = p.V, h = p.h, rows = p.chunking.largest_rows;
+  // The head's bf16 copy under autocast: made by the first chunk's GEMM, dropped when the autocast region exits
+  // after the loss (nothing saves it).
+  if (p.autocast && (p.full || p.peft_lora) && p.run.zero < 3)
+    inv.span("lm_head.autocast.weight", {V, h}, p.compute, tensor_category::weights, ek::loss, ek::loss).role =
+        tensor_role::frozen_weights;
+  // grad_input: saved for backward, which returns it as the hidden states' gradient.
+  inv.span("loss.grad_input", {tokens, h}, p.param, tensor_category::logits, ek::loss, ek::bwd_head);
+  // grad_weight: saved too; the head's backward hands it on as the weight's gradient (the model state's rows
+  // from there).
+  if (head_trains)
+    inv.span("loss.grad_weight", {V, h}, p.param, tensor_category::logits, ek::loss, ek::loss);
+  inv.span("loss.loss_1d", {tokens}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
+  if (p.autocast) inv.span("loss.input_chunk", {rows, h}, p.compute, tensor_category::logits, ek::loss, ek::loss);
+  // One chunk's logits (then its gradient, in place): with mm_out the one buffer every chunk reuses.
+  inv.span("loss.logits_chunk", {rows, V}, p.compute, tensor_category::logits, ek::loss, ek::loss);
+  if (!mm_out) inv.span("loss.grad_input_chunk", {rows, h}, p.compute, tensor_category::logits, ek::loss, ek::loss);
+  if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
+}
+
+void loss(head_pass& p) {
+  switch (p.run.loss) {
+    case loss_kind::standard: return loss_standard(p);
+    case loss_kind::chunked: return loss_chunked(p);
+    case loss_kind::fused_linear: return loss_fused_linear(p);
+  }
 }
 
 // The operations around the layers, in program order.

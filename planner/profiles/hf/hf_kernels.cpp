@@ -40,6 +40,7 @@ hf_shape shape_of(const model_spec& m, const run_config& run, const precision_la
   x.adapter = run.lora_fp32 ? 4 : x.w;
   x.lora_dropout = run.lora_dropout > 0;
   x.mask = hf_sliding_window_mask(m, run);
+  x.flash_attn = run.attention == attention_kind::flash_attention_2;
   return x;
 }
 
@@ -68,8 +69,8 @@ void input_cast(ops::row_group& g, std::string_view name, double elements, const
 // once a forward) and, in backward, the weight gradient cast back to fp32, plus the bias gradient reduction
 // when there is a bias. A frozen weight has neither gradient.
 void linear(ops::row_group& g, std::string_view name, std::string_view cast_name, double out, double in,
-            const hf_shape& x, bool bias) {
-  g.gemm(name, x.T, out, in, x.c, x.c, x.trains);
+            const hf_shape& x, bool bias, double chunks) {
+  g.gemm(name, x.T / chunks, out, in, x.c, x.c, x.trains, op_class::gemm, chunks);
   const double cast = in * out * (4 + x.c);
   if (x.amp) g.add(cast_name, op_class::elementwise, cast, 1, x.trains ? cast : 0, x.trains ? 1 : 0);
   if (bias && x.trains) g.add("linear.bias_grad", op_class::elementwise, 0, 0, x.T * out * x.c, 1);
@@ -141,6 +142,14 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
     // With the mask SDPA runs without is_causal (sdpa_attention_forward: is_causal only when the mask is
     // None), so the kernel computes every tile of the square, the masked ones too.
     g.out.ops.back().every_tile = x.mask;
+    if (x.flash_attn) {
+      // transformers' flash_attention_forward hands flash-attn q, k, v as [b, s, heads, d] views and takes its
+      // [b, s, heads, d] output as it is: no copy. With grouped heads mha_bwd computes dk and dv per query head
+      // and sums each group (at::sum_out over the group dimension): two reductions.
+      if (x.kvw < x.qw)
+        g.add("attention.gqa_grad_sum", op_class::elementwise, 0, 0, 2 * (x.T * x.qw + x.T * x.kvw) * x.c, 2);
+      return;
+    }
     // transformers' sdpa_attention_forward returns attn_output.transpose(1, 2).contiguous(): one copy.
     g.add("attention.transpose", op_class::elementwise, 2 * x.E * x.c, 1, 2 * x.E * x.c, 1);
     return;

@@ -26,14 +26,17 @@ struct hf_shape {
   bool mask = false;   // a sliding-window mask: k and v repeated to every head, the mask made a bias
   double adapter = 4;  // LoRA adapters' dtype bytes (peft: fp32)
   bool lora_dropout = false;  // peft's lora_dropout above 0: each adapted module drops out its input
+  bool flash_attn = false;    // the flash-attn package (attn_implementation="flash_attention_2"), not SDPA
 };
 hf_shape shape_of(const model_spec& m, const run_config& run, const precision_layout& layout);
 
 void layer_norm(ops::row_group& g, std::string_view name, const hf_shape& x);
 void rms_norm(ops::row_group& g, std::string_view name, const hf_shape& x);
 void input_cast(ops::row_group& g, std::string_view name, double elements, const hf_shape& x, double count = 1);
+// chunks: the GEMM run over the tokens in that many pieces, each reading the whole weight (torchtune's chunked
+// output).
 void linear(ops::row_group& g, std::string_view name, std::string_view cast_name, double out, double in,
-            const hf_shape& x, bool bias);
+            const hf_shape& x, bool bias, double chunks = 1);
 void lora_adapters(ops::row_group& g, const hf_shape& x, double modules, double in_sum, double out_sum, double rank,
                    double in_16bit_sum);
 void residual(ops::row_group& g, std::string_view name, const hf_shape& x);

@@ -6,6 +6,8 @@
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_layer_ops.hpp"
+#include "planner/profiles/hf/hf_loss_chunks.hpp"
+#include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/profiles/model_parallel_comm.hpp"
 #include "planner/profiles/step_frame.hpp"
 #include "planner/run/lora.hpp"
@@ -19,7 +21,7 @@ namespace {
 precision_regime default_precision(bool lora) { return lora ? precision_regime::bf16 : precision_regime::amp_bf16; }
 
 // What the profile refuses: it models one data-parallel rank of PyTorch eager.
-void check(const model_spec&, const run_config& run, const precision_layout& layout) {
+void check(const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (run.tp > 1 || run.pp > 1)
     throw input_error("--framework hf models one data-parallel rank of PyTorch eager: no --tp or --pp");
   if (run.recompute == recompute_mode::selective)
@@ -32,6 +34,8 @@ void check(const model_spec&, const run_config& run, const precision_layout& lay
   if (run.ep > 1 || run.capacity_factor > 0.0)
     throw input_error("--framework hf: transformers' MoE blocks loop over every expert on each GPU, dropless: no "
                       "--ep or --capacity-factor");
+  check_hf_loss("hf", run);
+  check_hf_attention("hf", m, layout, run);
 }
 
 constexpr const stack_traits& traits = hf_traits;
@@ -106,13 +110,34 @@ step_comm communication(const model_spec& m, const run_config& run, const precis
 }
 
 void describe(const model_spec& m, const run_config& run, const precision_layout& layout, std::vector<std::string>& lines) {
-  lines.push_back(fmt::format("attention: {}; AdamW {}{}", sdpa_backend_name(hf_sdpa_backend(m, run, layout)),
+  lines.push_back(fmt::format("attention: {}; AdamW {}{}",
+                              run.attention == attention_kind::flash_attention_2
+                                  ? "the flash-attn package (attn_implementation=\"flash_attention_2\": q, k, v, the output, an "
+                                    "fp32 log-sum-exp and its rng_state saved; its backward's fp32 dq accumulator)"
+                                  : sdpa_backend_name(hf_sdpa_backend(m, run, layout)),
                               optimizer_impl_name(run.optimizer_impl),
                               run.expandable_segments
                                   ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a segment of addresses a pool, "
                                     "grown by mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's "
                                     "source, not yet measured)"
                                   : ""));
+  if (run.loss != loss_kind::standard) {
+    const hf_loss_chunking c = hf_loss_chunks(m, run);
+    if (run.loss == loss_kind::chunked)
+      lines.push_back(fmt::format(
+          "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
+          "tokens): each chunk's bf16 logits upcast to fp32 and cross-entropied in turn, every chunk's fp32 "
+          "log-softmax saved for backward, the logits freed before backward (its recipes' `del logits`); run eagerly "
+          "(torch.compile of the loss, which saves less, is not modelled)",
+          c.chunks, c.largest_rows));
+    else
+      lines.push_back(fmt::format(
+          "loss: Liger's fused linear cross-entropy in {} chunks of {} tokens (its chunk size from the vocabulary and "
+          "hidden size): no logits kept, the head's input and weight gradients computed in the forward and saved "
+          "(the weight's in its own dtype); Liger's other kernels (RMSNorm, RoPE, SwiGLU) are not modelled: the "
+          "layers stay PyTorch's",
+          c.chunks, c.largest_rows));
+  }
   if (hf_sliding_window_mask(m, run))
     lines.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to "
                                 "every head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",

@@ -2,6 +2,10 @@
 // sdpa_attention_forward and masking_utils).
 #include "planner/profiles/hf/hf_sdpa.hpp"
 
+#include <fmt/format.h>
+
+#include "planner/util/input_error.hpp"
+
 namespace trainplan {
 
 std::string_view sdpa_backend_name(sdpa_backend b) {
@@ -14,15 +18,29 @@ std::string_view sdpa_backend_name(sdpa_backend b) {
   return "?";
 }
 
+void check_hf_attention(std::string_view stack, const model_spec& m, const precision_layout& layout, const run_config& run) {
+  if (run.attention != attention_kind::flash_attention_2) return;
+  // flash-attn's kernels take fp16 and bf16 only (flash_api.cpp: "FlashAttention only support fp16 and bf16 data type").
+  if (layout.compute != dtype::bf16 && layout.compute != dtype::fp16)
+    throw input_error(fmt::format("--attention flash_attention_2 runs in bf16 or fp16 only, not {} (--framework {}: "
+                                  "--attention sdpa or eager)", dtype_name(layout.compute), stack));
+  if (m.is_mla())
+    throw input_error(fmt::format("--attention flash_attention_2 with latent attention (values narrower than keys, "
+                                  "padded by transformers) is not modelled under --framework {}: --attention sdpa", stack));
+}
+
 bool hf_sliding_window_mask(const model_spec& m, const run_config& run) {
   // masking_utils._ignore_causal_mask_sdpa lets SDPA's is_causal stand in for the mask only while
   // kv_length < sliding_window; Gemma 2's alternating layers (two masks) are not modelled here.
-  return run.attention != attention_kind::eager && m.sliding_window_tokens > 0 && m.sliding_window_global_every == 0 &&
+  // (The flash-attn package takes the window as its window_size: transformers builds no mask for it.)
+  return run.attention == attention_kind::flash && m.sliding_window_tokens > 0 && m.sliding_window_global_every == 0 &&
          run.seq >= m.sliding_window_tokens;
 }
 
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (run.attention == attention_kind::eager) return sdpa_backend::eager;
+  // The flash-attn package saves what SDPA's fused kernel saves (its rows add its rng_state and workspaces).
+  if (run.attention == attention_kind::flash_attention_2) return sdpa_backend::fused;
   // FlashAttention takes one head size for queries, keys and values; multi-head latent attention's values
   // are narrower (DeepSeek-V3: 128 against 192), which PyTorch's memory-efficient kernel accepts
   // (sdp_utils.cpp: check_head_dim_size_flash against the efficient kernel's checks).

@@ -22,4 +22,7 @@ sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const p
 bool hf_sliding_window_mask(const model_spec& m, const run_config& run);
 std::string_view sdpa_backend_name(sdpa_backend b);
 
+// Throws input_error naming --attention (and `stack`) for a run the flash-attn package cannot train.
+void check_hf_attention(std::string_view stack, const model_spec& m, const precision_layout& layout, const run_config& run);
+
 }  // namespace trainplan

@@ -4,6 +4,7 @@
 
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/model/param_count.hpp"
+#include "planner/profiles/own_kernels.hpp"
 
 namespace trainplan {
 
@@ -15,6 +16,7 @@ void check_llmc_run(const model_spec& m, const run_config& run, const precision_
   if (run.offload != offload_mode::none || run.finetune != finetune_kind::full)
     throw input_error("--framework llmc: llm.c trains every weight on the GPU (no offload, no adapters)");
   if (run.optimizer != optimizer_kind::adamw) throw input_error("--framework llmc: llm.c's optimizer is AdamW");
+  refuse_library_kernels("llmc", "in one fused classifier kernel over the whole logits (fused_classifier)", run);
   if (layout.regime != precision_regime::bf16_mixed && layout.regime != precision_regime::fp32)
     throw input_error(fmt::format("--framework llmc: llm.c builds bf16 with fp32 master weights (bf16-mixed) or fp32, not {}",
                                   precision_name(layout.regime)));

@@ -4,6 +4,7 @@
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/fused_layer.hpp"
 #include "planner/profiles/model_parallel_comm.hpp"
+#include "planner/profiles/own_kernels.hpp"
 #include "planner/profiles/step_frame.hpp"
 
 namespace trainplan {
@@ -12,7 +13,9 @@ namespace {
 // Megatron accumulates gradients in fp32 (main_grad) beside bf16 weights and an fp32 master copy.
 precision_regime default_precision(bool) { return precision_regime::megatron_bf16; }
 
-void check(const model_spec&, const run_config&, const precision_layout&) {}
+void check(const model_spec&, const run_config& run, const precision_layout&) {
+  refuse_library_kernels("megatron", "over the whole logits (vocab_parallel_cross_entropy on an fp32 copy)", run);
+}
 
 constexpr stack_traits traits{
     .vocab_pad_multiple = 1,

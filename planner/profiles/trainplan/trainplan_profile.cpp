@@ -6,6 +6,7 @@
 #include "planner/memory/model_state.hpp"
 #include "planner/profiles/fused_layer.hpp"
 #include "planner/profiles/model_parallel_comm.hpp"
+#include "planner/profiles/own_kernels.hpp"
 #include "planner/profiles/step_frame.hpp"
 #include "planner/util/checked_math.hpp"
 
@@ -15,7 +16,9 @@ namespace {
 // The harness keeps bf16 weights with an fp32 master copy, as llm.c.
 precision_regime default_precision(bool) { return precision_regime::bf16_mixed; }
 
-void check(const model_spec&, const run_config&, const precision_layout&) {}
+void check(const model_spec&, const run_config& run, const precision_layout&) {
+  refuse_library_kernels("trainplan", "in one fused classifier kernel over the whole logits, as llm.c", run);
+}
 
 constexpr stack_traits traits{
     .vocab_pad_multiple = 128,  // as llm.c pads: aligned GEMMs for the head
