@@ -17,4 +17,9 @@ int check_measurements(const std::vector<std::string>& files, const gpu_spec& gp
                        double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
                        std::string* segments_jsonl = nullptr, bool one_process = false);
 
+// The same comparison printed as one JSON object (plan check --json; docs/json.md); the same exit status.
+int check_measurements_json(const std::vector<std::string>& files, const gpu_spec& gpu, const calibration& calib,
+                            double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
+                            bool one_process);
+
 }  // namespace trainplan::cli
