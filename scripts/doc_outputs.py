@@ -11,7 +11,7 @@ A quoted output is a fenced block right after one or more marker lines:
 
 Every line of the block must be a line of the commands' output (their outputs one after the other), in the
 block's order; a line `...` stands for lines left out, and a line starting with `$ ` shows the command and is
-not compared; a command's output is its stdout, then its stderr (a sweep's summary). The command must also be shown to the reader (in a shell block or on a `$ ` line of the same
+not compared (nor are its `\` continuation lines); a command's output is its stdout, then its stderr (a sweep's summary). The command must also be shown to the reader (in a shell block or on a `$ ` line of the same
 page), so the page cannot quote one command and show another. `<!-- output, times vary: ... -->` compares
 lines with their durations in seconds blanked, for outputs that say how long the machine took ("in 14.32 s").
 
