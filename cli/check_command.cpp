@@ -36,6 +36,7 @@ struct check_args {
   double tensor_tolerance_pct = 3.0, device_tolerance_pct = 5.0, time_tolerance_pct = 20.0;
   std::string segments_out;
   bool one_process = false;
+  bool json = false;
   std::string data_dir;  // as for plan: its gpus.json, models.json and calibration.json add to or override the built-in data
 };
 
@@ -332,6 +333,7 @@ void register_check_command(CLI::App& app, command_action& chosen) {
                   "as for plan: GPUs, models and calibration beyond the built-in ones (a calibration.json that plan "
                   "calibrate --framework NAME -o wrote for this machine, say)")
       ->type_name("DIR");
+  cmd->add_flag("--json", args->json, "print the comparison as one JSON object (docs/json.md)");
   cmd->footer("Example: python3 scripts/collect_hf.py --preset shared-h100 -o mine.jsonl && plan check mine.jsonl");
 
   cmd->callback([args, &chosen]() {
@@ -342,13 +344,18 @@ void register_check_command(CLI::App& app, command_action& chosen) {
       // --segments-out is checked before the report is printed (a folder, a read-only file), not found wrong after
       // it; the reports are read first, so that it is never one of them (output_file.hpp: an input is not replaced).
       for (const std::string& file : args->files) read_text_file(file);
-      std::optional<output_file> segments_out;
-      if (!args->segments_out.empty()) segments_out.emplace(args->segments_out);
-      std::string segments;
+      if (args->json && !args->segments_out.empty())
+        throw input_error("--segments-out: not with --json (it writes JSON lines of its own; run them apart)");
       const check_target_for target_for = [&data, args](const measured_file& f, const std::string& path) {
         const gpu_spec& gpu = report_gpu(data, f, path, args->gpu);
         return check_target{&gpu, data.calibration_for(gpu)};
       };
+      if (args->json)
+        return check_measurements_json(args->files, target_for, args->tensor_tolerance_pct, args->device_tolerance_pct,
+                                       args->time_tolerance_pct, args->one_process);
+      std::optional<output_file> segments_out;
+      if (!args->segments_out.empty()) segments_out.emplace(args->segments_out);
+      std::string segments;
       const int status = check_measurements(args->files, target_for, args->tensor_tolerance_pct,
                                             args->device_tolerance_pct, args->time_tolerance_pct,
                                             segments_out ? &segments : nullptr, args->one_process);

@@ -34,4 +34,9 @@ int check_measurements(const std::vector<std::string>& files, const check_target
                        double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
                        std::string* segments_jsonl = nullptr, bool one_process = false);
 
+// The same comparison printed as one JSON object (plan check --json; docs/json.md); the same exit status.
+int check_measurements_json(const std::vector<std::string>& files, const check_target_for& target_for,
+                            double tensor_tolerance_pct, double device_tolerance_pct, double time_tolerance_pct,
+                            bool one_process);
+
 }  // namespace trainplan::cli

@@ -6,7 +6,9 @@
 
 #include "planner/profiles/registry.hpp"
 #include "planner/util/checked_math.hpp"
+#include "planner/io/hf_cache.hpp"
 #include "planner/io/hf_config.hpp"
+#include "planner/io/model_by_name.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/util/quantity_parse.hpp"
 #include "planner/io/shape_from_params.hpp"
@@ -62,7 +64,7 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
   app.add_option("--model,-m", a.model, "preset name or its Hugging Face repository id, e.g. meta-llama/Llama-3.1-8B (see `plan models`)")->type_name("NAME")->group(model_group);
   app.add_option("--params,-p", a.params, "parameter count such as 7B, 1.5B or 7e9: a preset of that size, else a derived shape")
       ->type_name("COUNT")->group(model_group);
-  app.add_option("--hf-config", a.hf_config, fmt::format("Hugging Face config.json ({})", supported_hf_model_types))->type_name("FILE")->group(model_group);
+  app.add_option("--hf-config", a.hf_config, fmt::format("Hugging Face config.json, or a model's folder holding one ({})", supported_hf_model_types))->type_name("FILE|DIR")->group(model_group);
   const char* shape_group = "Shape (overrides the chosen model, or defines one)";
   app.add_option("--family", a.family, "gpt or llama (default llama for a shape given from scratch)")->type_name("gpt|llama")->group(shape_group);
   app.add_option("--layers", a.layers, "transformer layers L")->type_name("N")->group(shape_group);
@@ -167,13 +169,15 @@ resolved_run resolve_model_run(const model_run_args& a) {
   const bool custom_shape = !a.layers.empty() || !a.hidden.empty() || !a.heads.empty() || !a.vocab.empty();
   bool from_scratch = false;
   if (!a.model.empty()) {
-    r.model = r.data.model(a.model).spec;
+    named_model named = model_by_name(r.data, a.model);  // a preset, else the Hugging Face cache
+    r.model = std::move(named.spec);
+    if (!named.note.empty()) r.notes.push_back(std::move(named.note));
   } else if (!a.params.empty()) {
     shape_choice choice = shape_for_params(parse_decimal_count(a.params, "--params"), r.data);
     r.model = choice.spec;
     r.notes.push_back(choice.rule + "; override with --model NAME or --layers/--hidden/--heads/--kv-heads/--ffn/--vocab");
   } else if (!a.hf_config.empty()) {
-    r.model = model_from_hf_config(a.hf_config);
+    r.model = model_from_hf_config(locate_hf_config(a.hf_config));  // a file, or a model's folder
   } else if (custom_shape) {
     from_scratch = true;
     if (a.layers.empty() || a.hidden.empty() || a.heads.empty() || a.vocab.empty())
@@ -182,7 +186,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
     r.model.family = a.family.empty() ? model_family::llama : parse_family(a.family);
     r.model.source = "command line";
   } else {
-    throw input_error("no model given: use --model NAME, --params 7B, --hf-config FILE or --layers/--hidden/--heads/--vocab");
+    throw input_error("no model given: use --model NAME, --params 7B, --hf-config FILE|DIR or --layers/--hidden/--heads/--vocab");
   }
 
   model_spec& m = r.model;

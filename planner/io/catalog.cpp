@@ -465,7 +465,7 @@ const gpu_spec* catalog::gpu_by_device_name(std::string_view device_name) const 
   return nullptr;
 }
 
-const model_preset& catalog::model(std::string_view name) const {
+const model_preset* catalog::find_model(std::string_view name) const {
   std::string key = lower(name);
   // A repository as its page's URL: https://huggingface.co/owner/name, with or without the scheme.
   for (const std::string_view prefix : {"https://", "http://"})
@@ -474,7 +474,17 @@ const model_preset& catalog::model(std::string_view name) const {
     if (key.starts_with(host)) key.erase(0, host.size());
   while (key.size() > 1 && key.back() == '/') key.pop_back();
   for (const model_preset& m : models_)
-    if (m.spec.name == key || (!m.hf_repo.empty() && lower(m.hf_repo) == key)) return m;
+    if (m.spec.name == key || (!m.hf_repo.empty() && lower(m.hf_repo) == key)) return &m;
+  return nullptr;
+}
+
+const model_preset& catalog::model(std::string_view name) const {
+  if (const model_preset* m = find_model(name)) return *m;
+  throw input_error(unknown_model_message(name));
+}
+
+std::string catalog::unknown_model_message(std::string_view name, std::string_view also,
+                                           const std::vector<std::string>& more_candidates) const {
   std::string known;
   for (const model_preset& m : models_) known += (known.empty() ? "" : ", ") + m.spec.name;
   std::vector<std::string> candidates;
@@ -482,9 +492,10 @@ const model_preset& catalog::model(std::string_view name) const {
     candidates.push_back(m.spec.name);
     if (!m.hf_repo.empty()) candidates.push_back(m.hf_repo);
   }
-  throw input_error(fmt::format("--model: unknown model '{}' (known: {}, or their Hugging Face repository ids, listed by "
-                                "`plan models`; for another model give its config.json with --hf-config FILE){}",
-                                name, known, did_you_mean(name, candidates)));
+  candidates.insert(candidates.end(), more_candidates.begin(), more_candidates.end());
+  return fmt::format("--model: unknown model '{}' (known: {}, or their Hugging Face repository ids, listed by "
+                     "`plan models`; for another model give its config.json with --hf-config FILE){}{}{}",
+                     name, known, also.empty() ? "" : "; ", also, did_you_mean(name, candidates));
 }
 
 const cluster_spec& catalog::cluster(std::string_view name, std::string_view option) const {

@@ -38,6 +38,11 @@ class catalog {
   const gpu_spec* gpu_by_device_name(std::string_view device_name) const;
   // A preset's name or its Hugging Face repository id (also as a huggingface.co URL), case-insensitive.
   const model_preset& model(std::string_view name) const;
+  const model_preset* find_model(std::string_view name) const;  // as model(), nullptr for an unknown name
+  // model()'s refusal of an unknown name (the known ones, the closest of them and of more_candidates), with
+  // `also` said before the closest.
+  std::string unknown_model_message(std::string_view name, std::string_view also = {},
+                                    const std::vector<std::string>& more_candidates = {}) const;
   calibration calibration_for(const gpu_spec& gpu) const;
   // A cluster preset by name, any case; an unknown name is refused naming `option`, the known ones and the closest.
   const cluster_spec& cluster(std::string_view name, std::string_view option = "--cluster") const;

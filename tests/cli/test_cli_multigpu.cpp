@@ -1,5 +1,5 @@
 // Several GPUs end to end: published step times against plan's (checks, not targets: no constant was fitted to
-// them; ../shared/measurements/multigpu-published.md, copied here with their sources), and the report's
+// them; tests/data/published/multigpu_step_times.json, with their sources), and the report's
 // communication and NCCL lines.
 #include <catch2/catch.hpp>
 
@@ -24,36 +24,21 @@ double step_seconds(const std::string& args) { return plan_json(args)["time"]["s
 
 }  // namespace
 
-TEST_CASE("multi-GPU: Korthikanti et al. 2022, Table 5, within 15% where the model holds", "[cli][multigpu]") {
-  // Selene (DGX A100: NVLink3, 8 x 200 Gb/s HDR a node), fp16, seq 2048, vocabulary 51,200, tensor parallelism 8,
-  // 1F1B pipelines, micro-batch 1 (22B: 4), global batch as listed. One iteration, seconds.
-  auto args = [](int layers, int hidden, int heads, int gpus, int pp, int micro, int accum) {
-    return fmt::format("--family gpt --layers {} --hidden {} --heads {} --vocab 51200 --seq 2048 --framework megatron "
-                       "--cluster dgx-a100 --precision fp16-mixed --gpus {} --tp 8 --pp {} --micro-batch {} --grad-accum {}",
-                       layers, hidden, heads, gpus, pp, micro, accum);
-  };
-  const std::string sp = " --recompute selective --sequence-parallel", full = " --recompute full";
-  // 22B on 8 GPUs, full recomputation: 1.42 s; the tensor-parallel all-reduces are a real share of it.
-  const std::string b22 = args(48, 6144, 64, 8, 1, 4, 1);
-  CHECK(step_seconds(b22 + full) == Approx(1.42).epsilon(0.15));
-  const json j = plan_json(b22 + full);
+TEST_CASE("multi-GPU: published step times, each within its tolerance", "[cli][multigpu]") {
+  // tests/data/published/multigpu_step_times.json: Korthikanti et al. 2022's Table 5 (Selene, DGX A100: fp16, seq
+  // 2048, vocabulary 51,200, tensor parallelism 8, 1F1B pipelines) and llm.c's GPT-2 1558M on 8 H100s, each with
+  // its source; 15%, or 20% for the three documented as outside 15% (docs/accuracy.md, written from this file).
+  const json published = json::parse(slurp(fixture("published/multigpu_step_times.json")));
+  REQUIRE(published["runs"].size() == 9);
+  for (const json& run : published["runs"]) {
+    INFO(run["label"].get<std::string>());
+    const double tolerance = run["tolerance_pct"].get<double>() / 100;
+    CHECK(step_seconds(run["args"].get<std::string>()) == Approx(run["published_seconds"].get<double>()).epsilon(tolerance));
+  }
+  // 22B on 8 GPUs, full recomputation (the file's first run): the tensor-parallel all-reduces are a real share of it.
+  const json j = plan_json(published["runs"][0]["args"].get<std::string>());
   CHECK(j["time"]["communication"]["by_group"]["tensor-parallel"]["exposed_seconds"].get<double>() >
         0.1 * j["time"]["step_seconds"].get<double>());
-  // 175B on 64 GPUs (PP 8, 64 micro-batches): 18.13 s full, 13.75 s with sequence parallelism and selective.
-  CHECK(step_seconds(args(96, 12288, 96, 64, 8, 1, 64) + full) == Approx(18.13).epsilon(0.15));
-  CHECK(step_seconds(args(96, 12288, 96, 64, 8, 1, 64) + sp) == Approx(13.75).epsilon(0.15));
-  // 530B on 280 GPUs (PP 35) and 1T on 512 (PP 64), sequence parallel and selective: 37.83 s and 71.49 s.
-  CHECK(step_seconds(args(105, 20480, 128, 280, 35, 1, 280) + sp) == Approx(37.83).epsilon(0.15));
-  CHECK(step_seconds(args(128, 25600, 160, 512, 64, 1, 512) + sp) == Approx(71.49).epsilon(0.15));
-  // Not within 15% today (docs/accuracy.md): 22B sequence parallel (1.10 s, predicted 17% fast), 530B and 1T
-  // with full recomputation (49.05 s and 94.42 s, predicted 20% and 18% slow).
-}
-
-TEST_CASE("multi-GPU: llm.c's GPT-2 1558M on 8 H100s (ZeRO-1, accumulation 8), within 15%", "[cli][multigpu]") {
-  // karpathy/llm.c scripts/run_gpt2_1558M.sh: 8 x H100 80GB SXM, micro-batch 16, 1,048,576 tokens a step, 2.80 s.
-  const double step = step_seconds("--model gpt2-xl --seq 1024 --gpus 8 --framework llmc --zero 1 --micro-batch 16 "
-                                   "--grad-accum 8 --gpu h100");
-  CHECK(step == Approx(2.80).epsilon(0.15));
 }
 
 TEST_CASE("multi-GPU: the report names the cluster, the collectives and NCCL's buffers", "[cli][multigpu]") {
