@@ -12,7 +12,7 @@
 // Beyond caching_allocator's interface: each allocation carries an owner tag (the replay's slot), and state()
 // writes what decides every later event (the blocks of each segment in address order, with the tag of each
 // allocated one, and the counters), so that a replay can tell that a step starts where the previous one started
-// (allocator_trace.cpp's fixed point).
+// (replay_program.hpp's fixed point).
 #include <cstdint>
 #include <vector>
 
