@@ -1,6 +1,6 @@
 // The caching allocator at sweep speed (fast_caching_allocator.hpp): caching_allocator's rules step for step,
-// with each pool's free blocks in a sorted vector instead of a std::set (whose node per insert was a third of
-// a replay's time: docs/allocator-speed.md).
+// with each pool's free blocks in a free_list (short sorted runs) instead of a std::set (whose node per insert
+// was a third of a replay's time: docs/allocator-speed.md).
 #include "planner/allocator/fast_caching_allocator.hpp"
 
 #include <algorithm>
@@ -29,49 +29,33 @@ std::uint32_t fast_caching_allocator::new_block(const block& b) {
 
 void fast_caching_allocator::insert_free(std::uint32_t i) {
   const block& b = blocks_[i];
-  std::vector<free_entry>& list = pool(b.small);
-  const free_entry e{b.size, b.segment, i};
-  const auto less = [this](const free_entry& x, const free_entry& y) { return before(x, y); };
-  list.insert(std::upper_bound(list.begin(), list.end(), e, less), e);
+  pool(b.small).insert({b.size, b.offset, b.segment, i});
 }
 
 void fast_caching_allocator::erase_free(std::uint32_t i) {
   const block& b = blocks_[i];
-  std::vector<free_entry>& list = pool(b.small);
-  const free_entry e{b.size, b.segment, i};
-  const auto less = [this](const free_entry& x, const free_entry& y) { return before(x, y); };
-  const auto it = std::lower_bound(list.begin(), list.end(), e, less);
-  if (it != list.end() && it->index == i) list.erase(it);
+  pool(b.small).erase({b.size, b.offset, b.segment, i});
 }
 
 void fast_caching_allocator::release_cached_segments() {
   ++cache_releases_;
-  for (std::vector<free_entry>* list : {&small_free_, &large_free_}) {
-    auto kept = list->begin();
-    for (const free_entry& e : *list) {
+  for (free_list* list : {&small_free_, &large_free_})
+    list->keep_only([this](const free_list::entry& e) {
       const block& b = blocks_[e.index];
-      if (b.prev >= 0 || b.next >= 0) {  // part of a segment still in use
-        *kept++ = e;
-        continue;
-      }
+      if (b.prev >= 0 || b.next >= 0) return true;  // part of a segment still in use
       reserved_ -= b.size;
       segment_head_[b.segment] = -1;
       unused_.push_back(e.index);
-    }
-    list->erase(kept, list->end());
-  }
+      return false;
+    });
 }
 
 fast_caching_allocator::handle fast_caching_allocator::allocate(std::uint64_t bytes, std::uint32_t owner) {
   const std::uint64_t size = caching_allocator::round_size(bytes);
   const bool small = size <= small_size;
-  std::vector<free_entry>& list = pool(small);
-  const auto it = std::lower_bound(list.begin(), list.end(), size,
-                                   [](const free_entry& e, std::uint64_t s) { return e.size < s; });
   std::uint32_t index;
-  if (it != list.end()) {
-    index = it->index;
-    list.erase(it);
+  if (free_list::entry best; pool(small).take_best_fit(size, best)) {
+    index = best.index;
   } else {
     const std::uint64_t seg = caching_allocator::segment_size(size);
     auto over_capacity = [&] { return seg > capacity_ || reserved_ > capacity_ - seg; };

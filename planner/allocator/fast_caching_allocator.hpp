@@ -12,9 +12,11 @@
 // Beyond caching_allocator's interface: each allocation carries an owner tag (the replay's slot), and state()
 // writes what decides every later event (the blocks of each segment in address order, with the tag of each
 // allocated one, and the counters), so that a replay can tell that a step starts where the previous one started
-// (allocator_trace.cpp's fixed point).
+// (replay_program.hpp's fixed point).
 #include <cstdint>
 #include <vector>
+
+#include "planner/allocator/free_list.hpp"
 
 namespace trainplan {
 
@@ -47,18 +49,7 @@ class fast_caching_allocator {
     std::int32_t prev = -1, next = -1;  // neighbours in the segment (indices into blocks_)
     bool small = false, free = true;
   };
-  // Ordered by (size, segment, offset): the best fit is the first not smaller. 16 bytes, so that an insert
-  // moves little: the offset, needed only between blocks of one size in one segment, is read from the block.
-  struct free_entry {
-    std::uint64_t size;
-    std::uint32_t segment, index;
-  };
-  bool before(const free_entry& a, const free_entry& b) const {
-    if (a.size != b.size) return a.size < b.size;
-    if (a.segment != b.segment) return a.segment < b.segment;
-    return blocks_[a.index].offset < blocks_[b.index].offset;
-  }
-  std::vector<free_entry>& pool(bool small) { return small ? small_free_ : large_free_; }
+  free_list& pool(bool small) { return small ? small_free_ : large_free_; }
   std::uint32_t new_block(const block& b);
   void insert_free(std::uint32_t index);
   void erase_free(std::uint32_t index);
@@ -67,7 +58,7 @@ class fast_caching_allocator {
   std::vector<block> blocks_;
   std::vector<std::uint32_t> unused_;
   std::vector<std::int32_t> segment_head_;  // by segment: its block at offset 0 (-1 once released)
-  std::vector<free_entry> small_free_, large_free_;
+  free_list small_free_, large_free_;
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0, segment_count_ = 0;
   std::uint64_t capacity_ = ~0ull, cache_releases_ = 0;
   bool out_of_memory_ = false;

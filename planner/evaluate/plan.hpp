@@ -113,7 +113,7 @@ struct plan_reuse {
   std::optional<step_ops> micro_batch_ops;                   // the stack's micro_batch_ops
   // apply_allocator_replay's outcomes for this inventory (evaluate_point passes the reuse on). The replay's
   // schedule depends on the inventory, the facts and the run, which the reuse matches, and on the accumulation
-  // only through min(grad_accum, 3) (allocator_trace.cpp replays at most three micro-batches); its outcome,
+  // only through min(grad_accum, 3) (allocator_schedule.cpp replays at most three micro-batches); its outcome,
   // bisection included, also on the budget, the fixed overhead (the capacity), the cuBLAS workspaces and the
   // GPU's memory (expandable segments' address space). An entry with all of those equal is the same replay:
   // a sweep's accumulations 3 and up replay once.

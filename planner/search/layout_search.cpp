@@ -2,6 +2,7 @@
 #include "planner/search/layout_search.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <numeric>
 
 #include "planner/model/model_facts.hpp"
@@ -108,6 +109,8 @@ layout_search_result search_layouts(const model_spec& model, const run_config& b
   po.copy_specs = false;
   const std::uint64_t total = candidates.size();
   std::uint64_t done = 0;
+  // Failing rows whose replay was left out (their floor alone passes the budget): (index in out.failing, floor).
+  std::vector<std::pair<std::size_t, std::uint64_t>> unreplayed;
   for (run_config& r : candidates) {
     if (options.progress) options.progress(done, total);
     ++done;
@@ -121,7 +124,9 @@ layout_search_result search_layouts(const model_spec& model, const run_config& b
     try {
       plan_result p = evaluate_plan(model, r, gpu, calib, po);
       // As the search's summaries: the allocator replay where the tensors fit, the verdict on the whole GPU's replay.
-      if (p.tensor_peak_bytes + p.overhead.fixed_bytes() <= budget) confirm_with_allocator_replay(p, facts, whole_gpu);
+      const std::uint64_t floor = p.tensor_peak_bytes + p.overhead.fixed_bytes();
+      if (floor <= budget) confirm_with_allocator_replay(p, facts, whole_gpu);
+      else if (replays_allocator(r)) unreplayed.push_back({out.failing.size(), floor});
       layout_row row = row_of(p, budget);
       (row.fits ? out.fitting : out.failing).push_back(row);
     } catch (const input_error& e) {
@@ -129,6 +134,27 @@ layout_search_result search_layouts(const model_spec& model, const run_config& b
     }
   }
   if (options.progress) options.progress(total, total);
+  // The failing row shown (the least peak, the first of equals) with its peak as plan gives it: the rows that
+  // could be it replayed, in the order of their floor (a lower bound of the replay's peak: it reserves at
+  // least the tensor peak), until the floor passes the least peak known; the others keep their floor.
+  {
+    std::vector<bool> left(out.failing.size(), false);
+    for (const std::pair<std::size_t, std::uint64_t>& u : unreplayed) left[u.first] = true;
+    std::optional<std::uint64_t> best;
+    for (std::size_t k = 0; k < out.failing.size(); ++k)
+      if (!left[k] && (!best || out.failing[k].peak_bytes < *best)) best = out.failing[k].peak_bytes;
+    std::stable_sort(unreplayed.begin(), unreplayed.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    for (const auto& [at, floor] : unreplayed) {
+      if (best && floor > *best) break;
+      plan_result p = evaluate_plan(model, out.failing[at].run, gpu, calib, po);  // evaluated once already
+      apply_allocator_replay(p, facts, whole_gpu);
+      out.failing[at] = row_of(p, budget);
+      left[at] = false;
+      if (!best || out.failing[at].peak_bytes < *best) best = out.failing[at].peak_bytes;
+    }
+    for (const std::pair<std::size_t, std::uint64_t>& u : unreplayed)
+      if (left[u.first]) out.failing[u.first].peak_bytes = u.second;
+  }
   std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const layout_row& a, const layout_row& b) {
     if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
     return a.peak_bytes < b.peak_bytes;

@@ -87,7 +87,8 @@ class max_searcher {
   // Its peak as plan gives it.
   max_peak peak_at(const sweep_model& m, const run_config& c) const {
     std::string why;
-    const std::optional<config_summary> s = summarize_config(m, q_.gpu, c, q_.margin, &why);
+    // (replayed whatever the floor: a value beyond the budget shows its replay's peak too, as plan does)
+    const std::optional<config_summary> s = summarize_config(m, q_.gpu, c, q_.margin, &why, replay_when::always);
     if (!s) throw input_error(why);
     return {s->peak_bytes, s->budget_bytes};
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
@@ -42,6 +43,7 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
     if (replay == replay_when::always) apply_allocator_replay(p, model.facts, whole_gpu);
     else if (replay == replay_when::tensors_fit && floor <= budget) confirm_with_allocator_replay(p, model.facts, whole_gpu);
     config_summary s;
+    s.peak_is_floor = replay == replay_when::tensors_fit && floor > budget && replays_allocator(run);
     s.model = &model;
     s.gpu = &gpu;
     s.run = run;
@@ -114,6 +116,54 @@ void widen_by_levers(sweep_space& space, unsigned levers, const lever_reach& rea
   space.size();  // rejects a widened space beyond 2^64 configurations, with its message
 }
 
+namespace {
+
+// A failing row's peak as plan gives it: the summary again with the replay (and the bisection for the least
+// memory it completes in). The verdict stays: its floor alone passes the budget.
+void replay_peak(config_summary& s, double margin) {
+  if (!s.peak_is_floor) return;
+  if (std::optional<config_summary> r = summarize_config(*s.model, *s.gpu, s.run, margin, nullptr, replay_when::always)) s = *r;
+}
+
+// Replays, among `rows`, every one whose peak could give the least `key` (ties to the first in `rows`' order, as
+// min_element and list_search take it): in the order of the key of its floor, a lower bound of its peak's (the
+// replay reserves at least the tensor peak: planner/evaluate/plan.cpp), until that bound passes the least key
+// known. Exact: no row left out can have a smaller or equal key.
+template <class key_fn>
+void replay_least(std::vector<config_summary*> rows, double margin, key_fn key) {
+  const auto bound = [&key](const config_summary& s) {
+    config_summary at_floor = s;
+    at_floor.peak_bytes = s.floor_bytes;
+    return key(at_floor);
+  };
+  bool known = false;
+  decltype(key(*rows.front())) best{};
+  for (const config_summary* r : rows)
+    if (!r->peak_is_floor && (!known || key(*r) < best)) best = key(*r), known = true;
+  std::stable_sort(rows.begin(), rows.end(), [&bound](const config_summary* a, const config_summary* b) { return bound(*a) < bound(*b); });
+  for (config_summary* r : rows) {
+    if (!r->peak_is_floor) continue;
+    if (known && bound(*r) > best) break;
+    replay_peak(*r, margin);
+    if (!known || key(*r) < best) best = key(*r), known = true;
+  }
+}
+
+// The failing rows' peaks the listing shows, replayed (search_result::failing); the others' left at the floor.
+void replay_shown_failing(std::vector<config_summary>& failing, double margin) {
+  if (failing.empty()) return;
+  std::map<tensor_category, std::vector<config_summary*>> by_component;  // list_search's smallest per component
+  std::vector<config_summary*> all;
+  for (config_summary& s : failing) by_component[s.largest].push_back(&s), all.push_back(&s);
+  for (auto& [component, rows] : by_component) replay_least(rows, margin, [](const config_summary& s) { return s.peak_bytes; });
+  // ways_out_of_closest's: the least peak relative to its budget
+  replay_least(all, margin, [](const config_summary& s) { return static_cast<double>(s.peak_bytes) / s.budget_bytes; });
+  for (config_summary& s : failing)
+    if (s.peak_is_floor) s.peak_bytes = s.floor_bytes;
+}
+
+}  // namespace
+
 bool dominates(const config_summary& a, const config_summary& b) {
   const bool no_worse = a.peak_bytes <= b.peak_bytes && a.tokens_per_second >= b.tokens_per_second;
   const bool better = a.peak_bytes < b.peak_bytes || a.tokens_per_second > b.tokens_per_second;
@@ -145,6 +195,7 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     } else if (s->fits) out.fitting.push_back(*s);
     else out.failing.push_back(*s);
   }
+  replay_shown_failing(out.failing, margin);
   std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {
     if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
     // Equal speed (with flash attention, selective recomputation changes nothing): prefer less

@@ -25,6 +25,10 @@ struct config_summary {
   // allocator replay (replays_allocator), which depends on exact sizes, it grows with the micro-batch and the
   // sequence.
   std::uint64_t floor_bytes = 0;
+  // Where the allocator is replayed (replays_allocator) but the replay was left out because the floor alone
+  // passes the budget (replay_when::tensors_fit): the verdict is known (it does not fit), the peak is not plan's
+  // yet. search_configs replays the rows whose peak it shows and leaves the others' peak at floor_bytes.
+  bool peak_is_floor = false;
   double tokens_per_second = 0, mfu = 0, step_seconds = 0;
   std::uint64_t category_bytes[tensor_category_count] = {};
   std::uint64_t overhead_bytes = 0;
@@ -55,7 +59,10 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
 struct search_result {
   std::vector<config_summary> fitting;  // best first: tokens/s, less recomputation, larger micro-batch, lower peak
   std::vector<config_summary> pareto;   // fitting runs no other beats on both peak and tokens/s, by peak
-  std::vector<config_summary> failing;  // over the budget
+  // Over the budget. Each peak the listing shows is plan's (the least memory the allocator replay completes in,
+  // where it is replayed): each component's smallest (list_search) and the closest to its budget
+  // (ways_out_of_closest); a row whose peak could not be any of those keeps its floor (peak_is_floor).
+  std::vector<config_summary> failing;
   std::uint64_t evaluated = 0, unreachable = 0, invalid = 0;  // unreachable: the target batch cannot be split
   std::string first_invalid_reason;     // why the first invalid configuration cannot run
 };

@@ -95,7 +95,7 @@ void add_deepspeed_state(inventory& out, const model_spec& m, const run_config& 
       inv.per_layer(t);
       t.intervals[0] = {bwd0, -1, 0, 0};
       // Each names the parameters it stands for (param_scope), as PyTorch's .grad of each does: the op-by-op
-      // backward allocates them part by part (planner/allocator/allocator_trace.cpp).
+      // backward allocates them part by part (planner/allocator/allocator_schedule.cpp).
       auto grad = [&](std::string_view name, std::uint64_t elements, event_kind from, std::int64_t layer, param_scope scope) {
         if (elements == 0) return;
         tensor_spec& g = inv.model_state(name, elements, grads, tensor_category::gradients,

@@ -5,7 +5,7 @@
 // rows and its kernels, are the op lists of planner/profiles/hf/hf_layer_ops.cpp, the one file that includes
 // this: walking a family's list gives the layer's buffers in the order the forward creates them (a backward
 // working buffer beside what its backward reads), the order in which the allocator replay
-// (planner/allocator/allocator_trace.cpp) allocates and frees within an event. A table may serve both
+// (planner/allocator/allocator_schedule.cpp) allocates and frees within an event. A table may serve both
 // families (GPT-2's and the Llama family's rows are told apart by their conditions).
 //
 // Sources: the saved-tensor inventories (op, saved name, dtype, shape), and the modeling code they come from:

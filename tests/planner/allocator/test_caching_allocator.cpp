@@ -71,7 +71,7 @@ TEST_CASE("freed neighbours merge, and segments are never given back", "[allocat
   CHECK(a.peak_allocated_bytes() == 100 * MiB);
 }
 
-// ---- the replay's order within an event (planner/allocator/allocator_trace.cpp) --------------------------------------
+// ---- the replay's order within an event (planner/allocator/allocator_schedule.cpp) --------------------------------------
 // One-layer (or two-layer) inventories by hand: events fwd_embed 0, fwd_layer i: 1+i, fwd_head L+1, loss L+2,
 // bwd_head L+3, bwd_layer i: L+4+(L-1-i), bwd_embed 2L+4.
 

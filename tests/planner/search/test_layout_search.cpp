@@ -73,3 +73,31 @@ TEST_CASE("layout search: a target the batch cannot reach exactly is unreachable
   CHECK(r.evaluated == 0);
   CHECK(r.unreachable > 0);
 }
+
+TEST_CASE("layout search: the failing row it shows first has the fit check's peak, the least of all", "[search][layouts]") {
+  // A stack whose allocator is replayed, on layouts whose tensors alone pass the budget at larger micro-batches:
+  // their replay is left out unless one could be the least (layout_search.cpp). By brute force: every failing
+  // row's run through the fit check.
+  const model_spec& m = test::data().model("tinyllama-1.1b").spec;
+  const gpu_spec& h100 = test::data().gpu("h100");
+  run_config base;
+  base.profile = &default_cli_profile();
+  base.precision = precision_regime::amp_bf16;
+  base.seq = 4096;
+  base.gpus = 2;
+  REQUIRE(replays_allocator(base));
+  layout_search_options o;
+  o.target_tokens_per_step = 1u << 20;
+  o.stacks = {base.profile};
+  const layout_search_result r = search_layouts(m, base, h100, test::data().calibration_for(h100), o);
+  INFO(r.evaluated << " evaluated, " << r.fitting.size() << " fit, " << r.invalid << " invalid: " << r.first_invalid_reason);
+  REQUIRE(r.failing.size() >= 2);
+  std::uint64_t least = ~0ull;
+  for (const layout_row& row : r.failing) {
+    const plan_result p = evaluate_plan(m, row.run, h100, test::data().calibration_for(h100));
+    CHECK(row.peak_bytes <= p.peak_bytes);  // the peak, or a floor below it
+    least = std::min(least, p.peak_bytes);
+  }
+  CHECK(r.failing.front().peak_bytes == least);
+  CHECK(evaluate_plan(m, r.failing.front().run, h100, test::data().calibration_for(h100)).peak_bytes == r.failing.front().peak_bytes);
+}

@@ -1,11 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 
 #include "planner/model/model_facts.hpp"
 #include "planner/util/input_error.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/search/max_fit.hpp"
 #include "planner/search/search.hpp"
+#include "planner/search/search_listing.hpp"
 #include "planner/search/sweep.hpp"
 #include "planner/util/sweep_axis.hpp"
 #include "tests/support/test_helpers.hpp"
@@ -323,4 +326,55 @@ TEST_CASE("largest_proper_divisors: the largest smaller divisors, found in a mil
   CHECK(largest_proper_divisors(1ull << 40, 3) == std::vector<std::uint64_t>{1ull << 39, 1ull << 38, 1ull << 37});
   // A prime near 2^61 (2^61 - 1): trial division stops at 2^20, and 1 is still offered.
   CHECK(largest_proper_divisors((1ull << 61) - 1, 6) == std::vector<std::uint64_t>{1});
+}
+
+TEST_CASE("search: each failing peak it lists is the fit check's, as if every failing run were replayed", "[search]") {
+  // gpt2 at seq 1024 with micro-batches up to 256: many runs whose tensors alone pass the budget, their replay
+  // left out until listed (search_result::failing). By brute force: every failing run replayed as plan does.
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  const gpu_spec& h100 = data().gpu("h100");
+  s.gpus.push_back({h100, data().calibration_for(h100)});
+  s.base.profile = &default_cli_profile();  // a stack whose allocator is replayed
+  REQUIRE(replays_allocator(s.base));
+  s.seqs = {1024};
+  s.micro_batches = {8, 16, 32, 64, 128, 256, 512, 1024};
+  s.precisions = {precision_regime::amp_bf16, precision_regime::fp32, precision_regime::bf16};
+  s.recomputes = {recompute_mode::none, recompute_mode::full};
+  s.expandable_segments = {false, true};
+  const double margin = 0.05;
+  const search_result r = search_configs(s, 1u << 20, margin);
+  INFO(r.evaluated << " evaluated, " << r.fitting.size() << " fit, " << r.invalid << " invalid: " << r.first_invalid_reason);
+  REQUIRE(r.failing.size() >= 10);
+  std::uint64_t left_at_floor = 0;
+  std::map<tensor_category, std::uint64_t> least;  // by largest component: the least replayed peak
+  double least_ratio = 2e300;
+  for (const config_summary& f : r.failing) {
+    const std::optional<config_summary> full = summarize_config(*f.model, *f.gpu, f.run, margin, nullptr, replay_when::always);
+    REQUIRE(full);
+    CHECK_FALSE(full->fits);
+    CHECK(f.peak_bytes <= full->peak_bytes);  // the peak, or its floor
+    if (f.peak_is_floor) ++left_at_floor;
+    else CHECK(f.peak_bytes == full->peak_bytes);
+    auto [it, added] = least.insert({full->largest, full->peak_bytes});
+    if (!added) it->second = std::min(it->second, full->peak_bytes);
+    least_ratio = std::min(least_ratio, static_cast<double>(full->peak_bytes) / full->budget_bytes);
+  }
+  CHECK(left_at_floor > 0);  // the shortcut was taken
+  const search_listing listing = list_search(r, 3, nullptr);
+  REQUIRE(listing.failing.size() == least.size());
+  for (const failing_component& c : listing.failing) {
+    INFO(c.component);
+    REQUIRE(c.closest);
+    CHECK_FALSE(c.closest->peak_is_floor);
+    CHECK(c.closest->peak_bytes == least.at(c.closest->largest));
+    // and the fit check's peak of that run, on the whole GPU
+    CHECK(evaluate_plan(m, c.closest->run, h100, data().calibration_for(h100)).peak_bytes == c.closest->peak_bytes);
+  }
+  const config_summary& closest = *std::min_element(r.failing.begin(), r.failing.end(), [](const config_summary& a, const config_summary& b) {
+    return static_cast<double>(a.peak_bytes) / a.budget_bytes < static_cast<double>(b.peak_bytes) / b.budget_bytes;
+  });
+  CHECK_FALSE(closest.peak_is_floor);
+  CHECK(static_cast<double>(closest.peak_bytes) / closest.budget_bytes == least_ratio);
 }

@@ -1,218 +1,75 @@
-// The allocator replay (allocator_trace.hpp): an inventory turned into the allocations and frees of a few
-// steps (model state split into PyTorch's per-parameter tensors, optimizer states made parameter by parameter,
-// backward programs in program order), replayed through the default or the expandable-segments allocator.
-#include "planner/allocator/allocator_trace.hpp"
-
-#include <fmt/format.h>
-
+// An inventory turned into the allocations and frees of a few training steps, in program order
+// (allocator_trace.hpp: schedule_allocations), for the replay (replay_program.hpp) and the reference replay.
 #include <algorithm>
+#include <array>
 #include <limits>
-#include <stdexcept>
 
-#include "planner/model/model_facts.hpp"
-#include "planner/allocator/caching_allocator.hpp"
-#include "planner/util/checked_math.hpp"
-#include "planner/allocator/expandable_allocator.hpp"
-#include "planner/run/lora.hpp"
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/backward_program_steps.hpp"
+#include "planner/allocator/tensor_pieces.hpp"
 
 namespace trainplan {
 namespace {
-
-// The parameter tensors a model-state buffer stands for (its scope), when its bytes are exactly theirs in its
-// dtype; otherwise (sharded, quantized) it stays one allocation.
-// A per-layer buffer stands for the tensors of the layers it covers (DeepSeek-V3's dense first layers hold
-// other MLP tensors than its MoE layers).
-// With `names`, each allocation's parameter tensor too (for the parameter scopes; left empty for the others).
-std::vector<std::uint64_t> split_by_parameters(const tensor_spec& t, const model_facts& facts, const inventory& inv,
-                                               std::vector<std::string_view>* names = nullptr) {
-  const std::uint64_t width = dtype_bytes(t.type);
-  if (t.allocations > 1 && t.scope == param_scope::none && t.bytes % t.allocations == 0)
-    return std::vector<std::uint64_t>(t.allocations, t.bytes / t.allocations);  // peft's per-module copies
-  std::vector<std::uint64_t> sizes;
-  // One parameter's tensors: Llama's q, k and v (weights, and Qwen2's biases) are separate PyTorch tensors
-  // where the planner's list holds them as one (model_facts::qkv_pieces).
-  auto push = [&](const param_tensor& p) {
-    const std::vector<std::uint64_t>* pieces = p.role == param_role::layer_qkv_weight ? &facts.qkv_pieces
-                                               : p.role == param_role::layer_qkv_bias ? &facts.qkv_bias_pieces
-                                                                                  : nullptr;
-    if (pieces && !pieces->empty())
-      for (std::uint64_t e : *pieces) sizes.push_back(e * width);
-    else
-      sizes.push_back(p.count * width);
-    if (names) names->resize(sizes.size(), p.name);
-  };
-  auto take = [&](auto keep, std::uint64_t copies) {
-    for (const param_tensor& p : facts.tensors)
-      if (keep(p))
-        for (std::uint64_t c = 0; c < copies; ++c) push(p);
-  };
-  auto in_range = [&](const param_tensor& p) { return facts.layers.holds(p, t.layer_begin, t.layer_end); };
-  switch (t.scope) {
-    case param_scope::none: break;
-    case param_scope::all:
-      // In PyTorch's order (model.parameters()): the tensors before the layers, then layer by layer, then
-      // those after (the planner lists a layer's tensors once).
-      for (std::size_t i = 0; i < facts.tensors.size();) {
-        if (!facts.tensors[i].per_layer) {
-          push(facts.tensors[i++]);
-          continue;
-        }
-        std::size_t end = i;
-        while (end < facts.tensors.size() && facts.tensors[end].per_layer) ++end;
-        for (std::uint64_t layer = 0; layer < facts.layers.all; ++layer)
-          for (std::size_t k = i; k < end; ++k)
-            if (facts.layers.holds(facts.tensors[k], layer, layer + 1)) push(facts.tensors[k]);
-        i = end;
-      }
-      break;
-    case param_scope::layer: take([&](const param_tensor& p) { return p.per_layer && in_range(p); }, 1); break;
-    case param_scope::layer_matmul: take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p); }, 1); break;
-    case param_scope::layer_matmul_qkv:
-    case param_scope::layer_matmul_after_qkv: {
-      const bool qkv = t.scope == param_scope::layer_matmul_qkv;
-      take([&](const param_tensor& p) { return p.per_layer && p.matmul && in_range(p) && (p.role == param_role::layer_qkv_weight) == qkv; }, 1);
-      break;
-    }
-    case param_scope::head: {
-      const bool tied = std::none_of(facts.tensors.begin(), facts.tensors.end(),
-                                     [](const param_tensor& p) { return p.role == param_role::head; });
-      take([tied](const param_tensor& p) {
-        return p.role == param_role::final_norm || p.role == param_role::head || (tied && p.embedding());
-      }, 1);
-      break;
-    }
-    case param_scope::embedding: take([](const param_tensor& p) { return p.embedding(); }, 1); break;
-    case param_scope::adapters:  // every layer's lora_A and lora_B of each adapted module, in model order
-      for (std::uint64_t layer = 0; layer < inv.layers; ++layer)
-        for (std::uint64_t elements : inv.adapter_layer_tensors) sizes.push_back(elements * width);
-      break;
-    case param_scope::layer_adapters:
-      for (std::uint64_t elements : inv.adapter_layer_tensors) sizes.push_back(elements * width);
-      break;
-    case param_scope::layer_adapters_qkv_a:  // lora_A of each q, k, v module: tensors 0, 2, ... of the layer's list
-    case param_scope::layer_adapters_rest:
-      for (std::size_t i = 0; i < inv.adapter_layer_tensors.size(); ++i) {
-        const bool qkv_a = lora_is_qkv_a(i, inv.adapter_qkv_modules);
-        if (qkv_a == (t.scope == param_scope::layer_adapters_qkv_a)) sizes.push_back(inv.adapter_layer_tensors[i] * width);
-      }
-      break;
-  }
-  std::uint64_t sum = 0;
-  for (std::uint64_t s : sizes) sum += s;
-  const bool split = !sizes.empty() && sum == t.bytes;
-  if (names && (!split || names->size() != sizes.size())) names->clear();  // one allocation, or no parameters
-  return split ? sizes : std::vector<std::uint64_t>{t.bytes};
-}
-
-// torch.optim's _init_group creates one parameter's states together (AdamW: exp_avg, then exp_avg_sq) before
-// the next parameter's, at the first optimizer step: GPT-2's recorded allocator history shows the pairs, in
-// module order. The inventory lists each state as one buffer over every parameter; here the first state's
-// instance makes all their per-parameter allocations, parameter by parameter, and the others make none (their
-// lifetime is the same: from the first step on, never freed). States that are one allocation (sharded, or a
-// non-PyTorch layout) are left as they are.
-void interleave_optimizer_states(allocator_schedule& schedule, const inventory& inv) {
-  std::vector<std::uint32_t> group;
-  for (std::uint32_t i = 0; i < inv.tensors.size(); ++i) {
-    const tensor_spec& t = inv.tensors[i];
-    if (t.role == tensor_role::optimizer_state && t.lifetime == state_lifetime::from_first_optimizer &&
-        schedule.sizes[i].size() > 1 && (group.empty() || schedule.sizes[i].size() == schedule.sizes[group[0]].size()))
-      group.push_back(i);
-  }
-  if (group.size() < 2) return;
-  const std::size_t n = schedule.sizes[group[0]].size();
-  std::vector<std::uint64_t> together;
-  together.reserve(n * group.size());
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::uint32_t i : group) together.push_back(schedule.sizes[i][p]);
-  schedule.sizes[group[0]] = std::move(together);
-  for (std::size_t k = 1; k < group.size(); ++k) schedule.sizes[group[k]].assign(1, 0);  // a zero-byte request: none
-}
-
-// A backward event's steps (inventory::backward_programs) against this inventory: for each buffer the step that
-// allocates it and the one that frees it (-1: none), and the steps that allocate one parameter's piece of a
-// split gradient buffer. Step k's place in the event is position(k) (two apart, so that an operation can go just
-// before a step: AccumulateGrad's incoming gradients, below).
-struct resolved_program {
-  std::uint64_t count = 0;         // 0: the event is not written op by op
-  std::uint64_t recompute_at = 0;  // the steps before it come before the recomputation
-  std::vector<std::int32_t> alloc_at, free_at;
-  struct piece_step {
-    std::uint32_t tensor;
-    std::int32_t piece, step;
-    // The step that allocates the next buffer after this one: in a micro-batch after the first, the piece is an
-    // incoming gradient AccumulateGrad adds into the .grad and drops before the engine runs on (count: none).
-    std::int32_t next_alloc;
-    bool vocabulary_table;  // the tied token table's: its later contributions are buffers of their own
-  };
-  std::vector<piece_step> pieces;
-};
-
-// A step whose condition applies (backward_step::applies) must name a buffer the inventory holds, and a part one
-// of the parameters that buffer stands for: a program that names what is not there is a mistake in the program,
-// never something to skip.
-resolved_program resolve_program(const backward_program& program, const inventory& inv, const model_facts& facts,
-                                 std::vector<std::vector<std::uint64_t>>& sizes, std::vector<std::vector<bool>>& placed) {
-  resolved_program r;
-  if (program.count == 0) return r;
-  r.count = program.count;
-  r.recompute_at = program.count;
-  r.alloc_at.assign(inv.tensors.size(), -1);
-  r.free_at.assign(inv.tensors.size(), -1);
-  const std::size_t first_piece = r.pieces.size();
-  for (std::size_t k = 0; k < program.count; ++k) {
-    const backward_step& st = program.steps[k];
-    if (!st.applies(program.holds)) continue;
-    const std::int32_t step = static_cast<std::int32_t>(k);
-    if (st.kind == backward_step::recompute) {
-      r.recompute_at = std::min<std::uint64_t>(r.recompute_at, k);
-      continue;
-    }
-    bool found = false;
-    for (std::uint32_t i = 0; i < inv.tensors.size(); ++i) {
-      const tensor_spec& t = inv.tensors[i];
-      if (t.name != st.tensor || !t.replayed) continue;
-      if (st.kind == backward_step::free) {
-        r.free_at[i] = step;
-        found = true;
-      } else if (st.part.empty()) {
-        r.alloc_at[i] = step;
-        found = true;
-      } else {
-        std::vector<std::string_view> names;
-        std::vector<std::uint64_t> split = split_by_parameters(t, facts, inv, &names);
-        const auto at = std::find(names.begin(), names.end(), st.part);
-        if (at == names.end()) continue;
-        found = true;
-        if (sizes[i].empty()) sizes[i] = std::move(split);
-        placed[i].resize(sizes[i].size());
-        const std::int32_t piece = static_cast<std::int32_t>(at - names.begin());
-        placed[i][static_cast<std::size_t>(piece)] = true;
-        const bool table = std::any_of(facts.tensors.begin(), facts.tensors.end(), [&](const param_tensor& p) {
-          return p.name == st.part && p.vocabulary_table();
-        });
-        r.pieces.push_back({i, piece, step, -1, table});
-      }
-    }
-    if (!found)
-      throw std::logic_error(fmt::format("backward program step {} ({} {}{}{}) names no buffer of the inventory", k,
-                                         st.kind == backward_step::free ? "free" : "alloc", st.tensor,
-                                         st.part.empty() ? "" : " part ", st.part));
-  }
-  for (std::size_t p = first_piece; p < r.pieces.size(); ++p) {
-    resolved_program::piece_step& ps = r.pieces[p];
-    for (std::size_t k = static_cast<std::size_t>(ps.step) + 1; k < program.count && ps.next_alloc < 0; ++k) {
-      const backward_step& st = program.steps[k];
-      if (st.applies(program.holds) && st.kind == backward_step::alloc) ps.next_alloc = static_cast<std::int32_t>(k);
-    }
-  }
-  return r;
-}
 
 struct instance {
   std::uint64_t begin, end;  // global times: allocated at begin, freed after end (end = max: never)
   std::uint32_t tensor, interval;
   std::uint64_t layer;
 };
+
+// An allocation or free of an instance, at a time (an event of the run) and a place within it (`sub`).
+struct op {
+  std::uint64_t time, sub;
+  std::uint32_t kind;  // 0 allocate, 1 free
+  std::uint64_t index;
+  std::int32_t piece = -1;
+};
+
+bool op_before(const op& a, const op& b) {
+  if (a.time != b.time) return a.time < b.time;
+  if (a.sub != b.sub) return a.sub < b.sub;
+  if (a.kind != b.kind) return a.kind < b.kind;
+  return a.index < b.index;
+}
+
+// The operations in op_before's order (a total order: no two operations of a schedule share time, place, kind
+// and instance). A counting sort by time (a few hundred to a few thousand events), then each event's
+// operations, a few dozen, by one word packing (sub, kind, index): the same order as a comparison sort of the
+// whole, several times faster (its four-field comparisons were a fifth of a search's time:
+// docs/allocator-speed.md). A place or an instance too large to pack falls back to the comparison sort.
+void sort_operations(std::vector<op>& ops) {
+  std::uint64_t last_time = 0;
+  bool packable = true;
+  for (const op& o : ops) {
+    last_time = std::max(last_time, o.time);
+    packable = packable && o.sub < (1ull << 32) && o.index < (1ull << 31) && o.kind <= 1;
+  }
+  if (!packable || ops.size() >= (1ull << 32) || last_time > 4 * ops.size() + 1024) {
+    std::sort(ops.begin(), ops.end(), op_before);
+    return;
+  }
+  std::vector<std::size_t> first(last_time + 2, 0);  // by time: where its operations start
+  for (const op& o : ops) ++first[o.time + 1];
+  for (std::size_t t = 1; t < first.size(); ++t) first[t] += first[t - 1];
+  struct keyed {
+    std::uint64_t key;
+    std::uint32_t at;  // the operation's place in `ops`
+  };
+  std::vector<keyed> order(ops.size());
+  std::vector<std::size_t> next(first.begin(), first.end() - 1);
+  for (std::size_t k = 0; k < ops.size(); ++k) {
+    const op& o = ops[k];
+    order[next[o.time]++] = {o.sub << 32 | std::uint64_t{o.kind} << 31 | o.index, static_cast<std::uint32_t>(k)};
+  }
+  for (std::size_t t = 0; t + 1 < first.size(); ++t)
+    if (first[t + 1] - first[t] > 1)
+      std::sort(order.begin() + static_cast<std::ptrdiff_t>(first[t]), order.begin() + static_cast<std::ptrdiff_t>(first[t + 1]),
+                [](const keyed& a, const keyed& b) { return a.key < b.key; });
+  std::vector<op> sorted;
+  sorted.reserve(ops.size());
+  for (const keyed& k : order) sorted.push_back(ops[k.at]);
+  ops = std::move(sorted);
+}
 
 }  // namespace
 
@@ -335,12 +192,6 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   //   - A backward event written op by op (inventory::backward_programs): its steps in order. Those before the
   //     recomputation come first, then the recomputation as above, then the rest; what no step names is freed
   //     at the event's end.
-  struct op {
-    std::uint64_t time, sub;
-    std::uint32_t kind;  // 0 allocate, 1 free
-    std::uint64_t index;
-    std::int32_t piece = -1;
-  };
   const std::uint64_t P = inv.tensors.size();
   const std::uint64_t event_end = 4 * P + 4;
   std::vector<std::vector<std::uint64_t>> sizes(inv.tensors.size());
@@ -468,12 +319,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
             ops.push_back({time, free_sub, 1, n});
           }
     }
-  std::sort(ops.begin(), ops.end(), [](const op& a, const op& b) {
-    if (a.time != b.time) return a.time < b.time;
-    if (a.sub != b.sub) return a.sub < b.sub;
-    if (a.kind != b.kind) return a.kind < b.kind;
-    return a.index < b.index;
-  });
+  sort_operations(ops);
 
   allocator_schedule schedule;
   schedule.inv = &inv;
@@ -505,108 +351,6 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     schedule.step_ops[static_cast<std::size_t>(step)] = i;
   }
   return schedule;
-}
-
-namespace {
-
-// One replay through either simulated allocator (they share the interface).
-template <class allocator>
-allocator_replay replay_through(allocator alloc, const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
-                                std::uint64_t capacity_bytes, bool stop_at_out_of_memory,
-                                std::vector<allocator_event_state>* events) {
-  std::uint64_t replayed = 0;
-  auto record = [&] {
-    ++replayed;
-    if (events) events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
-  };
-  // The workspaces take part (the capacity holds them too); the peaks are reported without them.
-  const std::uint64_t workspaces_bytes = 2 * schedule.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
-  alloc.set_capacity(capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : capacity_bytes + workspaces_bytes);
-  allocator_replay result;
-  std::uint64_t workspaces_made = 0;
-  std::size_t workspaces_count = 0;
-  auto make_kept = [&](std::uint64_t bytes, std::string_view what) {
-    const std::uint64_t before = alloc.reserved_bytes();
-    const bool failed_before = alloc.out_of_memory();
-    alloc.allocate(bytes);
-    record();
-    if (alloc.out_of_memory() && !failed_before) {
-      result.failed_tensor = what;
-      result.failed_step = 0;
-    }
-    if (growth && alloc.reserved_bytes() > before)
-      growth->push_back({what, alloc.reserved_bytes(), 0, alloc.reserved_bytes() - before, caching_allocator::small_pool(bytes)});
-  };
-  auto make_workspace = [&] {
-    make_kept(schedule.workspace_bytes, "cuBLAS workspace");
-    workspaces_made += schedule.workspace_bytes;
-    // The same thread's cuBLASLt workspace, where it runs a GEMM with a bias.
-    if (workspaces_count < 2 && schedule.lt_after[workspaces_count] && schedule.lt_workspace_bytes > 0)
-      make_kept(schedule.lt_workspace_bytes, "cuBLASLt workspace");
-    ++workspaces_count;
-  };
-  std::vector<std::vector<typename allocator::handle>> handles(schedule.instances);
-  for (std::size_t n = 0; n < schedule.ops.size(); ++n) {
-    if (schedule.workspace_bytes > 0 && (n == schedule.workspace_ops[0] || n == schedule.workspace_ops[1])) {
-      if (schedule.workspace_ops[0] == schedule.workspace_ops[1]) make_workspace();  // an empty forward: both here
-      make_workspace();
-      if (stop_at_out_of_memory && alloc.out_of_memory()) break;
-    }
-    const allocator_schedule::op& o = schedule.ops[n];
-    std::vector<typename allocator::handle>& held = handles[o.instance];
-    if (o.free) {
-      for (typename allocator::handle h : held) alloc.free(h), record();
-      held.clear();
-      continue;
-    }
-    const std::vector<std::uint64_t>& sizes = schedule.sizes[o.tensor];
-    const std::vector<bool>& placed = schedule.placed[o.tensor];
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const std::uint64_t bytes = sizes[k];
-      const bool placed_apart = k < placed.size() && placed[k];  // allocated by a backward step of its own
-      if (bytes == 0 || (o.piece >= 0 ? k != static_cast<std::size_t>(o.piece) : placed_apart)) continue;
-      const std::uint64_t before = alloc.reserved_bytes();
-      const bool failed_before = alloc.out_of_memory();
-      held.push_back(alloc.allocate(bytes));
-      record();
-      if (alloc.out_of_memory() && !failed_before) {
-        result.failed_tensor = schedule.inv->tensors[o.tensor].name;
-        result.failed_step = o.step;
-        if (stop_at_out_of_memory) break;
-      }
-      if (growth && alloc.reserved_bytes() > before)
-        growth->push_back({schedule.inv->tensors[o.tensor].name, alloc.reserved_bytes(), o.step,
-                           alloc.reserved_bytes() - before, caching_allocator::small_pool(bytes)});
-    }
-    if (stop_at_out_of_memory && alloc.out_of_memory()) break;
-  }
-  if (schedule.workspace_bytes > 0 && schedule.workspace_ops[1] >= schedule.ops.size() && !(stop_at_out_of_memory && alloc.out_of_memory()))
-    while (workspaces_made < workspaces_bytes) make_workspace();  // the schedule ended before them
-  // Without the workspaces (never freed, so in both peaks once made; at least zero regardless).
-  result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
-  result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);
-  result.out_of_memory = alloc.out_of_memory();
-  result.cache_releases = alloc.cache_releases();
-  result.segments_made = alloc.segments();
-  result.events_replayed = replayed;
-  return result;
-}
-
-}  // namespace
-
-allocator_replay replay_schedule_reference(const allocator_schedule& schedule, std::vector<allocator_growth>* growth,
-                                           std::uint64_t capacity_bytes, bool stop_at_out_of_memory,
-                                           std::vector<allocator_event_state>* events) {
-  if (schedule.expandable_segments)
-    return replay_through(expandable_allocator(schedule.gpu_total_bytes), schedule, growth, capacity_bytes,
-                          stop_at_out_of_memory, events);
-  return replay_through(caching_allocator(), schedule, growth, capacity_bytes, stop_at_out_of_memory, events);
-}
-
-
-allocator_replay replay_allocator(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
-                                  std::vector<allocator_growth>* growth, std::uint64_t capacity_bytes) {
-  return replay_schedule(schedule_allocations(inv, facts, grad_accum, steps), growth, capacity_bytes);
 }
 
 }  // namespace trainplan
