@@ -15,6 +15,11 @@ constexpr named<optimizer_kind> optimizer_names[] = {
     {optimizer_kind::adamw, "adamw"},         {optimizer_kind::sgd, "sgd"},
     {optimizer_kind::sgd_momentum, "sgd-momentum"}, {optimizer_kind::adafactor, "adafactor"},
     {optimizer_kind::adamw_8bit, "adamw-8bit"}, {optimizer_kind::lion, "lion"},
+    // The names users know from elsewhere (the first name of a kind is the one printed): bitsandbytes' class
+    // AdamW8bit, and transformers' TrainingArguments optim values "adamw_torch" and "adamw_bnb_8bit"
+    // (transformers/training_args.py, OptimizerNames).
+    {optimizer_kind::adamw, "adamw_torch"},    {optimizer_kind::adamw_8bit, "adamw8bit"},
+    {optimizer_kind::adamw_8bit, "adamw_8bit"}, {optimizer_kind::adamw_8bit, "adamw_bnb_8bit"},
 };
 constexpr named<optimizer_impl_kind> optimizer_impl_names[] = {
     {optimizer_impl_kind::foreach_impl, "foreach"},

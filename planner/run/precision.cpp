@@ -26,6 +26,11 @@ constexpr named<grad_dtype_choice> grad_dtype_names[] = {
 std::string_view precision_name(precision_regime p) { return name_of(regime_names, p); }
 
 precision_regime parse_precision(std::string_view text) {
+  // "fp16" alone names two regimes, and neither is the default of every stack: said, not guessed.
+  if (same_name(text, "fp16"))
+    throw input_error("--precision: 'fp16' is one of two regimes here: 'amp-fp16' (autocast over fp32 weights with a "
+                      "GradScaler, Hugging Face's --fp16) or 'fp16-mixed' (fp16 weights and an fp32 master copy, as "
+                      "Megatron and DeepSpeed run fp16)");
   return parse_named(regime_names, text, "--precision", "regime");
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <nlohmann/json.hpp>
 
 #include "tests/cli/expect_refused.hpp"
 #include "tests/cli/run_plan.hpp"
@@ -229,4 +230,23 @@ TEST_CASE("absurd cluster sizes, LoRA ranks and sequence lengths in scientific n
     CHECK(one_line(r.err));
     CHECK_THAT(r.err, Catch::Contains(why));
   }
+}
+
+TEST_CASE("names users know from other tools: optimizer aliases plan alike, and a bare fp16 names both regimes", "[cli][errors][validation]") {
+  // transformers' optim values and bitsandbytes' class name are the same optimizers as plan's own names.
+  const plan_run own = run_plan("--model gpt2 --seq 512 --optimizer adamw-8bit --json");
+  REQUIRE(own.exit_code == 0);
+  const nlohmann::json own_report = nlohmann::json::parse(own.out);
+  for (const char* alias : {"adamw8bit", "adamw_8bit", "adamw_bnb_8bit", "AdamW8bit"}) {
+    const plan_run p = run_plan(std::string("--model gpt2 --seq 512 --json --optimizer ") + alias);
+    INFO(alias << ": " << p.err);
+    REQUIRE(p.exit_code == 0);
+    CHECK(nlohmann::json::parse(p.out).at("memory").at("optimizer_bytes") == own_report.at("memory").at("optimizer_bytes"));
+  }
+  // A different optimizer's state gives a different peak: the aliases above are no catch-all.
+  const plan_run adamw = run_plan("--model gpt2 --seq 512 --optimizer adamw_torch --json");
+  REQUIRE(adamw.exit_code == 0);
+  CHECK(nlohmann::json::parse(adamw.out).at("memory").at("optimizer_bytes") != own_report.at("memory").at("optimizer_bytes"));
+  // "fp16" alone is Hugging Face's autocast or Megatron's fp16 weights: both named, neither guessed.
+  expect_refused("--model gpt2 --precision fp16", {"--precision", "'amp-fp16'", "'fp16-mixed'"});
 }
