@@ -173,16 +173,32 @@ std::vector<fit_suggestion> suggest_fits(const model_spec& model, const run_conf
   explore(0);
 
   // More GPUs of the same kind: for each ZeRO stage, the fewest (a power of two up to 1024) that fit with
-  // everything else unchanged ("the minimum number of GPUs of a kind for a run").
+  // everything else unchanged ("the minimum number of GPUs of a kind for a run"); and, where recomputation is
+  // free to change, the fewest with full recomputation too: sharding divides the model state but not the
+  // activations, so a run whose activations alone fill a GPU fits on no count of GPUs without it (13B at 4k
+  // tokens on 40 GB cards: ZeRO-3 and full recomputation on 8).
   if (!(kept & lever_gpus)) {
-    bool stage_found[4] = {};
-    for (const lever_change& c : lever_alternatives(lever_gpus, model, run, gpu, lever_reach{1024})) {
-      run_config candidate = run;
-      c.apply(candidate);
-      if (stage_found[candidate.zero] || ((kept & lever_ep) && candidate.ep != run.ep)) continue;
-      if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) {
-        stage_found[candidate.zero] = true;
-        found.push_back(std::move(*s));
+    std::vector<run_config> starts = {run};
+    if (!(kept & lever_recompute) && run.recompute != recompute_mode::full) {
+      starts.push_back(run);
+      starts.back().recompute = recompute_mode::full;
+      // And with one sequence per micro-batch, the batch kept by accumulation (as same_numerics_floor frugal run).
+      if (!(kept & lever_batch) && run.micro_batch > 1) {
+        starts.push_back(starts.back());
+        starts.back().grad_accum = run.grad_accum * run.micro_batch;
+        starts.back().micro_batch = 1;
+      }
+    }
+    for (const run_config& start : starts) {
+      bool stage_found[4] = {};
+      for (const lever_change& c : lever_alternatives(lever_gpus, model, start, gpu, lever_reach{1024})) {
+        run_config candidate = start;
+        c.apply(candidate);
+        if (stage_found[candidate.zero] || ((kept & lever_ep) && candidate.ep != run.ep)) continue;
+        if (std::optional<fit_suggestion> s = eval.suggestion(candidate)) {
+          stage_found[candidate.zero] = true;
+          found.push_back(std::move(*s));
+        }
       }
     }
   }

@@ -112,3 +112,41 @@ TEST_CASE("a suggestion prints the whole command, its options merged into the on
   CHECK(again["memory"]["peak_bytes"] == first["peak_bytes"]);
   CHECK(again["fits"] == true);
 }
+
+TEST_CASE("every suggestion of ten runs that do not fit, run as printed, fits with the peak it printed", "[cli][report][suggest]") {
+  // One GPU and several, five stacks, fine-tuning and pretraining: each suggestion's command is the whole run
+  // (the changes merged into the options given), so pasted as printed it must be a plan that fits, at the peak
+  // the suggestion promised.
+  const char* runs[] = {
+      "--params 7B --seq 4096 --gpu h100",
+      "--model llama-3.1-8b --seq 4096 --gpu rtx-4090 --finetune lora",
+      "--model llama-2-13b --seq 4096 --gpu a100-40gb",
+      "--model gpt2-xl --seq 1024 --micro-batch 16 --gpu t4 --precision amp-fp16",
+      "--model llama-3.1-70b --seq 4096 --gpus 64",
+      "--model llama-3.1-70b --seq 4096 --gpus 16 --framework megatron --tp 8",
+      "--model mixtral-8x7b --seq 4096 --gpus 8",
+      "--model llama-3.1-8b --seq 8192 --gpu a100-80gb",
+      "--model llama-3.1-8b --seq 4096 --gpus 2 --gpu l4 --framework fsdp2",
+      "--model llama-2-13b --seq 4096 --gpus 4 --gpu a10g --framework deepspeed",
+  };
+  std::size_t checked = 0;
+  for (const char* run : runs) {
+    INFO(run);
+    const plan_run given = run_plan(std::string(run) + " --json");
+    REQUIRE(given.exit_code == 1);
+    const json j = json::parse(given.out);
+    REQUIRE_FALSE(j["suggestions"].empty());
+    for (const json& s : j["suggestions"]) {
+      const std::string command = s["command"];
+      INFO(command);
+      REQUIRE(command.starts_with("plan "));
+      const plan_run again = run_plan(command.substr(5));
+      REQUIRE(again.exit_code == 0);
+      const json plan = json::parse(again.out);
+      CHECK(plan["fits"] == true);
+      CHECK(plan["memory"]["peak_bytes"] == s["peak_bytes"]);
+      ++checked;
+    }
+  }
+  CHECK(checked >= 20);
+}
