@@ -16,8 +16,8 @@ page), so the page cannot quote one command and show another. `<!-- output, time
 lines with their durations in seconds blanked, for outputs that say how long the machine took ("in 14.32 s").
 
 A block that looks like plan's report (a `Verdict:` or `trainplan:` line, or a `$ build/plan` line) must be
-marked, so no quoted output is left unchecked; docs/history.md and docs/accuracy.md are exempt (the first
-quotes the past, the second is written by scripts/accuracy_page.py).
+marked, so no quoted output is left unchecked; docs/accuracy.md is exempt (written in part by
+scripts/accuracy_page.py, and its appendix quotes the past).
 
   doc_outputs.py PLAN [ROOT]            check; exit 1 naming each quoted line the output no longer has
   doc_outputs.py PLAN [ROOT] --update   rewrite each quoted line with the output line of the same shape
@@ -36,7 +36,7 @@ from pathlib import Path
 
 MARKER = re.compile(r"^<!-- output(?P<vary>, times vary)?: (?P<cmd>.+?) -->\s*$")
 REPORT_LIKE = re.compile(r"^\s*(Verdict: |trainplan: |\$ (build/)?plan\b)")
-EXEMPT = {"history.md", "accuracy.md"}
+EXEMPT = {"accuracy.md"}
 NUMBER = re.compile(r"[-+]?\d[\d,]*(\.\d+)?(e[-+]?\d+)?")
 SECONDS = re.compile(r"\d[\d,]*(\.\d+)?(e[-+]?\d+)? s\b")  # a wall-clock duration: "in 14.32 s"
 
