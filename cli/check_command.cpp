@@ -238,7 +238,9 @@ int check_measurements(const std::vector<std::string>& files, const check_target
       const plan_result& p = c.plan;
       const std::string what = fmt::format(
           "{} L={} h={} s={} b={} {} {}{}{}{}{}", family_name(r.model.family), r.model.layers, r.model.hidden, r.run.seq,
-          r.run.micro_batch, precision_name(r.run.precision), r.run.attention == attention_kind::eager ? "eager" : "sdpa",
+          r.run.micro_batch, precision_name(r.run.precision), r.run.attention == attention_kind::eager               ? "eager"
+          : r.run.attention == attention_kind::flash_attention_2 ? "flash_attention_2"
+                                                                 : "sdpa",
           r.run.recompute == recompute_mode::full ? " checkpointed" : "",
           r.run.optimizer_impl == optimizer_impl_kind::fused ? " fused" : "",
           r.run.expandable_segments ? " expandable-segments" : "", layout_text(r));

@@ -33,7 +33,9 @@ json configuration_json(const measured_run& r) {
             {"micro_batch", c.micro_batch},
             {"grad_accum", c.grad_accum},
             {"precision", precision_name(c.precision)},
-            {"attention", c.attention == attention_kind::eager ? "eager" : "sdpa"},
+            {"attention", c.attention == attention_kind::eager               ? "eager"
+                          : c.attention == attention_kind::flash_attention_2 ? "flash_attention_2"
+                                                                             : "sdpa"},
             {"recompute", recompute_name(c.recompute)},
             {"optimizer_impl", optimizer_impl_name(c.optimizer_impl)},
             {"dropout", c.dropout},

@@ -255,7 +255,8 @@ def build_parser():
                         "and torch.amp.GradScaler; bf16: model.to(bfloat16); fp32: no autocast; bf16-mixed (--parallel "
                         "fsdp2): fp32 model, MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32) "
                         "(default amp-bf16; bf16-mixed with --parallel fsdp2)")
-    r.add_argument("--attn", choices=("sdpa", "eager"), default="sdpa", help="attn_implementation (default sdpa)")
+    r.add_argument("--attn", choices=("sdpa", "eager", "flash_attention_2"), default="sdpa",
+                   help="attn_implementation (default sdpa; flash_attention_2 needs the flash-attn package)")
     r.add_argument("--gc", action="store_true", help='gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})')
     r.add_argument("--dropout", type=float, default=None,
                    help="gpt2: resid/embd/attn_pdrop (default: GPT2Config's 0.1); others: attention_dropout (default 0.0)")

@@ -261,8 +261,11 @@ measured_run read_run(const line_reader& r) {
   else if (regime == "bf16-mixed") c.precision = precision_regime::bf16_mixed;  // fully_shard's MixedPrecisionPolicy
   else throw input_error(fmt::format("{}: unknown regime '{}' (known: amp-bf16, amp-fp16, bf16, fp32, bf16-mixed)", r.where, regime));
   const std::string attn = r.text("attn");
-  if (attn != "sdpa" && attn != "eager") throw input_error(fmt::format("{}: unknown attn '{}' (known: sdpa, eager)", r.where, attn));
-  c.attention = attn == "eager" ? attention_kind::eager : attention_kind::flash;
+  // transformers' attn_implementation names (collect_hf.py --attn).
+  if (attn == "eager") c.attention = attention_kind::eager;
+  else if (attn == "sdpa") c.attention = attention_kind::flash;
+  else if (attn == "flash_attention_2") c.attention = attention_kind::flash_attention_2;
+  else throw input_error(fmt::format("{}: unknown attn '{}' (known: sdpa, eager, flash_attention_2)", r.where, attn));
   c.recompute = r.flag("gc", false) ? recompute_mode::full : recompute_mode::none;
   c.dropout = r.number("drop");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw input_error(fmt::format("{}: drop must be in [0, 1)", r.where));

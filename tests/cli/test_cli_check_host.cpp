@@ -7,6 +7,8 @@
 #include <regex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "run_plan.hpp"
 #include "tests/support/scratch_dir.hpp"
 
@@ -16,12 +18,13 @@ namespace {
 
 // One GPT-2 run's line of a collector report (the shared file's S1 configuration) under an env line naming
 // `device_name` as torch.cuda.get_device_name would.
-std::filesystem::path report_measured_on(const std::string& folder, const std::string& device_name) {
+std::filesystem::path report_measured_on(const std::string& folder, const std::string& device_name,
+                                         const std::string& attn = "sdpa") {
   const auto dir = scratch_dir(folder);
   std::ofstream(dir / "run.jsonl")
       << R"({"id": "env", "torch": "2.11.0", "transformers": "5.17.0", "gpu": ")" << device_name
       << R"(", "gpu_total_bytes": 25757220864, "context_bytes": 500000000})" << "\n"
-      << R"({"id": "R1", "seq": 1024, "mbs": 4, "regime": "amp-bf16", "attn": "sdpa", "gc": false, "drop": 0.1, )"
+      << R"({"id": "R1", "seq": 1024, "mbs": 4, "regime": "amp-bf16", "attn": ")" << attn << R"(", "gc": false, "drop": 0.1, )"
       << R"("step_s": 0.05, "params": 124439808, "alloc_peak": 7984365568, "reserved_peak": 8763998208, )"
       << R"("model": {"fam": "gpt2", "L": 12, "h": 768, "a": 12, "V": 50257}})" << "\n";
   return dir / "run.jsonl";
@@ -95,4 +98,21 @@ TEST_CASE("a host calibration fitted on some runs of a host brings its other run
   // At most a fifth of the runs still beyond 20%, from more than a third.
   CHECK(misses_after <= 14 / 5);
   CHECK(misses_after < misses_before);
+}
+
+TEST_CASE("plan check reads a run of transformers' flash_attention_2 as that attention", "[cli][check]") {
+  // collect_hf.py --attn flash_attention_2 writes transformers' name; the run is predicted with the flash-attn
+  // package's saved tensors (its RNG state among them), so its tensor peak is not the SDPA run's.
+  const auto fa2 = report_measured_on("trainplan-check-fa2", "NVIDIA H100 80GB HBM3", "flash_attention_2");
+  const auto sdpa = report_measured_on("trainplan-check-sdpa", "NVIDIA H100 80GB HBM3", "sdpa");
+  const plan_run a = run_plan("check " + fa2.string() + " --json --time-tolerance 1000");
+  const plan_run b = run_plan("check " + sdpa.string() + " --json --time-tolerance 1000");
+  INFO(a.out << a.err);
+  REQUIRE(a.exit_code != 2);
+  REQUIRE(b.exit_code != 2);
+  const auto ja = nlohmann::json::parse(a.out)["files"][0]["runs"][0];
+  const auto jb = nlohmann::json::parse(b.out)["files"][0]["runs"][0];
+  CHECK(ja["configuration"]["attention"] == "flash_attention_2");
+  CHECK(ja["tensor_peak_bytes"]["predicted"] != jb["tensor_peak_bytes"]["predicted"]);
+  CHECK(run_plan("check " + fa2.string() + " --time-tolerance 1000").out.find("flash_attention_2") != std::string::npos);
 }
