@@ -8,19 +8,10 @@
 #include <vector>
 
 #include "planner/system/cluster.hpp"
+#include "planner/util/compute_capability.hpp"
 #include "planner/util/dtype.hpp"
 
 namespace trainplan {
-
-// CUDA's compute capability, major.minor (cudaDeviceProp::major and ::minor; NVIDIA's CUDA GPUs page lists each
-// GPU's): which kernels PyTorch can run on it (SDPA's backends) and which kernel images its CUDA context loads.
-struct compute_capability {
-  unsigned major = 0;  // 0: not known (a user's gpus.json may leave it out)
-  unsigned minor = 0;
-  bool known() const { return major > 0; }
-  bool at_least(unsigned maj, unsigned min) const { return major > maj || (major == maj && minor >= min); }
-  bool operator==(const compute_capability&) const = default;
-};
 
 // Where a GPU's memory_bytes comes from (gpus.json "memory_source").
 enum class memory_source {

@@ -105,3 +105,14 @@ TEST_CASE("the report says in one line when the GPU's time constants are another
   CHECK_THAT(run_plan("--model gpt2 --seq 1024 --micro-batch 4 --gpu a100-80gb --framework megatron").out,
              !Catch::Contains("time constants:"));
 }
+
+TEST_CASE("the report names the attention kernel the GPU gets, and flash-attn is refused below sm_80", "[cli]") {
+  const std::string run = "--model llama-2-7b --seq 1024 --gpu ";
+  CHECK_THAT(run_plan(run + "h100 --explain").out, Catch::Contains("attention: cuDNN/FlashAttention"));
+  CHECK_THAT(run_plan(run + "a100-80gb --explain").out, Catch::Contains("attention: FlashAttention (PyTorch's own"));
+  CHECK_THAT(run_plan(run + "t4 --precision amp-fp16 --explain").out, Catch::Contains("attention: memory-efficient"));
+  const plan_run refused = run_plan(run + "t4 --precision amp-fp16 --attention flash_attention_2");
+  CHECK(refused.exit_code == 2);
+  CHECK(std::count(refused.err.begin(), refused.err.end(), '\n') <= 1);
+  CHECK_THAT(refused.err, Catch::Contains("--attention flash_attention_2") && Catch::Contains("7.5"));
+}
