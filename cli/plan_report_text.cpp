@@ -149,6 +149,14 @@ std::string shell_line(const std::vector<std::string>& words) {
   return out;
 }
 
+// One line when the GPU's time constants for the run's stack are another GPU's (catalog::calibration_for), empty when
+// they are its own measurement or the default entry's.
+static std::string derived_time_note(const plan_result& p) {
+  if (p.calib.timing_origin(calibration_name(profile_of(p.run))) != calibration_origin::derived) return {};
+  return fmt::format("time constants: the {}'s by the datasheets' peak ratios, not measured on the {}",
+                     p.calib.derived_from, p.gpu.name);
+}
+
 std::vector<std::string> plan_assumptions_summary(const plan_result& p) {
   std::vector<std::string> a;
   const stack_profile& stack = profile_of(p.run);
@@ -163,6 +171,7 @@ std::vector<std::string> plan_assumptions_summary(const plan_result& p) {
   a.push_back(p.allocator ? std::string("memory: PyTorch's caching allocator replayed over 3 steps")
                           : fmt::format("memory: the tensors plus {} allocator slack", percent(stack.slack_fraction(p.calib))));
   a.push_back(fmt::format("time: each op's FLOPs or bytes at calibrated rates ({} profile)", stack.name));
+  if (const std::string derived = derived_time_note(p); !derived.empty()) a.push_back(derived);
   return a;
 }
 
@@ -214,7 +223,7 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
   a.push_back(fmt::format("runtime overhead: CUDA context {}, cuBLAS workspace {}, {} ({})", gib(p.overhead.cuda_context_bytes),
                           gib(p.overhead.cublas_workspace_bytes), cached,
                           stack.overhead_note(p.calib)));
-  const timing_constants& k = p.calib.timing(stack.name);
+  const timing_constants& k = p.calib.timing(calibration_name(stack));  // a stack sharing another's runtime reads its
   const bool host_model = k.forward_kernel_seconds > 0 || k.backward_kernel_seconds > 0;
   const std::string shape = k.gemm_half_dim > 0 ? fmt::format(" x m/(m+{0:.0f}) x n/(n+{0:.0f}) x k/(k+{0:.0f})", k.gemm_half_dim)
                                                  : std::string();
@@ -235,6 +244,7 @@ std::vector<std::string> plan_assumptions(const plan_result& p) {
                                                    duration(p.time.breakdown.device_seconds))
                                      : std::string(),
                           stack.name));
+  if (const std::string derived = derived_time_note(p); !derived.empty()) a.push_back(derived);
   return a;
 }
 

@@ -385,8 +385,12 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
   set_peak_and_verdict(r, budget_bytes);
 }
 
-plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,
+plan_result evaluate_plan(const model_spec& model, const run_config& asked, const gpu_spec& gpu,
                           const calibration& calib, const plan_options& options) {
+  // The run on this GPU: its compute capability decides the kernels the stack's libraries pick (run_config).
+  run_config on_gpu = asked;
+  on_gpu.gpu_capability = gpu.capability;
+  const run_config& run = on_gpu;
   validate_model(model);
   validate_run(model, run);
   plan_result r;

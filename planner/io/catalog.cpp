@@ -75,6 +75,29 @@ void check_model_names(const std::vector<model_preset>& models, const std::strin
     }
 }
 
+// "measured", "reported" or "estimate" (gpu_spec.hpp, memory_source).
+memory_source parse_memory_source(const std::string& text, const std::string& where) {
+  if (text == "measured") return memory_source::measured;
+  if (text == "reported") return memory_source::reported;
+  if (text == "estimate") return memory_source::estimate;
+  throw input_error(fmt::format("{}: key 'memory_source' must be measured, reported or estimate, not '{}'", where, text));
+}
+
+// "major.minor" as CUDA prints it ("9.0", "10.0", "8.9"): each part a number of at most two digits, the major one
+// at least 1.
+compute_capability parse_compute_capability(const std::string& text, const std::string& where) {
+  const std::size_t dot = text.find('.');
+  auto digits = [](std::string_view part) {
+    return !part.empty() && part.size() <= 2 && std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  const std::string_view all(text);
+  if (dot == std::string::npos || !digits(all.substr(0, dot)) || !digits(all.substr(dot + 1)) ||
+      std::stoul(text.substr(0, dot)) == 0)
+    throw input_error(fmt::format("{}: key 'compute_capability' must be major.minor as CUDA gives it (\"9.0\", "
+                                  "\"8.6\"), not '{}'", where, text));
+  return {static_cast<unsigned>(std::stoul(text.substr(0, dot))), static_cast<unsigned>(std::stoul(text.substr(dot + 1)))};
+}
+
 std::vector<gpu_spec> parse_gpus(std::string_view text) {
   const std::string file = "gpus.json";
   json doc = parse_document(text, file);
@@ -104,6 +127,10 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
       }
     }
     g.memory_bytes = o.uint("memory_bytes");
+    // Optional, so that a user's gpus.json may leave them out: where memory_bytes comes from, and the compute
+    // capability (NVIDIA's CUDA GPUs page, https://developer.nvidia.com/cuda-gpus).
+    if (o.has("memory_source")) g.memory_from = parse_memory_source(o.string("memory_source"), o.where());
+    if (o.has("compute_capability")) g.capability = parse_compute_capability(o.string("compute_capability"), o.where());
     g.memory_bandwidth_bytes_per_s = o.number("memory_bandwidth_bytes_per_s");
     g.host_link_bytes_per_s = o.number("host_link_bytes_per_s");
     strict_object peaks(o.at("peak_dense_tflops"), o.where() + ": peak_dense_tflops");
@@ -281,6 +308,7 @@ void parse_stacks(const json& j, const std::string& where, calibration& c, bool 
       sc.cuda_context_bytes = o.uint("cuda_context_bytes");
       if (*sc.cuda_context_bytes > max_overhead_bytes)
         throw input_error(at + ": cuda_context_bytes must be at most 2^50 (1 PiB)");
+      sc.context_origin = partial ? calibration_origin::measured : calibration_origin::fallback;
     }
     if (o.has("allocator_slack_fraction")) {
       if (!reads("allocator_slack_fraction"))
@@ -289,7 +317,10 @@ void parse_stacks(const json& j, const std::string& where, calibration& c, bool 
       if (*sc.allocator_slack_fraction < 0 || *sc.allocator_slack_fraction > 1)
         throw input_error(at + ": allocator_slack_fraction must be within [0, 1]");
     }
-    if (!partial || o.has("timing")) parse_timing(o.at("timing"), at + ".timing", sc.timing, partial);
+    if (!partial || o.has("timing")) {
+      parse_timing(o.at("timing"), at + ".timing", sc.timing, partial);
+      sc.timing_origin = partial ? calibration_origin::measured : calibration_origin::fallback;
+    }
     o.finish();
   }
   stacks.finish();
@@ -345,6 +376,13 @@ void catalog::apply_calibration(std::string_view calibration_json, bool replace_
   // nesting level, and a deeply nested "gpus" overflowed the stack before it was refused.
   static const json no_gpus = json::object();
   const json& per_gpu = top.has("gpus") || replace_default ? top.at("gpus") : no_gpus;
+  // Optional: the GPU whose own entry fills in what another GPU's lacks (calibration_for).
+  if (top.has("reference_gpu")) {
+    const std::string name = lower(top.string("reference_gpu"));
+    if (std::none_of(gpus_.begin(), gpus_.end(), [&](const gpu_spec& g) { return g.name == name; }))
+      throw input_error(fmt::format("{}: reference_gpu '{}' is not a GPU in gpus.json", file, name));
+    reference_gpu_ = name;
+  }
   top.finish();
   if (!per_gpu.is_object()) throw input_error(file + ": key 'gpus' must be an object");
   for (auto it = per_gpu.begin(); it != per_gpu.end(); ++it) {
@@ -514,9 +552,41 @@ const cluster_spec* catalog::usual_cluster(const gpu_spec& gpu) const {
 }
 
 calibration catalog::calibration_for(const gpu_spec& gpu) const {
-  for (const auto& [name, entry] : gpu_calibration_)
-    if (name == gpu.name) return entry;
-  return default_calibration_;
+  auto entry_of = [&](std::string_view gpu_name) -> const calibration* {
+    for (const auto& [name, entry] : gpu_calibration_)
+      if (name == gpu_name) return &entry;
+    return nullptr;
+  };
+  const calibration* own = entry_of(gpu.name);
+  calibration c = own ? *own : default_calibration_;
+  const calibration* reference = reference_gpu_ == gpu.name ? nullptr : entry_of(reference_gpu_);
+  if (!reference) return c;
+  // What the reference GPU's own entry measured and this GPU's does not: its timing constants (efficiencies are
+  // fractions of each GPU's own datasheet peaks and bandwidth, so the roofline's compute- and memory-bound times
+  // scale by the datasheets' ratios; the host's costs per kernel and step carry over as they are), and its CUDA
+  // contexts where both GPUs have the same compute capability (the same kernel images loaded).
+  const auto ref_gpu = std::find_if(gpus_.begin(), gpus_.end(), [&](const gpu_spec& g) { return g.name == reference_gpu_; });
+  const bool same_architecture =
+      ref_gpu != gpus_.end() && gpu.capability.known() && gpu.capability == ref_gpu->capability;
+  for (const stack_calibration& r : reference->stacks) {
+    const bool timing = r.timing_origin == calibration_origin::measured;
+    const bool context = same_architecture && r.cuda_context_bytes && r.context_origin == calibration_origin::measured;
+    if (!timing && !context) continue;
+    stack_calibration& s = c.stack(r.name);
+    if (timing && s.timing_origin != calibration_origin::measured) {
+      s.timing = r.timing;
+      s.timing_origin = calibration_origin::derived;
+      c.derived_from = reference_gpu_;
+    }
+    if (context && !(s.cuda_context_bytes && s.context_origin == calibration_origin::measured)) {
+      s.cuda_context_bytes = r.cuda_context_bytes;
+      s.context_origin = calibration_origin::derived;
+      c.derived_from = reference_gpu_;
+    }
+  }
+  return c;
 }
+
+const std::string& catalog::reference_gpu() const { return reference_gpu_; }
 
 }  // namespace trainplan

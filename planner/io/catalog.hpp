@@ -43,7 +43,12 @@ class catalog {
   // `also` said before the closest.
   std::string unknown_model_message(std::string_view name, std::string_view also = {},
                                     const std::vector<std::string>& more_candidates = {}) const;
+  // The GPU's constants: its own entry in calibration.json, or the default entry; what neither measured for a stack
+  // the reference GPU's own entry fills in (calibration_origin::derived): its timing constants, and its CUDA context
+  // for a GPU of the same compute capability.
   calibration calibration_for(const gpu_spec& gpu) const;
+  // calibration.json's "reference_gpu" (empty: none).
+  const std::string& reference_gpu() const;
   // A cluster preset by name, any case; an unknown name is refused naming `option`, the known ones and the closest.
   const cluster_spec& cluster(std::string_view name, std::string_view option = "--cluster") const;
   // The preset the GPU usually comes in (gpus.json "node"); nullptr when it has none.
@@ -70,6 +75,7 @@ class catalog {
   cluster_tables clusters_;
   calibration default_calibration_;
   std::vector<std::pair<std::string, calibration>> gpu_calibration_;  // gpu name -> default with overrides
+  std::string reference_gpu_;  // calibration.json "reference_gpu": whose own entry fills in other GPUs' (calibration_for)
 };
 
 }  // namespace trainplan

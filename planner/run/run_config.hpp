@@ -6,6 +6,7 @@
 
 #include "planner/run/optimizer.hpp"
 #include "planner/run/precision.hpp"
+#include "planner/util/compute_capability.hpp"
 
 namespace trainplan {
 
@@ -68,6 +69,9 @@ struct run_config {
   optimizer_kind optimizer = optimizer_kind::adamw;
   recompute_mode recompute = recompute_mode::none;
   attention_kind attention = attention_kind::flash;
+  // The GPU's compute capability (gpu_spec::capability), which decides the kernels a stack's libraries pick
+  // (PyTorch's SDPA backend); evaluate_plan sets it from the GPU. {0, 0}: not known, taken as an H100's.
+  compute_capability gpu_capability;
   loss_kind loss = loss_kind::standard;
   // loss_kind::chunked: the chunks the sequence is split into; 0: the source's default (torchtune's 8).
   std::uint64_t loss_chunks = 0;

@@ -11,6 +11,15 @@
 
 namespace trainplan {
 
+// Where a stack's constants on a GPU come from (`plan gpus` and the report's assumptions say which).
+enum class calibration_origin {
+  fallback,  // data/calibration.json's default entry: literature values, or a figure its source says was measured elsewhere
+  measured,  // the GPU's own entry ("gpus": {"<gpu>": ...}, what `plan calibrate` fits from runs on that GPU)
+  derived,   // the reference GPU's own entry ("reference_gpu"; catalog::calibration_for): its timing constants, which
+             // are fractions of a GPU's datasheet peaks and bandwidth or host costs, so the roofline's times scale by
+             // the two datasheets' ratios; its CUDA context only where both GPUs share a compute capability
+};
+
 // One training stack's constants on a GPU ("profiles": {"<name>": {...}} in data/calibration.json). Which keys a
 // stack reads is its profile's (planner/profiles/profile.hpp, calibration_keys).
 struct stack_calibration {
@@ -19,6 +28,8 @@ struct stack_calibration {
                                                    // initialisation less the allocator's reserved bytes
   std::optional<double> allocator_slack_fraction;  // its caching allocator's unused cache, x tensor peak
   timing_constants timing;                         // the step-time model's constants (planner/time/roofline.hpp)
+  calibration_origin timing_origin = calibration_origin::fallback;
+  calibration_origin context_origin = calibration_origin::fallback;  // of cuda_context_bytes (absent: fallback)
 };
 
 struct calibration {
@@ -28,6 +39,8 @@ struct calibration {
   double safety_margin_fraction = 0;         // memory the search keeps free for what the model misses
   std::vector<stack_calibration> stacks;     // by profile name
   std::string source;
+  // The GPU whose own entry filled in what this GPU's lacks (origin derived); empty: none did.
+  std::string derived_from;
 
   const stack_calibration* stack(std::string_view name) const {
     for (const stack_calibration& s : stacks)
@@ -49,6 +62,14 @@ struct calibration {
   double slack_fraction(std::string_view name) const {
     const stack_calibration* s = stack(name);
     return s && s->allocator_slack_fraction ? *s->allocator_slack_fraction : allocator_slack_fraction;
+  }
+  calibration_origin timing_origin(std::string_view name) const {
+    const stack_calibration* s = stack(name);
+    return s ? s->timing_origin : calibration_origin::fallback;
+  }
+  calibration_origin context_origin(std::string_view name) const {
+    const stack_calibration* s = stack(name);
+    return s && s->cuda_context_bytes ? s->context_origin : calibration_origin::fallback;
   }
   // The stack's timing constants (data/calibration.json's default entry holds every registered stack's).
   const timing_constants& timing(std::string_view name) const {

@@ -8,9 +8,28 @@
 #include <vector>
 
 #include "planner/system/cluster.hpp"
+#include "planner/util/compute_capability.hpp"
 #include "planner/util/dtype.hpp"
 
 namespace trainplan {
+
+// Where a GPU's memory_bytes comes from (gpus.json "memory_source").
+enum class memory_source {
+  measured,  // cudaMemGetInfo's total, measured by trainplan on that GPU
+  reported,  // cudaMemGetInfo's total as PyTorch's out-of-memory message prints it (to 0.01 GiB), in a cited report
+  estimate,  // nvidia-smi's or the datasheet's total, which exceeds cudaMemGetInfo's by a few hundred MiB
+  unstated,  // a user's gpus.json that does not say
+};
+
+inline const char* memory_source_name(memory_source s) {
+  switch (s) {
+    case memory_source::measured: return "measured";
+    case memory_source::reported: return "reported";
+    case memory_source::estimate: return "estimate";
+    case memory_source::unstated: return "unstated";
+  }
+  return "?";
+}
 
 struct gpu_spec {
   std::string name;                     // "h100"
@@ -19,7 +38,9 @@ struct gpu_spec {
   // What CUDA calls it (cudaDeviceProp::name, torch.cuda.get_device_name): "NVIDIA H100 80GB HBM3". A collector
   // report's env line names its GPU so; plan check finds the entry by it.
   std::vector<std::string> device_names;
-  std::uint64_t memory_bytes = 0;       // total as the driver reports it
+  std::uint64_t memory_bytes = 0;       // total as cudaMemGetInfo reports it (or an estimate: memory_from)
+  memory_source memory_from = memory_source::unstated;
+  compute_capability capability;        // {0, 0}: not known
   double memory_bandwidth_bytes_per_s = 0;
   double host_link_bytes_per_s = 0;     // PCIe to the host, one direction
   // By dtype (index: the dtype's value); empty: the GPU has no such mode. A fixed table, not a map:

@@ -114,7 +114,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
                               run.attention == attention_kind::flash_attention_2
                                   ? "the flash-attn package (attn_implementation=\"flash_attention_2\": q, k, v, the output, an "
                                     "fp32 log-sum-exp and its rng_state saved; its backward's fp32 dq accumulator)"
-                                  : sdpa_backend_name(hf_sdpa_backend(m, run, layout)),
+                                  : hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout), run),
                               optimizer_impl_name(run.optimizer_impl),
                               run.expandable_segments
                                   ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (a segment of addresses a pool, "
@@ -141,7 +141,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
   if (hf_sliding_window_mask(m, run))
     lines.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to "
                                 "every head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
-                                m.sliding_window_tokens, run.seq, sdpa_backend_name(hf_sdpa_backend(m, run, layout))));
+                                m.sliding_window_tokens, run.seq, hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout), run)));
   if (run.finetune == finetune_kind::lora)
     lines.push_back(fmt::format(
         "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "

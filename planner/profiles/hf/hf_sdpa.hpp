@@ -12,10 +12,13 @@ namespace trainplan {
 // Which kernel torch.nn.functional.scaled_dot_product_attention runs (attention_kind::flash under hf
 // means the model's attn_implementation="sdpa"; eager means "eager").
 enum class sdpa_backend { fused, efficient, math, eager };
-// PyTorch's choice for the dtype and head layout (sdp_utils.cpp): cuDNN or FlashAttention for 16-bit
-// inputs (on the H100 the inventories show cuDNN; both save q, k, v, the output and an fp32 log-sum-exp),
-// memory-efficient attention for fp32 without grouped-query heads, the math path for fp32 with them.
+// PyTorch's choice for the dtype, head layout and the GPU's compute capability (run.gpu_capability;
+// sdp_utils.cpp): cuDNN or FlashAttention for 16-bit inputs (on the H100 the inventories show cuDNN; both save q,
+// k, v, the output and an fp32 log-sum-exp), memory-efficient attention for fp32 without grouped-query heads and
+// for what neither fused kernel takes on the GPU, the math path for the rest.
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
+// The kernel's name for the report: which of cuDNN and FlashAttention the fused backend is on the run's GPU.
+std::string_view hf_sdpa_kernel_name(sdpa_backend b, const run_config& run);
 
 // Whether transformers hands SDPA a sliding-window mask (every layer sliding, sequence >= window): then
 // k and v are repeated to every query head and the fused kernel saves the mask as a [b,1,s,s] bias.
