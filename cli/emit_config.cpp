@@ -397,6 +397,7 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
                            const run_config& run) {
   if (path.empty()) throw input_error("--emit needs -o FILE");
   if (names_stdout(path)) throw input_error(fmt::format("--emit: -o {} is where the report goes: name another file", path));
+  if (run.cp > 1) throw input_error(fmt::format("--emit {}: context parallelism (--cp {}) is not written into its config", engine, run.cp));
   emitted_config out;
   if (engine == "deepspeed") {
     out.files.push_back({path, deepspeed(run, out.notes).dump(2) + "\n"});

@@ -113,13 +113,18 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
       ->type_name("N")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
-  app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp x --pp (default 1)")->type_name("N")->group(par_group);
+  app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp x --cp x --pp (default 1)")->type_name("N")->group(par_group);
   app.add_option("--zero", a.zero, "ZeRO stage over the data-parallel GPUs: 0 (DDP), 1 optimizer, 2 +gradients, 3 +weights")
       ->type_name("STAGE")->group(par_group);
   app.add_option("--fsdp", a.fsdp, "FSDP in its own words: full (= ZeRO-3) or grad-op (= ZeRO-2)")->type_name("MODE")->group(par_group);
   app.add_option("--tp", a.tp, "tensor-parallel degree (default 1)")->type_name("N")->group(par_group);
   app.add_flag("--sequence-parallel", a.sequence_parallel, "with --tp: split norms and dropout along the sequence too")
       ->group(par_group);
+  app.add_option("--cp", a.cp,
+                 fmt::format("context-parallel degree: each sequence split over N GPUs, attention's keys and values passed "
+                             "round them as a ring (--framework {}; default 1)",
+                             profiles_where([](const stack_profile& p) { return p.traits.context_parallel; })))
+      ->type_name("N")->group(par_group);
   app.add_option("--pp", a.pp, "pipeline-parallel degree, 1F1B schedule (must divide the layers)")->type_name("N")->group(par_group);
   app.add_option("--vpp", a.vpp, "model chunks per pipeline GPU: Megatron's interleaved 1F1B schedule (default 1: not "
                  "interleaved; --pp x --vpp must divide the layers)")->type_name("N")->group(par_group);
@@ -327,13 +332,15 @@ void apply_parallel_options(const model_run_args& a, run_config& run) {
   if (!a.vpp.empty()) run.vpp = parse_integer(a.vpp, "--vpp");
   if (!a.gpus.empty()) run.gpus = parse_integer(a.gpus, "--gpus");
   if (!a.tp.empty()) run.tp = parse_integer(a.tp, "--tp");
+  if (!a.cp.empty()) run.cp = parse_integer(a.cp, "--cp");
   run.sequence_parallel = a.sequence_parallel;
   if (!a.ep.empty()) run.ep = parse_integer(a.ep, "--ep");
   if (!a.capacity_factor.empty() && a.capacity_factor != "dropless") {
     run.capacity_factor = parse_number_in(a.capacity_factor, "--capacity-factor", 1.0, 1024.0);
   }
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
-  checked_mul(run.tp, run.pp, "--tp x --pp");  // refused here, before anything divides by the product
+  if (run.cp == 0) throw input_error("--cp must be at least 1");
+  checked_mul(checked_mul(run.tp, run.pp, "--tp x --pp"), run.cp, "--tp x --cp x --pp");  // refused here, before anything divides by the product
   if (!a.zero.empty()) {  // checked before the int cast: 4294967299 must not become ZeRO-3
     const auto zero_stage = parse_integer(a.zero, "--zero", 0);
     if (zero_stage > 3) throw input_error("--zero must be 0, 1, 2 or 3");

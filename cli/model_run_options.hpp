@@ -34,7 +34,7 @@ struct model_run_args {
   cluster_args cluster;
   std::string data_dir;
   // Beyond one GPU, and fine-tuning (single values, also in sweeps).
-  std::string gpus, tp, pp, vpp, ep, capacity_factor, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets, lora_dtype,
+  std::string gpus, tp, cp, pp, vpp, ep, capacity_factor, zero, fsdp, offload, host_memory, finetune, lora_rank, lora_targets, lora_dtype,
       lora_dropout;
   bool sequence_parallel = false;
 };

@@ -82,6 +82,7 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
               {"gpus", run.gpus},
               {"data_parallel", run.data_parallel()},
               {"tp", run.tp},
+              {"cp", run.cp},
               {"pp", run.pp},
               {"zero", run.zero},
               {"offload", offload_name(run.offload)},

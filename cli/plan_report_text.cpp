@@ -302,9 +302,9 @@ std::string render_plan_text(const plan_report_input& in) {
        optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout,
        run.loss == loss_kind::standard ? std::string() : fmt::format(", loss {}", loss_name(run.loss)));
   if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
-    line("         {} GPU{} = {} data-parallel x {} tensor-parallel{} x {} pipeline{}, ZeRO-{}, offload {}; memory below is per GPU{}",
+    line("         {} GPU{} = {} data-parallel x {} tensor-parallel{}{} x {} pipeline{}, ZeRO-{}, offload {}; memory below is per GPU{}",
          run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",
-         run.pp, run.vpp > 1 ? fmt::format(" (interleaved, {} chunks per GPU)", run.vpp) : std::string(), run.zero, offload_name(run.offload),
+         run.cp > 1 ? fmt::format(" x {} context-parallel", run.cp) : std::string(), run.pp, run.vpp > 1 ? fmt::format(" (interleaved, {} chunks per GPU)", run.vpp) : std::string(), run.zero, offload_name(run.offload),
          p.pipeline_stage.empty() ? std::string() : fmt::format(" ({})", p.pipeline_stage));
   if (m.is_moe())
     line("         experts: {} per GPU ({} expert-parallel), {}", local_experts(m, run), run.ep,

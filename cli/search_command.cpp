@@ -43,11 +43,12 @@ bool wants_layout_search(const search_args& a) {
   if (a.layouts) return true;
   const model_run_args& m = a.model_run;
   const bool one_count = !m.gpus.empty() && m.gpus.find_first_of(",:") == std::string::npos && m.gpus != "1";
-  return one_count && m.tp.empty() && m.pp.empty() && m.zero.empty() && m.fsdp.empty() && m.ep.empty() && a.levers.empty();
+  return one_count && m.tp.empty() && m.cp.empty() && m.pp.empty() && m.zero.empty() && m.fsdp.empty() && m.ep.empty() && a.levers.empty();
 }
 
 std::string layout_label(const run_config& r) {
   std::string label = fmt::format("{:<9} DP {:>4} TP {} PP {:>2}", profile_of(r).name, r.data_parallel(), r.tp, r.pp);
+  if (r.cp > 1) label += fmt::format(" CP {}", r.cp);
   if (r.ep > 1) label += fmt::format(" EP {}", r.ep);
   label += fmt::format(" ZeRO-{} {:<9} mb {:>2} x {:>4}", r.zero, recompute_name(r.recompute), r.micro_batch, r.grad_accum);
   return label;
@@ -140,6 +141,7 @@ int run_layout_search(const search_args& a, bool margin_given) {
                                     profile_of(best).name, best.gpus, best.zero, recompute_name(best.recompute),
                                     best.micro_batch, best.grad_accum);
     if (best.tp > 1) flags += fmt::format(" --tp {}", best.tp);
+    if (best.cp > 1) flags += fmt::format(" --cp {}", best.cp);
     if (best.pp > 1) flags += fmt::format(" --pp {}", best.pp);
     if (best.ep > 1) flags += fmt::format(" --ep {}", best.ep);
     if (best.sequence_parallel) flags += " --sequence-parallel";
@@ -244,7 +246,8 @@ void register_search_command(CLI::App& app, command_action& chosen) {
   cmd->add_flag("--layouts", args->layouts,
                 "search the GPU layout for --gpus N: data x tensor x pipeline (x expert) parallelism, ZeRO stage, "
                 "recomputation and micro-batch, tensor parallelism inside a node, over every stack unless --framework "
-                "names one (the default when --gpus N is given without --tp, --pp, --zero, --ep or --levers)");
+                "names one, keeping --cp (the default when --gpus N is given without --tp, --cp, --pp, --zero, --ep or "
+                "--levers)");
   cmd->add_option("--levers", args->levers,
                   fmt::format("also search these levers, each labelled with its cost: precision, optimizer, "
                               "optimizer-impl, recompute, batch, attention, adapters, gpus (2..8 with ZeRO 1-3), offload, "

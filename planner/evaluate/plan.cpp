@@ -47,6 +47,12 @@ void validate_run(const model_spec& m, const run_config& run) {
   if (m.heads % run.tp != 0 || m.kv_heads % run.tp != 0 || m.ffn % run.tp != 0 || m.dense_mlp_width() % run.tp != 0)
     throw input_error(fmt::format("--tp {} must divide the heads ({}), kv heads ({}) and ffn ({}{}) of {}", run.tp, m.heads,
                                   m.kv_heads, m.ffn, m.dense_ffn > 0 ? fmt::format(", dense {}", m.dense_ffn) : "", m.name));
+  // Context parallelism: Megatron-Core cuts each sequence into 2 cp chunks and gives rank r chunks r and 2cp-1-r, so
+  // that causal attention's work is the same on every rank (megatron/core/utils.py, get_batch_on_this_cp_rank).
+  if (run.cp > 1 && run.seq % (2 * run.cp) != 0)
+    throw input_error(fmt::format("--cp {} needs --seq {} to split into 2 x {} equal chunks (a multiple of {})", run.cp, run.seq,
+                                  run.cp, 2 * run.cp));
+  if (run.cp > 1 && run.ep > 1) throw input_error("--cp with --ep: context and expert parallelism together are not modelled");
   if (run.zero < 0 || run.zero > 3) throw input_error("--zero must be 0, 1, 2 or 3");
   if ((run.offload == offload_mode::params || run.offload == offload_mode::both) && run.zero != 3)
     throw input_error("--offload params needs --zero 3 (ZeRO-Infinity offloads partitioned parameters)");
@@ -525,14 +531,14 @@ plan_result evaluate_plan(const model_spec& model, const run_config& asked, cons
       if (t.role == tensor_role::gradients)  // down as gradients, up as weights of the same size
         pcie_bytes += 2.0 * static_cast<double>(t.bytes) * static_cast<double>(t.instances());
   }
-  // What the optimizer updates on this GPU: ZeRO shards it over data parallelism, tp and pp split it.
+  // What the optimizer updates on this GPU: ZeRO shards it over data (and context) parallelism, tp and pp split it.
   double trained_tensors = 0;
   if (run.finetune == finetune_kind::full) {
     trained_tensors = static_cast<double>(facts->tensor_instances);  // counted once per model (describe_model)
   } else {
     trained_tensors = 2.0 * lora_linears(model, run.lora_targets, profile.traits) * static_cast<double>(model.layers);  // A and B
   }
-  const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_parallel()) : 1.0);
+  const double shards = static_cast<double>(run.tp * run.pp) * (run.zero >= 1 ? static_cast<double>(run.data_context_parallel()) : 1.0);
   // The three figures depend on the model, the inventory and the run's sharding, not on the accumulation:
   // a reused inventory's ops are reused with it.
   const trained_share trained{static_cast<double>(r.trainable_params) / shards, trained_tensors / static_cast<double>(run.pp),
@@ -551,7 +557,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& asked, cons
         windows_of(r.ops, roofline_rates(*peak, gpu.memory_bandwidth_bytes_per_s, timing, r.ops.fp32_gemms), run.grad_accum);
     comm_seconds = overlap_communication(r.comm, windows, comm_at->cluster, run, gpu.sm_count);
   }
-  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, timing, run.tp * run.pp,
+  r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, timing, run.tp * run.cp * run.pp,
                               run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
                               pipeline_bubble_fraction(run.pp, run.vpp, run.grad_accum), comm_seconds ? &*comm_seconds : nullptr);
   // The catalog's ranges keep the roofline finite; this guards the report against a nan or inf step time

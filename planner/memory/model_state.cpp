@@ -100,7 +100,7 @@ void add_model_state(inventory& out, const model_spec& m, const run_config& run,
   // fp32 master copy, part of "K" in the paper), stage 2 also the gradients, stage 3 also the weights,
   // each over the data-parallel degree. Tensor parallelism first splits every parameter by tp (norm
   // weights are split too here; they are under 0.1% of a model).
-  const std::uint64_t tp = run.tp, dp = run.data_parallel();
+  const std::uint64_t tp = run.tp, dp = run.data_context_parallel();  // context-parallel ranks hold the same weights
   const std::uint64_t w_div = run.zero >= 3 ? dp : 1, g_div = run.zero >= 2 ? dp : 1, o_div = run.zero >= 1 ? dp : 1;
   auto share = [](std::uint64_t n, std::uint64_t parts) { return (n + parts - 1) / parts; };
   const bool offload_optimizer = run.offload == offload_mode::optimizer || run.offload == offload_mode::both;

@@ -24,8 +24,11 @@ void walk_fused_step(const fused_step& step, const fused_memory* memory, step_ro
   // Shapes, for the buffers: b micro-batch, s sequence, h hidden, a heads, f the MLP's width. Tensor
   // parallelism (Korthikanti et al. 2022, Table 2) splits the attention heads, the MLP width and the vocabulary
   // across tp GPUs; the layer's other tensors (norm inputs and outputs, dropout masks: the "10sbh") stay whole,
-  // unless sequence parallelism splits them along the sequence.
-  const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, f = m.ffn, tp = run.tp;
+  // unless sequence parallelism splits them along the sequence. Context parallelism gives each GPU seq / cp of
+  // every sequence's tokens (Megatron-Core's get_batch_on_this_cp_rank) for every tensor, attention's queries
+  // included; only attention's keys span the whole sequence, passed round the ring (below).
+  const std::uint64_t b = run.micro_batch, s = run.seq_per_gpu(), h = m.hidden, a = m.heads, f = m.ffn, tp = run.tp;
+  const std::uint64_t cp = run.cp;
   const std::uint64_t V_rows = vocab_rows(m, options.traits.vocab_pad_multiple);
   const std::uint64_t a_tp = share(a, tp), qkv_tp = share(m.qkv_width(), tp), hq_tp = share(m.out_width(), tp),
                       f_tp = share(f, tp), V_tp = share(V_rows, tp), s_rep = run.sequence_parallel ? share(s, tp) : s;
@@ -112,13 +115,46 @@ void walk_fused_step(const fused_step& step, const fused_memory* memory, step_ro
   const double qw = static_cast<double>(m.q_width()), ow = static_cast<double>(m.out_width());
   if (!eager) {
     if (ops) {
+      // Each of this GPU's T queries meets the whole sequence's keys, under context parallelism too.
       const double keys = kernel_skips_window(run, options.traits) ? attended_keys(m, run.seq) / static_cast<double>(m.layers)
-                                                                   : static_cast<double>(s);
+                                                                   : static_cast<double>(run.seq);
       const double attention_flops = 2 * T * keys * (qw + ow);  // planner/time/flops.hpp
-      const double io = T * (qw + static_cast<double>(m.kv_width()) + static_cast<double>(m.v_width()) + ow) * c;
-      ops->layer.add("attention.flash", op_class::attention, io, 1, 2.5 * io, 2, attention_flops, 3 * attention_flops, true);
+      // Context parallelism runs the kernel once per ring step, each reading the queries and one block of keys and
+      // values and writing a partial output (Transformer Engine, AttnFuncWithCPAndKVP2P: cp steps a pass).
+      const double steps = static_cast<double>(cp);
+      const double io = steps * T * (qw + static_cast<double>(m.kv_width()) + static_cast<double>(m.v_width()) + ow) * c;
+      ops->layer.add("attention.flash", op_class::attention, io, steps, 2.5 * io, 2 * steps, attention_flops,
+                     3 * attention_flops, true);
+      if (cp > 1) {
+        // The merge of the steps' partial outputs: forward, each step's log-sum-exp folded into the running one and
+        // each partial output rescaled into the result (flash_attn_fwd_softmax_lse_correction, flash_attn_fwd_out_
+        // correction); backward, each step's key and value gradients added to the block travelling the ring and its
+        // query gradient to this GPU's.
+        const double kv = T * static_cast<double>(m.kv_width() + m.v_width());
+        ops->layer.add("attention.cp_merge", op_class::elementwise, (2 * steps + 1) * T * ow * c, 2 * steps - 1,
+                       3 * steps * (kv + T * qw) * c, 2 * steps, 0, 0, true);
+      }
     }
     if (inv) inv->layer("layer{}.attn.lse", {b, a_tp, s}, dtype::fp32, keep_layer);
+    if (inv && cp > 1) {
+      // Transformer Engine's ring (AttnFuncWithCPAndKVP2P, cp_comm_type "p2p"), working sets of the layer's attention
+      // on the GPU that does the most (the last: every step computes its whole query block). Forward: the cp key and
+      // value blocks it sends on and receives (the first a copy of its own, the last saved for the backward in place
+      // of its own), each step's partial output and log-sum-exp, all held until they are merged. Backward: the two
+      // send and receive buffers, each a key and value block with its gradient, and the query gradient's buffer.
+      const std::uint64_t kv_tp = share(m.kv_width(), tp) + share(m.v_width(), tp), q_tp = share(m.q_width(), tp);
+      const std::int64_t fwd0 = inv->fwd_layer0(), bwd0 = inv->bwd_layer0();
+      const event_interval forward{fwd0, 1, fwd0, 1}, rerun{bwd0, -1, bwd0, -1};
+      auto forward_set = [&](std::string_view name, const tensor_shape& shape, dtype type) {
+        if (keep_layer) inv->layer_intervals(name, shape, type, tensor_category::activations, {forward});
+        else inv->layer_intervals(name, shape, type, tensor_category::activations, {forward, rerun});  // recomputed
+      };
+      forward_set("layer{}.attn.cp_ring_kv", {cp - 1, b, s, kv_tp}, act);
+      forward_set("layer{}.attn.cp_ring_out", {cp, b, s, hq_tp}, act);
+      forward_set("layer{}.attn.cp_ring_lse", {cp, b, a_tp, s}, dtype::fp32);
+      inv->layer_intervals("layer{}.attn.cp_ring_grad_kv", {4, b, s, kv_tp}, act, tensor_category::activation_grads, {rerun});
+      inv->layer_intervals("layer{}.attn.cp_ring_grad_q", {b, s, q_tp}, act, tensor_category::activation_grads, {rerun});
+    }
   } else {
     if (ops) {
       const double sd = static_cast<double>(s), batches = static_cast<double>(m.heads) * static_cast<double>(b);

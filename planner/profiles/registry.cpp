@@ -47,10 +47,21 @@ const stack_profile& unlabelled_report_profile() { return hf_profile(); }
 
 const stack_profile& profile_of(const run_config& run) { return run.profile ? *run.profile : harness_profile(); }
 
+namespace {
+
+// What every stack refuses the same way, from its traits, then the stack's own checks.
+void check_stack(const stack_profile& profile, const model_spec& m, const run_config& run, const precision_layout& layout) {
+  if (run.cp > 1 && !profile.traits.context_parallel)
+    throw input_error(fmt::format("--cp {}: --framework {} has no context parallelism", run.cp, profile.name));
+  profile.check(m, run, layout);
+}
+
+}  // namespace
+
 void check_run(const model_spec& m, const run_config& run, const precision_layout& layout) {
   const stack_profile& profile = profile_of(run);
   try {
-    profile.check(m, run, layout);
+    check_stack(profile, m, run, layout);
   } catch (const input_error& refused) {
     std::string accepting;
     for (const stack_profile* other : all_profiles()) {
@@ -58,7 +69,7 @@ void check_run(const model_spec& m, const run_config& run, const precision_layou
       run_config elsewhere = run;
       elsewhere.profile = other;
       try {
-        other->check(m, elsewhere, layout);
+        check_stack(*other, m, elsewhere, layout);
       } catch (const input_error&) {
         continue;
       }

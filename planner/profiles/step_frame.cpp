@@ -93,6 +93,7 @@ step_ops micro_batch_step_ops(const model_spec& m, const run_config& run, const 
                           1 / tp};
   };
   ops::row_group layer = layer_group(layers);
+  if (layer.backwards > 0) result.attention_forwards_per_backward = layer.attention_forwards / layer.backwards;
   ops::row_group norms = layer;
   norms.share = run.sequence_parallel ? 1 / tp : 1;  // norms, residuals, dropout: replicated across tp ranks
   // The head's rows go after the layers' whatever order a profile writes them in (its op list may begin with the

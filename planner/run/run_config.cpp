@@ -1,5 +1,5 @@
 // The run's small parsers and checks (run_config.hpp): --lora-targets to and from its text, and the GPU
-// layout's check (--gpus a multiple of --tp x --pp).
+// layout's check (--gpus a multiple of --tp x --cp x --pp).
 #include "planner/run/run_config.hpp"
 
 #include <fmt/format.h>
@@ -74,11 +74,14 @@ loss_kind parse_loss(std::string_view text) { return parse_named(loss_names, tex
 
 void check_parallel_layout(const run_config& run) {
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");
+  if (run.cp == 0) throw input_error("--cp must be at least 1");
   // The largest clusters have some 10^5 GPUs; more is a typo (4,294,967,297 once planned a run that fits).
   constexpr std::uint64_t max_gpus = 1ull << 20;
   if (run.gpus > max_gpus) throw input_error(fmt::format("--gpus {} is beyond any real cluster (limit {})", run.gpus, max_gpus));
   if (run.pp > run.gpus / run.tp || run.gpus % (run.tp * run.pp) != 0)  // first test: tp*pp must not wrap to 0
     throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --pp {}", run.gpus, run.tp, run.pp));
+  if (run.cp > 1 && (run.cp > run.gpus / (run.tp * run.pp) || run.gpus % (run.tp * run.pp * run.cp) != 0))
+    throw input_error(fmt::format("--gpus {} is not a multiple of --tp {} x --cp {} x --pp {}", run.gpus, run.tp, run.cp, run.pp));
 }
 
 }  // namespace trainplan

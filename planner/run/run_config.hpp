@@ -89,9 +89,13 @@ struct run_config {
   // --one-process), not by the plan command.
   bool cublas_workspaces_held = false;
 
-  // Beyond one GPU. gpus = data-parallel degree x tp x pp.
+  // Beyond one GPU. gpus = data-parallel degree x tp x cp x pp.
   std::uint64_t gpus = 1;
   std::uint64_t tp = 1;                  // tensor-parallel degree (Megatron-LM)
+  // Context-parallel degree: each sequence split over cp GPUs, seq / cp tokens each, attention's keys and values
+  // passed round them as a ring (Megatron-Core with Transformer Engine's AttnFuncWithCPAndKVP2P). The weights are
+  // replicated over cp as over data parallelism: gradients reduce, and the distributed optimizer shards, over dp x cp.
+  std::uint64_t cp = 1;
   std::uint64_t pp = 1;                  // pipeline-parallel degree (1F1B schedule)
   std::uint64_t vpp = 1;                 // model chunks per pipeline GPU: above 1, Megatron's interleaved 1F1B
   bool sequence_parallel = false;        // with tp: norms and dropout split along the sequence too
@@ -116,17 +120,25 @@ struct run_config {
   // copy of the input before lora_A (peft/tuners/lora/layer.py, LoraLayer.update_layer).
   double lora_dropout = 0.0;
 
-  // 0 when tp x pp is 0 or past 64 bits (validate_run refuses such a run; this must not divide by zero).
+  // 0 when tp x cp x pp is 0 or past 64 bits (validate_run refuses such a run; this must not divide by zero).
   std::uint64_t data_parallel() const {
     std::uint64_t model_parallel = 0;
-    if (__builtin_mul_overflow(tp, pp, &model_parallel) || model_parallel == 0) return 0;
+    if (__builtin_mul_overflow(tp, pp, &model_parallel) || __builtin_mul_overflow(model_parallel, cp, &model_parallel) ||
+        model_parallel == 0)
+      return 0;
     return gpus / model_parallel;
   }
+  // The GPUs that hold the same weights: data x context parallelism (Megatron-Core's data-parallel group "with
+  // context parallel", over which gradients reduce and the distributed optimizer shards).
+  std::uint64_t data_context_parallel() const { return data_parallel() * cp; }
+  // The tokens of a sequence each GPU holds: seq / cp (planner/evaluate/plan.cpp refuses a sequence cp does not
+  // split).
+  std::uint64_t seq_per_gpu() const { return cp > 1 ? seq / cp : seq; }
   std::uint64_t global_batch() const { return micro_batch * grad_accum * data_parallel(); }  // sequences per step
   bool operator==(const run_config&) const = default;
 };
 
-// The GPUs' layout as given: at least one each, at most 2^20 GPUs, and a whole number of tp x pp groups.
+// The GPUs' layout as given: at least one each, at most 2^20 GPUs, and a whole number of tp x cp x pp groups.
 // Throws input_error naming the options (every command that takes them checks them before using them).
 void check_parallel_layout(const run_config& run);
 

@@ -16,6 +16,9 @@ struct stack_traits {
   // It runs a model's fused projections (Phi-3's qkv_proj, gate_up_proj) as the model defines them, so LoRA
   // through peft adapts each as one module; false: separate q, k, v and gate, up projections.
   bool keeps_fused_projections = false;
+  // It splits each sequence over --cp GPUs and passes attention's keys and values round them as a ring (Megatron-Core
+  // with Transformer Engine's AttnFuncWithCPAndKVP2P); false: a stack without context parallelism refuses --cp.
+  bool context_parallel = false;
 };
 
 }  // namespace trainplan

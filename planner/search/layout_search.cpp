@@ -79,8 +79,9 @@ layout_search_result search_layouts(const model_spec& model, const run_config& b
   for (const stack_profile* stack : options.stacks)
     for (std::uint64_t tp : powers_of_two_dividing(heads_gcd, std::min(node, base.gpus)))
       for (std::uint64_t pp = 1; pp <= model.layers && tp * pp <= base.gpus; ++pp) {
-        if (model.layers % pp != 0 || base.gpus % (tp * pp) != 0) continue;
-        const std::uint64_t dp = base.gpus / (tp * pp);
+        // The run's context parallelism (--cp) is kept: the search varies the other degrees around it.
+        if (model.layers % pp != 0 || base.gpus % (tp * pp * base.cp) != 0) continue;
+        const std::uint64_t dp = base.gpus / (tp * pp * base.cp);
         const std::vector<std::uint64_t> eps = model.is_moe() ? powers_of_two_dividing(std::gcd(model.experts, dp), dp)
                                                               : std::vector<std::uint64_t>{1};
         for (std::uint64_t ep : eps)

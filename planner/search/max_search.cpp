@@ -22,7 +22,10 @@ void set_quantity(max_quantity what, std::uint64_t v, sweep_model& model, run_co
     model.spec = derive_llama_shape(v * 1'000'000ull);
     model.facts = describe_model(model.spec);
   } else if (what == max_quantity::seq) {
-    run.seq = v;
+    // Under context parallelism a sequence splits into 2 cp chunks (planner/evaluate/plan.cpp): v rounds up to the
+    // next such length, so the largest v that fits is one.
+    const std::uint64_t unit = run.cp > 1 ? 2 * run.cp : 1;
+    run.seq = (v + unit - 1) / unit * unit;
   } else {
     run.micro_batch = v;
     if (per_gpu_batch) run.grad_accum = per_gpu_batch / v;

@@ -61,6 +61,9 @@ struct step_ops {
   // Forward and backward passes per step (gradient accumulation): they alternate, F1 B1 F2 B2 ..., which
   // planner/time/roofline.cpp's schedules follow.
   double micro_batches = 1;
+  // Forward passes of the attention core per backward: 2 where recomputation reruns it (planner/time/communication.hpp
+  // splits its time into forward and backward passes with it).
+  double attention_forwards_per_backward = 1;
   // The host waits for the device before optimizer.step(): torch.amp.GradScaler.step reads found_inf with
   // .item() (torch/amp/grad_scaler.py, _maybe_opt_step) unless the optimizer unscales inside its own kernel
   // (_step_supports_amp_scaling: fused AdamW), so the optimizer's Python work no longer overlaps the backward.

@@ -27,7 +27,7 @@ struct step_time {
 };
 
 // ops are one GPU's (planner/time/step_ops.hpp: a pipeline stage's layers, a tensor-parallel share of each).
-// flops are one data-parallel replica's, shared by its gpus_per_replica (tp x pp) GPUs, for MFU and HFU;
+// flops are one data-parallel replica's, shared by its gpus_per_replica (tp x cp x pp) GPUs, for MFU and HFU;
 // dp replicas run in parallel. A pipeline idles for bubble_fraction = (pp - 1) / micro-batches of the
 // compute time (Narayanan et al. 2021, Sec. 2.2, 1F1B). `communication`: the step's collectives overlapped
 // with its compute (overlap_communication), added after the compute; nullptr: not modelled.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/cli/expect_refused.hpp"
 #include "tests/cli/run_plan.hpp"
 
 using nlohmann::json;
@@ -104,4 +105,34 @@ TEST_CASE("multi-GPU: plan search --gpus N ranks layouts, and its #1 runs as the
   CHECK(plan["time"]["tokens_per_second"].get<double>() == Approx(best["tokens_per_second"].get<double>()).epsilon(1e-9));
   // Given a layout of its own (--tp), search keeps to it: the configuration search.
   CHECK(run_plan("search --model gpt2 --seq 1024 --gpus 8 --layouts --json").exit_code == 0);
+}
+
+TEST_CASE("multi-GPU: --cp splits the sequence, and the report lists the context-parallel ring", "[cli][multigpu][cp]") {
+  // Llama-2-7B at 32K tokens on a DGX H100 node, cp 2 x tp 4: each GPU holds 16K tokens of the sequence.
+  const std::string base = "--model llama-2-7b --seq 32768 --framework megatron --gpus 8 --tp 4 --sequence-parallel";
+  const json plain = plan_json(base);
+  const json cp = plan_json(base + " --cp 2");
+  CHECK(cp["run"]["cp"] == 2);
+  CHECK(cp["run"]["data_parallel"] == 1);
+  CHECK(plain["run"]["cp"] == 1);
+  const json& c = cp["time"]["communication"];
+  REQUIRE(c["by_group"].contains("context-parallel"));
+  CHECK(c["by_group"]["context-parallel"]["exposed_seconds"].get<double>() <= c["by_group"]["context-parallel"]["seconds"].get<double>());
+  CHECK_FALSE(plain["time"]["communication"]["by_group"].contains("context-parallel"));
+  // Half the tokens a GPU: the layers' activations halve (the kept ones, whatever the ring's working sets add).
+  CHECK(cp["memory"]["activations_per_layer_bytes"].get<double>() == plain["memory"]["activations_per_layer_bytes"].get<double>() / 2);
+  // The text report names the layout and the group.
+  const plan_run text = run_plan(base + " --cp 2");
+  CHECK_THAT(text.out, Catch::Contains("x 2 context-parallel"));
+  CHECK_THAT(text.out, Catch::Contains("context-parallel"));
+}
+
+TEST_CASE("multi-GPU: --cp that cannot run is refused in one line naming it", "[cli][errors][cp]") {
+  using trainplan::test::expect_refused;
+  expect_refused("--model llama-2-7b --seq 4096 --gpus 2 --cp 2", {"--cp 2", "--framework megatron"});  // hf's default
+  expect_refused("--model llama-2-7b --seq 4097 --gpus 2 --cp 2 --framework megatron", {"--cp 2", "--seq 4097"});
+  expect_refused("--model llama-2-7b --seq 4096 --gpus 3 --cp 2 --framework megatron", {"--cp 2", "--gpus 3"});
+  expect_refused("--model llama-2-7b --seq 4096 --gpus 2 --cp 2 --framework megatron --attention eager", {"--cp 2", "--attention"});
+  expect_refused("--model llama-2-7b --seq 4096 --gpus 2 --cp 0 --framework megatron", {"--cp"});
+  expect_refused("--model llama-2-7b --seq 4096 --gpus 2 --cp x --framework megatron", {"--cp"});
 }

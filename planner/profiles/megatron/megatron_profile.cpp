@@ -15,12 +15,18 @@ precision_regime default_precision(bool) { return precision_regime::megatron_bf1
 
 void check(const model_spec&, const run_config& run, const precision_layout&) {
   refuse_library_kernels("megatron", "over the whole logits (vocab_parallel_cross_entropy on an fp32 copy)", run);
+  // Transformer Engine runs context parallelism inside its flash and fused attention only: it disables its unfused
+  // backend under context parallelism (attention/dot_product_attention/utils.py, get_attention_backend).
+  if (run.cp > 1 && run.attention == attention_kind::eager)
+    throw input_error(fmt::format("--cp {} needs --attention flash: Transformer Engine splits the sequence only in its flash "
+                                  "and fused attention", run.cp));
 }
 
 constexpr stack_traits traits{
     .vocab_pad_multiple = 1,
     .passes_window_to_kernel = true,  // Transformer Engine hands the window to its flash kernel
     .keeps_fused_projections = false,
+    .context_parallel = true,  // --context-parallel-size with cp_comm_type "p2p" (Transformer Engine's ring attention)
 };
 
 // Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them).

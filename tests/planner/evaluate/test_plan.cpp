@@ -250,3 +250,53 @@ TEST_CASE("405B on one H100: only ZeRO-3 over at least 128 GPUs is suggested", "
     CHECK(f.run.zero == 3);
   }
 }
+
+TEST_CASE("context and pipeline parallelism: the step grows by the exposed communication, no more", "[plan][communication][cp]") {
+  // The same plan on a DGX H100 node (collectives modelled) and with no cluster (not modelled): the step differs by
+  // what the collectives expose plus the slowdown of the compute the hidden ones share the SMs with.
+  const model_spec& m = data().model("llama-2-7b").spec;
+  const gpu_spec& g = data().gpu("h100");
+  gpu_spec alone = g;
+  alone.cluster.reset();
+  const calibration cal = data().calibration_for(g);
+  // A send between two GPUs of the node: NCCL's point-to-point latency, 7.2 us, plus the bytes at 364.5 GB/s
+  // (planner/time/collectives.hpp; tests/planner/time/test_communication.cpp derives both).
+  auto send_seconds = [](double bytes) { return 7.2e-6 + bytes / 364.5e9; };
+  auto check_growth = [&](const run_config& r) {
+    const plan_result with = evaluate_plan(m, r, g, cal), without = evaluate_plan(m, r, alone, cal);
+    REQUIRE(with.time.communication_modelled);
+    REQUIRE_FALSE(without.time.communication_modelled);
+    const comm_time& c = with.time.communication;
+    CHECK(with.time.step_seconds - without.time.step_seconds == Approx(c.exposed_seconds + c.slowdown_seconds));
+    CHECK(c.exposed_seconds <= c.seconds);
+    return c;
+  };
+
+  // Context parallelism, cp 2 at s 16,384: each GPU's key and value block is 8,192 x 2 x 4,096 x 2 B = 134 MB, a send
+  // of 375 us. Beside it one step's attention of a layer, 2 x 8,192 x 16,384 x 8,192 / 2 = 1.1 TFLOP, which takes at
+  // least 1.1 ms at the H100's 989 TFLOP/s peak: every send hides. Forward 1, backward 2 sends a layer, 32 layers.
+  run_config cp = run_of(16384, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  cp.profile = &profile_named("megatron");
+  cp.precision = precision_regime::megatron_bf16;
+  cp.gpus = cp.cp = 2;
+  const comm_time c = check_growth(cp);
+  const std::size_t context = static_cast<std::size_t>(comm_group::context);
+  CHECK(c.seconds_by_group[context] == Approx(3 * 32 * send_seconds(8192.0 * 2 * 4096 * 2)));
+  CHECK(c.exposed_by_group[context] == Approx(0).margin(1e-12));
+
+  // Pipeline parallelism, pp 2 on the node, 8 micro-batches of [4096, 1, 4096] activations (33.5 MB, a send of
+  // 99 us). 1F1B: 2 (m + p - 1) = 18 sends, each waited for.
+  run_config pp = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  pp.profile = &profile_named("megatron");
+  pp.precision = precision_regime::megatron_bf16;
+  pp.gpus = pp.pp = 2, pp.grad_accum = 8;
+  const std::size_t pipeline = static_cast<std::size_t>(comm_group::pipeline);
+  const double send = send_seconds(4096.0 * 4096 * 2);
+  CHECK(check_growth(pp).exposed_by_group[pipeline] == Approx(18 * send));
+  // Interleaved, 2 chunks of 8 layers: m v + p - 1 = 17 each way; the 17 sent forward are waited for, the 17
+  // gradients each hide beside a chunk's forward (8 layers of 4,096 tokens, some 13 TFLOP: over 13 ms at peak).
+  pp.vpp = 2;
+  const comm_time i = check_growth(pp);
+  CHECK(i.seconds_by_group[pipeline] == Approx(34 * send));
+  CHECK(i.exposed_by_group[pipeline] == Approx(17 * send));
+}

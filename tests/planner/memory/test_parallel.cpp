@@ -1,6 +1,7 @@
 // Beyond one GPU and fine-tuning: ZeRO stages, offload, tensor/sequence parallelism, LoRA and QLoRA.
 #include <catch2/catch.hpp>
 
+#include "planner/model/model_facts.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
@@ -223,4 +224,83 @@ TEST_CASE("pipeline stages: the first keeps p micro-batches of its layers, the l
   CHECK_THROWS_WITH(evaluate_plan(m, bad, g, cal), Catch::Contains("must divide the 8 layers"));
   bad.pp = 2;
   CHECK_THROWS_AS(evaluate_plan(m, bad, g, cal), input_error);  // 3 GPUs are not a multiple of 2 stages
+}
+
+TEST_CASE("context parallelism: every activation of a layer on seq / cp tokens, and the ring's working sets", "[parallel][cp]") {
+  // Megatron-Core gives each of cp GPUs seq / cp tokens of every sequence (get_batch_on_this_cp_rank). Per layer,
+  // GPT with flash attention and no dropout, 16-bit, kept for the backward (Korthikanti et al. 2022, Sec. 4.1, less
+  // the dropout masks and with flash attention's fp32 log-sum-exp instead of the scores): norm inputs 2sbh + 2sbh,
+  // QKV input 2sbh, Q K V 6sbh, the attention output 2sbh, the MLP input 2sbh, GELU's input and output 8sbh + 8sbh,
+  // and 4asb of log-sum-exp: 32sbh + 4asb, with s / cp for s.
+  const std::uint64_t s = 4096, b = 1, h = 4096, a = 32;
+  const model_spec m = gpt_shape(4, h, a);
+  for (std::uint64_t cp : {1ull, 2ull, 4ull}) {
+    run_config r = run_of(s, b, recompute_mode::none, attention_kind::flash, 0.0);
+    r.profile = &profile_named("megatron");
+    r.precision = precision_regime::megatron_bf16;
+    r.cp = r.gpus = cp;
+    const inventory inv = inventory_for(m, r);
+    const std::uint64_t sl = s / cp;
+    INFO("cp " << cp);
+    CHECK(inv.activations_per_layer_bytes == 32 * sl * b * h + 4 * a * sl * b);
+    if (cp == 1) {
+      CHECK(tensor_named(inv, "layer{}.attn.cp_ring_kv") == nullptr);
+      continue;
+    }
+    // Transformer Engine's ring (AttnFuncWithCPAndKVP2P), a layer's working sets: forward, the cp - 1 key and value
+    // blocks beyond the one kept (b x s/cp x 2h, 16-bit), cp partial outputs (b x s/cp x h) and cp fp32 log-sum-exps
+    // (b x a x s/cp); backward, two send and receive buffers of a key and value block and its gradient (4 blocks)
+    // and the query gradient (b x s/cp x h).
+    CHECK(tensor_named(inv, "layer{}.attn.cp_ring_kv")->bytes == (cp - 1) * b * sl * 2 * h * 2);
+    CHECK(tensor_named(inv, "layer{}.attn.cp_ring_out")->bytes == cp * b * sl * h * 2);
+    CHECK(tensor_named(inv, "layer{}.attn.cp_ring_lse")->bytes == cp * b * a * sl * 4);
+    CHECK(tensor_named(inv, "layer{}.attn.cp_ring_grad_kv")->bytes == 4 * b * sl * 2 * h * 2);
+    CHECK(tensor_named(inv, "layer{}.attn.cp_ring_grad_q")->bytes == b * sl * h * 2);
+    CHECK_FALSE(tensor_named(inv, "layer{}.attn.cp_ring_kv")->kept_to_backward);
+  }
+}
+
+TEST_CASE("context parallelism: the distributed optimizer shards over data x context parallelism", "[parallel][cp]") {
+  // Megatron-Core's distributed optimizer shards its fp32 state over the data-parallel group with context
+  // parallelism (dp x cp ranks hold the same weights): on 8 GPUs with cp 2 and --zero 1, each Adam moment is
+  // 4 bytes x P / 8, as on 8 data-parallel GPUs without it.
+  const model_spec m = gpt_shape(4, 1024, 16);
+  run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  r.profile = &profile_named("megatron");
+  r.precision = precision_regime::megatron_bf16;
+  r.zero = 1;
+  r.gpus = 8;
+  const std::uint64_t plain = bytes_of(inventory_for(m, r).tensors, {"adam.m"});
+  r.cp = 2;
+  CHECK(r.data_parallel() == 4);
+  CHECK(bytes_of(inventory_for(m, r).tensors, {"adam.m"}) == plain);
+  const double params = static_cast<double>(describe_model(m).counts.total);
+  CHECK(static_cast<double>(plain) == Approx(4 * params / 8).epsilon(1e-3));  // per-tensor shards round up
+}
+
+TEST_CASE("context parallelism: refused where it cannot run, with the option named", "[parallel][cp]") {
+  const model_spec& m = data().model("llama-2-7b").spec;
+  const gpu_spec& g = data().gpu("h100");
+  const calibration cal = data().calibration_for(g);
+  run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  r.gpus = r.cp = 2;
+  r.precision = precision_regime::megatron_bf16;
+  // A stack without context parallelism, named with the one that has it.
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::bf16_mixed;
+  CHECK_THROWS_WITH(evaluate_plan(m, r, g, cal), Catch::Contains("--cp 2: --framework hf has no context parallelism") &&
+                                                     Catch::Contains("--framework megatron"));
+  r.profile = &profile_named("megatron");
+  r.precision = precision_regime::megatron_bf16;
+  // A sequence that does not split into 2 cp chunks (Megatron-Core's load balancing).
+  r.seq = 4098;
+  CHECK_THROWS_WITH(evaluate_plan(m, r, g, cal), Catch::Contains("--cp 2 needs --seq 4098"));
+  r.seq = 4096;
+  // Transformer Engine's unfused attention has no context parallelism.
+  r.attention = attention_kind::eager;
+  CHECK_THROWS_WITH(evaluate_plan(m, r, g, cal), Catch::Contains("--attention flash"));
+  r.attention = attention_kind::flash;
+  // 6 GPUs are not a multiple of tp 2 x cp 2.
+  r.tp = 2, r.gpus = 6;
+  CHECK_THROWS_WITH(evaluate_plan(m, r, g, cal), Catch::Contains("--cp 2"));
 }

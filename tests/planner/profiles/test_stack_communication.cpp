@@ -156,3 +156,92 @@ TEST_CASE("stack communication: DeepSpeed ZeRO-3 gathers again only the layers i
   r.zero = 1;
   CHECK(op_named(comm_of(m, r), "data.reduce_scatter (gradients)")->window == comm_window::none);
 }
+
+TEST_CASE("stack communication: context parallelism's ring of key and value blocks, Llama-2-7B", "[communication][megatron][cp]") {
+  // Transformer Engine's AttnFuncWithCPAndKVP2P (Megatron-Core, cp_comm_type "p2p"): per layer and micro-batch,
+  // forward cp - 1 sends of this GPU's key and value block, b x s/cp x (kv_heads x head_dim) x 2 (K and V) x 2 B;
+  // backward every one of the cp steps sends, the first and last one block, the cp - 2 between two (K/V and
+  // dK/dV): 2 (cp - 1) blocks, twice the forward's. Llama-2-7B: 32 layers, 32 kv heads of 128.
+  const model_spec& m = test::data().model("llama-2-7b").spec;
+  run_config r = test::run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  r.profile = &profile_named("megatron");
+  r.precision = precision_regime::megatron_bf16;
+  r.gpus = 2, r.cp = 2, r.grad_accum = 2;
+  step_comm c = comm_of(m, r);
+  const double block2 = 1 * 2048.0 * 2 * 4096 * 2;  // 33,554,432 B: s/cp = 2048 tokens
+  const comm_op* fwd = op_named(c, "context.send_recv (forward K/V)");
+  const comm_op* bwd1 = op_named(c, "context.send_recv (backward K/V or dK/dV)");
+  REQUIRE(fwd);
+  REQUIRE(bwd1);
+  CHECK(fwd->kind == collective::send_recv);
+  CHECK(fwd->group == comm_group::context);
+  CHECK(fwd->bytes == block2);
+  CHECK(fwd->count == 1 * 32 * 2);    // cp - 1 a layer and micro-batch
+  CHECK(fwd->window == comm_window::attention_forward);
+  CHECK(fwd->blocks == 2 * 32 * 2);   // each beside one of the cp steps' attention
+  CHECK(bwd1->bytes == block2);
+  CHECK(bwd1->count == 2 * 32 * 2);   // cp = 2: K/V at the first step, dK/dV at the last
+  CHECK(bwd1->window == comm_window::attention_backward);
+  CHECK(bwd1->blocks == 2 * 32 * 2);
+  CHECK(op_named(c, "context.send_recv (backward K/V and dK/dV)") == nullptr);
+  // cp 4: blocks of s/4 = 1024 tokens; 3 forward sends; backward 2 of one block and 2 of two, 6 blocks in all.
+  r.gpus = r.cp = 4;
+  c = comm_of(m, r);
+  const double block4 = 1024.0 * 2 * 4096 * 2;
+  CHECK(op_named(c, "context.send_recv (forward K/V)")->bytes == block4);
+  CHECK(op_named(c, "context.send_recv (forward K/V)")->count == 3 * 32 * 2);
+  CHECK(op_named(c, "context.send_recv (backward K/V or dK/dV)")->count == 2 * 32 * 2);
+  const comm_op* both = op_named(c, "context.send_recv (backward K/V and dK/dV)");
+  REQUIRE(both);
+  CHECK(both->bytes == 2 * block4);
+  CHECK(both->count == 2 * 32 * 2);
+  double forward_bytes = 0, backward_bytes = 0;
+  for (const comm_op& op : c.ops)
+    if (op.group == comm_group::context)
+      (op.window == comm_window::attention_forward ? forward_bytes : backward_bytes) += op.bytes * op.count;
+  CHECK(backward_bytes == 2 * forward_bytes);
+  // Full recomputation reruns the forward's ring in the backward.
+  r.recompute = recompute_mode::full;
+  CHECK(op_named(comm_of(m, r), "context.send_recv (forward K/V)")->count == 2 * 3 * 32 * 2);
+  // Tensor parallelism splits the kv heads: half the block; and the tensor-parallel all-reduces move s/cp x b x h.
+  r.recompute = recompute_mode::none;
+  r.gpus = 8, r.tp = 2;
+  c = comm_of(m, r);
+  CHECK(op_named(c, "context.send_recv (forward K/V)")->bytes == block4 / 2);
+  CHECK(op_named(c, "tensor.all_reduce (forward)")->bytes == 1024.0 * 1 * 4096 * 2);
+  // With cp 4 x tp 2 x dp 1, the gradients stay: dp x cp = 4 GPUs reduce them.
+  CHECK(total_count(c, collective::all_reduce, comm_group::data) > 0);
+}
+
+TEST_CASE("stack communication: a pipeline's sends, exposed in 1F1B, the gradients overlapped when interleaved", "[communication][megatron]") {
+  // Llama-2-7B, pp 2, 8 micro-batches of s 4096: one micro-batch's [s, b, h] activations, 4096 x 4096 x 2 B.
+  const model_spec& m = test::data().model("llama-2-7b").spec;
+  run_config r = test::run_of(4096, 1, recompute_mode::none, attention_kind::flash, 0.0);
+  r.profile = &profile_named("megatron");
+  r.precision = precision_regime::megatron_bf16;
+  r.gpus = 2, r.pp = 2, r.grad_accum = 8;
+  step_comm c = comm_of(m, r);
+  const comm_op* plain = op_named(c, "pipeline.send_recv");
+  REQUIRE(plain);
+  CHECK(plain->bytes == 4096.0 * 4096 * 2);
+  CHECK(plain->count == 2 * (8 + 2 - 1));
+  CHECK(plain->window == comm_window::none);  // batch_isend_irecv, waited for
+  // Interleaved (vpp 2): overlap_p2p_comm. m v + p - 1 = 17 each way: the activations sent forward waited for
+  // before their output is freed; the gradients sent back each beside the next chunk's forward, one of m v = 16.
+  r.vpp = 2;
+  c = comm_of(m, r);
+  const comm_op* fwd = op_named(c, "pipeline.send_recv (forward)");
+  const comm_op* bwd = op_named(c, "pipeline.send_recv (backward)");
+  REQUIRE(fwd);
+  REQUIRE(bwd);
+  CHECK(fwd->count == 17);
+  CHECK(fwd->window == comm_window::none);
+  CHECK(bwd->count == 17);
+  CHECK(bwd->window == comm_window::forward);
+  CHECK(bwd->blocks == 16);
+  // Context parallelism: s / cp tokens a micro-batch; with sequence parallelism a tp-th of them.
+  r.vpp = 1, r.cp = 2, r.gpus = 4;
+  CHECK(op_named(comm_of(m, r), "pipeline.send_recv")->bytes == 2048.0 * 4096 * 2);
+  r.tp = 2, r.gpus = 8, r.sequence_parallel = true;
+  CHECK(op_named(comm_of(m, r), "pipeline.send_recv")->bytes == 1024.0 * 4096 * 2);
+}
