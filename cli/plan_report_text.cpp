@@ -494,11 +494,13 @@ std::string render_plan_text(const plan_report_input& in) {
       std::string why = in.levers_kept ? "What would make it fit: no combination of up to three changes to the levers "
                                          "--keep leaves free fits."
                                        : "What would make it fit: no combination of up to three changes (recompute, "
-                                         "micro-batch, precision, optimizer, more GPUs, offload, adapters) fits.";
+                                         "micro-batch, precision, optimizer, loss, more GPUs, offload, adapters) fits.";
       // Advice about model state only where it is what fills the GPU.
       if (check.model_state_fills_gpu)
-        why += fmt::format(" Model state alone needs {} at the peak; shard it across more GPUs{}.", gib(p.model_state_bytes()),
-                           run.finetune == finetune_kind::full ? " or train adapters instead" : "");
+        why += fmt::format(" Model state alone needs {} at the peak; shard it across more GPUs{}: `plan search "
+                           "--gpus N` with this run's options ranks every tensor, pipeline and data-parallel layout of "
+                           "N GPUs.",
+                           gib(p.model_state_bytes()), run.finetune == finetune_kind::full ? " or train adapters instead" : "");
       line("{}", why);
     } else {
       line("What would make it fit (same numerics first, then changed numerics, then more GPUs; a + line adds what "

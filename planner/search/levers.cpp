@@ -15,7 +15,7 @@ namespace trainplan {
 namespace {
 
 constexpr std::string_view lever_names_in_order[lever_count] = {
-    "precision", "optimizer", "recompute", "batch", "attention", "adapters", "gpus", "offload", "seq", "optimizer-impl", "ep", "allocator"};
+    "precision", "optimizer", "recompute", "batch", "attention", "adapters", "gpus", "offload", "seq", "optimizer-impl", "ep", "allocator", "loss"};
 
 // Precision changes reset the gradient dtype to the regime's own: an fp32 gradient buffer kept from
 // the base run would undo most of what the change saves.
@@ -94,6 +94,7 @@ unsigned levers_changed(const run_config& from, const run_config& to) {
   if (from.seq != to.seq) levers |= lever_seq;
   if (from.ep != to.ep) levers |= lever_ep;
   if (from.expandable_segments != to.expandable_segments) levers |= lever_allocator;
+  if (from.loss != to.loss || from.loss_chunks != to.loss_chunks) levers |= lever_loss;
   return levers;
 }
 
@@ -135,6 +136,7 @@ std::vector<std::string> change_flags(const run_config& from, const run_config& 
   if (from.seq != to.seq) flags.push_back(fmt::format("--seq {}", to.seq));
   if (to.expandable_segments && !from.expandable_segments)  // the allocator lever only turns them on
     flags.push_back("--expandable-segments");
+  if (from.loss != to.loss) flags.push_back(fmt::format("--loss {}", loss_name(to.loss)));
   return flags;
 }
 
@@ -245,6 +247,11 @@ std::vector<lever_change> lever_alternatives(lever_bit lever, const model_spec& 
     case lever_allocator:  // the caching allocator's expandable segments, where the stack's allocator is PyTorch's
       if (profile_of(base).offers_expandable_segments && base.pp == 1 && !base.expandable_segments)
         out.push_back({lever, [](run_config& r) { r.expandable_segments = true; }});
+      break;
+    case lever_loss:  // the loss in pieces, where the stack takes --loss (its check refuses it elsewhere)
+      if (base.loss == loss_kind::standard)
+        for (loss_kind l : {loss_kind::chunked, loss_kind::fused_linear})
+          out.push_back({lever, [l](run_config& r) { r.loss = l; }});
       break;
     case lever_seq: break;  // found by a search against the rest of the run
   }

@@ -34,8 +34,11 @@ enum lever_bit : unsigned {
   lever_allocator = 2048,      // where the stack's allocator is PyTorch's (offers_expandable_segments):
                                // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the same tensors with less
                                // fragmentation (planner/allocator/expandable_allocator.hpp)
+  lever_loss = 4096,           // where the stack takes --loss: torchtune's chunked cross-entropy or Liger's fused
+                               // linear cross-entropy instead of the whole fp32 logits (planner/profiles/hf/
+                               // hf_loss_chunks.hpp); the same loss, computed in pieces
 };
-constexpr unsigned lever_count = 12;
+constexpr unsigned lever_count = 13;
 constexpr unsigned every_lever = (1u << lever_count) - 1;
 
 // "precision,optimizer" -> bits; throws input_error naming `option` and the unknown lever.

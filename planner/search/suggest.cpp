@@ -19,7 +19,7 @@ std::vector<std::vector<lever_change>> change_axes(const model_spec& model, cons
                                                   unsigned kept, bool offer_adapters) {
   std::vector<std::vector<lever_change>> axes;
   for (lever_bit lever : {lever_recompute, lever_attention, lever_batch, lever_precision, lever_optimizer,
-                          lever_optimizer_impl, lever_ep, lever_allocator})
+                          lever_optimizer_impl, lever_ep, lever_allocator, lever_loss})
     if (!(kept & lever)) axes.push_back(lever_alternatives(lever, model, run, gpu));
   // The GPUs the run has, before more: a higher ZeRO stage over its data-parallel GPUs, combined with the
   // other levers (ZeRO-3 and full recomputation on 64 GPUs, say).

@@ -136,3 +136,21 @@ TEST_CASE("multi-GPU: --cp that cannot run is refused in one line naming it", "[
   expect_refused("--model llama-2-7b --seq 4096 --gpus 2 --cp 0 --framework megatron", {"--cp"});
   expect_refused("--model llama-2-7b --seq 4096 --gpus 2 --cp x --framework megatron", {"--cp"});
 }
+
+TEST_CASE("multi-GPU: a model no change fits on one GPU is pointed to the layout search, which finds layouts", "[cli][multigpu][suggest]") {
+  // Llama-3.1-405B: 405.9B parameters x 16 bytes of mixed-precision AdamW state is 6 TB, 80 GB cards hold it only
+  // sharded over about a hundred of them; the fit check's passes (up to three changes, data parallelism with ZeRO)
+  // find nothing on 1,024, because each GPU still unshards a 3.2B-parameter layer in fp32. The report says where
+  // to look instead, and that command finds layouts that fit.
+  const plan_run one = run_plan("--model llama-3.1-405b --seq 4096 --gpu h100");
+  REQUIRE(one.exit_code == 1);
+  CHECK(one.out.find("`plan search --gpus N`") != std::string::npos);
+  const plan_run search = run_plan("search --model llama-3.1-405b --seq 4096 --gpu h100 --gpus 512 --json");
+  REQUIRE(search.exit_code == 0);
+  const json j = json::parse(search.out);
+  INFO(search.out.substr(0, 2000));
+  CHECK(j["fitting"].get<int>() > 0);
+  REQUIRE_FALSE(j["best"].empty());
+  CHECK(j["best"][0]["fits"] == true);
+  CHECK(j["best"][0]["peak_bytes"].get<std::uint64_t>() <= j["best"][0]["budget_bytes"].get<std::uint64_t>());
+}

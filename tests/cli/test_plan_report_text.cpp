@@ -150,3 +150,24 @@ TEST_CASE("every suggestion of ten runs that do not fit, run as printed, fits wi
   }
   CHECK(checked >= 20);
 }
+
+TEST_CASE("a long sequence whose fp32 logits alone fill the GPU is offered the loss in pieces", "[cli][report][suggest][loss]") {
+  // Llama-3.1-8B at 32,768 tokens: the fp32 logits are 32,768 x 128,256 x 4 bytes = 15.66 GiB, and the
+  // cross-entropy's log-softmax and gradient as many again, beside 104 GiB of weights and AdamW state on an
+  // 80 GB H100. What fits keeps the logits out: a chunked or fused linear cross-entropy.
+  const plan_run given = run_plan("--model llama-3.1-8b --seq 32768 --gpu h100 --json");
+  REQUIRE(given.exit_code == 1);
+  const json j = json::parse(given.out);
+  REQUIRE_FALSE(j["suggestions"].empty());
+  bool offered = false;
+  for (const json& s : j["suggestions"]) {
+    const std::string command = s["command"];
+    if (command.find("--loss ") == std::string::npos) continue;
+    offered = true;
+    INFO(command);
+    const plan_run again = run_plan(command.substr(5) + " --json");
+    REQUIRE(again.exit_code == 0);
+    CHECK(json::parse(again.out)["memory"]["peak_bytes"] == s["peak_bytes"]);
+  }
+  CHECK(offered);
+}

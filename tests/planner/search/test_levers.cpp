@@ -235,3 +235,30 @@ TEST_CASE("the allocator lever turns on expandable segments under hf only, at no
   llmc.profile = &profile_named("llmc");
   CHECK(lever_alternatives(lever_allocator, llama, llmc, h100).empty());  // only hf replays PyTorch's allocator
 }
+
+TEST_CASE("the loss lever offers chunked and fused linear cross-entropy where the stack takes --loss", "[levers][loss]") {
+  const run_config base = hf_headline_run();
+  const model_spec& llama = data().model("llama-2-7b").spec;
+  const gpu_spec& h100 = data().gpu("h100");
+  const std::vector<lever_change> offered = lever_alternatives(lever_loss, llama, base, h100);
+  REQUIRE(offered.size() == 2);
+  std::vector<std::vector<std::string>> flags;
+  for (const lever_change& c : offered) {
+    run_config to = base;
+    c.apply(to);
+    flags.push_back(change_flags(base, to));
+    CHECK(levers_changed(base, to) == lever_loss);
+    CHECK(change_costs(base, to) == cost_none);  // the same loss, computed in pieces
+  }
+  CHECK(flags == std::vector<std::vector<std::string>>{{"--loss chunked"}, {"--loss fused-linear"}});
+  run_config chunked = base;
+  chunked.loss = loss_kind::chunked;
+  CHECK(lever_alternatives(lever_loss, llama, chunked, h100).empty());  // already in pieces
+  for (const char* own_loss : {"llmc", "megatron"}) {  // stacks whose loss is their own: --loss is refused there
+    run_config r = base;
+    r.profile = &profile_named(own_loss);
+    r.precision = r.profile->default_precision(false);
+    INFO(own_loss);
+    CHECK(lever_alternatives(lever_loss, llama, r, h100).empty());
+  }
+}
