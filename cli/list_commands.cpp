@@ -36,17 +36,22 @@ void print_gpu_origins(const catalog& c) {
     return out;
   };
   const std::string context_head = "CUDA context " + names, time_head = "time constants " + names;
-  fmt::print("Where the figures come from:\n{:<11} {:<5} {:<9} {:<44} {}\n", "name", "cc", "memory", context_head, time_head);
+  fmt::print("Where the figures come from:\n{:<11} {:<5} {:<9} {:<7} {:<44} {}\n", "name", "cc", "memory", "matmul",
+             context_head, time_head);
   for (const gpu_spec& g : c.gpus()) {
     const calibration cal = c.calibration_for(g);
-    fmt::print("{:<11} {:<5} {:<9} {:<44} {}\n", g.name,
+    fmt::print("{:<11} {:<5} {:<9} {:<7} {:<44} {}\n", g.name,
                g.capability.known() ? fmt::format("{}.{}", g.capability.major, g.capability.minor) : std::string("-"),
-               memory_source_name(g.memory_from), cells(cal, &calibration::context_origin), cells(cal, &calibration::timing_origin));
+               memory_source_name(g.memory_from),
+               g.matmul_achievable_fraction > 0 ? fmt::format("{:.1f}%", 100 * g.matmul_achievable_fraction) : std::string("-"),
+               cells(cal, &calibration::context_origin), cells(cal, &calibration::timing_origin));
   }
   fmt::print("cc: CUDA's compute capability\n"
              "memory: measured: cudaMemGetInfo's total, measured by trainplan; reported: cudaMemGetInfo's total as\n"
              "  PyTorch's out-of-memory message prints it, in a report data/gpus.json cites; estimate: nvidia-smi's total,\n"
              "  a few hundred MiB above what CUDA gives\n"
+             "matmul: the largest bf16 GEMM rate measured on the GPU over its datasheet peak (data/gpus.json cites it); GEMM\n"
+             "  efficiencies not measured on a GPU are the reference GPU's times the ratio of the two (-: not published)\n"
              "CUDA context and time constants, per stack ({}):\n"
              "  measured: the GPU's own entry in data/calibration.json\n"
              "  <gpu>'s: that GPU's own entry; its time constants are fractions of the datasheet peaks and bandwidth,\n"

@@ -152,9 +152,18 @@ std::string shell_line(const std::vector<std::string>& words) {
 // One line when the GPU's time constants for the run's stack are another GPU's (catalog::calibration_for), empty when
 // they are its own measurement or the default entry's.
 static std::string derived_time_note(const plan_result& p) {
-  if (p.calib.timing_origin(calibration_name(profile_of(p.run))) != calibration_origin::derived) return {};
-  return fmt::format("time constants: the {}'s by the datasheets' peak ratios, not measured on the {}",
-                     p.calib.derived_from, p.gpu.name);
+  const calibration_origin origin = p.calib.timing_origin(calibration_name(profile_of(p.run)));
+  if (origin == calibration_origin::measured) return {};
+  // GEMM efficiencies scaled by the achievable matmul rates (catalog::calibration_for).
+  const std::string gemms =
+      p.calib.matmul_scale == 1 ? std::string()
+                                : fmt::format("; GEMMs x {:.3f}, the {}'s achievable share of its datasheet peak over the "
+                                              "reference GPU's",
+                                              p.calib.matmul_scale, p.gpu.name);
+  if (origin == calibration_origin::derived)
+    return fmt::format("time constants: the {}'s by the datasheets' peak ratios, not measured on the {}{}",
+                       p.calib.derived_from, p.gpu.name, gemms);
+  return gemms.empty() ? std::string() : "time constants: the default entry's" + gemms;
 }
 
 std::vector<std::string> plan_assumptions_summary(const plan_result& p) {

@@ -152,6 +152,12 @@ std::vector<gpu_spec> parse_gpus(std::string_view text) {
       if (sms == 0 || sms > 100000) throw input_error(o.where() + ": sm_count must be between 1 and 100000");
       g.sm_count = static_cast<std::uint32_t>(sms);
     }
+    if (o.has("matmul_achievable_fraction")) {
+      const nlohmann::json& v = o.at("matmul_achievable_fraction");
+      if (!v.is_number() || !(v.get<double>() > 0.05 && v.get<double>() <= 1))
+        throw input_error(o.where() + ": matmul_achievable_fraction must be a number above 0.05 and at most 1");
+      g.matmul_achievable_fraction = v.get<double>();
+    }
     g.source = o.string("source");
     o.finish();
     // At most 1 PiB: budgets are computed from it (x (1 - margin)) and must not wrap.
@@ -583,6 +589,18 @@ calibration catalog::calibration_for(const gpu_spec& gpu) const {
       s.context_origin = calibration_origin::derived;
       c.derived_from = reference_gpu_;
     }
+  }
+  // The time constants are fractions of the datasheet peaks, and a datasheet peak is not what a GPU reaches: the
+  // largest GEMMs reach 86.9% of it on an A100 and 80.3% on an H100 (gpu_spec::matmul_achievable_fraction). So a
+  // GEMM efficiency seen on the reference GPU (its own measurement, or the default entry's figure, checked
+  // there) is, on this GPU, that efficiency times the ratio of the two fractions. Tensor-core GEMMs only: fp32
+  // GEMMs, attention kernels and bandwidth keep their fractions (no comparable measurement).
+  if (ref_gpu != gpus_.end() && gpu.matmul_achievable_fraction > 0 && ref_gpu->matmul_achievable_fraction > 0 &&
+      ref_gpu->name != gpu.name) {
+    c.matmul_scale = gpu.matmul_achievable_fraction / ref_gpu->matmul_achievable_fraction;
+    auto scale = [&](timing_constants& t) { t.gemm_efficiency = std::min(1.0, t.gemm_efficiency * c.matmul_scale); };
+    for (stack_calibration& s : c.stacks)
+      if (s.timing_origin != calibration_origin::measured) scale(s.timing);
   }
   return c;
 }

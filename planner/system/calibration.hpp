@@ -41,6 +41,10 @@ struct calibration {
   std::string source;
   // The GPU whose own entry filled in what this GPU's lacks (origin derived); empty: none did.
   std::string derived_from;
+  // Where a stack's time constants were not measured on this GPU (derived or default), its GEMM efficiency is the
+  // reference GPU's times this: the GPU's achievable matmul fraction over the reference GPU's (gpu_spec); 1 where
+  // either is unknown (catalog::calibration_for).
+  double matmul_scale = 1;
 
   const stack_calibration* stack(std::string_view name) const {
     for (const stack_calibration& s : stacks)

@@ -53,6 +53,10 @@ struct gpu_spec {
   // communication is not modelled. Shared: sweeps copy a GPU into every configuration's result.
   std::shared_ptr<const cluster_spec> cluster;
   std::uint32_t sm_count = 0;           // streaming multiprocessors; 0: not known (NCCL's kernels take a share of them)
+  // The largest bf16 GEMM rate measured on the GPU over its datasheet's dense bf16 peak (the "maximum achievable
+  // matmul FLOPS" of stas00/ml-engineering, compute/accelerator: A100 SXM 86.9%, H100 SXM 80.3%): clocks under
+  // power limits reach less of the datasheet on newer GPUs. 0: not known.
+  double matmul_achievable_fraction = 0;
   std::string source;
 
   std::optional<double> peak_flops_per_s(dtype t) const {
