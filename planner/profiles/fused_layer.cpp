@@ -162,6 +162,12 @@ void walk_fused_step(const fused_step& step, const fused_memory* memory, step_ro
       ops->layer.gemm("attention.scores", sd, sd, static_cast<double>(m.head_dim), c, c, true, op_class::attention, batches,
                       true, true);
       ops->layer.add("attention.softmax", op_class::attention, 2 * N * c, 1, 3 * N * c, 1, 0, 0, true);
+      // Dropout on the probabilities as its own kernel (fused_layer_options::attention_dropout_kernel): forward, the
+      // probabilities read, the dropped ones and the one-byte mask written (torch's native_dropout); backward, the
+      // gradient and the mask read, the probabilities' gradient written (native_dropout_backward). Part of the attention
+      // core: selective recomputation reruns it.
+      if (dropout && options.attention_dropout_kernel)
+        ops->layer.add("attention.dropout", op_class::attention, 2 * N * c + N, 1, 2 * N * c + N, 1, 0, 0, true);
       ops->layer.gemm("attention.values", sd, static_cast<double>(m.v_dim()), sd, c, c, true, op_class::attention, batches,
                       true, true);
     }

@@ -32,6 +32,9 @@ struct fused_layer_options {
   fused_loss loss = fused_loss::fp32_copy;
   bool fused_residual_norm = false;  // the residual add and the next norm in one kernel (the harness)
   bool recomputes_gelu = false;      // any recomputation reruns GELU in the MLP's backward (llm.c's -r 1 and -r 2)
+  // Eager attention drops out the probabilities in a kernel of its own after the softmax (Megatron-LM's CoreAttention,
+  // Transformer Engine's UnfusedDotProductAttention: torch's dropout on the softmax's output), not inside the softmax.
+  bool attention_dropout_kernel = false;
 };
 
 // One step of `m` under `run`, as a stack with these options runs it.

@@ -35,14 +35,24 @@ void add_model_parallel_comm(step_comm& comm, const model_spec& m, const run_con
     if (run.sequence_parallel) {
       comm.ops.push_back({"tensor.all_gather (forward)", collective::all_gather, comm_group::tensor, M, 2 * per * forwards, comm_window::none});
       comm.ops.push_back({"tensor.reduce_scatter (forward)", collective::reduce_scatter, comm_group::tensor, M, 2 * per * forwards, comm_window::none});
+      // Backward, per pair: the row-parallel output's reduce-scatter turns into an all-gather of its gradient
+      // (mappings.py, _ReduceScatterToSequenceParallelRegion.backward: _gather_along_first_dim, synchronous), which the
+      // linear's backward needs before it starts: exposed. The column-parallel linear's backward
+      // (LinearWithGradAccumulationAndAsyncCommunication.backward) gathers its input again asynchronously while it
+      // computes the input gradient, then reduce-scatters that gradient asynchronously while it computes the weight
+      // gradient: both run beside GEMMs of the weight gradients' size (the window, shared).
+      comm.ops.push_back({"tensor.all_gather (backward, output gradients)", collective::all_gather, comm_group::tensor, M, 2 * per, comm_window::none});
+      comm.ops.push_back({"tensor.all_gather (backward, inputs again)", collective::all_gather, comm_group::tensor, M, 2 * per, comm_window::weight_gradients});
       comm.ops.push_back({"tensor.reduce_scatter (backward)", collective::reduce_scatter, comm_group::tensor, M, 2 * per, comm_window::weight_gradients});
-      comm.ops.push_back({"tensor.all_gather (backward)", collective::all_gather, comm_group::tensor, M, 4 * per, comm_window::weight_gradients});
     } else {
       comm.ops.push_back({"tensor.all_reduce (forward)", collective::all_reduce, comm_group::tensor, M, 2 * per * forwards, comm_window::none});
       comm.ops.push_back({"tensor.all_reduce (backward)", collective::all_reduce, comm_group::tensor, M, 2 * per, comm_window::weight_gradients});
     }
-    // The vocabulary-parallel embedding's output and the head's input gradient, where this stage holds them.
-    const double tables = (facts.counts.embedding > 0 ? 1 : 0) + (facts.counts.lm_head > 0 || m.tied_embeddings ? 1 : 0);
+    // The vocabulary-parallel embedding's output and the head's input gradient, where this stage holds them: a tied
+    // head reads the embedding's table on one GPU; under pipeline parallelism the last stage holds a copy of the table
+    // for the head (Megatron's word_embeddings_for_head) and the first stage no head (facts: the stage's counts).
+    const bool head = facts.counts.lm_head > 0 || (m.tied_embeddings && run.pp == 1);
+    const double tables = (facts.counts.embedding > 0 ? 1 : 0) + (head ? 1 : 0);
     comm.ops.push_back({"tensor.all_reduce (embedding, head)", collective::all_reduce, comm_group::tensor, M, tables * mb, comm_window::none});
   }
   if (run.cp > 1) {

@@ -28,7 +28,7 @@ double step_seconds(const std::string& args) { return plan_json(args)["time"]["s
 TEST_CASE("multi-GPU: published step times, each within its tolerance", "[cli][multigpu]") {
   // tests/data/published/multigpu_step_times.json: Korthikanti et al. 2022's Table 5 (Selene, DGX A100: fp16, seq
   // 2048, vocabulary 51,200, tensor parallelism 8, 1F1B pipelines) and llm.c's GPT-2 1558M on 8 H100s, each with
-  // its source; 15%, or 20% for the three documented as outside 15% (docs/accuracy.md, written from this file).
+  // its source; 15%, or 20% for the two documented as outside 15% (docs/accuracy.md, written from this file).
   const json published = json::parse(slurp(fixture("published/multigpu_step_times.json")));
   REQUIRE(published["runs"].size() == 9);
   for (const json& run : published["runs"]) {

@@ -29,8 +29,10 @@ constexpr stack_traits traits{
     .context_parallel = true,  // --context-parallel-size with cp_comm_type "p2p" (Transformer Engine's ring attention)
 };
 
-// Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them).
-constexpr fused_layer_options options{.traits = traits, .loss = fused_loss::fp32_copy};
+// Megatron's loss runs on an fp32 copy of the logits (vocab_parallel_cross_entropy upcasts them). Its unfused attention
+// (--attention eager: Megatron-LM's CoreAttention, Transformer Engine's UnfusedDotProductAttention) scales, masks and
+// softmaxes in one kernel (FusedScaleMaskSoftmax) and drops the probabilities out in another (attention_dropout).
+constexpr fused_layer_options options{.traits = traits, .loss = fused_loss::fp32_copy, .attention_dropout_kernel = true};
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
                 const pipeline_stage& stage) {

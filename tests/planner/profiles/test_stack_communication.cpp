@@ -7,6 +7,7 @@
 #include "planner/model/model_facts.hpp"
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/registry.hpp"
+#include "planner/run/pipeline.hpp"
 #include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
@@ -62,7 +63,19 @@ TEST_CASE("stack communication: Megatron's tensor parallelism, Korthikanti et al
   CHECK(op_named(c, "tensor.all_gather (forward)")->count == 2 * 48);
   CHECK(op_named(c, "tensor.reduce_scatter (forward)")->count == 2 * 48);
   CHECK(op_named(c, "tensor.reduce_scatter (backward)")->count == 2 * 48);
-  CHECK(op_named(c, "tensor.all_gather (backward)")->count == 4 * 48);
+  // Of the backward's four all-gathers a layer, the two of the row-parallel outputs' gradients come before the
+  // GEMMs that read them (Megatron-Core mappings.py: a synchronous gather): the step waits for them. The two
+  // column-parallel inputs gathered again run beside the input-gradient GEMMs.
+  const comm_op* grads = op_named(c, "tensor.all_gather (backward, output gradients)");
+  const comm_op* inputs = op_named(c, "tensor.all_gather (backward, inputs again)");
+  REQUIRE(grads);
+  REQUIRE(inputs);
+  CHECK(grads->count == 2 * 48);
+  CHECK(grads->window == comm_window::none);
+  CHECK(inputs->count == 2 * 48);
+  CHECK(inputs->window == comm_window::weight_gradients);
+  CHECK(op_named(c, "tensor.reduce_scatter (backward)")->window == comm_window::weight_gradients);
+  CHECK(total_count(c, collective::all_gather, comm_group::tensor) == (2 + 4) * 48);
 }
 
 TEST_CASE("stack communication: a pipeline's sends, 2 (m + p - 1) on the critical path", "[communication][megatron]") {
@@ -76,6 +89,23 @@ TEST_CASE("stack communication: a pipeline's sends, 2 (m + p - 1) on the critica
   REQUIRE(send);
   CHECK(send->bytes == 1024.0 * 2 * 1024 * 2);  // one micro-batch's s x b x h activations in bf16
   CHECK(send->count == 2 * (8 + 4 - 1));
+}
+
+TEST_CASE("stack communication: the embedding's and the head's all-reduces, on the pipeline stages that hold them", "[communication][megatron]") {
+  // The vocabulary-parallel embedding all-reduces its output in forward; the head's input gradient is all-reduced in
+  // backward. With one stage both run on every GPU (a tied head reads the embedding's table); with four, the first
+  // stage holds the embedding and no head (the last holds the head and a copy of the table).
+  const model_spec m = test::gpt_shape(8, 1024, 16, 1000);  // tied embeddings
+  run_config r = test::run_of(1024, 2, recompute_mode::none, attention_kind::flash, 0.0);
+  r.profile = &profile_named("megatron");
+  r.precision = precision_regime::megatron_bf16;
+  r.gpus = 2, r.tp = 2, r.grad_accum = 8;
+  CHECK(op_named(comm_of(m, r), "tensor.all_reduce (embedding, head)")->count == 2 * 8);
+  r.gpus = 8, r.pp = 4;
+  const model_spec first = pipeline_stage_model(m, 0, 4, 1);
+  const step_comm c = profile_of(r).communication(first, r, make_precision_layout(r.precision, r.grad_dtype),
+                                                  pipeline_stage_facts(first, true, false));
+  CHECK(op_named(c, "tensor.all_reduce (embedding, head)")->count == 8);
 }
 
 TEST_CASE("stack communication: PyTorch DDP's gradient all-reduce in 25 MiB buckets, GPT-2 on 8 GPUs", "[communication][hf]") {

@@ -163,3 +163,38 @@ TEST_CASE("eager attention's batched GEMMs are one launch each", "[time][ops]") 
   CHECK(scores.kernels == 3.0 * static_cast<double>(m.layers));  // forward, and backward's two
   CHECK(scores.forward_share == Approx(1.0 / 3));
 }
+
+TEST_CASE("Megatron's unfused attention drops the probabilities out in a kernel of its own", "[time][ops]") {
+  // CoreAttention (and Transformer Engine's UnfusedDotProductAttention): the fused scale-mask-softmax, then torch's
+  // dropout on its output. Per layer and pass, N = b x heads x s^2 probabilities: forward reads N x 2 B and writes
+  // N x 2 B and a one-byte mask; backward reads the gradient and the mask and writes N x 2 B: 5N bytes each way.
+  const gpu_spec& gpu = data().gpu("h100");
+  const model_spec m = gpt_shape(2, 256, 4);
+  run_config r;
+  r.profile = &profile_named("megatron");
+  r.precision = r.profile->default_precision(false);  // bf16 activations
+  r.attention = attention_kind::eager;
+  r.dropout = 0.1;
+  r.seq = 128, r.micro_batch = 2;
+  const double N = 2.0 * 4 * 128 * 128, pass = 5 * N;
+  auto dropout_op = [&](const plan_result& p) {
+    return std::find_if(p.ops.ops.begin(), p.ops.ops.end(), [](const step_op& op) { return op.name == "attention.dropout"; });
+  };
+  plan_result p = evaluate_plan(m, r, gpu, data().calibration_for(gpu));
+  REQUIRE(dropout_op(p) != p.ops.ops.end());
+  CHECK(dropout_op(p)->bytes == Approx(2 * 2 * pass));  // 2 layers, forward and backward
+  CHECK(dropout_op(p)->kernels == 2 * 2);
+  // Selective recomputation reruns the attention core, its dropout with it.
+  r.recompute = recompute_mode::selective;
+  p = evaluate_plan(m, r, gpu, data().calibration_for(gpu));
+  CHECK(dropout_op(p)->bytes == Approx(2 * 3 * pass));
+  // Without dropout, and in the harness (its softmax kernel drops out in place), no such kernel.
+  r.dropout = 0;
+  p = evaluate_plan(m, r, gpu, data().calibration_for(gpu));
+  CHECK(dropout_op(p) == p.ops.ops.end());
+  r.dropout = 0.1;
+  r.profile = &profile_named("trainplan");
+  r.precision = r.profile->default_precision(false);
+  p = evaluate_plan(m, r, gpu, data().calibration_for(gpu));
+  CHECK(dropout_op(p) == p.ops.ops.end());
+}
