@@ -28,6 +28,7 @@
 #include "planner/io/catalog.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/evaluate/plan.hpp"
+#include "planner/allocator/program_cache.hpp"
 #include "planner/allocator/replay_program.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/measure/measured_step.hpp"
@@ -216,6 +217,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
         std::uint64_t sampled = 0, replayed = 0;
         double replay_seconds = 0;
         const replay_counters before = thread_replay_counters();
+        program_cache programs;  // as a sweep's worker keeps them (planner/allocator/program_cache.hpp)
         const auto tr = std::chrono::steady_clock::now();
         auto elapsed = [&tr] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - tr).count(); };
         for (std::uint64_t k = 0; k < total && (args->seconds <= 0 || elapsed() < args->seconds); k += stride) {
@@ -224,7 +226,7 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
           ++sampled;
           if (!r.plan) continue;
           const auto t0 = std::chrono::steady_clock::now();
-          apply_allocator_replay(*r.plan, p.model->facts, p.gpu->spec.memory_bytes);
+          apply_allocator_replay(*r.plan, p.model->facts, p.gpu->spec.memory_bytes, nullptr, &programs);
           replay_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
           replayed += r.plan->allocator.has_value();
         }
@@ -239,10 +241,11 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                    sampled * stride < total ? ", stopped by --seconds" : "");
         fmt::print("allocator replay alone: {} replayed configurations/s ({:.0f} us each, schedule built and compiled "
                    "included; {:.1f} replays each with the bisection), {} events each ({} more left out by the fixed "
-                   "point): {:.0f} ns per event replayed\n",
+                   "point): {:.0f} ns per event replayed; {} programs shared\n",
                    grouped(static_cast<std::uint64_t>(per_row > 0 ? 1 / per_row : 0)), per_row * 1e6,
                    replayed ? static_cast<double>(replays) / replayed : 0.0, grouped(replayed ? events / replayed : 0),
-                   grouped(replayed ? skipped / replayed : 0), events ? replay_seconds / events * 1e9 : 0.0);
+                   grouped(replayed ? skipped / replayed : 0), events ? replay_seconds / events * 1e9 : 0.0,
+                   grouped(programs.hits()));
       }
 
       // Every core, evaluation only (each thread takes every threads-th configuration).

@@ -111,7 +111,7 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
 std::uint64_t count_schedule_instances(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                        int steps = 3);
 // The replay: the schedule compiled into a flat program and run through the fast allocator
-// (planner/allocator/replay_program.hpp), with the expandable-segments simulation where the schedule asks for it.
+// (planner/allocator/replay_program.hpp), through fast_expandable_allocator where the schedule asks for expandable segments.
 allocator_replay replay_schedule(const allocator_schedule& schedule, std::vector<allocator_growth>* growth = nullptr,
                                  std::uint64_t capacity_bytes = ~0ull, bool stop_at_out_of_memory = false);
 

@@ -90,6 +90,14 @@ bool free_list::erase(const entry& e) {
   return true;
 }
 
+bool free_list::first_not_smaller(std::uint64_t size_bytes, position& p) const {
+  const auto smaller = [size_bytes](const entry& x) { return x.size < size_bytes; };
+  p.run = first_false(lasts_.data(), lasts_.size(), smaller);
+  if (p.run == runs_.size()) return false;
+  p.at = first_false(runs_[p.run].data(), runs_[p.run].size(), smaller);  // found: the run's last is not smaller
+  return true;
+}
+
 bool free_list::take_best_fit(std::uint64_t size_bytes, entry& out) {
   const auto smaller = [size_bytes](const entry& x) { return x.size < size_bytes; };
   const std::size_t k = first_false(lasts_.data(), lasts_.size(), smaller);

@@ -30,6 +30,21 @@ class free_list {
   bool erase(const entry& e);
   // The first block not smaller than `size_bytes` (the best fit), taken out; false where none is.
   bool take_best_fit(std::uint64_t size_bytes, entry& out);
+  // A place in the order, to walk it from the best fit on (fast_expandable_allocator: get_free_block may pass
+  // the best fit over for the next block). Valid until the next insert or erase.
+  struct position {
+    std::size_t run = 0, at = 0;
+  };
+  // The first block not smaller than `size_bytes` (the best fit); false where none is.
+  bool first_not_smaller(std::uint64_t size_bytes, position& p) const;
+  // The block after p in the order; false where p was the last.
+  bool next(position& p) const {
+    if (++p.at < runs_[p.run].size()) return true;
+    p.at = 0;
+    return ++p.run < runs_.size();
+  }
+  const entry& at(const position& p) const { return runs_[p.run][p.at]; }
+  void erase(const position& p) { erase_at(p.run, p.at); }
   // Calls keep(entry) on every block in order and drops those it returns false for.
   template <class keep_fn>
   void keep_only(keep_fn keep);

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 #include "planner/allocator/caching_allocator.hpp"
-#include "planner/allocator/expandable_allocator.hpp"
 #include "planner/allocator/fast_caching_allocator.hpp"
+#include "planner/allocator/fast_expandable_allocator.hpp"
 
 namespace trainplan {
 namespace {
@@ -191,7 +191,7 @@ replay_counters& thread_replay_counters() {
 
 allocator_replay replay_compiled(const replay_program& program, const replay_options& options) {
   const allocator_replay r = program.expandable_segments
-                                 ? run_program(expandable_allocator(program.gpu_total_bytes), program, options)
+                                 ? run_program(fast_expandable_allocator(program.gpu_total_bytes), program, options)
                                  : run_program(fast_caching_allocator(), program, options);
   replay_counters& counters = thread_replay_counters();
   ++counters.replays;

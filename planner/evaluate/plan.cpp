@@ -10,6 +10,7 @@
 #include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/allocator/caching_allocator.hpp"
+#include "planner/allocator/program_cache.hpp"
 #include "planner/allocator/replay_program.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
@@ -188,11 +189,12 @@ std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run) 
   return caching_allocator::segment_size(caching_allocator::round_size(bytes));
 }
 
-bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes) {
+bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes,
+                                   program_cache* programs) {
   const std::uint64_t fixed = r.overhead.fixed_bytes();  // each below 2^50
   if (!replays_allocator(r.run) || r.tensor_peak_bytes > budget_bytes || fixed > budget_bytes - r.tensor_peak_bytes)
     return false;
-  apply_allocator_replay(r, facts, budget_bytes);
+  apply_allocator_replay(r, facts, budget_bytes, nullptr, programs);
   return true;
 }
 
@@ -258,8 +260,11 @@ bool replay_makes_cublas_workspaces(const plan_result& r) {
   return replays_allocator(r.run) && placement_checked && !r.run.cublas_workspaces_held;
 }
 
-allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {
-  allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum, steps);
+namespace {
+
+// The schedule's settings for r: its allocator, the GPU's memory and PyTorch's cuBLAS workspaces.
+schedule_settings plan_schedule_settings(const plan_result& r, const model_facts& facts) {
+  schedule_settings schedule;
   schedule.expandable_segments = r.run.expandable_segments;
   schedule.gpu_total_bytes = r.gpu_memory_bytes;
   // The overhead line holds both workspaces (evaluate_plan).
@@ -275,6 +280,14 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
       schedule.lt_after = {true, r.run.recompute == recompute_mode::full};
     }
   }
+  return schedule;
+}
+
+}  // namespace
+
+allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {
+  allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum, steps);
+  plan_schedule_settings(r, facts).apply(schedule);
   return schedule;
 }
 
@@ -302,12 +315,28 @@ namespace {
 
 // The replay in `capacity` and, where it runs short, the bisection for the least memory it needs: r.allocator,
 // or r.allocator_replay_skipped_instances where the schedule is too large to replay.
-void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t capacity) {
+void run_allocator_replay_in(const replay_program& program, plan_result& r, std::uint64_t capacity);
+
+// With `programs`: the program and, where an equal schedule was replayed in this capacity before, the outcome,
+// shared (planner/allocator/program_cache.hpp).
+void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t capacity, program_cache* programs) {
   if (const std::uint64_t instances = count_schedule_instances(r.inv, facts, r.run.grad_accum); instances > max_replayed_instances) {
     r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
     return;
   }
-  const replay_program program = compile_schedule(plan_allocator_schedule(r, facts));
+  if (!programs) return run_allocator_replay_in(compile_schedule(plan_allocator_schedule(r, facts)), r, capacity);
+  program_cache::entry& shared = programs->get(r.inv, facts, r.run.grad_accum, plan_schedule_settings(r, facts));
+  const auto known = std::find_if(shared.outcomes.begin(), shared.outcomes.end(),
+                                  [capacity](const auto& outcome) { return outcome.first == capacity; });
+  if (known != shared.outcomes.end()) {
+    r.allocator = known->second;
+    return;
+  }
+  run_allocator_replay_in(shared.program, r, capacity);
+  shared.outcomes.emplace_back(capacity, *r.allocator);
+}
+
+void run_allocator_replay_in(const replay_program& program, plan_result& r, std::uint64_t capacity) {
   reserved_path path;
   replay_options in_budget;
   in_budget.capacity_bytes = capacity;
@@ -347,8 +376,10 @@ void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_
 
 }  // namespace
 
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse) {
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse,
+                            program_cache* programs) {
   if (!replays_allocator(r.run)) return;
+  if (!programs && reuse) programs = reuse->programs;
   const std::uint64_t fixed = r.overhead.fixed_bytes();
   // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
   // torch.cuda.set_per_process_memory_fraction.
@@ -370,7 +401,7 @@ void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint6
     r.allocator = known->allocator;
     r.allocator_replay_skipped_instances = known->skipped_instances;
   } else {
-    run_allocator_replay(r, facts, capacity);
+    run_allocator_replay(r, facts, capacity, programs);
     if (reusable) {
       plan_reuse::replay_memo m = wanted;
       m.allocator = r.allocator;

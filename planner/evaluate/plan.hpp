@@ -21,6 +21,8 @@
 
 namespace trainplan {
 
+class program_cache;  // planner/allocator/program_cache.hpp
+
 struct runtime_overhead {
   std::uint64_t cuda_context_bytes = 0;
   std::uint64_t cublas_workspace_bytes = 0;
@@ -123,6 +125,9 @@ struct plan_reuse {
     std::uint64_t skipped_instances = 0;
   };
   std::vector<replay_memo> replays;
+  // Compiled replay programs shared by content across the sweep's configurations (its worker's): see
+  // planner/allocator/program_cache.hpp.
+  program_cache* programs = nullptr;
 };
 
 struct plan_options {
@@ -191,12 +196,16 @@ allocator_schedule plan_allocator_schedule(const plan_result& r, const model_fac
 // peak only.
 // With `reuse` (the one evaluate_plan just filled for r, in a sweep), an earlier configuration's outcome where
 // it is the same replay (plan_reuse::replay_memo).
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse = nullptr);
+// With `programs` (or reuse->programs), the replay's program, and its outcome at this capacity, from
+// configurations evaluated before with an equal schedule (planner/allocator/program_cache.hpp).
+void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse = nullptr,
+                            program_cache* programs = nullptr);
 
 // For peak-only evaluations (sweeps, searches): the replay where it can change the verdict, when the
 // tensors and the fixed overhead fit the budget (what the allocator reserves is never less than the tensor
 // peak). Returns whether it ran; then r's peak and verdict are the fit check's.
-bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes);
+bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes,
+                                   program_cache* programs = nullptr);
 
 // Throws input_error for configurations that cannot run (e.g. bf16 on a GPU without bf16).
 plan_result evaluate_plan(const model_spec& model, const run_config& run, const gpu_spec& gpu,

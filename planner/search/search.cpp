@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "planner/allocator/program_cache.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
 
@@ -22,7 +23,7 @@ bool tight_peak(std::uint64_t peak_bytes, const gpu_spec& gpu, const calibration
 bool tight_fit(const plan_result& r) { return r.fits && tight_peak(r.peak_bytes, r.gpu, r.calib); }
 
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
-                                               double margin, std::string* why, replay_when replay) {
+                                               double margin, std::string* why, replay_when replay, program_cache* programs) {
   plan_options options;
   options.detail = timeline_detail::peak;
   options.facts = &model.facts;
@@ -40,8 +41,8 @@ std::optional<config_summary> summarize_config(const sweep_model& model, const s
                                                                              p.overhead.cublas_workspace_bytes, "overhead"),
                                             "floor bytes");
     const std::uint64_t whole_gpu = memory_budget(gpu.spec, 0.0);
-    if (replay == replay_when::always) apply_allocator_replay(p, model.facts, whole_gpu);
-    else if (replay == replay_when::tensors_fit && floor <= budget) confirm_with_allocator_replay(p, model.facts, whole_gpu);
+    if (replay == replay_when::always) apply_allocator_replay(p, model.facts, whole_gpu, nullptr, programs);
+    else if (replay == replay_when::tensors_fit && floor <= budget) confirm_with_allocator_replay(p, model.facts, whole_gpu, programs);
     config_summary s;
     s.peak_is_floor = replay == replay_when::tensors_fit && floor > budget && replays_allocator(run);
     s.model = &model;
@@ -120,9 +121,9 @@ namespace {
 
 // A failing row's peak as plan gives it: the summary again with the replay (and the bisection for the least
 // memory it completes in). The verdict stays: its floor alone passes the budget.
-void replay_peak(config_summary& s, double margin) {
+void replay_peak(config_summary& s, double margin, program_cache* programs) {
   if (!s.peak_is_floor) return;
-  if (std::optional<config_summary> r = summarize_config(*s.model, *s.gpu, s.run, margin, nullptr, replay_when::always)) s = *r;
+  if (std::optional<config_summary> r = summarize_config(*s.model, *s.gpu, s.run, margin, nullptr, replay_when::always, programs)) s = *r;
 }
 
 // Replays, among `rows`, every one whose peak could give the least `key` (ties to the first in `rows`' order, as
@@ -130,7 +131,7 @@ void replay_peak(config_summary& s, double margin) {
 // replay reserves at least the tensor peak: planner/evaluate/plan.cpp), until that bound passes the least key
 // known. Exact: no row left out can have a smaller or equal key.
 template <class key_fn>
-void replay_least(std::vector<config_summary*> rows, double margin, key_fn key) {
+void replay_least(std::vector<config_summary*> rows, double margin, program_cache* programs, key_fn key) {
   const auto bound = [&key](const config_summary& s) {
     config_summary at_floor = s;
     at_floor.peak_bytes = s.floor_bytes;
@@ -144,20 +145,21 @@ void replay_least(std::vector<config_summary*> rows, double margin, key_fn key) 
   for (config_summary* r : rows) {
     if (!r->peak_is_floor) continue;
     if (known && bound(*r) > best) break;
-    replay_peak(*r, margin);
+    replay_peak(*r, margin, programs);
     if (!known || key(*r) < best) best = key(*r), known = true;
   }
 }
 
 // The failing rows' peaks the listing shows, replayed (search_result::failing); the others' left at the floor.
-void replay_shown_failing(std::vector<config_summary>& failing, double margin) {
+void replay_shown_failing(std::vector<config_summary>& failing, double margin, program_cache* programs) {
   if (failing.empty()) return;
   std::map<tensor_category, std::vector<config_summary*>> by_component;  // list_search's smallest per component
   std::vector<config_summary*> all;
   for (config_summary& s : failing) by_component[s.largest].push_back(&s), all.push_back(&s);
-  for (auto& [component, rows] : by_component) replay_least(rows, margin, [](const config_summary& s) { return s.peak_bytes; });
+  for (auto& [component, rows] : by_component)
+    replay_least(rows, margin, programs, [](const config_summary& s) { return s.peak_bytes; });
   // ways_out_of_closest's: the least peak relative to its budget
-  replay_least(all, margin, [](const config_summary& s) { return static_cast<double>(s.peak_bytes) / s.budget_bytes; });
+  replay_least(all, margin, programs, [](const config_summary& s) { return static_cast<double>(s.peak_bytes) / s.budget_bytes; });
   for (config_summary& s : failing)
     if (s.peak_is_floor) s.peak_bytes = s.floor_bytes;
 }
@@ -170,12 +172,14 @@ bool dominates(const config_summary& a, const config_summary& b) {
   return no_worse && better;
 }
 
-search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin) {
+search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin, bool share_programs) {
   if (target_tokens_per_step == 0) throw input_error("the target batch must be at least one token");
   if (margin < 0 || margin >= 1) throw input_error("--margin must be at least 0 and below 1");
   if (!space.global_batches.empty() || space.grad_accums != std::vector<std::uint64_t>{1})
     throw input_error("the search chooses the accumulation from the target batch: give no --grad-accum or --global-batch");
   search_result out;
+  program_cache shared;
+  program_cache* programs = share_programs ? &shared : nullptr;
   const std::uint64_t total = space.size();
   for (std::uint64_t k = 0; k < total; ++k) {
     sweep_space::point p = space.at(k);
@@ -189,13 +193,14 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     p.run.grad_accum = target_tokens_per_step / tokens_per_micro_batch;
     ++out.evaluated;
     std::string why;
-    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin, &why);
+    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin, &why, replay_when::tensors_fit, programs);
     if (!s) {
       if (out.invalid++ == 0) out.first_invalid_reason = why;
     } else if (s->fits) out.fitting.push_back(*s);
     else out.failing.push_back(*s);
   }
-  replay_shown_failing(out.failing, margin);
+  replay_shown_failing(out.failing, margin, programs);
+  out.programs_shared = shared.hits();
   std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {
     if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
     // Equal speed (with flash attention, selective recomputation changes nothing): prefer less

@@ -52,9 +52,11 @@ enum class replay_when { tensors_fit, always, never };
 // Evaluates one configuration; nullopt when it cannot run at all (input_error), with `why` set. The replay
 // always gets the whole GPU, as in the fit check: the peak is the one `plan` reports, and the margin is kept
 // free beyond it.
+// With `programs`, replay programs (and their outcomes) shared with configurations summarised before whose
+// allocator schedules are equal (planner/allocator/program_cache.hpp).
 std::optional<config_summary> summarize_config(const sweep_model& model, const sweep_gpu& gpu, const run_config& run,
                                                double margin, std::string* why = nullptr,
-                                               replay_when replay = replay_when::tensors_fit);
+                                               replay_when replay = replay_when::tensors_fit, program_cache* programs = nullptr);
 
 struct search_result {
   std::vector<config_summary> fitting;  // best first: tokens/s, less recomputation, larger micro-batch, lower peak
@@ -65,12 +67,16 @@ struct search_result {
   std::vector<config_summary> failing;
   std::uint64_t evaluated = 0, unreachable = 0, invalid = 0;  // unreachable: the target batch cannot be split
   std::string first_invalid_reason;     // why the first invalid configuration cannot run
+  std::uint64_t programs_shared = 0;    // replays whose program an equal schedule had compiled (program_cache)
 };
 
 // Every point of `space`, with accumulation = target_tokens / (seq x micro-batch x data-parallel GPUs) (which must divide
 // exactly; the space's own accumulation axis must be the default {1}), evaluated against the budget. The
 // summaries point into `space`, which must outlive the result.
-search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin);
+// `share_programs`: replay programs shared between configurations with equal schedules (the same rows, sooner;
+// the tests turn it off to compare).
+search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin,
+                             bool share_programs = true);
 
 // Widens `space` along `levers` (planner/search/levers.hpp): each lever's alternatives to the space's first
 // configuration (the run as given) join the matching axes (precision and gradient dtype, optimizer and its

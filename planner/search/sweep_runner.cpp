@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "planner/allocator/program_cache.hpp"
 #include "planner/evaluate/plan.hpp"
 
 namespace trainplan {
@@ -28,10 +29,12 @@ void run_sweep_blocks(const sweep_space& space, unsigned threads, bool replay,
   threads = sweep_workers(threads);
   std::vector<sweep_block> blocks(threads);
   const std::uint64_t block_points = replay && replays_allocator(space.base) ? replayed_block_points : analytic_block_points;
+  std::vector<program_cache> programs(threads);  // a worker's, kept from block to block
   auto fill = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
     sweep_block& bl = blocks[worker];
     bl = {first, last, 0, 0};
     plan_reuse reuse;
+    reuse.programs = &programs[worker];
     for (std::uint64_t k = first; k < last; ++k) {
       const sweep_result res = evaluate_point(space.at(k), &reuse, replay);
       bl.fitting += res.plan && res.plan->fits;

@@ -1,5 +1,6 @@
 // free_list (planner/allocator/free_list.hpp) against a std::set ordered by (size, segment, offset), as
-// caching_allocator keeps its pools: the same best fit after every random insert, erase, take and filter.
+// caching_allocator keeps its pools: the same best fit after every random insert, erase, take and filter, and the
+// same order walked from it (fast_expandable_allocator's get_free_block).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -26,7 +27,7 @@ TEST_CASE("free list: best fit, insert, erase and filter as an ordered set, over
   free_list list;
   std::set<key> reference;
   std::uint32_t next_index = 0;
-  std::uint64_t takes = 0, misses = 0, largest = 0;
+  std::uint64_t takes = 0, misses = 0, largest = 0, walks = 0;
   for (int n = 0; n < 200000; ++n) {
     const std::uint64_t op = rng() % 100;
     if (op < 60) {  // a block becomes free: sizes from a few values (ties by segment and offset) or any
@@ -47,6 +48,24 @@ TEST_CASE("free list: best fit, insert, erase and filter as an ordered set, over
       const free_list::entry e{std::get<0>(*it), std::get<2>(*it), std::get<1>(*it), std::get<3>(*it)};
       CHECK(list.erase(e));
       reference.erase(it);
+    } else if (op < 84) {  // expandable segments' walk: from the first block not smaller, a few steps on, taken there
+      const std::uint64_t want = 512 * (1 + rng() % 40000);
+      auto it = reference.lower_bound(key{want, 0, 0, 0});
+      free_list::position at;
+      REQUIRE(list.first_not_smaller(want, at) == (it != reference.end()));
+      if (it == reference.end()) continue;
+      for (std::uint64_t steps = rng() % 5; steps > 0; --steps) {
+        CHECK(key_of(list.at(at)) == *it);
+        free_list::position next = at;
+        const bool more = list.next(next);
+        REQUIRE(more == (std::next(it) != reference.end()));
+        if (!more) break;
+        at = next, ++it;
+      }
+      CHECK(key_of(list.at(at)) == *it);
+      list.erase(at);
+      reference.erase(it);
+      ++walks;
     } else if (op < 98) {  // an allocation: the first block not smaller
       const std::uint64_t want = 512 * (1 + rng() % 40000);
       const auto it = reference.lower_bound(key{want, 0, 0, 0});
@@ -79,6 +98,7 @@ TEST_CASE("free list: best fit, insert, erase and filter as an ordered set, over
     CHECK_FALSE(list.erase({std::get<0>(k), std::get<2>(k), std::get<1>(k), std::get<3>(k) + 1}));
   }
   CHECK(takes > 1000);
+  CHECK(walks > 1000);
   CHECK(misses > 0);
   CHECK(largest > 4 * 32);  // many runs of at most 32
 }

@@ -1,5 +1,6 @@
-// The fast replay (planner/allocator/replay_program.hpp, fast_caching_allocator.hpp) against the reference
-// (replay_schedule_reference: caching_allocator or expandable_allocator driven op by op): the same state after
+// The fast replay (planner/allocator/replay_program.hpp, through fast_caching_allocator.hpp or
+// fast_expandable_allocator.hpp) against the reference (replay_schedule_reference: caching_allocator or
+// expandable_allocator driven op by op): the same state (allocated, reserved or mapped bytes, segments) after
 // every event, and the same result, with and without a capacity, stopping at the first failure or not; and with
 // the fixed-point shortcut, the same result. On every committed measurement configuration, and on 2,000 random
 // configurations of the hf, fsdp2 and deepspeed stacks over the catalog's model families (cut to a few layers,
@@ -40,6 +41,8 @@ void check_same_result(const allocator_replay& fast, const allocator_replay& ref
 
 struct equivalence_counts {
   std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0, resumed = 0;
+  // of those, through expandable segments
+  std::uint64_t expandable = 0, expandable_events = 0, expandable_out_of_memory = 0, expandable_releases = 0;
 };
 
 // One capacity: the fast replay without the shortcut event by event against the reference, then with it.
@@ -88,6 +91,12 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
   counts.skipped += fast.events_skipped;
   counts.out_of_memory += reference.out_of_memory;
   counts.releases += reference.cache_releases > 0;
+  if (program.expandable_segments) {
+    ++counts.expandable;
+    counts.expandable_events += reference.events_replayed;
+    counts.expandable_out_of_memory += reference.out_of_memory;
+    counts.expandable_releases += reference.cache_releases > 0;
+  }
 }
 
 // The bisection's checkpoints (replay_program.hpp, replay_checkpoint): a replay in `capacity` kept before the
@@ -168,8 +177,12 @@ TEST_CASE("fast replay: every committed measurement configuration, event by even
   CHECK(counts.resumed > 0);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
+  CHECK(counts.expandable_out_of_memory > 0);
+  CHECK(counts.expandable_releases > 0);
   WARN(runs << " measured runs, " << counts.schedules << " replays compared, " << counts.events << " events; the fixed point left out "
-            << counts.skipped << " events in " << counts.shortcuts << " replays; " << counts.resumed << " resumed from a checkpoint");
+            << counts.skipped << " events in " << counts.shortcuts << " replays; " << counts.resumed << " resumed from a checkpoint; "
+            << counts.expandable << " replays (" << counts.expandable_events << " events, " << counts.expandable_releases
+            << " releasing, " << counts.expandable_out_of_memory << " out of memory) through expandable segments");
 }
 
 TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, event by event as the reference", "[allocator]") {
@@ -246,6 +259,11 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
   CHECK(counts.resumed >= 2000);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
+  CHECK(counts.expandable >= 500);  // a quarter of the runs ask for expandable segments, each replayed at 7 capacities
+  CHECK(counts.expandable_out_of_memory > 0);
+  CHECK(counts.expandable_releases > 0);
+  WARN(counts.expandable << " replays (" << counts.expandable_events << " events, " << counts.expandable_releases << " releasing, "
+                         << counts.expandable_out_of_memory << " out of memory) through expandable segments");
   WARN(valid << " random configurations (" << tried << " drawn, " << unschedulable << " unschedulable), " << counts.schedules << " replays compared, " << counts.events
               << " events; the fixed point left out " << counts.skipped << " events in " << counts.shortcuts << " replays; "
               << counts.resumed << " resumed from a checkpoint");

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -377,4 +379,52 @@ TEST_CASE("search: each failing peak it lists is the fit check's, as if every fa
   });
   CHECK_FALSE(closest.peak_is_floor);
   CHECK(static_cast<double>(closest.peak_bytes) / closest.budget_bytes == least_ratio);
+}
+
+TEST_CASE("search with replay programs shared between equal schedules lists exactly the rows it lists without", "[search]") {
+  // gpt2 along axes that leave the allocator's schedule alone (GPU counts under DDP: a whole replica on each) or
+  // change it (precision, the optimizer's implementation, recomputation, expandable segments, micro-batch): many
+  // configurations share a schedule.
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  const gpu_spec& h100 = data().gpu("h100");
+  s.gpus.push_back({h100, data().calibration_for(h100)});
+  s.base.profile = &default_cli_profile();
+  REQUIRE(replays_allocator(s.base));
+  s.seqs = {512};
+  s.micro_batches = {4, 16, 64, 256};
+  s.precisions = {precision_regime::amp_bf16, precision_regime::fp32};
+  s.optimizer_impls = {optimizer_impl_kind::fused, optimizer_impl_kind::foreach_impl};
+  s.recomputes = {recompute_mode::none, recompute_mode::full};
+  s.expandable_segments = {false, true};
+  s.layouts = {{1, 0, 1}, {2, 0, 1}, {4, 0, 1}, {8, 0, 1}};
+  const search_result shared = search_configs(s, 1u << 20, 0.05);
+  const search_result alone = search_configs(s, 1u << 20, 0.05, false);
+  INFO(s.size() << " configurations, " << shared.evaluated << " evaluated, " << shared.unreachable << " unreachable, " << shared.invalid
+             << " invalid (" << shared.first_invalid_reason << "), " << shared.programs_shared << " programs shared");
+  CHECK(shared.programs_shared > shared.evaluated / 4);
+  CHECK(alone.programs_shared == 0);
+  CHECK(shared.evaluated == alone.evaluated);
+  CHECK(shared.invalid == alone.invalid);
+  CHECK(shared.unreachable == alone.unreachable);
+  auto same_rows = [](const std::vector<config_summary>& a, const std::vector<config_summary>& b) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      INFO("row " << k);
+      CHECK(a[k].run == b[k].run);
+      CHECK(a[k].peak_bytes == b[k].peak_bytes);
+      CHECK(a[k].floor_bytes == b[k].floor_bytes);
+      CHECK(a[k].peak_is_floor == b[k].peak_is_floor);
+      CHECK(a[k].fits == b[k].fits);
+      CHECK(a[k].tokens_per_second == b[k].tokens_per_second);
+      CHECK(a[k].overhead_bytes == b[k].overhead_bytes);
+      CHECK(std::equal(std::begin(a[k].category_bytes), std::end(a[k].category_bytes), std::begin(b[k].category_bytes)));
+    }
+  };
+  REQUIRE(shared.fitting.size() > 10);
+  REQUIRE(shared.failing.size() > 10);
+  same_rows(shared.fitting, alone.fitting);
+  same_rows(shared.failing, alone.failing);
+  same_rows(shared.pareto, alone.pareto);
 }

@@ -1,0 +1,122 @@
+// Compiled replay programs shared by content (program_cache.hpp): the key written out field by field, a hash
+// of it to find candidates, the whole key compared on a hit.
+#include "planner/allocator/program_cache.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace trainplan {
+namespace {
+
+// A field added to these is a field the key must hold: update key_of_inventory, then the sizes here.
+static_assert(sizeof(void*) != 8 || (sizeof(tensor_spec) == 176 && sizeof(inventory) == 248 && sizeof(backward_step) == 56 &&
+                                     sizeof(backward_program) == 32 && sizeof(event_interval) == 32),
+              "inventory changed: write its new fields into the program cache's key (program_cache.cpp)");
+
+void put_text(std::string_view s, std::vector<std::uint64_t>& out) {
+  out.push_back(s.size());
+  for (std::size_t at = 0; at < s.size(); at += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, s.data() + at, std::min<std::size_t>(8, s.size() - at));
+    out.push_back(word);
+  }
+}
+
+void put_signed(std::int64_t v, std::vector<std::uint64_t>& out) { out.push_back(static_cast<std::uint64_t>(v)); }
+
+void put_tensors(const std::vector<tensor_spec>& tensors, std::vector<std::uint64_t>& out) {
+  out.push_back(tensors.size());
+  for (const tensor_spec& t : tensors) {
+    put_text(t.name, out);
+    out.push_back(t.shape.rank);
+    out.insert(out.end(), t.shape.dims.begin(), t.shape.dims.end());
+    out.insert(out.end(), {static_cast<std::uint64_t>(t.type), t.bytes, static_cast<std::uint64_t>(t.category),
+                           static_cast<std::uint64_t>(t.lifetime), static_cast<std::uint64_t>(t.role),
+                           static_cast<std::uint64_t>(t.scope), std::uint64_t{t.per_layer}, t.layer_begin, t.layer_end,
+                           std::uint64_t{t.kept_to_backward}, std::uint64_t{t.momentary}, std::uint64_t{t.replayed},
+                           t.allocations, t.freed_after, static_cast<std::uint64_t>(t.interval_count)});
+    for (const event_interval& iv : t.intervals)
+      for (const std::int64_t v : {iv.first_base, iv.first_step, iv.last_base, iv.last_step}) put_signed(v, out);
+  }
+}
+
+std::uint64_t hash_words(const std::vector<std::uint64_t>& words) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ words.size();
+  for (const std::uint64_t w : words) {
+    h ^= w * 0xff51afd7ed558ccdull;
+    h = (h << 29 | h >> 35) * 0xc4ceb9fe1a85ec53ull;
+  }
+  return h ^ (h >> 32);
+}
+
+std::uint64_t entry_bytes(const program_cache::entry& e) {
+  return e.program.events.capacity() * sizeof(replay_program::event) + e.key.capacity() * sizeof(std::uint64_t) +
+         (e.inv.tensors.capacity() + e.inv.host_tensors.capacity()) * sizeof(tensor_spec) + sizeof(program_cache::entry);
+}
+
+}  // namespace
+
+void schedule_settings::apply(allocator_schedule& s) const {
+  s.expandable_segments = expandable_segments;
+  s.gpu_total_bytes = gpu_total_bytes;
+  s.workspace_bytes = workspace_bytes;
+  s.lt_workspace_bytes = lt_workspace_bytes;
+  s.lt_after = lt_after;
+}
+
+void program_cache_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                       const schedule_settings& settings, int steps, std::vector<std::uint64_t>& out) {
+  out.clear();
+  // What schedule_allocations reads of the run: the micro-batches it replays (allocator_schedule.cpp: at most
+  // three) and the steps; the facts by address.
+  out.insert(out.end(), {reinterpret_cast<std::uintptr_t>(&facts), std::min<std::uint64_t>(grad_accum, 3),
+                         static_cast<std::uint64_t>(steps)});
+  // The settings; the GPU's memory only where it sizes the expandable segments' address space.
+  out.insert(out.end(), {std::uint64_t{settings.expandable_segments}, settings.expandable_segments ? settings.gpu_total_bytes : 0,
+                         settings.workspace_bytes, settings.lt_workspace_bytes, std::uint64_t{settings.lt_after[0]},
+                         std::uint64_t{settings.lt_after[1]}});
+  // Every field of the inventory.
+  out.insert(out.end(), {inv.layers, inv.dense_layers, static_cast<std::uint64_t>(inv.events_per_micro_batch)});
+  put_tensors(inv.tensors, out);
+  put_tensors(inv.host_tensors, out);
+  out.push_back(inv.adapter_layer_tensors.size());
+  out.insert(out.end(), inv.adapter_layer_tensors.begin(), inv.adapter_layer_tensors.end());
+  out.insert(out.end(), {inv.adapter_qkv_modules, std::uint64_t{inv.forward_in_program_order}});
+  put_text(inv.coarse_forward_reason, out);
+  for (const backward_program& bp : inv.backward_programs) {
+    out.insert(out.end(), {static_cast<std::uint64_t>(bp.event), bp.count, bp.holds});
+    for (std::size_t k = 0; k < bp.count; ++k) {
+      const backward_step& st = bp.steps[k];
+      out.insert(out.end(), {static_cast<std::uint64_t>(st.kind), st.when_all, st.when_none});
+      put_text(st.tensor, out);
+      put_text(st.part, out);
+    }
+  }
+  put_text(inv.coarse_backward_reason, out);
+  out.insert(out.end(), {inv.activations_per_layer_bytes, inv.activations_all_layers_bytes});
+}
+
+program_cache::entry& program_cache::get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                         const schedule_settings& settings, int steps) {
+  program_cache_key(inv, facts, grad_accum, settings, steps, key_);
+  const std::uint64_t hash = hash_words(key_);
+  for (auto [it, end] = entries_.equal_range(hash); it != end; ++it)
+    if (it->second->key == key_) {
+      ++hits_;
+      return *it->second;
+    }
+  ++misses_;
+  auto made = std::make_unique<entry>();
+  made->inv = inv;
+  allocator_schedule schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
+  settings.apply(schedule);
+  made->program = compile_schedule(schedule);
+  made->key = key_;
+  const std::uint64_t bytes = entry_bytes(*made);
+  if (bytes_ + bytes > max_bytes) entries_.clear(), bytes_ = 0;  // start over
+  bytes_ += bytes;
+  return *entries_.emplace(hash, std::move(made))->second;
+}
+
+}  // namespace trainplan

@@ -1,0 +1,63 @@
+#pragma once
+// Compiled replay programs shared by content. A search or sweep evaluates many configurations whose allocator
+// schedules are equal: DDP at several GPU counts, levers that change only the step's time, the same run on GPUs
+// of other sizes. A schedule (schedule_allocations) and its program (compile_schedule) depend only on the
+// inventory's content, the model's facts, min(grad_accum, 3) (the micro-batches it replays), the steps and the
+// settings below, so a program is kept under exactly those: a hash picks the candidates, the full key decides
+// (every field of the inventory, written out: program_cache.cpp).
+//
+// Each entry also keeps what its caller derived from the program at a capacity (apply_allocator_replay's
+// outcome, bisection included: planner/evaluate/plan.cpp), which depends on nothing else.
+//
+// Bounded: past max_bytes of programs and keys, the cache starts over. The facts must outlive the cache (they
+// are matched by address, as plan_reuse matches them).
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/replay_program.hpp"
+
+namespace trainplan {
+
+// A schedule's settings beyond its operations (allocator_schedule's fields of the same names).
+struct schedule_settings {
+  bool expandable_segments = false;
+  std::uint64_t gpu_total_bytes = 80ull << 30;
+  std::uint64_t workspace_bytes = 0, lt_workspace_bytes = 0;
+  std::array<bool, 2> lt_after{};
+  void apply(allocator_schedule& s) const;
+};
+
+class program_cache {
+ public:
+  struct entry {
+    inventory inv;            // the program's (replay_program::inv points here)
+    replay_program program;
+    // The caller's outcomes by capacity (bytes): apply_allocator_replay's replay and bisection.
+    std::vector<std::pair<std::uint64_t, allocator_replay>> outcomes;
+    std::vector<std::uint64_t> key;
+  };
+  static constexpr std::uint64_t max_bytes = 128ull << 20;
+
+  // The program for this schedule, compiled on the first request; valid until the next call.
+  entry& get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, const schedule_settings& settings,
+             int steps = 3);
+
+  std::uint64_t hits() const { return hits_; }
+  std::uint64_t misses() const { return misses_; }
+
+ private:
+  std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;  // by the key's hash
+  std::vector<std::uint64_t> key_;                                          // the request's, reused
+  std::uint64_t bytes_ = 0, hits_ = 0, misses_ = 0;
+};
+
+// The key's words (program_cache.cpp): exposed for the test that a changed field changes it.
+void program_cache_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                       const schedule_settings& settings, int steps, std::vector<std::uint64_t>& out);
+
+}  // namespace trainplan

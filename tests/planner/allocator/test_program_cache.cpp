@@ -1,0 +1,140 @@
+// Replay programs shared by content (planner/allocator/program_cache.hpp): a configuration whose schedule is
+// another's gets that program, event for event the one compiled for it alone; one whose schedule differs in
+// anything the schedule reads gets its own.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "planner/allocator/program_cache.hpp"
+#include "planner/evaluate/plan.hpp"
+#include "planner/profiles/registry.hpp"
+#include "tests/support/test_helpers.hpp"
+
+using namespace trainplan;
+using trainplan::test::data;
+
+namespace {
+
+void check_same_program(const replay_program& shared, const replay_program& alone) {
+  REQUIRE(shared.events.size() == alone.events.size());
+  for (std::size_t k = 0; k < alone.events.size(); ++k) {
+    const replay_program::event &a = shared.events[k], &b = alone.events[k];
+    INFO("event " << k);
+    REQUIRE((a.bytes == b.bytes && a.slot == b.slot && a.what == b.what && a.step == b.step && a.stop_check == b.stop_check &&
+             a.workspace == b.workspace));
+  }
+  CHECK(shared.slots == alone.slots);
+  CHECK(shared.workspace_bytes == alone.workspace_bytes);
+  CHECK(shared.expandable_segments == alone.expandable_segments);
+  CHECK(shared.repeat_from == alone.repeat_from);
+  CHECK(shared.repeat_begin == alone.repeat_begin);
+  CHECK(replay_compiled(shared).peak_reserved_bytes == replay_compiled(alone).peak_reserved_bytes);
+}
+
+schedule_settings settings_of(const allocator_schedule& s) {
+  schedule_settings out;
+  out.expandable_segments = s.expandable_segments;
+  out.gpu_total_bytes = s.gpu_total_bytes;
+  out.workspace_bytes = s.workspace_bytes;
+  out.lt_workspace_bytes = s.lt_workspace_bytes;
+  out.lt_after = s.lt_after;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("program cache: DDP at 2, 4 and 8 GPUs shares one program, the one each compiles alone", "[allocator]") {
+  const model_spec& gpt2 = data().model("gpt2").spec;
+  const model_facts facts = describe_model(gpt2);
+  const gpu_spec& h100 = data().gpu("h100");
+  const calibration calib = data().calibration_for(h100);
+  program_cache cache;
+  for (const std::uint64_t gpus : {2, 4, 8}) {
+    run_config r;
+    r.profile = &profile_named("hf");
+    r.precision = precision_regime::amp_bf16;
+    r.seq = 512;
+    r.micro_batch = 2;
+    r.gpus = gpus;
+    const plan_result p = evaluate_plan(gpt2, r, h100, calib);
+    const allocator_schedule alone = plan_allocator_schedule(p, facts);
+    check_same_program(cache.get(p.inv, facts, r.grad_accum, settings_of(alone)).program, compile_schedule(alone));
+  }
+  // DDP keeps a whole replica on each GPU: the inventories are equal (the gradient buckets too), one compile.
+  CHECK(cache.misses() == 1);
+  CHECK(cache.hits() == 2);
+}
+
+TEST_CASE("program cache: a change the schedule reads is a program of its own", "[allocator]") {
+  const model_spec& gpt2 = data().model("gpt2").spec;
+  const model_facts facts = describe_model(gpt2);
+  const gpu_spec& h100 = data().gpu("h100");
+  run_config r;
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 256;
+  const plan_result p = evaluate_plan(gpt2, r, h100, data().calibration_for(h100));
+  const allocator_schedule base = plan_allocator_schedule(p, facts);
+  const schedule_settings settings = settings_of(base);
+  program_cache cache;
+  cache.get(p.inv, facts, 1, settings);
+  REQUIRE(cache.misses() == 1);
+
+  // The accumulation only through the micro-batches replayed (at most three: allocator_schedule.cpp).
+  allocator_schedule three = schedule_allocations(p.inv, facts, 3);
+  settings.apply(three);
+  check_same_program(cache.get(p.inv, facts, 3, settings).program, compile_schedule(three));
+  CHECK(cache.misses() == 2);
+  cache.get(p.inv, facts, 7, settings);
+  CHECK(cache.misses() == 2);
+  const std::size_t two_steps = cache.get(p.inv, facts, 1, settings, 2).program.events.size();
+  CHECK(two_steps < cache.get(p.inv, facts, 1, settings).program.events.size());
+  CHECK(cache.misses() == 3);  // two steps
+
+  schedule_settings expandable = settings;
+  expandable.expandable_segments = true;
+  CHECK(cache.get(p.inv, facts, 1, expandable).program.expandable_segments);
+  CHECK(cache.misses() == 4);
+  // The GPU's memory sizes the expandable segments' addresses only.
+  schedule_settings other_gpu = settings;
+  other_gpu.gpu_total_bytes = 40ull << 30;
+  cache.get(p.inv, facts, 1, other_gpu);
+  CHECK(cache.misses() == 4);
+  expandable.gpu_total_bytes = 40ull << 30;
+  cache.get(p.inv, facts, 1, expandable);
+  CHECK(cache.misses() == 5);
+
+  // One buffer's size, one buffer's lifetime, one buffer's name: each its own program.
+  inventory bigger = p.inv;
+  bigger.tensors.back().bytes += 512;
+  allocator_schedule bigger_alone = schedule_allocations(bigger, facts, 1);
+  settings.apply(bigger_alone);
+  check_same_program(cache.get(bigger, facts, 1, settings).program, compile_schedule(bigger_alone));
+  CHECK(cache.misses() == 6);
+  // Any other field: a key of its own (the key's words; a schedule built from such an edit may not be valid).
+  std::vector<std::uint64_t> key, edited;
+  program_cache_key(p.inv, facts, 1, settings, 3, key);
+  inventory later = p.inv;
+  for (tensor_spec& t : later.tensors)
+    if (t.interval_count > 0) {
+      t.intervals[0].last_base += 1;
+      break;
+    }
+  program_cache_key(later, facts, 1, settings, 3, edited);
+  CHECK(edited != key);
+  inventory renamed = p.inv;
+  renamed.tensors.front().name = "another.name";
+  program_cache_key(renamed, facts, 1, settings, 3, edited);
+  CHECK(edited != key);
+  inventory coarse = p.inv;
+  coarse.forward_in_program_order = !coarse.forward_in_program_order;
+  program_cache_key(coarse, facts, 1, settings, 3, edited);
+  CHECK(edited != key);
+  const model_facts other_facts = describe_model(gpt2);  // another model's facts: matched by address
+  program_cache_key(p.inv, other_facts, 1, settings, 3, edited);
+  CHECK(edited != key);
+  // and the first again: still there
+  cache.get(p.inv, facts, 1, settings);
+  CHECK(cache.misses() == 6);
+  CHECK(cache.hits() == 4);
+}
