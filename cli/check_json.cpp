@@ -33,9 +33,8 @@ json configuration_json(const measured_run& r) {
             {"micro_batch", c.micro_batch},
             {"grad_accum", c.grad_accum},
             {"precision", precision_name(c.precision)},
-            {"attention", c.attention == attention_kind::eager               ? "eager"
-                          : c.attention == attention_kind::flash_attention_2 ? "flash_attention_2"
-                                                                             : "sdpa"},
+            {"attention", attn_implementation_name(c.attention)},
+            {"loss", loss_name(c.loss)},
             {"recompute", recompute_name(c.recompute)},
             {"optimizer_impl", optimizer_impl_name(c.optimizer_impl)},
             {"dropout", c.dropout},
@@ -47,6 +46,7 @@ json configuration_json(const measured_run& r) {
     j["lora_targets"] = lora_targets_text(c.lora_targets);
     j["lora_dropout"] = c.lora_dropout;
   }
+  if (c.packing_doc_tokens > 0) j["packing_doc_tokens"] = c.packing_doc_tokens;
   if (r.layout) j["layout"] = {{"mode", r.layout->mode}, {"world_size", r.layout->world_size}, {"rank", r.layout->rank}};
   return j;
 }

@@ -10,6 +10,7 @@ Qwen2Config or Phi3Config from the command line flags: no download, no hub acces
 (`labels = input_ids`) with torch.optim.AdamW(lr=1e-4). One training step is
 
     for each micro-batch:  out = model(input_ids=x, labels=x)     # forward (under torch.autocast for amp-*)
+                                                                  # (--packing: position_ids=... too)
                            out.loss.backward()                    # (scaler.scale(loss).backward() for amp-fp16)
     del out                                                       # the logits are freed before the step
     optimizer.step()                                              # (scaler.step + scaler.update for amp-fp16)
@@ -80,13 +81,19 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     after CUDA initialisation, less PyTorch's reserved bytes").
   * one line per configuration:
     {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"][, "sliding_window"]}, "seq", "mbs",
-     "grad_accum", "regime", "attn", "gc", "drop", "opt", "expandable_segments", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
+     "grad_accum", "regime", "attn", "loss_impl", "packing", "gc", "drop", "opt", "expandable_segments", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
      "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...],
      "allocator_counts": {"num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms"}, "torch", "transformers", "gpu", "cuda", ["sdpa_backend"], ["grad_scale", "skipped_steps"],
      ["inventory": [{"op", "saved", "dtype", "shape", "param", "count", "unique_bytes"}, ...]],
      ["memory_history": the path of the allocator's recorded history, with --memory-history]}
+    "loss_impl" is the loss the run computed, in `plan --loss`'s names: "standard" (the model's own
+    ForCausalLMLoss over labels=input_ids, the only one this collector runs). "packing" is --packing's document
+    length in tokens (null: unpacked): each row of --seq tokens holds documents of that many tokens, the last one
+    the remainder, their position_ids restarting at 0 (TRL's packing); under flash_attention_2 the micro-batch is
+    flattened into one row of mbs x seq tokens (TRL's padding-free collator; transformers finds packed sequences
+    from position_ids only at batch size 1), under sdpa each row keeps its own block-diagonal mask.
     "expandable_segments" is whether PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) asked for them
     (--expandable-segments sets it; trainplan replays that allocator for such a line).
     "grad_scale" (amp-fp16) is GradScaler's scale after the run and "skipped_steps" the steps whose
@@ -198,6 +205,14 @@ PRESETS = {
     ],
 }
 PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
+# Packed documents (--packing; not in "all"): four documents of 1024 in rows of 4096, under SDPA's block-diagonal
+# mask and flash-attn's varlen kernel (which needs the flash-attn package), beside the same rows unpacked.
+PRESETS["packing"] = [
+    _cfg("P1", LLAMA_SMALL, 4096, 1, "bf16"),
+    _cfg("P2", LLAMA_SMALL, 4096, 1, "bf16", packing=1024),
+    _cfg("P3", LLAMA_SMALL, 4096, 1, "bf16", attn="flash_attention_2"),
+    _cfg("P4", LLAMA_SMALL, 4096, 1, "bf16", attn="flash_attention_2", packing=1024),
+]
 
 
 # The allocator's configuration: PYTORCH_CUDA_ALLOC_CONF, and PYTORCH_ALLOC_CONF, the name newer torch
@@ -257,6 +272,8 @@ def build_parser():
                         "(default amp-bf16; bf16-mixed with --parallel fsdp2)")
     r.add_argument("--attn", choices=("sdpa", "eager", "flash_attention_2"), default="sdpa",
                    help="attn_implementation (default sdpa; flash_attention_2 needs the flash-attn package)")
+    r.add_argument("--packing", type=int, metavar="DOC_TOKENS", default=None,
+                   help="pack documents of this many tokens into each row (position_ids restart at each; default: unpacked)")
     r.add_argument("--gc", action="store_true", help='gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})')
     r.add_argument("--dropout", type=float, default=None,
                    help="gpt2: resid/embd/attn_pdrop (default: GPT2Config's 0.1); others: attention_dropout (default 0.0)")
@@ -333,15 +350,38 @@ def resolve_shape(args):
         raise SystemExit("collect_hf: --steps must be at least 2 (step_s is the median of steps 2..N)")
     if args.grad_accum < 1 or args.micro_batch < 1 or args.seq < 1:
         raise SystemExit("collect_hf: --seq, --micro-batch and --grad-accum must be positive")
+    if args.packing is not None and args.packing < 1:
+        raise SystemExit("collect_hf: --packing must be at least 1 token")
+    if args.packing is not None and args.attn == "eager":
+        raise SystemExit("collect_hf: --packing needs --attn sdpa or flash_attention_2 (trainplan models no packed eager attention)")
     if args.id is None:
         args.id = "{}-L{}-h{}-s{}-b{}{}-{}-{}{}{}{}".format(
             args.family, args.layers, args.hidden, args.seq, args.micro_batch,
             "x%d" % args.grad_accum if args.grad_accum > 1 else "", args.regime, args.attn,
             "-gc" if args.gc else "", "-fused" if args.opt == "fused" else "",
             "-lora%d" % args.lora if args.lora else "")
+        if args.packing is not None:
+            args.id += "-pack%d" % args.packing
         if args.parallel != "none":
             world = args.world_size or os.environ.get("WORLD_SIZE", "")
             args.id += "-{}-w{}{}".format(args.parallel, world, "-r%d" % args.rank if args.rank else "")
+
+
+def batch_shape(args):
+    """A micro-batch's input_ids: [mbs, seq]; packed under flash_attention_2, TRL's padding-free collator's one
+    row [1, mbs * seq] (transformers' _is_packed_sequence needs batch size 1)."""
+    if args.packing is not None and args.attn == "flash_attention_2":
+        return (1, args.micro_batch * args.seq)
+    return (args.micro_batch, args.seq)
+
+
+def packed_position_ids(args):
+    """position_ids of packed documents of --packing tokens in rows of --seq, the last one of each row the
+    remainder: each row 0, 1, ..., d - 1, 0, 1, ... (as TRL's packing), in batch_shape's layout."""
+    row = [i % args.packing for i in range(args.seq)]
+    if batch_shape(args)[0] == 1:
+        return [row * args.micro_batch]
+    return [row for _ in range(args.micro_batch)]
 
 
 def model_field(args):
@@ -704,7 +744,7 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
         import peft  # checked by run_one
 
     rec = dict(id=args.id, model=model_field(args), seq=args.seq, mbs=args.micro_batch, grad_accum=args.grad_accum,
-               regime=args.regime, attn=args.attn, gc=bool(args.gc), drop=args.dropout, opt=args.opt,
+               regime=args.regime, attn=args.attn, loss_impl="standard", packing=args.packing, gc=bool(args.gc), drop=args.dropout, opt=args.opt,
                expandable_segments=expandable_segments_on(os.environ))
     if args.lora:
         target, mods, planner_targets = lora_modules(args)
@@ -762,7 +802,11 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
             return torch.autocast("cuda", dtype=amp_dtype) if amp_dtype is not None else contextlib.nullcontext()
 
         # README: inputs are random token ids, labels = input_ids (one tensor per micro-batch, made once)
-        inputs = [torch.randint(0, args.vocab, (args.micro_batch, args.seq), device=dev) for _ in range(args.grad_accum)]
+        inputs = [torch.randint(0, args.vocab, batch_shape(args), device=dev) for _ in range(args.grad_accum)]
+        # --packing: the documents' position_ids (one tensor, the same for every micro-batch)
+        extra = {}
+        if args.packing is not None:
+            extra["position_ids"] = torch.tensor(packed_position_ids(args), dtype=torch.long, device=dev)
 
         pygc.collect()
         torch.cuda.synchronize()
@@ -794,7 +838,7 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
                 reset_peaks()
                 h = time.perf_counter()
                 with autocast():
-                    out = model(input_ids=x, labels=x)
+                    out = model(input_ids=x, labels=x, **extra)
                 host["forward"] += time.perf_counter() - h
                 phases["forward_peak"] = max(phases.get("forward_peak", 0), mem.max_memory_allocated())
                 phases["after_forward"] = mem.memory_allocated()
@@ -864,7 +908,7 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
         if want_saved or (args.attn == "sdpa" and layout is None):  # (every rank would have to run it)
             try:
                 with autocast():
-                    out = model(input_ids=inputs[-1], labels=inputs[-1])
+                    out = model(input_ids=inputs[-1], labels=inputs[-1], **extra)
                 names, rows = walk_graph(torch, out.loss, param_keys, want_saved)
                 out = None
                 if args.attn == "sdpa":
@@ -952,6 +996,8 @@ def preset_argv(entry, args):
         argv += ["--inventory"]
     if entry.get("expandable") or args.expandable_segments:
         argv += ["--expandable-segments"]
+    if entry.get("packing"):
+        argv += ["--packing", str(entry["packing"])]
     if entry.get("lora"):
         argv += ["--lora", str(entry["lora"]), "--lora-targets", entry.get("lora_targets", "q,k,v,o"),
                  "--lora-dropout", repr(float(entry.get("lora_dropout", 0.0)))]

@@ -9,11 +9,32 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "planner/io/hf_config.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
+
+namespace {
+
+// transformers' attn_implementation names and the planner's kinds (one table: the reader and `plan check`).
+constexpr std::pair<attention_kind, std::string_view> attn_implementations[] = {
+    {attention_kind::eager, "eager"}, {attention_kind::flash, "sdpa"}, {attention_kind::flash_attention_2, "flash_attention_2"}};
+
+std::optional<attention_kind> attention_of_attn_implementation(std::string_view name) {
+  for (const auto& [kind, text] : attn_implementations)
+    if (text == name) return kind;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view attn_implementation_name(attention_kind a) {
+  for (const auto& [kind, text] : attn_implementations)
+    if (kind == a) return text;
+  return "sdpa";
+}
 namespace {
 
 using json = nlohmann::json;
@@ -262,10 +283,23 @@ measured_run read_run(const line_reader& r) {
   else throw input_error(fmt::format("{}: unknown regime '{}' (known: amp-bf16, amp-fp16, bf16, fp32, bf16-mixed)", r.where, regime));
   const std::string attn = r.text("attn");
   // transformers' attn_implementation names (collect_hf.py --attn).
-  if (attn == "eager") c.attention = attention_kind::eager;
-  else if (attn == "sdpa") c.attention = attention_kind::flash;
-  else if (attn == "flash_attention_2") c.attention = attention_kind::flash_attention_2;
-  else throw input_error(fmt::format("{}: unknown attn '{}' (known: sdpa, eager, flash_attention_2)", r.where, attn));
+  const std::optional<attention_kind> kind = attention_of_attn_implementation(attn);
+  if (!kind) throw input_error(fmt::format("{}: unknown attn '{}' (known: sdpa, eager, flash_attention_2)", r.where, attn));
+  c.attention = *kind;
+  // The loss implementation the collector ran ("loss_impl"; absent: transformers' own ForCausalLMLoss, the
+  // only one older collectors ran), in `plan --loss`'s names.
+  if (r.j.contains("loss_impl")) {
+    const std::string loss = r.text("loss_impl");
+    if (loss == "standard") c.loss = loss_kind::standard;
+    else if (loss == "chunked") c.loss = loss_kind::chunked;
+    else if (loss == "fused-linear") c.loss = loss_kind::fused_linear;
+    else throw input_error(fmt::format("{}: unknown loss_impl '{}' (known: standard, chunked, fused-linear)", r.where, loss));
+  }
+  // Packed documents (collect_hf.py --packing): their length in tokens; absent or null: unpacked.
+  if (r.j.contains("packing") && !r.j.at("packing").is_null()) {
+    c.packing_doc_tokens = r.count("packing");
+    if (c.packing_doc_tokens == 0) throw input_error(fmt::format("{}: field 'packing' must be at least 1 (null: unpacked)", r.where));
+  }
   c.recompute = r.flag("gc", false) ? recompute_mode::full : recompute_mode::none;
   c.dropout = r.number("drop");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw input_error(fmt::format("{}: drop must be in [0, 1)", r.where));

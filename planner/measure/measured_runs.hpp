@@ -98,6 +98,10 @@ struct measured_file {
 // Throws input_error naming the file, the line and the field for anything malformed or missing.
 measured_file parse_measurements(std::string_view text, const std::string& file_name);
 
+// The attention as the collector's "attn" names it, transformers' attn_implementation: "eager", "sdpa"
+// (attention_kind::flash) or "flash_attention_2"; what `plan check` prints for a run.
+std::string_view attn_implementation_name(attention_kind a);
+
 // The file's runs were measured one after another in one process (the shared file, which does not say so:
 // its one env line and its first run's segments, byte for byte those of that run in a process of its own, do): every run after
 // the first found the cuBLAS workspaces the first made (run_config::cublas_workspaces_held).

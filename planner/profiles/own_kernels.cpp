@@ -14,6 +14,12 @@ void refuse_library_kernels(std::string_view stack, std::string_view loss_note, 
     throw input_error(fmt::format("--attention flash_attention_2 (the flash-attn package as transformers calls it): "
                                   "--framework {} runs its own attention kernels (--attention flash or eager)",
                                   stack));
+  // Packing is modelled where transformers' attention finds the documents (its position_ids): flash-attn's
+  // varlen kernel or SDPA's block-diagonal mask.
+  if (run.packing_doc_tokens > 0)
+    throw input_error(fmt::format("--packing (documents packed into rows, attention within each, as transformers' "
+                                  "modules run it): --framework {} runs its own attention kernels, not modelled packed",
+                                  stack));
 }
 
 }  // namespace trainplan

@@ -76,6 +76,9 @@ struct run_config {
   // loss_kind::chunked: the chunks the sequence is split into; 0: the source's default (torchtune's 8).
   std::uint64_t loss_chunks = 0;
   double dropout = 0.0;
+  // Sequence packing (planner/run/packing.hpp): each row of seq tokens holds documents of this many tokens,
+  // attention kept within each (TRL's packing with position_ids); 0: off, a row is one sequence.
+  std::uint64_t packing_doc_tokens = 0;
   // The training stack (planner/profiles/registry.hpp). None named means this project's harness, so that a
   // run_config built in code means what the harness does (profile_of); the `plan` command names its default.
   const stack_profile* profile = nullptr;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/run/packing.hpp"
+
 namespace trainplan {
 
 step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params, const stack_traits& stack) {
@@ -13,7 +15,8 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.gemm_forward_per_token = 2.0 * static_cast<double>(params.active_matmul);  // top-k experts with MoE
   // QK^T over heads x head_dim, the probabilities times V over heads x v_head_dim: 2 FLOPs per product term.
   const double score_and_value_width = static_cast<double>(m.q_width() + m.out_width());
-  f.attention_forward_per_token = 2.0 * attended_keys(m, run.seq) * score_and_value_width;
+  // Packed documents (--packing) attend within themselves only: the model's attention is theirs.
+  f.attention_forward_per_token = 2.0 * attended_keys(m, run.seq, run.packing_doc_tokens) * score_and_value_width;
   const double forward = (f.gemm_forward_per_token + f.attention_forward_per_token) * f.tokens_per_step;
   // Backward = input gradients (one forward's work) + weight gradients (another); frozen weights (LoRA,
   // QLoRA) need no weight gradients, so their backward is one forward's work (adapters are negligible).
@@ -24,7 +27,8 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   f.model_gemm_per_step = passes_per_token * f.gemm_forward_per_token * f.tokens_per_step;
   f.model_attention_per_step = passes_per_token * f.attention_forward_per_token * f.tokens_per_step;
 
-  // What the attention kernel computes: the window, or the whole square with the rest masked.
+  // What the attention kernel computes: the window (and, packed, each document: flash_attn_varlen_func over
+  // cu_seqlens), or the whole square with the rest masked (a window or packing given as a mask).
   const double computed_attention_per_token = kernel_skips_window(run, stack) ? f.attention_forward_per_token
                                                                            : 2.0 * L * s * score_and_value_width;
   f.masked_attention_per_step = passes * (computed_attention_per_token - f.attention_forward_per_token) * f.tokens_per_step;
@@ -44,10 +48,16 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
   return f;
 }
 
-double attended_keys(const model_spec& m, std::uint64_t seq) {
+double attended_keys(const model_spec& m, std::uint64_t seq, std::uint64_t doc_tokens) {
   const double s = static_cast<double>(seq), sliding = static_cast<double>(m.sliding_layers());
-  const double window = std::min(s, static_cast<double>(m.sliding_window_tokens));
-  return (static_cast<double>(m.layers) - sliding) * s + sliding * window;
+  if (doc_tokens == 0 || doc_tokens >= seq) {
+    const double window = std::min(s, static_cast<double>(m.sliding_window_tokens));
+    return (static_cast<double>(m.layers) - sliding) * s + sliding * window;
+  }
+  // Packed: per token, the row's sum over its documents (planner/run/packing.hpp) over the row's tokens.
+  const packed_row row = packed_row_of(seq, doc_tokens);
+  return ((static_cast<double>(m.layers) - sliding) * packed_attended_key_sum(row) +
+          sliding * packed_attended_key_sum(row, m.sliding_window_tokens)) / s;
 }
 
 bool kernel_skips_window(const run_config& run, const stack_traits& stack) {

@@ -43,10 +43,13 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
 // The keys each query attends to, summed over the layers: s on a full-attention layer, min(s, window) on a
 // sliding-window one (Beltagy et al. 2020, Longformer, Sec. 3.1; Jiang et al. 2023, Mistral 7B, Sec. 2;
 // Gemma 2 on every other layer), still without the causal discount. Attention model FLOPs per token are
-// 2 x (heads x head_dim + heads x v_head_dim) x this.
-double attended_keys(const model_spec& m, std::uint64_t seq);
+// 2 x (heads x head_dim + heads x v_head_dim) x this. doc_tokens (--packing): rows packed with documents of
+// that many tokens, each query attending within its own document (planner/run/packing.hpp), the mean over
+// the row's tokens: 4 documents of 1024 in a row of 4096 attend to a quarter of the unpacked row's keys.
+double attended_keys(const model_spec& m, std::uint64_t seq, std::uint64_t doc_tokens = 0);
 
-// Whether the run's attention kernel skips the keys outside a sliding window: flash attention given the
+// Whether the run's attention kernel skips the keys outside a sliding window (and, packed, outside each
+// document: the flash-attn package's varlen kernel over cu_seqlens): flash attention given the
 // window (FlashAttention-2's window_size, which Megatron/Transformer Engine pass) does. Eager attention, and
 // a flash kernel that receives the window as an explicit mask (Hugging Face's SDPA path:
 // stack_traits::passes_window_to_kernel false), compute every score of the s x s matrix and mask the rest:

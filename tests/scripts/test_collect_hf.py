@@ -91,6 +91,35 @@ def main():
         check(checked.returncode == 1, "plan check exited {} (1: read, out of tolerance): {}".format(
             checked.returncode, (checked.stdout + checked.stderr)[-500:]))
 
+        # Every line names the loss it computed (the model's own: standard) and its packing (null: none).
+        check(all(run.get("loss_impl") == "standard" and "packing" in run and run["packing"] is None for run in lines[1:]),
+              "loss_impl and packing on every unpacked line")
+        # --packing: position_ids restarting at each document (of 3 tokens in rows of 8: the last one 2), as rows
+        # under sdpa and as one flattened row under flash_attention_2; the line says so and plan check reads it.
+        args = collect_hf.build_parser().parse_args(["--seq", "8", "--micro-batch", "2", "--packing", "3"])
+        collect_hf.resolve_shape(args)
+        check(collect_hf.batch_shape(args) == (2, 8) and collect_hf.packed_position_ids(args) == [[0, 1, 2, 0, 1, 2, 0, 1]] * 2,
+              "--packing 3 under sdpa: {} {}".format(collect_hf.batch_shape(args), collect_hf.packed_position_ids(args)))
+        args.attn = "flash_attention_2"
+        check(collect_hf.batch_shape(args) == (1, 16) and collect_hf.packed_position_ids(args) == [[0, 1, 2, 0, 1, 2, 0, 1] * 2],
+              "--packing 3 under flash_attention_2: {}".format(collect_hf.batch_shape(args)))
+        pack_report = os.path.join(tmp, "packing.jsonl")
+        done = collect(["--preset", "packing", "-o", pack_report])
+        lines = [json.loads(line) for line in open(pack_report)] if os.path.exists(pack_report) else []
+        check(done.returncode == 0 and [l.get("packing") for l in lines[1:]] == [None, 1024, None, 1024],
+              "--preset packing: exit {}, packing {}: {}".format(done.returncode, [l.get("packing") for l in lines[1:]], done.stderr[-300:]))
+        checked = subprocess.run([plan, "check", pack_report, "--gpu", "h100", "--json"], capture_output=True, text=True)
+        try:
+            configs = [r["configuration"] for f in json.loads(checked.stdout)["files"] for r in f["runs"]]
+        except (ValueError, KeyError, TypeError):
+            configs = []
+        check([c.get("packing_doc_tokens") for c in configs] == [None, 1024, None, 1024] and
+              [c.get("attention") for c in configs] == ["sdpa", "sdpa", "flash_attention_2", "flash_attention_2"] and
+              all(c.get("loss") == "standard" for c in configs),
+              "plan check --json on the packed runs: {}".format((checked.stdout + checked.stderr)[-400:]))
+        done = collect(["--attn", "eager", "--packing", "64", "--seq", "128"])
+        check(done.returncode != 0 and "--packing" in done.stderr, "--packing with --attn eager: exit {}".format(done.returncode))
+
         # The environment's allocator setting is recorded as it is; --expandable-segments adds it to the rest.
         env_report = os.path.join(tmp, "env.jsonl")
         collect(["--seq", "64", "--id", "x1", "-o", env_report], {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})

@@ -10,6 +10,7 @@
 #include "planner/util/checked_math.hpp"
 #include "planner/run/lora.hpp"
 #include "planner/run/moe.hpp"
+#include "planner/run/packing.hpp"
 
 namespace trainplan {
 
@@ -45,6 +46,7 @@ std::string_view coarse_forward_reason(const model_spec& m, const run_config& ru
   if (m.norms_per_layer != 2) return "four norms a layer";
   if (m.attn_logit_softcap > 0) return "a soft cap on the attention scores";
   if (hf_sliding_window_mask(m, run)) return "a sliding-window mask";
+  if (hf_packing_mask(run)) return "the block-diagonal mask of packed documents";
   if (qlora) return "QLoRA's quantized base";
   if (autocast) {
     if (lora) return "adapters under autocast";
@@ -72,6 +74,7 @@ std::string_view coarse_forward_reason(const model_spec& m, const run_config& ru
 std::string_view coarse_backward_reason(const model_spec& m, const run_config& run, const precision_layout& layout,
                                         sdpa_backend backend) {
   if (m.family != model_family::gpt) return "a Llama-family layer's backward";
+  if (packs_documents(run)) return "packed documents' backward";
   if (run.finetune != finetune_kind::full) return "adapters' backward";
   if (run.loss != loss_kind::standard) return "a chunked or fused loss's backward";
   if (!layout.autocast_weight_cache && layout.weights == dtype::fp32) return "an fp32 model's backward";
@@ -150,6 +153,8 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   if (m.is_mla()) holds |= mla | (m.q_lora_rank > 0 ? mla_q_lora : when_bits{});
   holds |= m.fused_projections ? fused_proj : separate_proj;
   const std::uint64_t T = b * s, R = routed_rows(m, run), E = m.experts, k = m.experts_per_token;
+  // The micro-batch's documents (--packing: each row's; TRL's padding-free collator flattens the rows into one).
+  const std::uint64_t documents = checked_mul(b, packed_row_of(run).documents(), "packed documents");
   // The MLP's input is cast once per linear that reads it under autocast: gate and up (dense); the router,
   // and the shared expert's gate, up and sigmoid gate (experts; each expert casts its gathered rows).
   const std::uint64_t dense_mlp_casts = !autocast ? 1u : is_gpt || m.fused_projections ? 1u : 2u;
@@ -163,7 +168,8 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   if (copies) holds |= attn_copies | attn_probs;
   // A sequence no shorter than the sliding window: transformers builds the mask, and sdpa_attention_forward
   // then repeats k and v to every head (use_gqa_in_sdpa needs no mask).
-  if (!copies && hf_sliding_window_mask(m, run)) holds |= sdpa_mask;
+  // Packed documents under SDPA (hf_packing_mask): the block-diagonal mask likewise.
+  if (!copies && hf_sdpa_mask(m, run)) holds |= sdpa_mask;
   // The values SDPA saves: a projection's own output (every attention but MLA), or with Phi-3's qkv_proj a
   // view of its whole output, unless repeat_kv copied them to every head (a mask with grouped heads);
   // eager attention saves its own contiguous copy either way.
@@ -180,6 +186,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   if (run.attention == attention_kind::flash_attention_2) {
     holds |= flash_attn_pkg;
     if (m.kv_heads != m.heads) holds |= flash_attn_gqa;
+    if (packs_documents(run)) holds |= flash_attn_varlen;
   }
   // Full fine-tuning trains every weight; LoRA (peft) trains adapters on the targeted linears only.
   const unsigned qkv_targets = run.lora_targets & (lora_q | lora_k | lora_v);
@@ -306,8 +313,16 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
       // flash_api.cpp's mha_bwd: seqlen_q_rounded = round_multiple(seqlen_q, 128); head_size_rounded: a
       // multiple of 32 up to 192, else 256.
       case shape_rule::rng_state: return {2};
-      case shape_rule::fa_dq_accum: return {b, (s + 127) / 128 * 128, a, d <= 192 ? (d + 31) / 32 * 32 : 256};
-      case shape_rule::fa_softmax_d: return {b, a, (s + 127) / 128 * 128};
+      // Varlen (packed documents): mha_varlen_bwd's dq_accum is [total_q + 128 n, a, head_size_rounded] and its
+      // softmax_d [a, total_q + 128 n], n the micro-batch's documents (each sequence 128 rows apart: "at least
+      // 128 apart", flash_api.cpp).
+      case shape_rule::fa_dq_accum:
+        if (holds & flash_attn_varlen) return {T + 128 * documents, a, d <= 192 ? (d + 31) / 32 * 32 : 256};
+        return {b, (s + 127) / 128 * 128, a, d <= 192 ? (d + 31) / 32 * 32 : 256};
+      case shape_rule::fa_softmax_d:
+        if (holds & flash_attn_varlen) return {a, T + 128 * documents};
+        return {b, a, (s + 127) / 128 * 128};
+      case shape_rule::cu_seqlens: return {documents + 1};
     }
     return {};
   };
@@ -320,6 +335,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
       case dtype_role::norm_input: return is_gpt || checkpointed ? param : dtype::fp32;
       case dtype_role::mask: return dtype::u8;
       case dtype_role::index: return dtype::i64;
+      case dtype_role::index32: return dtype::i32;
       case dtype_role::adapter_in: return autocast ? compute : adapter_type;
     }
     return compute;

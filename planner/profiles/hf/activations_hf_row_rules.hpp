@@ -72,6 +72,9 @@ enum class shape_rule {
   rng_state,      // [2], int64: the Philox seed and offset mha_fwd allocates on the GPU whether or not it drops out
   fa_dq_accum,    // [b, roundup(s, 128), a, roundup(d, 32)], fp32: mha_bwd's dq accumulator
   fa_softmax_d,   // [b, a, roundup(s, 128)], fp32: mha_bwd's rowsum(dO * O)
+  // Packed (--packing), flash_attn_varlen_func over the micro-batch's n documents (mha_varlen_fwd, mha_varlen_bwd):
+  // its dq accumulator [b s + 128 n, a, roundup(d, 32)] and rowsum [a, b s + 128 n] (the two rules above), and
+  cu_seqlens,     // [n + 1], int32: the documents' cumulative lengths
 };
 
 // The dtype a row is kept in.
@@ -83,6 +86,7 @@ enum class dtype_role {
   norm_input, // Llama: the fp32 upcast RMSNorm saves, or the bf16 layer input a checkpoint keeps; GPT-2: param
   mask,       // bool dropout masks, 1 byte
   index,      // int64 indices (topk, index_select, one_hot)
+  index32,    // int32 offsets (flash-attn's cu_seqlens)
   adapter_in, // what a LoRA adapter's lora_A saves: the GEMM dtype under autocast, else the adapters' dtype
 };
 
@@ -185,6 +189,8 @@ enum when_bits : std::uint64_t {
   // its output and the fp32 log-sum-exp (lse_fused), and beside them its rng_state; its backward's workspaces,
   // with dk and dv computed per query head and summed per group where the key heads are fewer (flash_attn_gqa).
   flash_attn_pkg = 1ull << 52, flash_attn_gqa = 1ull << 53,
+  // Packed documents under the flash-attn package: flash_attn_varlen_func, which also saves cu_seqlens.
+  flash_attn_varlen = 1ull << 54,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`

@@ -85,6 +85,12 @@ constexpr hf_row attention_rows[] = {
     // tensor (mha_fwd). Its backward's workspaces (mha_bwd): softmax_d, the fp32 dq accumulator, and with
     // grouped heads dk and dv per query head ([b, s, a, d] each) before their sum over each group.
     {"layer{}.attn.rng_state", shape_rule::rng_state, dtype_role::index, keep_class::saved, flash_attn_pkg},
+    // Packed documents (--packing): transformers' _flash_attention_forward finds them from position_ids
+    // (modeling_flash_attention_utils.py: _is_packed_sequence, prepare_fa_kwargs_from_position_ids: cu_seq_lens_q,
+    // an int32 [n + 1] vector, cu_seq_lens_k the same tensor) and calls flash_attn_varlen_func, whose
+    // FlashAttnVarlenFunc saves q, k, v, out, softmax_lse ([a, total tokens] fp32: the bytes of [b, a, s]),
+    // cu_seqlens_q, cu_seqlens_k and rng_state (flash_attn_interface.py); one vector per layer, made in it.
+    {"layer{}.attn.cu_seqlens", shape_rule::cu_seqlens, dtype_role::index32, keep_class::saved, flash_attn_varlen},
     {"layer{}.bwd.fa_softmax_d", shape_rule::fa_softmax_d, dtype_role::fp32, keep_class::backward_moment, flash_attn_pkg},
     {"layer{}.bwd.fa_dq_accum", shape_rule::fa_dq_accum, dtype_role::fp32, keep_class::backward_moment, flash_attn_pkg},
     {"layer{}.bwd.fa_dk_expanded", shape_rule::bs_q, dtype_role::compute, keep_class::backward_moment, flash_attn_gqa},

@@ -12,6 +12,7 @@
 #include "planner/profiles/hf/hf_kernels.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
+#include "planner/run/packing.hpp"
 
 namespace trainplan {
 namespace {
@@ -71,7 +72,12 @@ void embedding(head_pass& p) {
   const std::uint64_t b = p.b, s = p.s, h = p.h;
   inv.span("batch.input_ids", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
   inv.span("batch.labels", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
-  if (p.is_gpt) inv.span("batch.position_ids", {1, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  // Packed documents (--packing): the collator's position_ids, restarting at each document, [b, s] int64 (TRL's
+  // padding-free collator: one row of b s); otherwise GPT-2's own arange, [1, s].
+  if (packs_documents(p.run))
+    inv.span("batch.position_ids", {b, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
+  else if (p.is_gpt)
+    inv.span("batch.position_ids", {1, s}, dtype::i64, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
   // (Dropout on the frozen embedding's output saves its mask only when a gradient flows back to it.)
   if (p.is_gpt && p.drop && !p.head.layer0_without_input_grad)
     inv.span("embed.dropout_mask", {b, s, h}, dtype::u8, tensor_category::activations, ek::fwd_embed, ek::bwd_embed);
@@ -91,7 +97,13 @@ void embedding(head_pass& p) {
   const bool checkpointed = p.checkpointed;
   // The sliding-window mask: bool, [1, 1, s, s] expanded over the batch (masking_utils.sdpa_mask), built once
   // per forward. Checkpointing keeps it as an argument of every layer's recomputation, to the last one.
-  if (p.head.holds & hf_rows::sdpa_mask)
+  // Packed documents under SDPA (hf_packing_mask): sdpa_mask's bool block-diagonal causal mask differs row by
+  // row, [b, 1, s, s] (masking_utils.find_packed_sequence_indices, packed_sequence_mask_function); Gemma 2's
+  // full and sliding layers each have theirs.
+  if ((p.head.holds & hf_rows::sdpa_mask) && hf_packing_mask(p.run))
+    inv.span("mask.packed", {p.m.sliding_window_global_every > 0 ? 2 * b : b, 1, s, s}, dtype::u8,
+             tensor_category::activations, ek::fwd_embed, checkpointed ? ek::bwd_embed : ek::fwd_head);
+  else if (p.head.holds & hf_rows::sdpa_mask)
     inv.span("mask.sliding_window", {1, 1, s, s}, dtype::u8, tensor_category::activations, ek::fwd_embed,
              checkpointed ? ek::bwd_embed : ek::fwd_head);
   // Eager attention adds a float mask to the scores: transformers 5.x's masking_utils.eager_mask turns

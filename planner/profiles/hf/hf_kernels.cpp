@@ -7,6 +7,8 @@
 // two products, a unary op's one kernel, and a tensor used twice gets its gradients summed by one more kernel.
 #include "planner/profiles/hf/hf_kernels.hpp"
 
+#include "planner/run/packing.hpp"
+
 namespace trainplan::hf_kernels {
 
 namespace {
@@ -39,8 +41,16 @@ hf_shape shape_of(const model_spec& m, const run_config& run, const precision_la
   x.trains = run.finetune == finetune_kind::full;
   x.adapter = run.lora_fp32 ? 4 : x.w;
   x.lora_dropout = run.lora_dropout > 0;
-  x.mask = hf_sliding_window_mask(m, run);
+  x.mask = hf_sdpa_mask(m, run);  // a sliding window's, or packed documents' under SDPA
   x.flash_attn = run.attention == attention_kind::flash_attention_2;
+  // Packed documents: flash_attn_varlen_func computes each document's causal tiles alone (cu_seqlens); SDPA,
+  // handed the block-diagonal mask, every tile of the row's square (every_tile below).
+  x.keys = x.s;
+  if (x.flash_attn && packs_documents(run)) {
+    const packed_row row = packed_row_of(run);
+    x.keys = packed_attended_key_sum(row) / x.s;
+    x.documents = static_cast<double>(row.documents()) * static_cast<double>(run.micro_batch);
+  }
   return x;
 }
 
@@ -122,7 +132,7 @@ void dropout(ops::row_group& g, std::string_view name, double elements, double b
 // The attention core by SDPA backend. flops: 2 T s (heads x head_dim + heads x v_head_dim) forward, as
 // planner/time/flops.hpp counts it; flash-style kernels recompute the scores in backward.
 void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, bool gpt, bool drop) {
-  const double flops = 2 * x.T * x.s * (x.qw + x.ow);
+  const double flops = 2 * x.T * x.keys * (x.qw + x.ow);
   if (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) {
     // A sliding-window mask: repeat_kv copies k and v out to every head (backward sums them back), SDPA
     // makes the bool mask a bias (logical_not, where) and the kernels read it.
@@ -142,6 +152,16 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
     // With the mask SDPA runs without is_causal (sdpa_attention_forward: is_causal only when the mask is
     // None), so the kernel computes every tile of the square, the masked ones too.
     g.out.ops.back().every_tile = x.mask;
+    if (x.flash_attn && x.documents > 0) {
+      // transformers' modeling_flash_attention_utils._prepare_from_posids in each layer's forward:
+      // prepare_fa_kwargs_from_position_ids (position_ids' min, == it, nonzero, the cast to int32, the total's
+      // tensor, cat, diff and max, whose .item() waits for the device: not modelled), eight small kernels over
+      // the b s position ids; and q, k (GPT-2: v too, slices of c_attn's output) made contiguous for the
+      // [tokens, heads, d] views flash_attn_varlen_func takes: a copy each, saved in place of the originals.
+      g.add("attention.cu_seqlens", op_class::elementwise, x.T * (8 + 8 + 1 + 8) + 3 * x.documents * 4, 8, 0, 0);
+      const double copied = x.T * (x.qw + x.kvw + (gpt ? x.vw : 0));
+      g.add("attention.varlen_copies", op_class::elementwise, 2 * copied * x.c, gpt ? 3 : 2, 0, 0);
+    }
     if (x.flash_attn) {
       // transformers' flash_attention_forward hands flash-attn q, k, v as [b, s, heads, d] views and takes its
       // [b, s, heads, d] output as it is: no copy. With grouped heads mha_bwd computes dk and dv per query head

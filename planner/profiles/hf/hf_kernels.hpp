@@ -27,6 +27,10 @@ struct hf_shape {
   double adapter = 4;  // LoRA adapters' dtype bytes (peft: fp32)
   bool lora_dropout = false;  // peft's lora_dropout above 0: each adapted module drops out its input
   bool flash_attn = false;    // the flash-attn package (attn_implementation="flash_attention_2"), not SDPA
+  // The keys each query attends to (the square convention of planner/time/flops.hpp): s, or with packed
+  // documents under the flash-attn package the row's sum over its documents of d^2, over s (varlen).
+  double keys = 0;
+  double documents = 0;  // the micro-batch's packed documents (flash_attn_varlen_func's sequences); 0: unpacked
 };
 hf_shape shape_of(const model_spec& m, const run_config& run, const precision_layout& layout);
 

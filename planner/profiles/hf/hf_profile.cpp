@@ -7,6 +7,7 @@
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
+#include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/profiles/model_parallel_comm.hpp"
 #include "planner/profiles/step_frame.hpp"
@@ -36,6 +37,7 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
                       "--ep or --capacity-factor");
   check_hf_loss("hf", run);
   check_hf_attention("hf", m, layout, run);
+  check_hf_packing("hf", run);
 }
 
 constexpr const stack_traits& traits = hf_traits;
@@ -142,6 +144,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
     lines.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to "
                                 "every head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
                                 m.sliding_window_tokens, run.seq, hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout), run)));
+  if (std::string packing = hf_packing_line(m, run, layout); !packing.empty()) lines.push_back(std::move(packing));
   if (run.finetune == finetune_kind::lora)
     lines.push_back(fmt::format(
         "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "

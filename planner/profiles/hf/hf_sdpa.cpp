@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "planner/run/packing.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
@@ -42,6 +43,16 @@ bool hf_sliding_window_mask(const model_spec& m, const run_config& run) {
          run.seq >= m.sliding_window_tokens;
 }
 
+bool hf_packing_mask(const run_config& run) {
+  // transformers 5's masking_utils.create_causal_mask: with position_ids and no attention_mask,
+  // find_packed_sequence_indices finds where position_ids restart (each row's documents); a packed row makes
+  // and_masks(causal, packed_sequence_mask_function) the mask and allow_is_causal_skip False, so sdpa_mask
+  // materialises a bool [b, 1, s, s] block-diagonal causal mask (a row of one document: none, is_causal).
+  return run.attention == attention_kind::flash && packs_documents(run);
+}
+
+bool hf_sdpa_mask(const model_spec& m, const run_config& run) { return hf_sliding_window_mask(m, run) || hf_packing_mask(run); }
+
 namespace {
 
 // torch 2.11's CUDA 13 wheels rank cuDNN attention first on sm_9x and sm_10x (cuda/sdp_utils.cpp,
@@ -61,7 +72,7 @@ bool fused_takes(const model_spec& m, const run_config& run) {
   // FlashAttention takes no mask (check_for_attn_mask), head sizes up to 256 (check_head_dim_size_flash), and on
   // sm_86-sm_89 and sm_12x trains a head size in (192, 224], or in (224, 256] with dropout, not at all
   // (check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89_or_120).
-  if (hf_sliding_window_mask(m, run) || m.head_dim > 256) return false;
+  if (hf_sdpa_mask(m, run) || m.head_dim > 256) return false;
   const bool narrow_backward = cc.within({8, 6}, {8, 9}) || cc.within({12, 0}, {12, 1});
   return !narrow_backward || m.head_dim <= 192 || (m.head_dim > 224 && run.dropout == 0);
 }
@@ -92,7 +103,7 @@ sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const p
   // fp32 (FlashAttention and cuDNN take only 16-bit inputs), and 16-bit inputs the fused kernel refuses on this
   // GPU: the memory-efficient kernel takes them but not grouped-query heads (the recorded inventory shows the
   // math path for fp32 Llama with 4 kv heads of 16), unless a mask made transformers repeat k and v to every head.
-  return m.kv_heads == m.heads || hf_sliding_window_mask(m, run) ? sdpa_backend::efficient : sdpa_backend::math;
+  return m.kv_heads == m.heads || hf_sdpa_mask(m, run) ? sdpa_backend::efficient : sdpa_backend::math;
 }
 
 

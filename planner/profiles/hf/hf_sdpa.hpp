@@ -23,6 +23,10 @@ std::string_view hf_sdpa_kernel_name(sdpa_backend b, const run_config& run);
 // Whether transformers hands SDPA a sliding-window mask (every layer sliding, sequence >= window): then
 // k and v are repeated to every query head and the fused kernel saves the mask as a [b,1,s,s] bias.
 bool hf_sliding_window_mask(const model_spec& m, const run_config& run);
+// Whether transformers hands SDPA a block-diagonal causal mask for packed documents (--packing under sdpa).
+bool hf_packing_mask(const run_config& run);
+// Either mask: SDPA then runs without is_causal, k and v repeated to every head, the mask saved as a bias.
+bool hf_sdpa_mask(const model_spec& m, const run_config& run);
 std::string_view sdpa_backend_name(sdpa_backend b);
 
 // Throws input_error naming --attention (and `stack`) for a run the flash-attn package cannot train.

@@ -195,3 +195,30 @@ TEST_CASE("collector reports: the profiled step's GPU busy time and kernels, and
     CHECK_THROWS_WITH(llama_with_model(json::object(), {{"profile", profile}}), Catch::Contains(message));
   }
 }
+
+TEST_CASE("collector reports: the loss implementation and packing reach the plan, and what is refused", "[measured][hf][packing]") {
+  // A line from before the fields: transformers' own loss, unpacked.
+  const measured_run plain = llama_with_model(json::object());
+  CHECK(plain.run.loss == loss_kind::standard);
+  CHECK(plain.run.packing_doc_tokens == 0);
+  const measured_run packed = llama_with_model(json::object(), {{"loss_impl", "standard"}, {"packing", 1024}});
+  CHECK(packed.run.loss == loss_kind::standard);
+  CHECK(packed.run.packing_doc_tokens == 1024);
+  CHECK(llama_with_model(json::object(), {{"packing", nullptr}}).run.packing_doc_tokens == 0);
+  CHECK(llama_with_model(json::object(), {{"loss_impl", "fused-linear"}}).run.loss == loss_kind::fused_linear);
+  CHECK(llama_with_model(json::object(), {{"loss_impl", "chunked"}}).run.loss == loss_kind::chunked);
+  CHECK_THROWS_WITH(llama_with_model(json::object(), {{"loss_impl", "liger"}}), Catch::Contains("loss_impl") && Catch::Contains("liger"));
+  CHECK_THROWS_WITH(llama_with_model(json::object(), {{"packing", 0}}), Catch::Contains("packing"));
+  CHECK_THROWS_WITH(llama_with_model(json::object(), {{"packing", "long"}}), Catch::Contains("packing"));
+}
+
+TEST_CASE("collector reports: attn names transformers' attn_implementation both ways", "[measured][hf]") {
+  // collect_hf.py --attn's names; plan check prints the same.
+  CHECK(attn_implementation_name(attention_kind::eager) == "eager");
+  CHECK(attn_implementation_name(attention_kind::flash) == "sdpa");
+  CHECK(attn_implementation_name(attention_kind::flash_attention_2) == "flash_attention_2");
+  for (const char* name : {"eager", "sdpa", "flash_attention_2"}) {
+    const measured_run r = llama_with_model(json::object(), {{"attn", name}});
+    CHECK(attn_implementation_name(r.run.attention) == name);
+  }
+}

@@ -102,3 +102,29 @@ TEST_CASE("a sliding window cuts attention model FLOPs, and hardware FLOPs only 
   const model_spec& gemma = data().model("gemma-2-9b").spec;
   CHECK(attended_keys(gemma, 8192) == 21.0 * 8192 + 21.0 * 4096);
 }
+
+TEST_CASE("packed documents: the model's attention FLOPs are each document's, the masked kernel's the row's", "[unit][flops][packing]") {
+  // A Llama-shaped model without a window: attention forward FLOPs per token 2 x keys x (q width + out width).
+  const model_spec& m = data().model("llama-3.2-3b").spec;
+  REQUIRE(m.sliding_window_tokens == 0);
+  const param_counts pc = count_params(m);
+  run_config r = run_of(4096, 1, recompute_mode::none, attention_kind::flash_attention_2, 0.0);
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::bf16;
+  const step_flops unpacked = count_flops(m, r, pc, profile_of(r).traits);
+  r.packing_doc_tokens = 1024;
+  const step_flops packed = count_flops(m, r, pc, profile_of(r).traits);
+  // Four documents of 1024 in a row of 4096: 4 x 1024^2 = 4096^2 / 4 keys.
+  CHECK(packed.attention_forward_per_token == Approx(unpacked.attention_forward_per_token / 4).epsilon(1e-12));
+  CHECK(packed.model_attention_per_step == Approx(unpacked.model_attention_per_step / 4).epsilon(1e-12));
+  CHECK(packed.model_gemm_per_step == Approx(unpacked.model_gemm_per_step).epsilon(1e-12));
+  // flash_attn_varlen_func computes only the documents: nothing masked; its backward recomputes them.
+  CHECK(packed.masked_attention_per_step == 0);
+  CHECK(packed.recompute_per_step == Approx(unpacked.recompute_per_step / 4).epsilon(1e-12));
+  // SDPA with the block-diagonal mask computes the whole row: the three quarters across documents are masked.
+  r.attention = attention_kind::flash;
+  const step_flops masked = count_flops(m, r, pc, profile_of(r).traits);
+  CHECK(masked.model_attention_per_step == Approx(unpacked.model_attention_per_step / 4).epsilon(1e-12));
+  CHECK(masked.masked_attention_per_step == Approx(unpacked.model_attention_per_step * 3 / 4).epsilon(1e-12));
+  CHECK(masked.hardware_per_step == Approx(unpacked.hardware_per_step).epsilon(1e-12));
+}

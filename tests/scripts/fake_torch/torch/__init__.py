@@ -20,6 +20,7 @@ class dtype:
 
 
 float32, bfloat16, float16, int64 = dtype("float32", 4), dtype("bfloat16", 2), dtype("float16", 2), dtype("int64", 8)
+long = int64
 
 
 class device:
@@ -191,6 +192,16 @@ def randint(low, high, shape, device=None):
     return Tensor(shape, int64)
 
 
+def tensor(data, dtype=None, device=None):  # nested lists of numbers: their shape
+    shape, d = [], data
+    while isinstance(d, list):
+        shape.append(len(d))
+        d = d[0] if d else None
+    out = Tensor(tuple(shape), dtype or int64)
+    out.data = data
+    return out
+
+
 def autocast(device_type, dtype=None):
     return contextlib.nullcontext()
 
@@ -300,7 +311,9 @@ class _FakeModel:
     def enable_input_require_grads(self):
         pass
 
-    def __call__(self, input_ids, labels):
+    def __call__(self, input_ids, labels, position_ids=None):
+        if position_ids is not None and position_ids.shape != input_ids.shape:  # transformers would fail
+            raise ValueError("position_ids {} do not match input_ids {}".format(position_ids.shape, input_ids.shape))
         if os.environ.get("FAKE_TORCH_OOM") == "forward":  # the collector's out-of-memory path
             raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (fake)")
         b, s = input_ids.shape
