@@ -70,13 +70,14 @@ std::string suggestion_cost_text(unsigned costs) {
   if (costs & cost_shorter_seq) add("shorter sequences");
   if (costs & cost_hardware) add("more hardware");
   if (costs & cost_slower) add("slower");
+  if (costs & cost_library) add("another library");
   return out;
 }
 
 int cost_rank(unsigned costs) {
   if (costs & cost_hardware) return 3;
   if (costs & (cost_numerics | cost_shorter_seq)) return 2;
-  if (costs & cost_slower) return 1;
+  if (costs & (cost_slower | cost_library)) return 1;
   return 0;
 }
 
@@ -105,6 +106,7 @@ unsigned change_costs(const run_config& from, const run_config& to) {
   if ((levers & lever_gpus) && to.gpus > from.gpus) costs |= cost_hardware;
   if ((levers & lever_offload) && to.offload != offload_mode::none) costs |= cost_slower;
   if ((levers & lever_seq) && to.seq < from.seq) costs |= cost_shorter_seq;
+  if ((levers & lever_loss) && to.loss != loss_kind::standard) costs |= cost_library;
   return costs;
 }
 

@@ -54,10 +54,12 @@ enum suggestion_cost : unsigned {
   cost_hardware = 2,     // more GPUs
   cost_slower = 4,       // offload: the same numerics on the same GPU, at PCIe speed
   cost_shorter_seq = 8,  // trains on shorter sequences than asked for
+  cost_library = 16,     // the same loss from another library's kernels (--loss: torchtune's chunked
+                         // cross-entropy, Liger's fused linear one): a dependency and a change to the training code
 };
 std::string suggestion_cost_text(unsigned costs);  // "same numerics", "changes the numerics, more hardware"...
-// The order a user chooses in: what keeps the numerics and the hardware (at full speed, then slower),
-// then what changes the numerics or the data, then what needs more GPUs.
+// The order a user chooses in: what keeps the numerics and the hardware (at full speed, then slower or
+// through another library), then what changes the numerics or the data, then what needs more GPUs.
 int cost_rank(unsigned costs);
 
 // Which levers differ between two runs, what that costs, and the flags that turn `from` into `to`

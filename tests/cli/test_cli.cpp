@@ -302,7 +302,7 @@ TEST_CASE("a run with no suggestions asked for, or every lever kept, is not told
   const plan_run none = run_plan(run + " --suggestions 0");
   CHECK(none.exit_code == 1);
   CHECK_THAT(none.out, Catch::Contains("not searched (--suggestions 0)") && !Catch::Contains("no combination"));
-  const plan_run kept = run_plan(run + " --keep recompute,batch,precision,optimizer,optimizer-impl,attention,adapters,gpus,offload,seq,ep,allocator");
+  const plan_run kept = run_plan(run + " --keep recompute,batch,precision,optimizer,optimizer-impl,attention,adapters,gpus,offload,seq,ep,allocator,loss");
   CHECK(kept.exit_code == 1);
   CHECK_THAT(kept.out, Catch::Contains("levers --keep leaves free") && !Catch::Contains("shard it"));
 }

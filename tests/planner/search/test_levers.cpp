@@ -248,7 +248,8 @@ TEST_CASE("the loss lever offers chunked and fused linear cross-entropy where th
     c.apply(to);
     flags.push_back(change_flags(base, to));
     CHECK(levers_changed(base, to) == lever_loss);
-    CHECK(change_costs(base, to) == cost_none);  // the same loss, computed in pieces
+    CHECK(change_costs(base, to) == cost_library);  // the same loss, from torchtune's or Liger's kernels
+    CHECK(suggestion_cost_text(change_costs(base, to)) == "another library");
   }
   CHECK(flags == std::vector<std::vector<std::string>>{{"--loss chunked"}, {"--loss fused-linear"}});
   run_config chunked = base;
