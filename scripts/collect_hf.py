@@ -81,7 +81,7 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     after CUDA initialisation, less PyTorch's reserved bytes").
   * one line per configuration:
     {"id", "model": {"fam", "L", "h", "a", "kv", "ffn", "V", "tied"[, "max_positions"][, "sliding_window"]}, "seq", "mbs",
-     "grad_accum", "regime", "attn", "loss_impl", "packing", "gc", "drop", "opt", "expandable_segments", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
+     "grad_accum", "regime", "attn", "loss_impl", "packing", "compile", "gc", "drop", "opt", "expandable_segments", ["lora", "lora_targets", "lora_modules", "lora_dtype", "lora_dropout"], "params",
      "trainable_params", "buffer_bytes", "phases": {"before_step", "forward_peak", "after_forward",
      "backward_peak", "after_backward", "optimizer_peak"}, "alloc_peak", "reserved_peak", "step_s",
      "host_s": {"forward", "backward", "optimizer"}, ["profile": {...}], "segments": [[pool, bytes], ...],
@@ -94,6 +94,9 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     the remainder, their position_ids restarting at 0 (TRL's packing); under flash_attention_2 the micro-batch is
     flattened into one row of mbs x seq tokens (TRL's padding-free collator; transformers finds packed sequences
     from position_ids only at batch size 1), under sdpa each row keeps its own block-diagonal mask.
+    "compile" is whether the model ran under torch.compile (--compile: nn.Module.compile, Inductor's default
+    mode, after any wrapping); trainplan does not model compiled steps yet, so plan check lists such lines as
+    not compared, and no inventory or SDPA backend is read from them (a compiled graph's nodes name neither).
     "expandable_segments" is whether PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) asked for them
     (--expandable-segments sets it; trainplan replays that allocator for such a line).
     "grad_scale" (amp-fp16) is GradScaler's scale after the run and "skipped_steps" the steps whose
@@ -207,6 +210,16 @@ PRESETS = {
 PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
 # Packed documents (--packing; not in "all"): four documents of 1024 in rows of 4096, under SDPA's block-diagonal
 # mask and flash-attn's varlen kernel (which needs the flash-attn package), beside the same rows unpacked.
+# Compiled steps (--compile; not in "all"): what Inductor's partitioner keeps for backward and its fused kernels'
+# time, beside the same runs eager, without and with gradient checkpointing: the measurements a model of
+# torch.compile needs (plan check lists compiled lines as not compared until then).
+PRESETS["compile"] = [
+    _cfg("C1", LLAMA_SMALL, 2048, 4, "bf16"),
+    _cfg("C2", LLAMA_SMALL, 2048, 4, "bf16", compile=True),
+    _cfg("C3", LLAMA_SMALL, 2048, 4, "bf16", gc=True),
+    _cfg("C4", LLAMA_SMALL, 2048, 4, "bf16", gc=True, compile=True),
+    _cfg("C5", GPT2_SMALL, 1024, 8, "amp-bf16", compile=True),
+]
 PRESETS["packing"] = [
     _cfg("P1", LLAMA_SMALL, 4096, 1, "bf16"),
     _cfg("P2", LLAMA_SMALL, 4096, 1, "bf16", packing=1024),
@@ -274,6 +287,9 @@ def build_parser():
                    help="attn_implementation (default sdpa; flash_attention_2 needs the flash-attn package)")
     r.add_argument("--packing", type=int, metavar="DOC_TOKENS", default=None,
                    help="pack documents of this many tokens into each row (position_ids restart at each; default: unpacked)")
+    r.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (nn.Module.compile: Inductor, default mode) after any wrapping; plan "
+                        "check lists compiled lines as not compared (trainplan does not model them yet)")
     r.add_argument("--gc", action="store_true", help='gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})')
     r.add_argument("--dropout", type=float, default=None,
                    help="gpt2: resid/embd/attn_pdrop (default: GPT2Config's 0.1); others: attention_dropout (default 0.0)")
@@ -362,6 +378,8 @@ def resolve_shape(args):
             "-lora%d" % args.lora if args.lora else "")
         if args.packing is not None:
             args.id += "-pack%d" % args.packing
+        if args.compile:
+            args.id += "-compile"
         if args.parallel != "none":
             world = args.world_size or os.environ.get("WORLD_SIZE", "")
             args.id += "-{}-w{}{}".format(args.parallel, world, "-r%d" % args.rank if args.rank else "")
@@ -744,7 +762,7 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
         import peft  # checked by run_one
 
     rec = dict(id=args.id, model=model_field(args), seq=args.seq, mbs=args.micro_batch, grad_accum=args.grad_accum,
-               regime=args.regime, attn=args.attn, loss_impl="standard", packing=args.packing, gc=bool(args.gc), drop=args.dropout, opt=args.opt,
+               regime=args.regime, attn=args.attn, loss_impl="standard", packing=args.packing, compile=bool(args.compile), gc=bool(args.gc), drop=args.dropout, opt=args.opt,
                expandable_segments=expandable_segments_on(os.environ))
     if args.lora:
         target, mods, planner_targets = lora_modules(args)
@@ -786,6 +804,8 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
         if layout is not None:  # the mode's wrapping, on the GPU (collect_parallel.wrap_model)
             model, wrapping = collect_parallel.wrap_model(args, torch, model, layout, dev)
             rec.update(collect_parallel.report_fields(layout, wrapping))
+        if args.compile:  # in place, so that model.config and the parameters stay where they were
+            model.compile()
         trainable = [p for p in model.parameters() if p.requires_grad]
         rec["trainable_params"] = sum(p.numel() for p in trainable)  # (DTensor and fully_shard: the global count)
         rec["buffer_bytes"] = sum(b.numel() * b.element_size() for b in model.buffers())
@@ -902,10 +922,12 @@ def run_configuration(args, torch, transformers, layout, dev, writes):
 
         # Extra forward after the measured steps: inventory and SDPA backend, phase figures untouched.
         state["step"], state["phase"] = args.steps + 1, "inventory"
-        want_saved = args.inventory and not args.gc and layout is None
+        want_saved = args.inventory and not args.gc and layout is None and not args.compile
         if args.inventory and args.gc:
             print("collect_hf: note: no inventory for a checkpointed run (reading saved tensors would recompute)", file=sys.stderr)
-        if want_saved or (args.attn == "sdpa" and layout is None):  # (every rank would have to run it)
+        if args.inventory and args.compile:
+            print("collect_hf: note: no inventory for a compiled run (its graph's nodes are Inductor's, not the ops')", file=sys.stderr)
+        if not args.compile and (want_saved or (args.attn == "sdpa" and layout is None)):  # (every rank would have to run it)
             try:
                 with autocast():
                     out = model(input_ids=inputs[-1], labels=inputs[-1], **extra)
@@ -992,8 +1014,10 @@ def preset_argv(entry, args):
              "--seed", str(args.seed), "--id", entry["id"], "--no-env"]
     if entry["gc"]:
         argv += ["--gc"]
-    else:
+    elif not entry.get("compile"):
         argv += ["--inventory"]
+    if entry.get("compile"):
+        argv += ["--compile"]
     if entry.get("expandable") or args.expandable_segments:
         argv += ["--expandable-segments"]
     if entry.get("packing"):

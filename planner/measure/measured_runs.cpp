@@ -301,6 +301,7 @@ measured_run read_run(const line_reader& r) {
     if (c.packing_doc_tokens == 0) throw input_error(fmt::format("{}: field 'packing' must be at least 1 (null: unpacked)", r.where));
   }
   c.recompute = r.flag("gc", false) ? recompute_mode::full : recompute_mode::none;
+  run.compiled = r.flag("compile", false);
   c.dropout = r.number("drop");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw input_error(fmt::format("{}: drop must be in [0, 1)", r.where));
   const std::string opt = r.j.contains("opt") ? r.text("opt") : "foreach";

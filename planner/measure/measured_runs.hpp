@@ -80,6 +80,9 @@ struct measured_run {
   // false where the step time is no measurement of the run planned ("time_comparable": false, as under the fake
   // process group): memory only.
   bool time_comparable = true;
+  // Run under torch.compile (collect_hf.py --compile, "compile": true): Inductor's partitioner and fused kernels,
+  // which the planner does not model yet; checked runs list it as not predicted.
+  bool compiled = false;
   std::vector<measured_collective> collectives;
   std::uint64_t collectives_left_out = 0;
 };

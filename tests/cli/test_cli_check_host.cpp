@@ -116,3 +116,32 @@ TEST_CASE("plan check reads a run of transformers' flash_attention_2 as that att
   CHECK(ja["tensor_peak_bytes"]["predicted"] != jb["tensor_peak_bytes"]["predicted"]);
   CHECK(run_plan("check " + fa2.string() + " --time-tolerance 1000").out.find("flash_attention_2") != std::string::npos);
 }
+
+TEST_CASE("plan check lists a compiled run as not predicted, and compares the rest", "[cli][check]") {
+  // collect_hf.py --compile writes "compile": true. Inductor's partitioner and fused kernels are not modelled, so
+  // comparing such a run with the eager prediction would call a right model wrong (or a wrong one right).
+  const auto file = report_measured_on("trainplan-check-compiled", "NVIDIA H100 80GB HBM3");
+  {
+    std::string text;
+    {
+      std::ifstream in(file);
+      text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    const std::string eager_line = text.substr(text.find("{\"id\": \"R1\""));
+    std::string compiled_line = eager_line;
+    compiled_line.replace(compiled_line.find("\"R1\""), 4, "\"R2\"");
+    compiled_line.insert(compiled_line.find("\"gc\""), "\"compile\": true, ");
+    std::ofstream(file, std::ios::app) << compiled_line;
+  }
+  const plan_run text = run_plan("check " + file.string() + " --time-tolerance 1000");
+  INFO(text.out << text.err);
+  REQUIRE(text.exit_code != 2);
+  CHECK(text.out.find("R2         not predicted") != std::string::npos);
+  CHECK(text.out.find("torch.compile") != std::string::npos);
+  const plan_run as_json = run_plan("check " + file.string() + " --json --time-tolerance 1000");
+  const auto runs = nlohmann::json::parse(as_json.out)["files"][0]["runs"];
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0]["status"] != "not_predicted");
+  CHECK(runs[1]["status"] == "not_predicted");
+  CHECK(nlohmann::json::parse(as_json.out)["not_predicted"] == 1);
+}

@@ -117,6 +117,24 @@ def main():
               [c.get("attention") for c in configs] == ["sdpa", "sdpa", "flash_attention_2", "flash_attention_2"] and
               all(c.get("loss") == "standard" for c in configs),
               "plan check --json on the packed runs: {}".format((checked.stdout + checked.stderr)[-400:]))
+        # --compile: nn.Module.compile in place, "compile": true on the line, no inventory read from a compiled
+        # graph; plan check lists the compiled runs as not predicted and compares the eager ones.
+        compile_report = os.path.join(tmp, "compile.jsonl")
+        done = collect(["--preset", "compile", "-o", compile_report])
+        lines = [json.loads(line) for line in open(compile_report)] if os.path.exists(compile_report) else []
+        check(done.returncode == 0 and [l.get("compile") for l in lines[1:]] == [False, True, False, True, True] and
+              all("inventory" not in l for l in lines[1:] if l.get("compile")),
+              "--preset compile: exit {}, compile {}: {}".format(done.returncode, [l.get("compile") for l in lines[1:]], done.stderr[-300:]))
+        checked = subprocess.run([plan, "check", compile_report, "--gpu", "h100", "--json"], capture_output=True, text=True)
+        try:
+            statuses = [r.get("status") for f in json.loads(checked.stdout)["files"] for r in f["runs"]]
+        except (ValueError, KeyError, TypeError):
+            statuses = []
+        check(len(statuses) == 5 and [s == "not_predicted" for s in statuses] == [False, True, False, True, True],
+              "plan check --json on the compiled runs: {}".format((checked.stdout + checked.stderr)[-400:]))
+        args = collect_hf.build_parser().parse_args(["--compile"])
+        collect_hf.resolve_shape(args)
+        check(args.id.endswith("-compile"), "--compile's id: " + args.id)
         done = collect(["--attn", "eager", "--packing", "64", "--seq", "128"])
         check(done.returncode != 0 and "--packing" in done.stderr, "--packing with --attn eager: exit {}".format(done.returncode))
 
