@@ -24,7 +24,8 @@
 # replay missed, and the run that settles the order of AdamW's first states),
 # collect-gaps (S1, S5 and S10 of the shared 14 with the allocator's history: the reserved-bytes gaps and a run
 # that matches, then check and the history set beside the replay's segments), collect-shared (all 14 so, and
-# profiled); all but collect-gaps by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
+# profiled), collect-new (what the planner has not been measured on yet: --preset compile with the allocator's
+# history, --preset packing, each checked; not in the default list); all but collect-gaps and collect-new by default. Stage limits in seconds: TESTS_S, KERNELS_S, BENCH_S, SUITE_S,
 # COLLECT_S, GAPS_S, LORA_S, SANITIZE_S, PROFILE_S. The GPU's entry in data/gpus.json (for --gpu) comes from nvidia-smi's name, or GPU=NAME.
 #
 # `one-call` is the plan for a session lent 15 minutes of device time (the machine's start included) and
@@ -52,8 +53,8 @@ if [ "$stages" = "one-call" ]; then
 fi
 for s in $stages; do
   case "$s" in
-    gpu-tests | sanitize | bench-kernels | bench | profile | suite | collect | collect-gaps | collect-lora | collect-shared) ;;
-    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests sanitize bench-kernels bench profile suite collect collect-gaps collect-lora collect-shared, or one-call alone)" >&2; exit 2 ;;
+    gpu-tests | sanitize | bench-kernels | bench | profile | suite | collect | collect-gaps | collect-lora | collect-shared | collect-new) ;;
+    *) echo "gpu_session.sh: unknown stage '$s' (known: gpu-tests sanitize bench-kernels bench profile suite collect collect-gaps collect-lora collect-shared collect-new, or one-call alone)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " $stages " == *" $1 "* ]]; }
@@ -209,6 +210,16 @@ if wants collect-shared && command -v python3 >/dev/null && python3 -c "import t
   # Segment by segment, in order: PyTorch's recorded history beside the replay's (where S5 and S10 part).
   [ -s "$out/replay-segments.jsonl" ] && [ -d "$out-history" ] &&
     stage compare-history 60 python3 scripts/compare_allocator_history.py "$out-history" "$out/replay-segments.jsonl"
+fi
+
+# Compiled steps and packed documents: measured so that their models can be built (compile) and checked
+# (packing). plan check lists the compiled lines as not predicted and compares the eager ones beside them.
+if wants collect-new && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
+  stage collect-compile "${COMPILE_S:-240}" python3 scripts/collect_hf.py --preset compile --profile \
+    --memory-history "$out-history" -o "$out/compile.jsonl"
+  [ -s "$out/compile.jsonl" ] && stage check-compile 30 "$plan" check --gpu "$gpu" "$out/compile.jsonl"
+  stage collect-packing "${PACKING_S:-120}" python3 scripts/collect_hf.py --preset packing -o "$out/packing.jsonl"
+  [ -s "$out/packing.jsonl" ] && stage check-packing 30 "$plan" check --gpu "$gpu" "$out/packing.jsonl"
 fi
 
 pack
