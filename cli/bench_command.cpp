@@ -1,7 +1,8 @@
 // `plan bench --planner`: how fast the analytic model is. Prints configurations evaluated per second on
 // one core (the best of three passes, and their median), the allocator replay's rate beside it (configurations
 // and nanoseconds per allocator event, on a strided sample; --seconds bounds it), on every core, and the time of
-// a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file).
+// a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file), and the
+// estimate's error against the replay on the committed collector reports (bench_estimate.hpp).
 // `plan bench --backend cuda [--kernels]`: how fast the harness trains on the GPU, and each of its kernels.
 #include <fmt/format.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "cli/number_option.hpp"
+#include "cli/bench_estimate.hpp"
 #include "cli/bench_kernels.hpp"
 #include "cli/bench_run.hpp"
 #include "cli/commands.hpp"
@@ -284,6 +286,8 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                  "1M sweep written to CSV in under 5 s: {}\n",
                  total / one_core >= 1e6 ? "met" : "NOT met", total / all_cores >= 1e6 ? "met" : "NOT met", cores,
                  sweep_seconds < 5 ? "met" : "NOT met");
+      // The fast approximation's error where the replay is the answer: on what was measured.
+      print_estimate_error(committed_measurement_folders());
       return 0;
     };
   });
