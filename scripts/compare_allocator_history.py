@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sets the segments PyTorch's caching allocator made in a measured run beside those trainplan's allocator
 replay makes for the same configuration, in the order each made them: where the replay's reserved bytes
-part from the measurement (issue 9's S5 and S10), the first segment one makes and the other does not.
+part from the measurement (S5 and S10 of the shared measurements), the first segment one makes and the other does not.
 
     python3 scripts/collect_hf.py --preset shared-h100 --memory-history history -o runs.jsonl   # on a GPU
     plan check runs.jsonl --segments-out replay.jsonl

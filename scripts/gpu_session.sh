@@ -2,7 +2,7 @@
 # Everything this project needs a GPU for, in one run, in the order that pays most for device time
 # (whatever order the stages are named in): the kernel tests, the allocator histories of the reserved-bytes
 # gaps, the per-kernel benchmark, the harness benchmark, the validation suite and its calibration, then the
-# Hugging Face collector (issue 9's further runs) checked with `plan check`.
+# Hugging Face collector's further runs, checked with `plan check`.
 # Each stage has its own time limit, so one that hangs does not take the others' time; a failed stage
 # is reported and the next one runs. Everything measured lands in OUT_DIR (default reports/gpu-session),
 # and OUT_DIR.tar.gz holds it all, packed again after every stage, for machines that return one file and
@@ -200,9 +200,9 @@ if wants collect && command -v python3 >/dev/null && python3 -c "import torch, t
   [ -s "$out/collected.jsonl" ] && stage check 60 "$plan" check --gpu "$gpu" "$out/collected.jsonl"
 fi
 # The shared 14 again, profiled: GPU busy time and kernels per step against step_s, which tells a run bound
-# by the host from one bound by the GPU (issue 10's S5: gradient checkpointing costs GPT-2 35%, Llama nothing).
+# by the host from one bound by the GPU (S5: gradient checkpointing costs GPT-2 35%, Llama nothing).
 if wants collect-shared && command -v python3 >/dev/null && python3 -c "import torch, transformers" 2>/dev/null; then
-  # The allocator's history of every run (issue 9's S5 and S10 reserved bytes), in its own archive: it is larger.
+  # The allocator's history of every run (S5's and S10's reserved bytes), in its own archive: it is larger.
   stage collect-shared "${COLLECT_S:-480}" python3 scripts/collect_hf.py --preset shared-h100 --profile \
     --memory-history "$out-history" -o "$out/shared-profiled.jsonl"
   [ -s "$out/shared-profiled.jsonl" ] && stage check-shared 60 "$plan" check --gpu "$gpu" "$out/shared-profiled.jsonl" \
