@@ -80,6 +80,25 @@ void note_model_loading(const std::string& engine, const run_config& r, bool hol
                         std::vector<std::string>& notes) {
   if (profile_of(r).hugging_face_modules && r.attention == attention_kind::eager)
     notes.push_back(engine + ": eager attention: load the model with attn_implementation=\"eager\"");
+  if (r.attention == attention_kind::flash_attention_2)
+    notes.push_back(engine + ": flash-attn: load the model with attn_implementation=\"flash_attention_2\" (the "
+                             "flash-attn package installed)");
+  // The loss the plan assumed, which no engine config selects. Liger's Trainer switch (use_liger_kernel) also
+  // swaps RMSNorm, SwiGLU and RoPE for its own kernels, which the plan does not model: the loss alone is the
+  // apply_liger_kernel_to_<model> call with the others off (liger_kernel/transformers/monkey_patch.py).
+  if (r.loss == loss_kind::fused_linear)
+    notes.push_back(engine + ": --loss fused-linear: patch the model with Liger's fused linear cross-entropy alone "
+                             "(apply_liger_kernel_to_llama(rope=False, rms_norm=False, swiglu=False, "
+                             "fused_linear_cross_entropy=True), or the call for your model); use_liger_kernel=True "
+                             "also swaps kernels the plan does not model");
+  if (r.loss == loss_kind::chunked)
+    notes.push_back(fmt::format("{}: --loss chunked: the chunked output and cross-entropy ({} chunks, torchtune's "
+                                "CEWithChunkedOutputLoss) are your training code's; no key of this config selects them",
+                                engine, r.loss_chunks ? r.loss_chunks : 8));
+  if (r.packing_doc_tokens > 0)
+    notes.push_back(fmt::format("{}: --packing {}: pack the documents into rows of {} tokens with position_ids restarting "
+                                "at each (TRL's SFTConfig(packing=True), or your collator); no key of this config does it",
+                                engine, r.packing_doc_tokens, r.seq));
   if (r.finetune != finetune_kind::full && !r.lora_fp32)
     notes.push_back(engine + ": --lora-dtype model: cast the adapters to the model's dtype after get_peft_model "
                              "(peft keeps them in fp32 otherwise)");

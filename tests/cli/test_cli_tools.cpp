@@ -283,6 +283,13 @@ TEST_CASE("option --emit writes what the engine runs as planned, or says why it 
   emit("--params 7B --gpu h100 --gpus 8 --zero 3 --finetune qlora --emit hf-trainer", "qlora.json");
   json qlora = json::parse(slurp(dir / "qlora.lora.json"));
   CHECK(qlora["bnb_config"]["bnb_4bit_quant_storage"] == "bfloat16");
+  // What the plan assumed and no config key selects is said: flash-attn, the loss, packing.
+  const std::string said = emit("--model llama-3.2-1b --seq 4096 --gpu h100 --attention flash_attention_2 --loss fused-linear "
+                                "--packing 1024 --precision bf16 --emit hf-trainer", "said.json").err;
+  CHECK_THAT(said, Catch::Contains("attn_implementation=\"flash_attention_2\"") &&
+                       Catch::Contains("fused_linear_cross_entropy=True") && Catch::Contains("--packing 1024"));
+  CHECK_THAT(emit("--model llama-3.2-1b --seq 4096 --gpu h100 --gpus 8 --zero 3 --loss chunked --emit fsdp", "chunked.yaml").err,
+             Catch::Contains("8 chunks"));
   // Multi-head latent attention's projections, as planner/run/lora.cpp counts them.
   emit("--model deepseek-v3 --gpu h100 --gpus 64 --zero 3 --seq 1024 --recompute full --finetune lora --emit hf-trainer", "mla.json");
   CHECK(json::parse(slurp(dir / "mla.lora.json"))["lora_config"]["target_modules"] ==
