@@ -2,6 +2,9 @@
 // GPU's kernel time agrees but the step time does not, it says the host differs and how to fit its host costs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -95,9 +98,17 @@ TEST_CASE("a host calibration fitted on some runs of a host brings its other run
   const std::string text_after = after.out;
   int misses_after = 0;
   if (std::regex_search(text_after, m, std::regex("step time: ([0-9]+) of 14 runs beyond 20%"))) misses_after = std::stoi(m[1]);
-  // At most a fifth of the runs still beyond 20%, from more than a third.
-  CHECK(misses_after <= 14 / 5);
   CHECK(misses_after < misses_before);
+  // The claim the README makes of step times on the calibration's own host, held out: a median error of 5-11%.
+  // A host calibrated with plan calibrate is owed the same: the median over the 14 held-out runs within 11%.
+  const plan_run as_json = run_plan("check " + shared + " --data-dir " + dir.string() + " --json");
+  const nlohmann::json checked = nlohmann::json::parse(as_json.out);
+  std::vector<double> errors;
+  for (const auto& run : checked["files"][0]["runs"])
+    if (run.contains("step_seconds")) errors.push_back(std::abs(run["step_seconds"]["error_pct"].get<double>()));
+  REQUIRE(errors.size() == 14);
+  std::sort(errors.begin(), errors.end());
+  CHECK((errors[6] + errors[7]) / 2 <= 11.0);
 }
 
 TEST_CASE("plan check reads a run of transformers' flash_attention_2 as that attention", "[cli][check]") {
