@@ -1,3 +1,5 @@
+// One configuration planned (plan.hpp): the run checked, its inventory and timeline, the overhead lines, FLOPs,
+// communication and step time, and the verdict; the allocator replay is allocator_replay.cpp.
 #include "planner/evaluate/plan.hpp"
 
 #include <fmt/format.h>
@@ -9,9 +11,6 @@
 #include "planner/model/model_facts.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
-#include "planner/allocator/caching_allocator.hpp"
-#include "planner/allocator/program_cache.hpp"
-#include "planner/allocator/replay_program.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/run/lora.hpp"
@@ -113,23 +112,6 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
   return checked_add(bytes, checked_mul(weights, 2, what), what);
 }
 
-// The peak (the tensors plus the overhead lines), and from it and the allocator replay (when it ran) the
-// verdict and the headroom against the budget. The headroom is signed: with the peak below 2^63 and a GPU's
-// memory at most 2^50 (planner/io/catalog.cpp), it is exact. A peak beyond 8 EiB is no plan at all (it once
-// saturated the headroom at -2^63).
-void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
-  const runtime_overhead& o = r.overhead;
-  r.peak_bytes = checked_add(
-      r.tensor_peak_bytes,
-      checked_add(o.cuda_context_bytes,
-                  checked_add(o.cublas_workspace_bytes, checked_add(o.nccl_bytes, o.allocator_slack_bytes, "overhead"), "overhead"),
-                  "overhead"),
-      "peak bytes");
-  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
-  r.fits = r.peak_bytes <= budget_bytes && r.host_fits && !(r.allocator && r.allocator->out_of_memory);
-  r.headroom_bytes = static_cast<std::int64_t>(budget_bytes) - static_cast<std::int64_t>(r.peak_bytes);
-}
 
 // Where a run's collectives run: the GPU's cluster (gpu_spec::cluster) with the GPUs of each node the run uses:
 // as many as the preset holds, spread evenly over as few nodes as hold the run (cli/cluster_options.cpp resolves
@@ -179,247 +161,22 @@ model_facts comm_facts(const model_spec& model, const run_config& run, const mod
 
 }  // namespace
 
-bool replays_allocator(const run_config& run) {
-  return profile_of(run).allocator == allocator_model::pytorch_replay && run.pp == 1;
-}
-
-std::uint64_t hf_loss_segment_bytes(const model_spec& m, const run_config& run) {
-  const std::uint64_t rows = checked_mul(run.micro_batch, run.seq, "loss rows");
-  const std::uint64_t bytes = checked_mul(checked_mul(rows, m.vocab, "loss elements"), dtype_bytes(dtype::fp32), "loss bytes");
-  return caching_allocator::segment_size(caching_allocator::round_size(bytes));
-}
-
-bool confirm_with_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes,
-                                   program_cache* programs) {
-  const std::uint64_t fixed = r.overhead.fixed_bytes();  // each below 2^50
-  if (!replays_allocator(r.run) || r.tensor_peak_bytes > budget_bytes || fixed > budget_bytes - r.tensor_peak_bytes)
-    return false;
-  apply_allocator_replay(r, facts, budget_bytes, nullptr, programs);
-  return true;
-}
-
-namespace {
-
-constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
-
-// The least capacity, in 2 MiB steps, in which the schedule's replay completes, between `fails` (a capacity
-// in steps where it runs out, or one below the tensors) and `completes` (one where it completes). A
-// bisection: how the segments split depends on the limit (a tighter one frees cached segments sooner), so
-// completing is not monotone in the capacity, and the result is a capacity that completes with one step
-// less failing, not always the least of all. log2 of the range's 2 MiB steps in replays (16 across an 80 GB
-// GPU), each stopping at its first failure. `path` is where the unlimited replay's reservations grew
-// (replay_program.hpp): each probe is that replay until its first segment past the probe's capacity, so a probe
-// resumes from the point where the last failing probe parted from it (a checkpoint), which every later probe,
-// in more memory, shares.
-std::uint64_t least_completing_capacity(const replay_program& program, const reserved_path& path, std::uint64_t fails,
-                                        std::uint64_t completes) {
-  replay_checkpoint shared, parted;
-  bool have_shared = false;
-  const bool checkpoints = !program.expandable_segments;
-  const std::uint64_t workspaces_bytes = 2 * program.workspace_bytes;
-  while (completes - fails > 1) {
-    const std::uint64_t mid = fails + (completes - fails) / 2;
-    replay_options probe;
-    probe.capacity_bytes = mid * allocator_capacity_step_bytes;
-    probe.stop_at_out_of_memory = true;
-    if (checkpoints) {
-      if (have_shared) probe.resume = &shared;
-      // The first event that reserves past this capacity, where the probe parts from the unlimited replay.
-      const std::uint64_t limit = probe.capacity_bytes + workspaces_bytes;
-      const auto past = std::find_if(path.begin(), path.end(), [limit](const auto& grown) { return grown.second > limit; });
-      if (past != path.end() && (!have_shared || past->first > shared.next_event)) {
-        probe.save = &parted;
-        probe.save_before = past->first;
-        parted.next_event = ~std::size_t{0};
-      }
-    }
-    if (replay_compiled(program, probe).out_of_memory) {
-      fails = mid;
-      if (probe.save && parted.next_event == probe.save_before) std::swap(shared, parted), have_shared = true;
-    } else {
-      completes = mid;
-    }
-  }
-  return checked_mul(completes, allocator_capacity_step_bytes, "reserved bytes");
-}
-
-}  // namespace
-
-bool replay_makes_cublas_workspaces(const plan_result& r) {
-  // PyTorch takes its cuBLAS workspaces from the caching allocator, whatever its configuration (expandable
-  // segments too: aten/src/ATen/cuda/CublasHandlePool.cpp keeps each as a DataPtr of the allocator), when a thread
-  // runs its first GEMM; the backward's then takes a block the forward freed, as the recorded histories show
-  // (GPT-2 under autocast, checkpointed or with LoRA; a Llama under autocast: PyTorch's segments, or one 2 MiB
-  // small segment fewer). Where they land decides where later tensors go, so the replay places them only where
-  // its placement of blocks is checked against recorded histories: the forward op by op (a coarser forward
-  // leaves free blocks PyTorch did not have, in which they would hide: the measured segments of LoRA on a bf16
-  // TinyLlama hold two of 32 MiB beyond its replay's), through the default allocator. The expandable-segments
-  // simulation has no recorded history yet (planner/allocator/expandable_allocator.hpp): there, as with a coarse
-  // forward, they stay on the overhead line, a segment's worth each, the conservative account.
-  const bool placement_checked = r.inv.forward_in_program_order && !r.run.expandable_segments;
-  return replays_allocator(r.run) && placement_checked && !r.run.cublas_workspaces_held;
-}
-
-namespace {
-
-// The schedule's settings for r: its allocator, the GPU's memory and PyTorch's cuBLAS workspaces.
-schedule_settings plan_schedule_settings(const plan_result& r, const model_facts& facts) {
-  schedule_settings schedule;
-  schedule.expandable_segments = r.run.expandable_segments;
-  schedule.gpu_total_bytes = r.gpu_memory_bytes;
-  // The overhead line holds both workspaces (evaluate_plan).
-  if (replay_makes_cublas_workspaces(r)) {
-    schedule.workspace_bytes = r.overhead.cublas_workspace_bytes / 2;
-    // A GEMM with a bias goes through cuBLASLt, with a workspace of its own (planner/allocator/allocator_trace.hpp): GPT-2's
-    // Conv1D layers (addmm), Qwen2's biased q, k and v projections. The autograd engine's thread runs one only
-    // where it recomputes a checkpointed layer's forward. (From the facts: a sweep's results leave r.model empty.)
-    const bool biased_gemm = std::any_of(facts.tensors.begin(), facts.tensors.end(),
-                                         [](const param_tensor& t) { return t.role == param_role::layer_qkv_bias; });
-    if (biased_gemm) {
-      schedule.lt_workspace_bytes = pytorch_cublaslt_workspace_bytes;
-      schedule.lt_after = {true, r.run.recompute == recompute_mode::full};
-    }
-  }
-  return schedule;
-}
-
-}  // namespace
-
-allocator_schedule plan_allocator_schedule(const plan_result& r, const model_facts& facts, int steps) {
-  allocator_schedule schedule = schedule_allocations(r.inv, facts, r.run.grad_accum, steps);
-  plan_schedule_settings(r, facts).apply(schedule);
-  return schedule;
-}
-
-std::optional<std::uint64_t> reserved_after_another_run(const plan_result& r, const model_facts& facts) {
-  if (!r.allocator || r.allocator->out_of_memory || r.allocator->cache_releases > 0 || !replay_makes_cublas_workspaces(r))
-    return std::nullopt;
-  allocator_schedule schedule = plan_allocator_schedule(r, facts);
-  schedule.workspace_bytes = 0;
-  return checked_add(replay_schedule(schedule).peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
-}
-
-void add_allocator_details(plan_result& r, const model_facts& facts) {
-  if (!r.allocator) return;
-  // (Measured with the standard loss only: the chunked losses make no [b*s, V] fp32 buffer.)
-  if (!r.run.expandable_segments && r.run.loss == loss_kind::standard)
-    r.loss_segment_bytes = hf_loss_segment_bytes(r.model, r.run);
-  r.reserved_after_another_run_bytes = reserved_after_another_run(r, facts);
-  if (const std::optional<std::uint64_t> warm = r.reserved_after_another_run_bytes) {
-    const double now = static_cast<double>(r.allocator_reserved_bytes), then = static_cast<double>(*warm);
-    r.allocator_edge = std::abs(then - now) >= allocator_edge_fraction * now;
-  }
-}
-
-namespace {
-
-// The replay in `capacity` and, where it runs short, the bisection for the least memory it needs: r.allocator,
-// or r.allocator_replay_skipped_instances where the schedule is too large to replay.
-void run_allocator_replay_in(const replay_program& program, plan_result& r, std::uint64_t capacity);
-
-// With `programs`: the program and, where an equal schedule was replayed in this capacity before, the outcome,
-// shared (planner/allocator/program_cache.hpp).
-void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t capacity, program_cache* programs) {
-  if (const std::uint64_t instances = count_schedule_instances(r.inv, facts, r.run.grad_accum); instances > max_replayed_instances) {
-    r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
-    return;
-  }
-  if (!programs) return run_allocator_replay_in(compile_schedule(plan_allocator_schedule(r, facts)), r, capacity);
-  program_cache::entry& shared = programs->get(r.inv, facts, r.run.grad_accum, plan_schedule_settings(r, facts));
-  const auto known = std::find_if(shared.outcomes.begin(), shared.outcomes.end(),
-                                  [capacity](const auto& outcome) { return outcome.first == capacity; });
-  if (known != shared.outcomes.end()) {
-    r.allocator = known->second;
-    return;
-  }
-  run_allocator_replay_in(shared.program, r, capacity);
-  shared.outcomes.emplace_back(capacity, *r.allocator);
-}
-
-void run_allocator_replay_in(const replay_program& program, plan_result& r, std::uint64_t capacity) {
-  reserved_path path;
-  replay_options in_budget;
-  in_budget.capacity_bytes = capacity;
-  in_budget.path = &path;
-  r.allocator = replay_compiled(program, in_budget);
-  r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
-  r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
-  constexpr std::uint64_t step = allocator_capacity_step_bytes;
-  if (r.allocator->out_of_memory) {
-    // What it needs: the least memory in which the replay completes (the allocator frees its cached segments
-    // as it runs short there too), searched between what the budget leaves it (where it failed) and what it
-    // reserves with no limit (where it cannot fail: until a segment would exceed a limit, a limited replay
-    // is the unlimited one). Not from the tensors up: a replay that fails in the GPU's memory may complete in
-    // less (mistral-7b, seq 44,745, recompute full on an H200: out of memory in 139.8 GiB, complete in
-    // 139.3), and "needs less than the GPU has" would contradict the verdict.
-    reserved_path unlimited_path;
-    replay_options no_limit;
-    no_limit.path = &unlimited_path;
-    const allocator_replay unlimited = replay_compiled(program, no_limit);
-    const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
-    r.allocator->peak_reserved_bytes = least_completing_capacity(
-        program, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step));
-  } else if (r.allocator->cache_releases > 0) {
-    // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
-    // budget, a cache it would have kept, not what the run needs (a 7B run with the optimizer offloaded
-    // showed a peak of the H100's whole memory and 0.2 MiB of headroom). The peak is the least memory in
-    // which it completes, as for a run that does not fit. The search starts at what it reserved: a replay
-    // in any capacity from that up to the budget is the same replay (it runs short at the same allocations,
-    // where a segment would pass the budget, and never reserves more).
-    const std::uint64_t fails = (std::max<std::uint64_t>(r.allocator->peak_allocated_bytes, 1) - 1) / step;  // below the tensors
-    const std::uint64_t completes = (r.allocator->peak_reserved_bytes + step - 1) / step;
-    if (completes > fails + 1 && completes * step <= capacity)
-      r.allocator->peak_reserved_bytes =
-          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(program, path, fails, completes));
-  }
-}
-
-}  // namespace
-
-void apply_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_t budget_bytes, plan_reuse* reuse,
-                            program_cache* programs) {
-  if (!replays_allocator(r.run)) return;
-  if (!programs && reuse) programs = reuse->programs;
-  const std::uint64_t fixed = r.overhead.fixed_bytes();
-  // A budget below the GPU's memory (a safety margin) is all the allocator gets, as under
-  // torch.cuda.set_per_process_memory_fraction.
-  const std::uint64_t capacity = budget_bytes > fixed ? budget_bytes - fixed : 0;
-  // A sweep's earlier configuration with the same schedule and budget (plan_reuse::replays): its outcome.
-  run_config key = r.run;
-  key.grad_accum = 0;
-  const bool reusable = reuse && reuse->facts == &facts && reuse->run == key;
-  const plan_reuse::replay_memo wanted{std::min<std::uint64_t>(r.run.grad_accum, 3), budget_bytes, fixed,
-                                       r.overhead.cublas_workspace_bytes, r.gpu_memory_bytes, {}, 0};
-  const auto same = [&wanted](const plan_reuse::replay_memo& m) {
-    return m.micro_batches == wanted.micro_batches && m.budget_bytes == wanted.budget_bytes && m.fixed_bytes == wanted.fixed_bytes &&
-           m.cublas_workspace_bytes == wanted.cublas_workspace_bytes && m.gpu_memory_bytes == wanted.gpu_memory_bytes;
-  };
-  const plan_reuse::replay_memo* known = nullptr;
-  if (reusable)
-    if (const auto it = std::find_if(reuse->replays.begin(), reuse->replays.end(), same); it != reuse->replays.end()) known = &*it;
-  if (known) {
-    r.allocator = known->allocator;
-    r.allocator_replay_skipped_instances = known->skipped_instances;
-  } else {
-    run_allocator_replay(r, facts, capacity, programs);
-    if (reusable) {
-      plan_reuse::replay_memo m = wanted;
-      m.allocator = r.allocator;
-      m.skipped_instances = r.allocator_replay_skipped_instances;
-      reuse->replays.push_back(std::move(m));
-    }
-  }
-  if (!r.allocator) {
-    set_peak_and_verdict(r, budget_bytes);
-    return;
-  }
-  r.allocator_reserved_bytes =
-      checked_add(r.allocator->peak_reserved_bytes, r.overhead.cublas_workspace_bytes, "reserved bytes");
-  // The replay holds every buffer the timeline counts at once (planner/allocator/allocator_trace.hpp), so it reserves at
-  // least the tensor peak; the guard keeps the line non-negative regardless.
-  r.overhead.allocator_slack_bytes =
-      r.allocator->peak_reserved_bytes > r.tensor_peak_bytes ? r.allocator->peak_reserved_bytes - r.tensor_peak_bytes : 0;
-  set_peak_and_verdict(r, budget_bytes);
+// The peak (the tensors plus the overhead lines), and from it and the allocator replay (when it ran) the
+// verdict and the headroom against the budget. The headroom is signed: with the peak below 2^63 and a GPU's
+// memory at most 2^50 (planner/io/catalog.cpp), it is exact. A peak beyond 8 EiB is no plan at all (it once
+// saturated the headroom at -2^63).
+void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes) {
+  const runtime_overhead& o = r.overhead;
+  r.peak_bytes = checked_add(
+      r.tensor_peak_bytes,
+      checked_add(o.cuda_context_bytes,
+                  checked_add(o.cublas_workspace_bytes, checked_add(o.nccl_bytes, o.allocator_slack_bytes, "overhead"), "overhead"),
+                  "overhead"),
+      "peak bytes");
+  if (r.peak_bytes > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw input_error(fmt::format("peak bytes ({}) is beyond 2^63 (8 EiB): too large to plan for any GPU", r.peak_bytes));
+  r.fits = r.peak_bytes <= budget_bytes && r.host_fits && !(r.allocator && r.allocator->out_of_memory);
+  r.headroom_bytes = static_cast<std::int64_t>(budget_bytes) - static_cast<std::int64_t>(r.peak_bytes);
 }
 
 plan_result evaluate_plan(const model_spec& model, const run_config& asked, const gpu_spec& gpu,

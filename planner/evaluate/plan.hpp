@@ -158,6 +158,10 @@ inline constexpr std::uint64_t pytorch_cublaslt_workspace_bytes = 1ull << 20;
 // (allocator_model::pytorch_replay), on one pipeline stage.
 bool replays_allocator(const run_config& run);
 
+// The peak (the tensors plus the overhead lines), and from it and the allocator replay (when it ran) the verdict
+// and the headroom against the budget: what evaluate_plan and apply_allocator_replay end with.
+void set_peak_and_verdict(plan_result& r, std::uint64_t budget_bytes);
+
 // One segment of the loss's [b*s, V] fp32 buffers where PyTorch's cross entropy makes them (log_softmax's output and
 // the gradients beside it), as PyTorch's default allocator sizes it: the replay's larger misses on measured runs were
 // about one such segment made more or fewer in later steps (GPT-2 checkpointed under autocast, an fp32 Llama, a bf16
