@@ -19,10 +19,11 @@ std::vector<std::filesystem::path> committed_measurement_folders() {
   if (!ec && exe.has_parent_path()) roots.push_back(exe.parent_path().parent_path());  // build/plan -> the repository
   std::vector<std::filesystem::path> out;
   for (const std::filesystem::path& root : roots)
-    for (const char* sub : {"data/measurements", "tests/data/measurements"})
-      if (std::filesystem::is_directory(root / sub, ec) &&
-          std::find(out.begin(), out.end(), std::filesystem::weakly_canonical(root / sub, ec)) == out.end())
-        out.push_back(std::filesystem::weakly_canonical(root / sub, ec));
+    for (const char* sub : {"data/measurements", "tests/data/measurements"}) {
+      const std::filesystem::path folder = std::filesystem::weakly_canonical(root / sub, ec);
+      if (!ec && std::filesystem::is_directory(folder, ec) && std::find(out.begin(), out.end(), folder) == out.end())
+        out.push_back(folder);
+    }
   return out;
 }
 

@@ -95,7 +95,7 @@ unsigned levers_changed(const run_config& from, const run_config& to) {
   if (from.seq != to.seq) levers |= lever_seq;
   if (from.ep != to.ep) levers |= lever_ep;
   if (from.expandable_segments != to.expandable_segments) levers |= lever_allocator;
-  if (from.loss != to.loss || from.loss_chunks != to.loss_chunks) levers |= lever_loss;
+  if (from.loss != to.loss) levers |= lever_loss;  // (no lever changes --loss-chunks; change_flags names --loss alone)
   return levers;
 }
 
