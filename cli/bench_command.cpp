@@ -243,11 +243,12 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
                    sampled * stride < total ? ", stopped by --seconds" : "");
         fmt::print("allocator replay alone: {} replayed configurations/s ({:.0f} us each, schedule built and compiled "
                    "included; {:.1f} replays each with the bisection), {} events each ({} more left out by the fixed "
-                   "point): {:.0f} ns per event replayed; {} programs shared\n",
+                   "point): {:.0f} ns per event replayed; {} programs shared, {} of the rest resized from an earlier "
+                   "schedule\n",
                    grouped(static_cast<std::uint64_t>(per_row > 0 ? 1 / per_row : 0)), per_row * 1e6,
                    replayed ? static_cast<double>(replays) / replayed : 0.0, grouped(replayed ? events / replayed : 0),
                    grouped(replayed ? skipped / replayed : 0), events ? replay_seconds / events * 1e9 : 0.0,
-                   grouped(programs.hits()));
+                   grouped(programs.hits()), grouped(programs.structures_shared()));
       }
 
       // Every core, evaluation only (each thread takes every threads-th configuration).

@@ -36,6 +36,7 @@ struct search_args {
   bool json = false;
   std::string levers;  // --levers: widen the search along these (planner/search/levers.hpp)
   bool layouts = false;  // --layouts: search the GPU layout (planner/search/layout_search.hpp)
+  unsigned threads = 0;  // --threads: worker threads (0: every core)
 };
 
 // The layout search's mode: asked for, or several GPUs given with no layout of their own.
@@ -243,6 +244,8 @@ void register_search_command(CLI::App& app, command_action& chosen) {
       ->check(fraction_below_one("--margin"));
   cmd->add_option("--top", args->top_text, "how many of the best to list, at least 1 (default 5)")->type_name("N");
   cmd->add_flag("--json", args->json, "print one JSON object");
+  cmd->add_option("--threads", args->threads, "worker threads, 1 to 1024 (default: every core); the same rows on any number")
+      ->type_name("N")->check(whole_number("--threads", 1, 1024));
   cmd->add_flag("--layouts", args->layouts,
                 "search the GPU layout for --gpus N: data x tensor x pipeline (x expert) parallelism, ZeRO stage, "
                 "recomputation and micro-batch, tensor parallelism inside a node, over every stack unless --framework "
@@ -288,7 +291,7 @@ void register_search_command(CLI::App& app, command_action& chosen) {
         throw input_error("--margin must be a fraction in [0, 1)");
       const double margin = margin_given ? args->margin : space.gpus.front().calib.safety_margin_fraction;
       if (margin >= 1) throw input_error("--margin must be below 1");
-      const search_result r = search_configs(space, target, margin);
+      const search_result r = search_configs(space, target, margin, true, args->threads);
       // Nothing that could run: the options are wrong (exit 2, with the reason), not "nothing fits".
       if (r.evaluated > 0 && r.invalid == r.evaluated) throw input_error(r.first_invalid_reason);
       const search_listing listing = list_search(r, args->top, with_levers ? &base : nullptr);

@@ -71,7 +71,31 @@ void sort_operations(std::vector<op>& ops) {
   ops = std::move(sorted);
 }
 
+// The sizes of each allocated buffer's tensors (split_by_parameters), those a backward program's steps resolve
+// first, then every other buffer the schedule allocates, then AdamW's states interleaved by parameter.
+void fill_allocation_sizes(allocator_schedule& schedule, const inventory& inv, const model_facts& facts) {
+  for (const allocator_schedule::op& o : schedule.ops) {
+    std::vector<std::uint64_t>& tensor_sizes = schedule.sizes[o.tensor];
+    if (!o.free && tensor_sizes.empty()) tensor_sizes = split_by_parameters(inv.tensors[o.tensor], facts, inv);
+  }
+  interleave_optimizer_states(schedule, inv);
+}
+
 }  // namespace
+
+allocator_schedule resize_schedule(const allocator_schedule& like, const inventory& inv, const model_facts& facts) {
+  allocator_schedule schedule;
+  schedule.inv = &inv;
+  schedule.instances = like.instances;
+  schedule.ops = like.ops;
+  schedule.workspace_ops = like.workspace_ops;
+  schedule.step_ops = like.step_ops;
+  schedule.sizes.assign(inv.tensors.size(), {});
+  schedule.placed.assign(inv.tensors.size(), {});
+  for (const backward_program& bp : inv.backward_programs) resolve_program(bp, inv, facts, schedule.sizes, schedule.placed);
+  fill_allocation_sizes(schedule, inv, facts);
+  return schedule;
+}
 
 std::uint64_t count_schedule_instances(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps) {
   // schedule_allocations' loops, counted: every layer copy of every interval (a copy whose interval is empty
@@ -329,12 +353,10 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
   schedule.ops.reserve(ops.size());
   for (const op& o : ops) {
     const instance& in = instances[o.index];
-    std::vector<std::uint64_t>& tensor_sizes = schedule.sizes[in.tensor];
-    if (o.kind == 0 && tensor_sizes.empty()) tensor_sizes = split_by_parameters(inv.tensors[in.tensor], facts, inv);
     schedule.ops.push_back(
         {o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1, o.piece});
   }
-  interleave_optimizer_states(schedule, inv);
+  fill_allocation_sizes(schedule, inv, facts);
   // Where the cuBLAS workspaces are requested: before the first operation of step 1's first layer forward and
   // of its backward (the loss's gradient), or at the end when the schedule stops before them.
   const std::uint64_t workspace_times[2] = {time_of(0, 0, fwd0), time_of(0, 0, first_backward)};

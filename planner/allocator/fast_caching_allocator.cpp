@@ -124,10 +124,13 @@ void fast_caching_allocator::free(handle i) {
 
 void fast_caching_allocator::state(std::vector<std::uint64_t>& out) const {
   out.clear();
-  out.insert(out.end(), {allocated_, reserved_, segment_count_, out_of_memory_ ? 1ull : 0ull});
+  out.insert(out.end(), {allocated_, reserved_, out_of_memory_ ? 1ull : 0ull});
+  // A segment by its rank among the live ones: the pools order blocks by segment number, and a new segment's
+  // number passes every live one's, so only their order decides an event, not the numbers themselves.
+  std::uint64_t rank = 0;
   for (std::uint64_t s = 0; s < segment_head_.size(); ++s) {
     if (segment_head_[s] < 0) continue;
-    out.push_back(s);
+    out.push_back(rank++);
     for (std::int32_t i = segment_head_[s]; i >= 0; i = blocks_[static_cast<std::uint32_t>(i)].next) {
       const block& b = blocks_[static_cast<std::uint32_t>(i)];
       out.insert(out.end(), {b.offset, b.size, (b.small ? 2ull : 0ull) | (b.free ? 1ull : 0ull), b.free ? 0ull : b.owner});

@@ -37,9 +37,11 @@ class fast_caching_allocator {
   std::uint64_t peak_reserved_bytes() const { return peak_reserved_; }
   std::uint64_t segments() const { return segment_count_; }
 
-  // Everything later events depend on, canonically: the counters, then every live segment's blocks in address
-  // order (offset, size, pool, and the owner of an allocated block or a free mark). Two equal states replay
-  // the same events identically. Peaks are left out: they only ever take a maximum.
+  // Everything later events depend on, canonically: the counters, then every live segment, by its rank among
+  // the live ones, with its blocks in address order (offset, size, pool, and the owner of an allocated block or
+  // a free mark). Two equal states replay the same events identically, down to the segments they make and the
+  // cached segments they free. Peaks and the counts of segments made and releases are left out: they only ever
+  // take a maximum or grow.
   void state(std::vector<std::uint64_t>& out) const;
 
  private:

@@ -25,13 +25,17 @@ void put_text(std::string_view s, std::vector<std::uint64_t>& out) {
 
 void put_signed(std::int64_t v, std::vector<std::uint64_t>& out) { out.push_back(static_cast<std::uint64_t>(v)); }
 
-void put_tensors(const std::vector<tensor_spec>& tensors, std::vector<std::uint64_t>& out) {
+// `sizes`: with each tensor's shape, dtype and bytes (the full key), or without them (the structure key).
+void put_tensors(const std::vector<tensor_spec>& tensors, bool sizes, std::vector<std::uint64_t>& out) {
   out.push_back(tensors.size());
   for (const tensor_spec& t : tensors) {
     put_text(t.name, out);
     out.push_back(t.shape.rank);
-    out.insert(out.end(), t.shape.dims.begin(), t.shape.dims.end());
-    out.insert(out.end(), {static_cast<std::uint64_t>(t.type), t.bytes, static_cast<std::uint64_t>(t.category),
+    if (sizes) {
+      out.insert(out.end(), t.shape.dims.begin(), t.shape.dims.end());
+      out.insert(out.end(), {static_cast<std::uint64_t>(t.type), t.bytes});
+    }
+    out.insert(out.end(), {static_cast<std::uint64_t>(t.category),
                            static_cast<std::uint64_t>(t.lifetime), static_cast<std::uint64_t>(t.role),
                            static_cast<std::uint64_t>(t.scope), std::uint64_t{t.per_layer}, t.layer_begin, t.layer_end,
                            std::uint64_t{t.kept_to_backward}, std::uint64_t{t.momentary}, std::uint64_t{t.replayed},
@@ -65,21 +69,26 @@ void schedule_settings::apply(allocator_schedule& s) const {
   s.lt_after = lt_after;
 }
 
-void program_cache_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
-                       const schedule_settings& settings, int steps, std::vector<std::uint64_t>& out) {
+namespace {
+
+// The key's words; without `sizes`, the structure key (no settings, no shapes, dtypes or byte counts).
+void write_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, const schedule_settings* settings,
+               int steps, std::vector<std::uint64_t>& out) {
+  const bool sizes = settings != nullptr;
   out.clear();
   // What schedule_allocations reads of the run: the micro-batches it replays (allocator_schedule.cpp: at most
   // three) and the steps; the facts by address.
-  out.insert(out.end(), {reinterpret_cast<std::uintptr_t>(&facts), std::min<std::uint64_t>(grad_accum, 3),
+  out.insert(out.end(), {std::uint64_t{sizes}, reinterpret_cast<std::uintptr_t>(&facts), std::min<std::uint64_t>(grad_accum, 3),
                          static_cast<std::uint64_t>(steps)});
   // The settings; the GPU's memory only where it sizes the expandable segments' address space.
-  out.insert(out.end(), {std::uint64_t{settings.expandable_segments}, settings.expandable_segments ? settings.gpu_total_bytes : 0,
-                         settings.workspace_bytes, settings.lt_workspace_bytes, std::uint64_t{settings.lt_after[0]},
-                         std::uint64_t{settings.lt_after[1]}});
+  if (sizes)
+    out.insert(out.end(), {std::uint64_t{settings->expandable_segments}, settings->expandable_segments ? settings->gpu_total_bytes : 0,
+                           settings->workspace_bytes, settings->lt_workspace_bytes, std::uint64_t{settings->lt_after[0]},
+                           std::uint64_t{settings->lt_after[1]}});
   // Every field of the inventory.
   out.insert(out.end(), {inv.layers, inv.dense_layers, static_cast<std::uint64_t>(inv.events_per_micro_batch)});
-  put_tensors(inv.tensors, out);
-  put_tensors(inv.host_tensors, out);
+  put_tensors(inv.tensors, sizes, out);
+  put_tensors(inv.host_tensors, sizes, out);
   out.push_back(inv.adapter_layer_tensors.size());
   out.insert(out.end(), inv.adapter_layer_tensors.begin(), inv.adapter_layer_tensors.end());
   out.insert(out.end(), {inv.adapter_qkv_modules, std::uint64_t{inv.forward_in_program_order}});
@@ -94,7 +103,19 @@ void program_cache_key(const inventory& inv, const model_facts& facts, std::uint
     }
   }
   put_text(inv.coarse_backward_reason, out);
-  out.insert(out.end(), {inv.activations_per_layer_bytes, inv.activations_all_layers_bytes});
+  if (sizes) out.insert(out.end(), {inv.activations_per_layer_bytes, inv.activations_all_layers_bytes});
+}
+
+}  // namespace
+
+void program_cache_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                       const schedule_settings& settings, int steps, std::vector<std::uint64_t>& out) {
+  write_key(inv, facts, grad_accum, &settings, steps, out);
+}
+
+void schedule_structure_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
+                            std::vector<std::uint64_t>& out) {
+  write_key(inv, facts, grad_accum, nullptr, steps, out);
 }
 
 program_cache::entry& program_cache::get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
@@ -109,13 +130,36 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
   ++misses_;
   auto made = std::make_unique<entry>();
   made->inv = inv;
-  allocator_schedule schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
+  // A schedule whose inventory differed only in sizes: its operations, with these sizes (resize_schedule).
+  schedule_structure_key(inv, facts, grad_accum, steps, structure_key_);
+  const std::uint64_t structure_hash = hash_words(structure_key_);
+  const structure* like = nullptr;
+  for (auto [it, end] = structures_.equal_range(structure_hash); it != end && !like; ++it)
+    if (it->second->key == structure_key_) like = it->second.get();
+  allocator_schedule schedule;
+  if (like) {
+    ++structures_shared_;
+    schedule = resize_schedule(like->schedule, made->inv, facts);
+  } else {
+    schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
+  }
   settings.apply(schedule);
   made->program = compile_schedule(schedule);
   made->key = key_;
-  const std::uint64_t bytes = entry_bytes(*made);
-  if (bytes_ + bytes > max_bytes) entries_.clear(), bytes_ = 0;  // start over
+  std::uint64_t bytes = entry_bytes(*made);
+  std::unique_ptr<structure> kept;
+  if (!like) {
+    kept = std::make_unique<structure>();
+    kept->key = structure_key_;
+    kept->schedule.instances = schedule.instances;
+    kept->schedule.ops = std::move(schedule.ops);  // the schedule is compiled: only the operations are kept
+    kept->schedule.workspace_ops = schedule.workspace_ops;
+    kept->schedule.step_ops = std::move(schedule.step_ops);
+    bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t);
+  }
+  if (bytes_ + bytes > max_bytes) entries_.clear(), structures_.clear(), bytes_ = 0;  // start over
   bytes_ += bytes;
+  if (kept) structures_.emplace(structure_hash, std::move(kept));
   return *entries_.emplace(hash, std::move(made))->second;
 }
 

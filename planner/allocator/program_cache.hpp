@@ -6,6 +6,10 @@
 // settings below, so a program is kept under exactly those: a hash picks the candidates, the full key decides
 // (every field of the inventory, written out: program_cache.cpp).
 //
+// A schedule's operations depend on even less: not on any buffer's size. A miss whose inventory differs from an
+// earlier one's only in sizes (another micro-batch, sequence length, precision of the same buffers) takes that
+// schedule's operations and works out only the sizes (resize_schedule), instead of building and sorting them.
+//
 // Each entry also keeps what its caller derived from the program at a capacity (apply_allocator_replay's
 // outcome, bisection included: planner/evaluate/plan.cpp), which depends on nothing else.
 //
@@ -49,15 +53,27 @@ class program_cache {
 
   std::uint64_t hits() const { return hits_; }
   std::uint64_t misses() const { return misses_; }
+  // Of the misses, those whose schedule was an earlier one's operations with new sizes (resize_schedule).
+  std::uint64_t structures_shared() const { return structures_shared_; }
 
  private:
-  std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;  // by the key's hash
-  std::vector<std::uint64_t> key_;                                          // the request's, reused
-  std::uint64_t bytes_ = 0, hits_ = 0, misses_ = 0;
+  // A schedule's operations (no sizes), under its structure key: most levers and every micro-batch and
+  // sequence length change only the sizes.
+  struct structure {
+    std::vector<std::uint64_t> key;
+    allocator_schedule schedule;
+  };
+  std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;         // by the key's hash
+  std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
+  std::vector<std::uint64_t> key_, structure_key_;                                 // the request's, reused
+  std::uint64_t bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0;
 };
 
 // The key's words (program_cache.cpp): exposed for the test that a changed field changes it.
 void program_cache_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                        const schedule_settings& settings, int steps, std::vector<std::uint64_t>& out);
+// The structure key: the same words without the settings and without any tensor's shape, dtype or bytes.
+void schedule_structure_key(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, int steps,
+                            std::vector<std::uint64_t>& out);
 
 }  // namespace trainplan

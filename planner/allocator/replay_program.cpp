@@ -38,13 +38,18 @@ replay_program compile_schedule(const allocator_schedule& s) {
   p.workspace_bytes = s.workspace_bytes;
   p.expandable_segments = s.expandable_segments;
   p.gpu_total_bytes = s.gpu_total_bytes;
-  p.events.reserve(s.ops.size() + 8);
+  // At most: each allocation's pieces, made and freed once each, and the workspaces (a vector grown by doubling
+  // copied its events over again: a sixth of a search's time).
+  std::size_t most_events = 8;
+  for (const allocator_schedule::op& o : s.ops)
+    if (!o.free) most_events += 2 * (o.piece >= 0 ? 1 : s.sizes[o.tensor].size());
+  p.events.reserve(most_events);
   // By instance, the slots of its blocks in the order they were made: a list threaded through the slots
   // (first, last by instance; next by slot), not a vector per instance (their heap traffic was a tenth of a
   // search's time).
   constexpr std::uint32_t none = ~0u;
   std::vector<std::uint32_t> first_slot(s.instances, none), last_slot(s.instances, none), next_slot;
-  next_slot.reserve(s.ops.size() + 8);
+  next_slot.reserve(most_events / 2 + 8);
   auto allocate = [&](std::uint64_t bytes, std::uint32_t what, std::int32_t step, bool stop_check, bool workspace) {
     p.events.push_back({bytes, p.slots, what, step, stop_check, workspace});
     next_slot.push_back(none);
@@ -126,7 +131,11 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   // first of them goes without it.
   const bool shortcut = fast && o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
   std::vector<std::uint64_t> state_from, state_begin;
-  std::uint64_t releases_from = 0;
+  std::uint64_t releases_from = 0, segments_from = 0;
+  // A step that freed cached segments is left out only where nothing records its events one by one: it
+  // would free and make them again, and its growth records are the step before's.
+  const bool per_event_records = o.growth || o.events;
+  std::uint64_t repeated_releases = 0, repeated_segments = 0;
   const std::size_t count = p.events.size();
   for (; i < count; ++i) {
     if constexpr (fast) {
@@ -134,9 +143,14 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       if (shortcut && i == p.repeat_from) {
         alloc.state(state_from);
         releases_from = alloc.cache_releases();
+        segments_from = alloc.segments();
       } else if (shortcut && i == p.repeat_begin) {
         alloc.state(state_begin);
-        if (state_begin == state_from && alloc.cache_releases() == releases_from) {  // the last step repeats
+        const bool released = alloc.cache_releases() != releases_from;
+        if (state_begin == state_from && !(released && per_event_records)) {  // the last step repeats
+          // ... and frees and makes as many segments as the step before did.
+          repeated_releases = alloc.cache_releases() - releases_from;
+          repeated_segments = alloc.segments() - segments_from;
           result.events_skipped = count - i;
           break;
         }
@@ -177,8 +191,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
   result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);
   result.out_of_memory = alloc.out_of_memory();
-  result.cache_releases = alloc.cache_releases();
-  result.segments_made = alloc.segments();
+  result.cache_releases = alloc.cache_releases() + repeated_releases;
+  result.segments_made = alloc.segments() + repeated_segments;
   return result;
 }
 

@@ -7,9 +7,11 @@
 // The fixed point: the last step's events are those of the step before (the same sizes in the same order, each
 // free of a block that step made, or of the same older block), so where the allocator's state at the start of
 // the last step equals its state at the start of the step before (fast_caching_allocator::state: the same
-// blocks in the same places, held by the same slots; no cached segment freed in between), the last step replays
-// exactly as the one before did: no new peak, no new segment. The replay then leaves it out. Proved against the
-// full replay on every committed measurement configuration and on random ones (tests/planner/allocator/
+// blocks in the same places, held by the same slots, segments compared by their order), the last step replays
+// exactly as the one before did: no new peak, and as many segments made and cached segments freed as the step
+// before (a step in memory so short that it frees its cache every time repeats too). The replay then leaves it
+// out and counts those. Proved against the full replay on every committed measurement configuration and on
+// random ones, in capacities that make the allocator free its cache or run out (tests/planner/allocator/
 // test_replay_program.cpp).
 #include <cstdint>
 #include <string_view>

@@ -3,10 +3,13 @@
 #include "planner/search/search.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include "planner/allocator/program_cache.hpp"
+#include "planner/search/sweep_runner.hpp"
 #include "planner/util/checked_math.hpp"
 #include "planner/util/input_error.hpp"
 
@@ -172,35 +175,82 @@ bool dominates(const config_summary& a, const config_summary& b) {
   return no_worse && better;
 }
 
-search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin, bool share_programs) {
+namespace {
+
+// One point of a search: unreachable (the target batch cannot be split), or evaluated, with its summary (none:
+// it cannot run, for `why`).
+struct point_outcome {
+  bool reachable = false;
+  std::optional<config_summary> summary;
+  std::string why;
+};
+
+point_outcome search_point(const sweep_space& space, std::uint64_t k, std::uint64_t target_tokens_per_step, double margin,
+                           program_cache* programs) {
+  point_outcome o;
+  sweep_space::point p = space.at(k);
+  // Tokens one accumulation step adds across the data-parallel replicas.
+  const std::uint64_t tokens_per_micro_batch = p.run.seq * p.run.micro_batch * p.run.data_parallel();
+  if (tokens_per_micro_batch == 0 || target_tokens_per_step % tokens_per_micro_batch != 0 ||
+      tokens_per_micro_batch > target_tokens_per_step)
+    return o;
+  p.run.grad_accum = target_tokens_per_step / tokens_per_micro_batch;
+  o.reachable = true;
+  o.summary = summarize_config(*p.model, *p.gpu, p.run, margin, &o.why, replay_when::tensors_fit, programs);
+  return o;
+}
+
+// Points a worker takes at a time: a replayed point costs a fraction of a millisecond to several, an analytic
+// one a few microseconds; a round (workers x blocks_per_worker blocks) is kept until it is handed back in order.
+constexpr std::uint64_t search_block_points = 64, blocks_per_worker = 8;
+
+}  // namespace
+
+search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin, bool share_programs,
+                             unsigned threads) {
   if (target_tokens_per_step == 0) throw input_error("the target batch must be at least one token");
   if (margin < 0 || margin >= 1) throw input_error("--margin must be at least 0 and below 1");
   if (!space.global_batches.empty() || space.grad_accums != std::vector<std::uint64_t>{1})
     throw input_error("the search chooses the accumulation from the target batch: give no --grad-accum or --global-batch");
   search_result out;
-  program_cache shared;
-  program_cache* programs = share_programs ? &shared : nullptr;
   const std::uint64_t total = space.size();
-  for (std::uint64_t k = 0; k < total; ++k) {
-    sweep_space::point p = space.at(k);
-    // Tokens one accumulation step adds across the data-parallel replicas.
-    const std::uint64_t tokens_per_micro_batch = p.run.seq * p.run.micro_batch * p.run.data_parallel();
-    if (tokens_per_micro_batch == 0 || target_tokens_per_step % tokens_per_micro_batch != 0 ||
-        tokens_per_micro_batch > target_tokens_per_step) {
-      ++out.unreachable;
-      continue;
+  threads = static_cast<unsigned>(std::min<std::uint64_t>(sweep_workers(threads), std::max<std::uint64_t>(1, total / search_block_points)));
+  // A worker's programs, kept from round to round (the cache is not shared between threads: each shares the
+  // programs of the points it evaluated; equal schedules give equal outcomes either way).
+  std::vector<program_cache> caches(threads);
+  const std::uint64_t round_points = search_block_points * blocks_per_worker * threads;
+  std::vector<point_outcome> round;
+  for (std::uint64_t first = 0; first < total; first += round_points) {
+    const std::uint64_t count = std::min(round_points, total - first);
+    round.assign(count, {});
+    std::atomic<std::uint64_t> next_block{0};
+    const std::uint64_t blocks = (count + search_block_points - 1) / search_block_points;
+    auto work = [&](unsigned worker) {
+      program_cache* programs = share_programs ? &caches[worker] : nullptr;
+      for (std::uint64_t b; (b = next_block.fetch_add(1)) < blocks;)
+        for (std::uint64_t i = b * search_block_points; i < std::min(count, (b + 1) * search_block_points); ++i)
+          round[i] = search_point(space, first + i, target_tokens_per_step, margin, programs);
+    };
+    std::vector<std::thread> workers;
+    for (unsigned w = 1; w < threads; ++w) workers.emplace_back(work, w);
+    work(0);  // this thread works too
+    for (std::thread& w : workers) w.join();
+    // Handed back in the points' order: the listing's ties keep the order of a search on one thread.
+    for (point_outcome& o : round) {
+      if (!o.reachable) {
+        ++out.unreachable;
+        continue;
+      }
+      ++out.evaluated;
+      if (!o.summary) {
+        if (out.invalid++ == 0) out.first_invalid_reason = o.why;
+      } else if (o.summary->fits) out.fitting.push_back(std::move(*o.summary));
+      else out.failing.push_back(std::move(*o.summary));
     }
-    p.run.grad_accum = target_tokens_per_step / tokens_per_micro_batch;
-    ++out.evaluated;
-    std::string why;
-    std::optional<config_summary> s = summarize_config(*p.model, *p.gpu, p.run, margin, &why, replay_when::tensors_fit, programs);
-    if (!s) {
-      if (out.invalid++ == 0) out.first_invalid_reason = why;
-    } else if (s->fits) out.fitting.push_back(*s);
-    else out.failing.push_back(*s);
   }
+  program_cache* programs = share_programs ? &caches[0] : nullptr;
   replay_shown_failing(out.failing, margin, programs);
-  out.programs_shared = shared.hits();
+  for (const program_cache& c : caches) out.programs_shared += c.hits();
   std::stable_sort(out.fitting.begin(), out.fitting.end(), [](const config_summary& a, const config_summary& b) {
     if (a.tokens_per_second != b.tokens_per_second) return a.tokens_per_second > b.tokens_per_second;
     // Equal speed (with flash attention, selective recomputation changes nothing): prefer less

@@ -74,9 +74,10 @@ struct search_result {
 // exactly; the space's own accumulation axis must be the default {1}), evaluated against the budget. The
 // summaries point into `space`, which must outlive the result.
 // `share_programs`: replay programs shared between configurations with equal schedules (the same rows, sooner;
-// the tests turn it off to compare).
+// the tests turn it off to compare). On `threads` worker threads (0: every core; sweep_workers), the rows and
+// their order the same on any number.
 search_result search_configs(const sweep_space& space, std::uint64_t target_tokens_per_step, double margin,
-                             bool share_programs = true);
+                             bool share_programs = true, unsigned threads = 0);
 
 // Widens `space` along `levers` (planner/search/levers.hpp): each lever's alternatives to the space's first
 // configuration (the run as given) join the matching axes (precision and gradient dtype, optimizer and its

@@ -138,3 +138,52 @@ TEST_CASE("program cache: a change the schedule reads is a program of its own", 
   CHECK(cache.misses() == 6);
   CHECK(cache.hits() == 4);
 }
+
+TEST_CASE("program cache: a schedule resized from another of the same structure is the one built for it alone", "[allocator]") {
+  // Micro-batches and sequence lengths change every activation's size and nothing else the schedule reads: the
+  // second and later of each family take the first's operations (resize_schedule), and each program must be,
+  // event for event, the one its own schedule compiles to; a change of lifetimes (recomputation) builds anew.
+  const gpu_spec& h100 = data().gpu("h100");
+  const calibration calib = data().calibration_for(h100);
+  struct family {
+    const char* model;
+    const char* stack;
+    precision_regime precision;
+    recompute_mode recompute;
+    std::uint64_t gpus;
+    int zero;
+  };
+  const family families[] = {{"gpt2", "hf", precision_regime::amp_bf16, recompute_mode::none, 1, 0},
+                             {"gpt2", "hf", precision_regime::bf16, recompute_mode::full, 1, 0},
+                             {"tinyllama-1.1b", "hf", precision_regime::bf16, recompute_mode::none, 1, 0},
+                             {"tinyllama-1.1b", "fsdp2", precision_regime::bf16_mixed, recompute_mode::full, 4, 3},
+                             {"gpt2", "deepspeed", precision_regime::bf16_mixed, recompute_mode::none, 2, 2}};
+  for (const family& f : families) {
+    const model_spec& m = data().model(f.model).spec;
+    const model_facts facts = describe_model(m);
+    program_cache cache;
+    std::uint64_t built = 0;
+    for (const std::uint64_t micro_batch : {1, 2, 3})
+      for (const std::uint64_t seq : {128, 320, 1024})
+        for (const std::uint64_t grad_accum : {1, 4}) {
+          run_config r;
+          r.profile = &profile_named(f.stack);
+          r.precision = f.precision;
+          r.recompute = f.recompute;
+          r.gpus = f.gpus;
+          r.zero = f.zero;
+          r.seq = seq;
+          r.micro_batch = micro_batch;
+          r.grad_accum = grad_accum;
+          INFO(f.model << " " << f.stack << " b" << micro_batch << " s" << seq << " ga" << grad_accum);
+          const plan_result p = evaluate_plan(m, r, h100, calib);
+          const allocator_schedule alone = plan_allocator_schedule(p, facts);
+          check_same_program(cache.get(p.inv, facts, grad_accum, settings_of(alone)).program, compile_schedule(alone));
+          ++built;
+        }
+    INFO(f.model << " " << f.stack);
+    CHECK(cache.misses() == built);
+    // One structure per accumulation (one micro-batch or three replayed): every other schedule resized.
+    CHECK(cache.structures_shared() == built - 2);
+  }
+}

@@ -41,6 +41,7 @@ void check_same_result(const allocator_replay& fast, const allocator_replay& ref
 
 struct equivalence_counts {
   std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0, resumed = 0;
+  std::uint64_t releasing_shortcuts = 0;  // shortcuts in a replay that freed cached segments
   // of those, through expandable segments
   std::uint64_t expandable = 0, expandable_events = 0, expandable_out_of_memory = 0, expandable_releases = 0;
 };
@@ -80,11 +81,20 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
   check_same_result(fast, reference);
   if (!(stop && reference.out_of_memory)) CHECK(fast.events_replayed + fast.events_skipped == program.events.size());
   if (fast.events_skipped > 0) {
-    // The premise, checked on the reference: the skipped step's states are the step before's.
+    // The premise, checked on the reference: the skipped step's states are the step before's, and it makes as
+    // many segments at the same events.
     const std::size_t from = program.repeat_from, begin = program.repeat_begin, length = begin - from;
     REQUIRE(reference_events.size() == program.events.size());
-    for (std::size_t k = 0; k < length; ++k) REQUIRE(reference_events[begin + k] == reference_events[from + k]);
+    REQUIRE(from > 0);
+    const std::uint64_t made_before_from = reference_events[from - 1].segments, made_before_begin = reference_events[begin - 1].segments;
+    for (std::size_t k = 0; k < length; ++k) {
+      const allocator_event_state &later = reference_events[begin + k], &earlier = reference_events[from + k];
+      REQUIRE(later.allocated_bytes == earlier.allocated_bytes);
+      REQUIRE(later.reserved_bytes == earlier.reserved_bytes);
+      REQUIRE(later.segments - made_before_begin == earlier.segments - made_before_from);
+    }
     ++counts.shortcuts;
+    counts.releasing_shortcuts += reference.cache_releases > 0;
   }
   ++counts.schedules;
   counts.events += reference.events_replayed;
@@ -174,13 +184,15 @@ TEST_CASE("fast replay: every committed measurement configuration, event by even
   INFO(runs << " runs");
   CHECK(runs >= 40);
   CHECK(counts.shortcuts > 0);
+  CHECK(counts.releasing_shortcuts > 0);
   CHECK(counts.resumed > 0);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
   CHECK(counts.expandable_out_of_memory > 0);
   CHECK(counts.expandable_releases > 0);
   WARN(runs << " measured runs, " << counts.schedules << " replays compared, " << counts.events << " events; the fixed point left out "
-            << counts.skipped << " events in " << counts.shortcuts << " replays; " << counts.resumed << " resumed from a checkpoint; "
+            << counts.skipped << " events in " << counts.shortcuts << " replays (" << counts.releasing_shortcuts << " freeing cached segments); "
+            << counts.resumed << " resumed from a checkpoint; "
             << counts.expandable << " replays (" << counts.expandable_events << " events, " << counts.expandable_releases
             << " releasing, " << counts.expandable_out_of_memory << " out of memory) through expandable segments");
 }
@@ -256,6 +268,7 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
   INFO("hf " << by_stack[0] << ", fsdp2 " << by_stack[1] << ", deepspeed " << by_stack[2]);
   for (std::uint64_t n : by_stack) CHECK(n >= 100);
   CHECK(counts.shortcuts >= 500);
+  CHECK(counts.releasing_shortcuts >= 500);
   CHECK(counts.resumed >= 2000);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
