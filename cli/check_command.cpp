@@ -237,10 +237,11 @@ int check_measurements(const std::vector<std::string>& files, const check_target
       totals.add(r, c);
       const plan_result& p = c.plan;
       const std::string what = fmt::format(
-          "{} L={} h={} s={} b={} {} {}{}{}{}{}{}{}", family_name(r.model.family), r.model.layers, r.model.hidden, r.run.seq,
+          "{} L={} h={} s={} b={} {} {}{}{}{}{}{}{}{}", family_name(r.model.family), r.model.layers, r.model.hidden, r.run.seq,
           r.run.micro_batch, precision_name(r.run.precision), attn_implementation_name(r.run.attention),
           r.run.loss == loss_kind::standard ? "" : fmt::format(" loss {}", loss_name(r.run.loss)),
           r.run.packing_doc_tokens > 0 ? fmt::format(" packed {}", r.run.packing_doc_tokens) : "",
+          r.run.compile ? " compiled" : "",
           r.run.recompute == recompute_mode::full ? " checkpointed" : "",
           r.run.optimizer_impl == optimizer_impl_kind::fused ? " fused" : "",
           r.run.expandable_segments ? " expandable-segments" : "", layout_text(r));

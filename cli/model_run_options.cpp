@@ -115,6 +115,11 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
                  "documents of DOC_TOKENS packed into each row of --seq tokens, attention within each (TRL's packing; "
                  "the stacks that run transformers' modules, --attention sdpa or flash_attention_2; default off)")
       ->type_name("DOC_TOKENS")->group(run_group);
+  app.add_flag("--compile", a.compile,
+               "torch.compile the model and its loss (Inductor): what its partitioner saves, its fused kernels "
+               "(the stack running transformers' modules under PyTorch eager; derived from the partitioner's rules, not "
+               "measured)")
+      ->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
   app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp x --cp x --pp (default 1)")->type_name("N")->group(par_group);
@@ -291,6 +296,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
     run.loss_chunks = parse_integer(a.loss_chunks, "--loss-chunks", 1);
   }
   if (!a.packing.empty()) run.packing_doc_tokens = parse_integer(a.packing, "--packing", 1);
+  run.compile = a.compile;
   // A stack without dropout (llm.c) takes the model's as 0 unless one is asked for (then refused).
   run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 

@@ -307,12 +307,13 @@ std::string render_plan_text(const plan_report_input& in) {
        run.data_parallel() > 1 ? fmt::format(" x {} data-parallel", run.data_parallel()) : std::string(),
        grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step) * run.data_parallel()));
   line("         framework {}: {}", profile_of(run).name, profile_of(run).title);
-  line("         {}, {}, recompute {}, {} attention, dropout {}{}{}", precision_name(run.precision),
+  line("         {}, {}, recompute {}, {} attention, dropout {}{}{}{}", precision_name(run.precision),
        optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout,
        run.loss == loss_kind::standard ? std::string() : fmt::format(", loss {}", loss_name(run.loss)),
        run.packing_doc_tokens == 0 ? std::string()
                                    : fmt::format(", packed documents of {} tokens (unmeasured; --explain says how)",
-                                                 run.packing_doc_tokens));
+                                                 run.packing_doc_tokens),
+       run.compile ? ", torch.compile (unmeasured; --explain says how)" : "");
   if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
     line("         {} GPU{} = {} data-parallel x {} tensor-parallel{}{} x {} pipeline{}, ZeRO-{}, offload {}; memory below is per GPU{}",
          run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",

@@ -95,8 +95,9 @@ JSON lines, appended to -o FILE (stdout without -o), the format of the reference
     flattened into one row of mbs x seq tokens (TRL's padding-free collator; transformers finds packed sequences
     from position_ids only at batch size 1), under sdpa each row keeps its own block-diagonal mask.
     "compile" is whether the model ran under torch.compile (--compile: nn.Module.compile, Inductor's default
-    mode, after any wrapping); trainplan does not model compiled steps yet, so plan check lists such lines as
-    not compared, and no inventory or SDPA backend is read from them (a compiled graph's nodes name neither).
+    mode, after any wrapping); plan check predicts such lines with plan --compile where the stack models the
+    compiled layers (else lists them as not compared), and no inventory or SDPA backend is read from them (a
+    compiled graph's nodes name neither).
     "expandable_segments" is whether PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) asked for them
     (--expandable-segments sets it; trainplan replays that allocator for such a line).
     "grad_scale" (amp-fp16) is GradScaler's scale after the run and "skipped_steps" the steps whose
@@ -212,7 +213,8 @@ PRESETS["all"] = PRESETS["shared-h100"] + PRESETS["extra"]
 # mask and flash-attn's varlen kernel (which needs the flash-attn package), beside the same rows unpacked.
 # Compiled steps (--compile; not in "all"): what Inductor's partitioner keeps for backward and its fused kernels'
 # time, beside the same runs eager, without and with gradient checkpointing: the measurements a model of
-# torch.compile needs (plan check lists compiled lines as not compared until then).
+# torch.compile needs to be checked (plan check predicts them with --compile; the GPT-2 run, whose compiled layers are
+# not modelled, it lists as not compared).
 PRESETS["compile"] = [
     _cfg("C1", LLAMA_SMALL, 2048, 4, "bf16"),
     _cfg("C2", LLAMA_SMALL, 2048, 4, "bf16", compile=True),
@@ -289,7 +291,7 @@ def build_parser():
                    help="pack documents of this many tokens into each row (position_ids restart at each; default: unpacked)")
     r.add_argument("--compile", action="store_true",
                    help="torch.compile the model (nn.Module.compile: Inductor, default mode) after any wrapping; plan "
-                        "check lists compiled lines as not compared (trainplan does not model them yet)")
+                        "check predicts compiled lines with plan --compile where it models them")
     r.add_argument("--gc", action="store_true", help='gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})')
     r.add_argument("--dropout", type=float, default=None,
                    help="gpt2: resid/embd/attn_pdrop (default: GPT2Config's 0.1); others: attention_dropout (default 0.0)")

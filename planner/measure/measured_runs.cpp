@@ -302,6 +302,7 @@ measured_run read_run(const line_reader& r) {
   }
   c.recompute = r.flag("gc", false) ? recompute_mode::full : recompute_mode::none;
   run.compiled = r.flag("compile", false);
+  c.compile = run.compiled;  // plan --compile
   c.dropout = r.number("drop");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw input_error(fmt::format("{}: drop must be in [0, 1)", r.where));
   const std::string opt = r.j.contains("opt") ? r.text("opt") : "foreach";

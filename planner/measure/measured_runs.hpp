@@ -80,8 +80,8 @@ struct measured_run {
   // false where the step time is no measurement of the run planned ("time_comparable": false, as under the fake
   // process group): memory only.
   bool time_comparable = true;
-  // Run under torch.compile (collect_hf.py --compile, "compile": true): Inductor's partitioner and fused kernels,
-  // which the planner does not model yet; checked runs list it as not predicted.
+  // Run under torch.compile (collect_hf.py --compile, "compile": true): predicted with run_config::compile; a
+  // compiled run the stack does not model is listed as not predicted, with the stack's reason.
   bool compiled = false;
   std::vector<measured_collective> collectives;
   std::uint64_t collectives_left_out = 0;

@@ -30,17 +30,15 @@ std::vector<allocator_growth> replayed_segments(const measured_run& r, const pla
 run_check check_measured_run(const measured_file& f, const measured_run& r, const gpu_spec& gpu, const calibration& calib,
                              const check_tolerances& tolerances, bool replay_segments) {
   run_check c;
-  if (r.compiled) {  // measured so that a model of it can be built and checked; not predicted until then
-    c.not_predicted = "compiled with torch.compile: Inductor's saved tensors and fused kernels are not modelled yet";
-    return c;
-  }
-  if (r.layout) {  // a layout its stack may not model: said, not predicted (a one-GPU run's refusal is an error)
+  // A layout its stack may not model, or a compiled run (--compile) in layers the stack does not model compiled:
+  // said, not predicted (any other one-GPU run's refusal is an error).
+  if (r.layout || r.compiled) {
     try {
       c.plan = evaluate_plan(r.model, r.run, gpu, calib);
     } catch (const input_error& e) {
       // DTensor's parallelize_module over the Hugging Face modules: Megatron-LM's tensor parallelism runs other
       // layers and kernels, so even a stack that takes --tp would mis-predict it.
-      c.not_predicted = r.layout->mode == "tp"
+      c.not_predicted = r.layout && r.layout->mode == "tp"
                             ? fmt::format("DTensor tensor parallelism over Hugging Face's modules, which no stack models "
                                           "yet; its stack says: {}", e.what())
                             : std::string(e.what());

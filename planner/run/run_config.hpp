@@ -79,6 +79,9 @@ struct run_config {
   // Sequence packing (planner/run/packing.hpp): each row of seq tokens holds documents of this many tokens,
   // attention kept within each (TRL's packing with position_ids); 0: off, a row is one sequence.
   std::uint64_t packing_doc_tokens = 0;
+  // torch.compile of the model and its loss (Inductor's default mode): the stacks that run transformers' modules
+  // model what its partitioner saves and its fused kernels write (planner/profiles/hf/hf_compile.hpp).
+  bool compile = false;
   // The training stack (planner/profiles/registry.hpp). None named means this project's harness, so that a
   // run_config built in code means what the harness does (profile_of); the `plan` command names its default.
   const stack_profile* profile = nullptr;

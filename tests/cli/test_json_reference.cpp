@@ -96,6 +96,8 @@ TEST_CASE("docs/json.md lists every field plan --json writes, and each one it li
       "--model gpt2 --seq 1024 --gpu rtx-4090 --gpus 16 --zero 3",
       // A loss that never builds the whole logits; packed documents.
       "--model llama-3.2-3b --seq 2048 --gpu h100 --loss chunked --loss-chunks 4 --packing 512",
+      // torch.compile.
+      "--model llama-3.2-3b --seq 2048 --gpu h100 --precision bf16 --compile",
   };
   std::set<std::string> seen;
   for (const std::string& args : plans) {

@@ -118,7 +118,8 @@ def main():
               all(c.get("loss") == "standard" for c in configs),
               "plan check --json on the packed runs: {}".format((checked.stdout + checked.stderr)[-400:]))
         # --compile: nn.Module.compile in place, "compile": true on the line, no inventory read from a compiled
-        # graph; plan check lists the compiled runs as not predicted and compares the eager ones.
+        # graph; plan check predicts the compiled Llama runs (plan --compile) and lists the compiled GPT-2 run, whose
+        # compiled layers are not modelled, as not predicted.
         compile_report = os.path.join(tmp, "compile.jsonl")
         done = collect(["--preset", "compile", "-o", compile_report])
         lines = [json.loads(line) for line in open(compile_report)] if os.path.exists(compile_report) else []
@@ -130,7 +131,7 @@ def main():
             statuses = [r.get("status") for f in json.loads(checked.stdout)["files"] for r in f["runs"]]
         except (ValueError, KeyError, TypeError):
             statuses = []
-        check(len(statuses) == 5 and [s == "not_predicted" for s in statuses] == [False, True, False, True, True],
+        check(len(statuses) == 5 and [s == "not_predicted" for s in statuses] == [False, False, False, False, True],
               "plan check --json on the compiled runs: {}".format((checked.stdout + checked.stderr)[-400:]))
         args = collect_hf.build_parser().parse_args(["--compile"])
         collect_hf.resolve_shape(args)

@@ -10,6 +10,7 @@
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
+#include "planner/profiles/hf/hf_compile.hpp"
 #include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
@@ -40,6 +41,7 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   check_hf_loss("deepspeed", run);
   check_hf_attention("deepspeed", m, layout, run);
   check_hf_packing("deepspeed", run);
+  check_hf_compile("deepspeed", m, run, layout);
 }
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,

@@ -10,6 +10,7 @@
 #include "planner/profiles/fsdp2/fsdp2_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
+#include "planner/profiles/hf/hf_compile.hpp"
 #include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
@@ -42,6 +43,7 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   check_hf_loss("fsdp2", run);
   check_hf_attention("fsdp2", m, layout, run);
   check_hf_packing("fsdp2", run);
+  check_hf_compile("fsdp2", m, run, layout);
 }
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,

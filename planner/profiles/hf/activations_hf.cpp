@@ -143,8 +143,13 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
 
   std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : no_autocast) | (drop ? dropout : when_bits{}) | input_grad;
-  // Checkpointing a 16-bit Llama keeps its 16-bit layer input; the recomputed RMSNorm saves an fp32 copy of it.
-  if (!is_gpt && checkpointed && !autocast && param != dtype::fp32) holds |= upcast_copy;
+  // torch.compile (hf_compile.hpp): what the partitioner saves and the fused kernels write (check_hf_compile
+  // refuses the layers it is not written for).
+  const bool compiled_layers = run.compile;
+  if (compiled_layers) holds |= compiled;
+  // Checkpointing a 16-bit Llama keeps its 16-bit layer input; the recomputed RMSNorm saves an fp32 copy of it
+  // (compiled: the upcast is fused into the norm's kernels, never a tensor).
+  if (!is_gpt && checkpointed && !autocast && param != dtype::fp32 && !compiled_layers) holds |= upcast_copy;
   holds |= m.is_moe() ? moe : dense_mlp;
   if (m.norms_per_layer == 4) holds |= post_norms;
   if (m.attn_logit_softcap > 0) holds |= attn_softcap;
@@ -211,7 +216,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   holds |= in_program_order ? fwd_program : coarse_forward;
   // A 16-bit model's RMSNorm upcasts to a copy of its own (an fp32 model's reads its input as it is).
   const bool norm_copy = !autocast && param != dtype::fp32;
-  if (norm_copy) holds |= norm_upcasts;
+  if (norm_copy && !compiled_layers) holds |= norm_upcasts;  // (compiled: fused into the norm's kernels)
   const bool own_input = !is_gpt && in_program_order && norm_copy && !checkpointed;  // beside RMSNorm's fp32 copy
   if (own_input) holds |= norm_copies_input;
   // The backward op by op where it is written (coarse_backward_reason).

@@ -191,6 +191,10 @@ enum when_bits : std::uint64_t {
   flash_attn_pkg = 1ull << 52, flash_attn_gqa = 1ull << 53,
   // Packed documents under the flash-attn package: flash_attn_varlen_func, which also saves cu_seqlens.
   flash_attn_varlen = 1ull << 54,
+  // torch.compile (--compile; planner/profiles/hf/hf_compile.hpp): the layer is one graph whose min-cut partitioner
+  // saves what no fused kernel can recompute, and whose fused kernels write only their outputs. Eager rows the
+  // compiled graph neither saves nor makes say unless{compiled}; the compiled graph's own rows say compiled.
+  compiled = 1ull << 55,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`

@@ -6,19 +6,21 @@
 namespace trainplan::hf_rows {
 
 // A Llama's rotary embedding on q and k (apply_rotary_pos_emb), op by op.
+// (Compiled, hf_compile.hpp: each rotation is one fused pointwise kernel that writes only the rotated tensor, which
+// SDPA's backward reads: saved as eager's is, from q's and k's GEMM outputs, which live until it is written.)
 constexpr hf_row rotary_rows[] = {
     // apply_rotary_pos_emb: q * cos + rotate_half(q) * sin, with cos and sin in the model's dtype (fp32 under
     // autocast), so the products are fp32; rotate_half is cat(-x2, x1) in q's dtype. Each step freed once the
     // next exists; the rotated q and k live until self_attn returns.
-    {"layer{}.fwd.q_cos", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.q_cos", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.q_embed", "layer{}.attn.q_rope"},
-    {"layer{}.fwd.q_neg_half", shape_rule::bs_q_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.q_neg_half", shape_rule::bs_q_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.q_cat"},
-    {"layer{}.fwd.q_cat", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.q_cat", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.q_sin"},
-    {"layer{}.fwd.q_sin", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.q_sin", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.q_embed", "layer{}.attn.q_rope"},
-    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
+    {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp | unless{compiled},
      "layer{}.fwd.attn_proj_out"},
     // (A 16-bit model: the rotated q is what SDPA saves.)
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved,
@@ -26,15 +28,15 @@ constexpr hf_row rotary_rows[] = {
     // (Eager attention saves copies of its own: the rotated q and k, and v, live until o_proj has run.)
     {"layer{}.fwd.q_embed", shape_rule::bs_q, dtype_role::param, keep_class::forward_moment,
      llama | fwd_program | no_autocast | attn_copies, "layer{}.fwd.attn_proj_out"},
-    {"layer{}.fwd.k_cos", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.k_cos", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
-    {"layer{}.fwd.k_neg_half", shape_rule::bs_kv_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.k_neg_half", shape_rule::bs_kv_half, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.k_cat"},
-    {"layer{}.fwd.k_cat", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.k_cat", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.k_sin"},
-    {"layer{}.fwd.k_sin", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program,
+    {"layer{}.fwd.k_sin", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | unless{compiled},
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
-    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp,
+    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp | unless{compiled},
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
      llama | fwd_program | no_autocast | sdpa_saves_qkv, "layer{}.fwd.attn_proj_out"},

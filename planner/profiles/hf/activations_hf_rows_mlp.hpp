@@ -8,7 +8,11 @@ namespace trainplan::hf_rows {
 // A Llama's MLP input as gate and up (or the router) read it.
 constexpr hf_row mlp_input_rows[] = {
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
-     llama | dense_mlp | fwd_program | no_autocast | trains_mlp, "layer{}.fwd.down_out"},
+     llama | dense_mlp | fwd_program | no_autocast | trains_mlp | unless{compiled}, "layer{}.fwd.down_out"},
+    // Compiled (hf_compile.hpp): the second norm's output, recomputed for gate's and up's weight gradients from the
+    // saved residual sum and rsqrt; freed once up's GEMM has run.
+    {"layer{}.fwd.fc_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | compiled,
+     "layer{}.mlp.up"},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
 };
 
@@ -114,24 +118,27 @@ constexpr hf_row gate_proj_rows[] = {
     // Under fwd_program each projection casts its weight and (gate and up) the input where its GEMM runs;
     // down_proj's output lives until the residual add.
     {"layer{}.autocast.weights.gate", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | amp | trains_all},
-    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp,
+     llama | dense_mlp | fwd_program | amp | trains_all | unless{compiled}},
+    {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp | unless{compiled},
      "layer{}.mlp.gate"},
-    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu"},
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu",
+     "layer{}.fwd.mlp_product"},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
 };
 
 // SwiGLU's silu on the gate.
 constexpr hf_row silu_rows[] = {
-    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp, "layer{}.mlp.down_in",
-     "layer{}.fwd.mlp_product"},
+    // (Compiled, hf_compile.hpp: silu and the product are one fused kernel writing the product alone; silu is
+    // recomputed from the saved gate.)
+    {"layer{}.mlp.silu", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | unless{compiled},
+     "layer{}.mlp.down_in", "layer{}.fwd.mlp_product"},
 };
 
 // A Llama's up_proj.
 constexpr hf_row up_proj_rows[] = {
     {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | amp | trains_all},
-    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp,
+     llama | dense_mlp | fwd_program | amp | trains_all | unless{compiled}},
+    {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp | unless{compiled},
      "layer{}.mlp.up"},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in",
      "layer{}.fwd.mlp_product"},
@@ -142,14 +149,18 @@ constexpr hf_row product_rows[] = {
     // (A frozen down_proj saves no input: the product lives until down_proj's output exists.)
     {"layer{}.fwd.mlp_product", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment,
      llama | dense_mlp | fwd_program | no_autocast | peft, "layer{}.fwd.down_out"},
+    // Compiled (hf_compile.hpp): the product down_proj reads, pointwise from the saved gate and up: not saved,
+    // recomputed in the backward for down's weight gradient; freed once down's GEMM has run.
+    {"layer{}.fwd.mlp_product", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | compiled,
+     "layer{}.fwd.down_out"},
 };
 
 // A Llama's down_proj, with its adapter.
 constexpr hf_row down_proj_rows[] = {
-    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp,
+    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp | unless{compiled},
      "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | amp | trains_all},
+     llama | dense_mlp | fwd_program | amp | trains_all | unless{compiled}},
     {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,
      "@output"},
     {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,

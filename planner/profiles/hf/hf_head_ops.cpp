@@ -123,8 +123,11 @@ void embedding(head_pass& p) {
   // which LlamaModel.forward holds as inputs_embeds) and the last layer's output live until the final norm's
   // output exists, and the norm saves an fp32 copy of its own, made in the head.
   if (p.head.own_input) {
-    inv.span("embed.out", {b, s, h}, p.param, tensor_category::activations, ek::fwd_embed, ek::fwd_head);
-    p.model_streams[0] = inv.count() - 1;
+    // (Compiled layers, hf_compile.hpp: layer 0's graph saves this tensor, its `ln1.in` row, until its backward.)
+    if (!p.run.compile) {
+      inv.span("embed.out", {b, s, h}, p.param, tensor_category::activations, ek::fwd_embed, ek::fwd_head);
+      p.model_streams[0] = inv.count() - 1;
+    }
     inv.span("final_norm.input", {b, s, h}, p.param, tensor_category::activations, ek::fwd_layer, ek::fwd_head, p.last_layer);
     p.model_streams[1] = inv.count() - 1;
   }
@@ -173,7 +176,8 @@ void final_norm(head_pass& p) {
     // (Liger's fused loss saves no input: LlamaForCausalLM.forward holds the output until the loss returns.)
     if (p.full && !p.fused) inv.span("lm_head.in", {b, s, h}, p.compute, tensor_category::activations, ek::fwd_head, ek::bwd_head);
     else p.final_norm_out = p.moment("final_norm.out", {b, s, h}, p.param, ek::fwd_head, ek::loss, tensor_spec::free_at_next_kept);
-    for (std::size_t i : {x_rsqrt, p.model_streams[0], p.model_streams[1]}) p.free_after_latest(i);
+    for (std::size_t i : {x_rsqrt, p.model_streams[0], p.model_streams[1]})
+      if (i != 0) p.free_after_latest(i);
   }
 }
 
@@ -214,9 +218,10 @@ void lm_head(head_pass& p) {
     // torchtune's chunked output: a list of [b, s_i, V] logits, one per chunk of the sequence, which the recipe
     // deletes once the loss is computed ("free logits otherwise it peaks backward memory"): nothing saves them
     // (the fp32 upcast's backward saves nothing, log_softmax saves its own output).
+    // (Compiled, loss_compiled below: each chunk's graph saves its chunk, which then lives until the head's backward.)
     for (std::uint64_t i = 0; i < p.chunking.chunks; ++i)
       inv.span("logits.chunk", {chunked_loss_rows(p.run, p.chunking.chunks, i), V}, p.compute, tensor_category::logits,
-               ek::fwd_head, ek::loss);
+               ek::fwd_head, p.run.compile ? ek::bwd_head : ek::loss);
   }
   if (head_input_cast) p.free_after_latest(head_input_cast);
 }
@@ -351,7 +356,39 @@ void loss_fused_linear(head_pass& p) {
   if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
 }
 
+// The cross-entropy compiled (--compile; hf_compile.hpp): Hugging Face's ForCausalLMLoss inside the compiled model,
+// torchtune's compiled loss (training.compile_loss; with the chunked output, compute_cross_entropy compiled, one
+// graph per chunk). Assumed: the loss is compiled with the model, as both do. The partitioner
+// (torch/_functorch/partitioners.py, min_cut_rematerialization_partition) saves the graph's input, the 16-bit
+// logits (or chunk), and the per-row logsumexp (a reduction far smaller than its input: ban_if_reduction), and
+// recomputes log_softmax in the backward; Inductor fuses the fp32 upcast into the reductions' loads, so no
+// [T, V] fp32 tensor is ever written. Its backward is one fused kernel writing the logits' gradient in their dtype.
+// Kernels: forward the logsumexp reduction and the target's gather and mean (each reads the logits once);
+// backward one read of the logits, one write of their gradient.
+void loss_compiled(head_pass& p) {
+  const bool chunked = p.chunked;
+  const std::uint64_t n = chunked ? p.chunking.chunks : 1;
+  if (p.g) {
+    const double TV = p.x.T * static_cast<double>(p.V), c = p.x.c, N = static_cast<double>(n), Er = p.x.E * p.x.r;
+    p.g->add("loss.cross_entropy", op_class::loss, 2 * TV * c, 2 * N, 2 * TV * c, N);
+    if (chunked)  // as the eager chunked loss: tensor_split's backward per chunk
+      p.g->add("loss.chunk_grad_gather", op_class::elementwise, 0, 0, N * Er + 2 * Er + (N - 1) * 3 * Er, 3 * N - 1);
+  }
+  if (!p.inv) return;
+  inventory_builder& inv = *p.inv;
+  const std::uint64_t tokens = p.b * p.s, V = p.V, rows = chunked ? p.chunking.largest_rows : tokens;
+  inv.span("loss.logsumexp", {tokens}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
+  if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
+  inv.span("loss.shift_labels", {tokens}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
+  // The logits' gradient (one chunk's at a time), in the logits' dtype.
+  inv.span("loss.grad_logits", {rows, V}, p.compute, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  if (chunked)  // SliceBackward0's zero-filled [b, s, h] gradient of one chunk's input, as eagerly
+    inv.span("loss.chunk_grad_hidden", {p.b, p.s, p.h}, p.param, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+}
+
 void loss(head_pass& p) {
+  // (Liger's fused linear loss is its own Triton autograd Function: modelled as it runs eagerly.)
+  if (p.run.compile && p.run.loss != loss_kind::fused_linear) return loss_compiled(p);
   switch (p.run.loss) {
     case loss_kind::standard: return loss_standard(p);
     case loss_kind::chunked: return loss_chunked(p);

@@ -210,6 +210,39 @@ void product(ops::row_group& g, std::string_view name, double elements, const hf
   g.add(name, op_class::elementwise, 3 * elements * x.c, 1, 6 * elements * x.c, 2);
 }
 
+// torch.compile's kernels (hf_compile.hpp). Inductor fuses the pointwise ops and cheap reductions between two
+// GEMMs or attention calls into one kernel that reads its inputs and writes its outputs once
+// (torch/_inductor/scheduler.py fuses nodes that share an iteration space or a reduction over it); the backward
+// recomputes, in such kernels, what the min-cut partitioner did not save.
+// RMSNorm: forward one reduction kernel reading the input, writing the output and rsqrt [T] fp32. Backward: the
+// output recomputed for the GEMMs' weight gradients (read the input and rsqrt, write it); the input's gradient
+// (read the output's gradient, the input and the residual stream's gradient it is summed into, write the sum);
+// the weight's gradient (read the output's gradient and the input; a column reduction).
+void rms_norm_compiled(ops::row_group& g, std::string_view name, const hf_shape& x) {
+  const double fwd = x.E * (x.r + x.c) + 4 * x.T;
+  const double bwd = fwd + x.E * (x.c + 3 * x.r) + x.E * (x.c + x.r);
+  g.add(name, op_class::elementwise, fwd, 1, bwd, 3);
+}
+// A residual add: fused into the norm that follows it (that kernel also reads the branch's output and writes the
+// sum, the residual stream), or at the layer's end a kernel of its own; its gradient is summed inside the norm's
+// backward kernel (rms_norm_compiled reads it).
+void residual_compiled(ops::row_group& g, std::string_view name, const hf_shape& x, bool fused_into_norm) {
+  if (fused_into_norm) g.add(name, op_class::elementwise, x.E * (x.c + x.r), 0, 0, 0);
+  else g.add(name, op_class::elementwise, x.E * (2 * x.r + x.c), 1, 0, 0);
+}
+// apply_rotary_pos_emb on q and on k: one kernel each, reading the projection's output (cos and sin, [s, d], are
+// small) and writing the rotated tensor; backward the same for the gradients.
+void rotary_compiled(ops::row_group& g, const hf_shape& x) {
+  const double qk = x.T * (x.qw + x.kvw);
+  g.add("attention.rotary", op_class::elementwise, 2 * qk * x.c, 2, 2 * qk * x.c, 2);
+}
+// SwiGLU, silu(gate) * up: forward one kernel reading gate and up, writing the product. Backward: the product
+// recomputed for down_proj's weight gradient (read gate and up, write it), then one kernel reading the product's
+// gradient, gate and up and writing gate's and up's gradients.
+void swiglu_compiled(ops::row_group& g, std::string_view name, double elements, const hf_shape& x) {
+  g.add(name, op_class::elementwise, 3 * elements * x.c, 1, 3 * elements * x.c + 5 * elements * x.c, 2);
+}
+
 // Qwen2-MoE's shared expert, a LlamaMLP over every token of width `width` (gate and up each cast the input).
 void shared_expert_mlp(ops::row_group& g, const hf_shape& x, double width) {
   const double F = x.T * width;

@@ -49,6 +49,12 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
 void gelu_new(ops::row_group& g, const hf_shape& x);
 void silu(ops::row_group& g, std::string_view name, double elements, const hf_shape& x);
 void product(ops::row_group& g, std::string_view name, double elements, const hf_shape& x);
+// torch.compile (--compile; hf_compile.hpp): Inductor's fused kernels, each reading its inputs and writing its outputs
+// once, and the backward's recomputation of what the partitioner did not save.
+void rms_norm_compiled(ops::row_group& g, std::string_view name, const hf_shape& x);
+void residual_compiled(ops::row_group& g, std::string_view name, const hf_shape& x, bool fused_into_norm);
+void rotary_compiled(ops::row_group& g, const hf_shape& x);
+void swiglu_compiled(ops::row_group& g, std::string_view name, double elements, const hf_shape& x);
 void add_llama_moe(ops::row_group& g, const hf_shape& x, const model_spec& m);
 void add_mla_projections(ops::row_group& g, const hf_shape& x, const model_spec& m);
 

@@ -7,6 +7,7 @@
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_layer_ops.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
+#include "planner/profiles/hf/hf_compile.hpp"
 #include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/profiles/model_parallel_comm.hpp"
@@ -38,6 +39,7 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   check_hf_loss("hf", run);
   check_hf_attention("hf", m, layout, run);
   check_hf_packing("hf", run);
+  check_hf_compile("hf", m, run, layout);
 }
 
 constexpr const stack_traits& traits = hf_traits;
@@ -125,12 +127,18 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
                                   : ""));
   if (run.loss != loss_kind::standard) {
     const hf_loss_chunking c = hf_loss_chunks(m, run);
-    if (run.loss == loss_kind::chunked)
+    if (run.loss == loss_kind::chunked && run.compile)
+      lines.push_back(fmt::format(
+          "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
+          "tokens), compute_cross_entropy compiled: each chunk's graph saves its bf16 logits (kept until the head's "
+          "backward) and their logsumexp, no fp32 copy",
+          c.chunks, c.largest_rows));
+    else if (run.loss == loss_kind::chunked)
       lines.push_back(fmt::format(
           "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
           "tokens): each chunk's bf16 logits upcast to fp32 and cross-entropied in turn, every chunk's fp32 "
           "log-softmax saved for backward, the logits freed before backward (its recipes' `del logits`); run eagerly "
-          "(torch.compile of the loss, which saves less, is not modelled)",
+          "(--compile: compiled)",
           c.chunks, c.largest_rows));
     else
       lines.push_back(fmt::format(
@@ -145,6 +153,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
                                 "every head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
                                 m.sliding_window_tokens, run.seq, hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout), run)));
   if (std::string packing = hf_packing_line(m, run, layout); !packing.empty()) lines.push_back(std::move(packing));
+  if (std::string compiled = hf_compile_line(run); !compiled.empty()) lines.push_back(std::move(compiled));
   if (run.finetune == finetune_kind::lora)
     lines.push_back(fmt::format(
         "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "

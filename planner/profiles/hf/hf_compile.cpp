@@ -1,0 +1,53 @@
+// torch.compile under --framework hf: what is modelled and the report's line (hf_compile.hpp).
+#include "planner/profiles/hf/hf_compile.hpp"
+
+#include <fmt/format.h>
+
+#include "planner/profiles/hf/hf_sdpa.hpp"
+#include "planner/util/input_error.hpp"
+
+namespace trainplan {
+namespace {
+
+// What in the run the compiled rows are not written for (empty where they are).
+std::string_view not_modelled(const model_spec& m, const run_config& run, const precision_layout& layout) {
+  if (m.family == model_family::gpt) return "GPT-2's block";
+  if (m.is_moe()) return "a Mixture-of-Experts MLP";
+  if (m.is_mla()) return "latent attention";
+  if (m.fused_projections) return "fused q, k, v and gate, up projections";
+  if (m.norms_per_layer != 2) return "four norms a layer";
+  if (m.attn_logit_softcap > 0 || m.final_logit_softcap > 0) return "soft-capped scores or logits";
+  if (layout.regime == precision_regime::fp32) return "fp32 weights without autocast";
+  if (run.finetune != finetune_kind::full) return "adapters (full fine-tuning only)";
+  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
+  if (backend != sdpa_backend::fused && backend != sdpa_backend::efficient) return "eager attention or SDPA's math path";
+  if (hf_sdpa_mask(m, run)) return "an attention mask (a sliding window, or packed documents under SDPA)";
+  return {};
+}
+
+}  // namespace
+
+void check_hf_compile(std::string_view stack, const model_spec& m, const run_config& run, const precision_layout& layout) {
+  if (!run.compile) return;
+  if (stack != "hf")
+    throw input_error(fmt::format("--compile (torch.compile): modelled for --framework hf only, not for --framework {}",
+                                  stack));
+  if (const std::string_view gap = not_modelled(m, run, layout); !gap.empty())
+    throw input_error(fmt::format("--compile (torch.compile) is modelled for a dense Llama-family model in --precision "
+                                  "bf16 or under autocast, fully fine-tuned, on SDPA's fused kernels or flash-attn; "
+                                  "not for {}",
+                                  gap));
+}
+
+std::string hf_compile_line(const run_config& run) {
+  if (!run.compile) return {};
+  return std::string(
+      "torch.compile (--compile), derived from its min-cut partitioner's rules and unchecked (no compiled run "
+      "measured): each layer saves its input and the residual sum (in the residual stream's dtype), the norms' "
+      "rsqrt, q and k rotated, v, SDPA's output and log-sum-exp, and gate's and up's outputs; the norms' outputs, "
+      "SwiGLU's product and autocast's weight casts are recomputed in the backward, and fused kernels write no "
+      "pointwise intermediates (RMSNorm's fp32 upcast, RoPE's and silu's steps); the loss is compiled with the model: the logits' fp32 upcast fused, their logsumexp saved, their "
+      "gradient written in their dtype");
+}
+
+}  // namespace trainplan

@@ -1,0 +1,49 @@
+#pragma once
+// torch.compile under the stacks that run Hugging Face transformers' modules (--compile): which runs it is modelled
+// for, and the report's line. The mechanism lives in the rows and kernels it changes (the `compiled` condition of
+// activations_hf_rows_*.hpp, loss_compiled in hf_head_ops.cpp, the fused kernels of hf_kernels.cpp); the rules
+// they follow are these, from the min-cut partitioner torch.compile uses for training
+// (torch/_functorch/partitioners.py, min_cut_rematerialization_partition, with its default options):
+//
+// - The joint forward-backward graph is split by a minimum cut between the forward and the backward, each
+//   tensor's capacity its bytes: the graph saves the smallest set of tensors from which the backward can compute
+//   everything it reads (solve_min_cut). A graph input (the layer's input, the logits fed to the loss) is a
+//   candidate like any other.
+// - Only ops on its recomputable list may be recomputed in the backward (ban_if_not_in_allowlist:
+//   op_types.is_recomputable): pointwise ops, casts, views and cheap reductions (sum, mean, amax). Matmuls and
+//   attention are compute-intensive (op_types.is_compute_intensive: aten.mm, _scaled_dot_product_flash_attention,
+//   _scaled_dot_product_cudnn_attention, ...) and random ops (native_dropout, rand_like) are never recomputed: what
+//   the backward reads of theirs (a GEMM's input and output, SDPA's q, k, v, output and log-sum-exp, a dropout's
+//   mask) is saved, or recomputed from saved tensors through recomputable ops only.
+// - A reduction whose output is at least 4x smaller than its inputs is never recomputed (ban_if_reduction):
+//   RMSNorm's rsqrt and the loss's logsumexp are saved.
+// - Inductor fuses the recomputable ops between two such nodes into one kernel, which writes only its outputs:
+//   the forward's pointwise intermediates (RMSNorm's fp32 upcast, pow and x * rsqrt; RoPE's products and
+//   rotate_half; silu) never exist as tensors.
+//
+// - Parameters are free to save (treat_parameters_as_free_to_save, static-lifetime inputs): under autocast the
+//   bf16 casts of the weights, pointwise from the fp32 parameters, are recomputed in the backward, not cached.
+//
+// For a dense Llama-family layer (a 16-bit model, or fp32 weights under autocast) this saves: the layer's input
+// (in the residual stream's dtype) and the first norm's rsqrt (the norm's output, which q, k and v read, and its
+// casts recomputed from them); q and k rotated and v (SDPA's 16-bit inputs), SDPA's output and log-sum-exp; the
+// residual sum the second norm reads and its rsqrt; gate's and up's outputs (silu and the product recomputed from
+// them for down_proj's weight gradient and SwiGLU's backward). Internal to planner/profiles/hf/.
+#include <string>
+#include <string_view>
+
+#include "planner/model/model_spec.hpp"
+#include "planner/run/precision.hpp"
+#include "planner/run/run_config.hpp"
+
+namespace trainplan {
+
+// Throws input_error naming --compile for a run whose compiled layers are not modelled: `stack` other than hf, or
+// layers the rows do not write op by op for a compiled graph (GPT-2, experts, latent attention, fused projections,
+// fp32 weights without autocast, adapters, eager attention, SDPA with a mask).
+void check_hf_compile(std::string_view stack, const model_spec& m, const run_config& run, const precision_layout& layout);
+
+// The report's line on the compile assumption; empty without --compile.
+std::string hf_compile_line(const run_config& run);
+
+}  // namespace trainplan
