@@ -107,7 +107,14 @@ namespace {
 
 template <class allocator>
 allocator_replay run_program(allocator alloc, const replay_program& p, const replay_options& o) {
+  // The default allocator's fast twin keeps a comparable state (the fixed point); either twin copies whole
+  // (the checkpoints).
   constexpr bool fast = std::is_same_v<allocator, fast_caching_allocator>;
+  constexpr bool expandable = std::is_same_v<allocator, fast_expandable_allocator>;
+  auto checkpoint_allocator = [](const replay_checkpoint& c) -> const allocator& {
+    if constexpr (expandable) return c.expandable_allocator;
+    else return c.allocator;
+  };
   // The workspaces take part (the capacity holds them too); the peaks are reported without them.
   const std::uint64_t workspaces_bytes = 2 * p.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
   alloc.set_capacity(o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes);
@@ -115,10 +122,10 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   std::uint64_t workspaces_made = 0;
   std::vector<typename allocator::handle> handles;
   std::size_t i = 0;
-  if constexpr (fast) {
+  if constexpr (fast || expandable) {
     if (o.resume) {
       const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
-      alloc = o.resume->allocator;
+      alloc = checkpoint_allocator(*o.resume);
       alloc.set_capacity(capacity);
       handles = o.resume->handles;
       i = o.resume->next_event;
@@ -138,8 +145,17 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   std::uint64_t repeated_releases = 0, repeated_segments = 0;
   const std::size_t count = p.events.size();
   for (; i < count; ++i) {
+    if constexpr (expandable) {
+      if (o.save && i == o.save_before) {
+        o.save->expandable_allocator = alloc;
+        o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
+      }
+    }
     if constexpr (fast) {
-      if (o.save && i == o.save_before) *o.save = {alloc, handles, i, workspaces_made};
+      if (o.save && i == o.save_before) {
+        o.save->allocator = alloc;
+        o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
+      }
       if (shortcut && i == p.repeat_from) {
         alloc.state(state_from);
         releases_from = alloc.cache_releases();

@@ -20,6 +20,7 @@
 
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/allocator/fast_caching_allocator.hpp"
+#include "planner/allocator/fast_expandable_allocator.hpp"
 
 namespace trainplan {
 
@@ -47,14 +48,16 @@ struct replay_program {
 
 replay_program compile_schedule(const allocator_schedule& schedule);
 
-// A replay through the default allocator stopped before one of its events, to resume other replays from. A
-// replay in a capacity follows the replay without one event for event until the first segment that would pass
-// the capacity (caching_allocator.hpp: a limit acts only when cudaMalloc would fail); so a checkpoint taken
+// A replay stopped before one of its events, to resume other replays from. A replay in a capacity follows the
+// replay without one event for event until the first segment (with expandable segments, the first pages mapped)
+// that would pass the capacity (caching_allocator.hpp, expandable_allocator.hpp: a limit acts only when
+// cudaMalloc or cuMemMap would fail); so a checkpoint taken
 // before event j of any replay that had freed no cached segment by then serves every capacity that holds what
 // was reserved at j. apply_allocator_replay's bisection resumes each probe from the last point its probes
 // share, instead of replaying the steps again from the model's creation.
 struct replay_checkpoint {
-  fast_caching_allocator allocator;
+  fast_caching_allocator allocator;                   // the default allocator's replay
+  fast_expandable_allocator expandable_allocator{0};  // or the expandable segments' (the program's replay sets both)
   std::vector<fast_caching_allocator::handle> handles;  // by slot
   std::size_t next_event = 0;
   std::uint64_t workspaces_made = 0;
@@ -71,8 +74,8 @@ struct replay_options {
   bool skip_repeated_step = true;                 // the fixed point's shortcut (the tests turn it off to compare)
   std::vector<allocator_event_state>* events = nullptr;  // the state after each event replayed
   reserved_path* path = nullptr;                         // filled as the replay goes
-  // The default allocator only: start from `resume` (its reserved bytes within this capacity, workspaces
-  // included), and keep the state before event `save_before` in `save`.
+  // Start from `resume` (its reserved bytes within this capacity, workspaces included), and keep the state
+  // before event `save_before` in `save`.
   const replay_checkpoint* resume = nullptr;
   replay_checkpoint* save = nullptr;
   std::size_t save_before = ~std::size_t{0};

@@ -49,14 +49,13 @@ std::uint64_t least_completing_capacity(const replay_program& program, const res
                                         std::uint64_t completes) {
   replay_checkpoint shared, parted;
   bool have_shared = false;
-  const bool checkpoints = !program.expandable_segments;
   const std::uint64_t workspaces_bytes = 2 * program.workspace_bytes;
   while (completes - fails > 1) {
     const std::uint64_t mid = fails + (completes - fails) / 2;
     replay_options probe;
     probe.capacity_bytes = mid * allocator_capacity_step_bytes;
     probe.stop_at_out_of_memory = true;
-    if (checkpoints) {
+    {
       if (have_shared) probe.resume = &shared;
       // The first event that reserves past this capacity, where the probe parts from the unlimited replay.
       const std::uint64_t limit = probe.capacity_bytes + workspaces_bytes;

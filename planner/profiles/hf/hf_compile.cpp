@@ -47,7 +47,9 @@ std::string hf_compile_line(const run_config& run) {
       "rsqrt, q and k rotated, v, SDPA's output and log-sum-exp, and gate's and up's outputs; the norms' outputs, "
       "SwiGLU's product and autocast's weight casts are recomputed in the backward, and fused kernels write no "
       "pointwise intermediates (RMSNorm's fp32 upcast, RoPE's and silu's steps); the loss is compiled with the model: the logits' fp32 upcast fused, their logsumexp saved, their "
-      "gradient written in their dtype");
+      "gradient written in their dtype. Against torchtune's published compiled Llama-3.2-3B runs: within 1% with full "
+      "activation checkpointing, but 22% and 31% below the measured peaks without it, so a compiled peak without "
+      "--recompute full is likely low");
 }
 
 }  // namespace trainplan

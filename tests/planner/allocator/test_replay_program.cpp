@@ -149,7 +149,7 @@ void check_schedule(const allocator_schedule& schedule, std::uint64_t seed, equi
     const std::uint64_t capacity = static_cast<std::uint64_t>(static_cast<double>(unlimited) * share) + (seed % 7) * 512;
     check_at_capacity(schedule, program, capacity, false, counts);
     check_at_capacity(schedule, program, capacity, true, counts);
-    if (!schedule.expandable_segments) check_resumed(schedule, program, unlimited_path, capacity, counts);
+    check_resumed(schedule, program, unlimited_path, capacity, counts);
   }
 }
 
