@@ -157,7 +157,7 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     kept->schedule.step_ops = std::move(schedule.step_ops);
     bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t);
   }
-  if (bytes_ + bytes > max_bytes) entries_.clear(), structures_.clear(), bytes_ = 0;  // start over
+  if (bytes_ + bytes > bound_bytes_) entries_.clear(), structures_.clear(), bytes_ = 0;  // start over
   bytes_ += bytes;
   if (kept) structures_.emplace(structure_hash, std::move(kept));
   return *entries_.emplace(hash, std::move(made))->second;

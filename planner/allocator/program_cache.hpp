@@ -13,8 +13,9 @@
 // Each entry also keeps what its caller derived from the program at a capacity (apply_allocator_replay's
 // outcome, bisection included: planner/evaluate/plan.cpp), which depends on nothing else.
 //
-// Bounded: past max_bytes of programs and keys, the cache starts over. The facts must outlive the cache (they
-// are matched by address, as plan_reuse matches them).
+// Bounded: past its bound (max_bytes unless given) of programs and keys, the cache starts over. The facts must
+// outlive the cache (they are matched by address, as plan_reuse matches them).
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -45,7 +46,13 @@ class program_cache {
     std::vector<std::pair<std::uint64_t, allocator_replay>> outcomes;
     std::vector<std::uint64_t> key;
   };
-  static constexpr std::uint64_t max_bytes = 128ull << 20;
+  static constexpr std::uint64_t max_bytes = 128ull << 20;  // one cache's default bound
+  // For `workers` caches kept side by side (one per thread): each at most the default, all of them together at
+  // most twice it, and none less than a quarter of it.
+  static std::uint64_t bytes_per_worker(unsigned workers) {
+    return std::min(max_bytes, std::max<std::uint64_t>(max_bytes / 4, 2 * max_bytes / std::max(1u, workers)));
+  }
+  explicit program_cache(std::uint64_t bound_bytes = max_bytes) : bound_bytes_(bound_bytes) {}
 
   // The program for this schedule, compiled on the first request; valid until the next call.
   entry& get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, const schedule_settings& settings,
@@ -66,7 +73,7 @@ class program_cache {
   std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;         // by the key's hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
   std::vector<std::uint64_t> key_, structure_key_;                                 // the request's, reused
-  std::uint64_t bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0;
+  std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0;
 };
 
 // The key's words (program_cache.cpp): exposed for the test that a changed field changes it.

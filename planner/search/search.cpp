@@ -217,7 +217,8 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
   threads = static_cast<unsigned>(std::min<std::uint64_t>(sweep_workers(threads), std::max<std::uint64_t>(1, total / search_block_points)));
   // A worker's programs, kept from round to round (the cache is not shared between threads: each shares the
   // programs of the points it evaluated; equal schedules give equal outcomes either way).
-  std::vector<program_cache> caches(threads);
+  std::vector<program_cache> caches;
+  for (unsigned w = 0; w < threads; ++w) caches.emplace_back(program_cache::bytes_per_worker(threads));
   const std::uint64_t round_points = search_block_points * blocks_per_worker * threads;
   std::vector<point_outcome> round;
   for (std::uint64_t first = 0; first < total; first += round_points) {

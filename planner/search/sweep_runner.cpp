@@ -29,7 +29,8 @@ void run_sweep_blocks(const sweep_space& space, unsigned threads, bool replay,
   threads = sweep_workers(threads);
   std::vector<sweep_block> blocks(threads);
   const std::uint64_t block_points = replay && replays_allocator(space.base) ? replayed_block_points : analytic_block_points;
-  std::vector<program_cache> programs(threads);  // a worker's, kept from block to block
+  std::vector<program_cache> programs;  // a worker's, kept from block to block
+  for (unsigned w = 0; w < threads; ++w) programs.emplace_back(program_cache::bytes_per_worker(threads));
   auto fill = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
     sweep_block& bl = blocks[worker];
     bl = {first, last, 0, 0};
