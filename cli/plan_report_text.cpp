@@ -313,9 +313,7 @@ std::string render_plan_text(const plan_report_input& in) {
        run.packing_doc_tokens == 0 ? std::string()
                                    : fmt::format(", packed documents of {} tokens (unmeasured; --explain says how)",
                                                  run.packing_doc_tokens),
-       run.compile ? (run.recompute == recompute_mode::full ? ", torch.compile (unmeasured; --explain says how)"
-                                                              : ", torch.compile (unmeasured, likely low without --recompute full; --explain)")
-                    : "");
+       run.compile ? ", torch.compile (unmeasured; --explain says how)" : "");
   if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
     line("         {} GPU{} = {} data-parallel x {} tensor-parallel{}{} x {} pipeline{}, ZeRO-{}, offload {}; memory below is per GPU{}",
          run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",

@@ -14,12 +14,6 @@ TEST_CASE("plan states the compile assumption and names it in its JSON", "[cli][
   INFO(brief.err);
   REQUIRE(brief.exit_code == 0);
   CHECK_THAT(flowed(brief.out), Catch::Contains("torch.compile (unmeasured"));
-  // Without full recomputation torchtune's published compiled runs measured 22-31% above the prediction: said.
-  CHECK_THAT(flowed(brief.out), Catch::Contains("likely low without --recompute full"));
-  const plan_run checkpointed =
-      run_plan("--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --compile --recompute full");
-  REQUIRE(checkpointed.exit_code == 0);
-  CHECK_THAT(flowed(checkpointed.out), !Catch::Contains("likely low"));
   const plan_run r = run_plan("--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --compile --explain");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(flowed(r.out), Catch::Contains("derived from its min-cut partitioner's rules and unchecked"));

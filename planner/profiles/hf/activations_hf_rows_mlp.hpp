@@ -9,10 +9,10 @@ namespace trainplan::hf_rows {
 constexpr hf_row mlp_input_rows[] = {
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved,
      llama | dense_mlp | fwd_program | no_autocast | trains_mlp | unless{compiled}, "layer{}.fwd.down_out"},
-    // Compiled (hf_compile.hpp): the second norm's output, recomputed for gate's and up's weight gradients from the
-    // saved residual sum and rsqrt; freed once up's GEMM has run.
-    {"layer{}.fwd.fc_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | compiled,
-     "layer{}.mlp.up"},
+    // Compiled (hf_compile.hpp): the second norm's output, which gate's and up's weight gradients read: saved, as the
+    // first norm's (ban_if_materialized_backward).
+    {"layer{}.mlp.fc_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | compiled,
+     "layer{}.fwd.down_out"},
     {"layer{}.mlp.fc_in", shape_rule::fc_casts, dtype_role::compute, keep_class::saved, llama | trains_mlp | coarse_forward},
 };
 
@@ -118,7 +118,7 @@ constexpr hf_row gate_proj_rows[] = {
     // Under fwd_program each projection casts its weight and (gate and up) the input where its GEMM runs;
     // down_proj's output lives until the residual add.
     {"layer{}.autocast.weights.gate", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | amp | trains_all | unless{compiled}},
+     llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp | unless{compiled},
      "layer{}.mlp.gate"},
     {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu",
@@ -137,7 +137,7 @@ constexpr hf_row silu_rows[] = {
 // A Llama's up_proj.
 constexpr hf_row up_proj_rows[] = {
     {"layer{}.autocast.weights.up", shape_rule::w_fc, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | amp | trains_all | unless{compiled}},
+     llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp | unless{compiled},
      "layer{}.mlp.up"},
     {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in",
@@ -149,9 +149,9 @@ constexpr hf_row product_rows[] = {
     // (A frozen down_proj saves no input: the product lives until down_proj's output exists.)
     {"layer{}.fwd.mlp_product", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment,
      llama | dense_mlp | fwd_program | no_autocast | peft, "layer{}.fwd.down_out"},
-    // Compiled (hf_compile.hpp): the product down_proj reads, pointwise from the saved gate and up: not saved,
-    // recomputed in the backward for down's weight gradient; freed once down's GEMM has run.
-    {"layer{}.fwd.mlp_product", shape_rule::bsf, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | compiled,
+    // Compiled (hf_compile.hpp): the product down_proj reads, saved: down's weight gradient reads it in a GEMM
+    // (ban_if_materialized_backward), though it is pointwise from the saved gate and up.
+    {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | compiled,
      "layer{}.fwd.down_out"},
 };
 
@@ -160,7 +160,7 @@ constexpr hf_row down_proj_rows[] = {
     {"layer{}.mlp.down_in", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | trains_mlp | unless{compiled},
      "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
-     llama | dense_mlp | fwd_program | amp | trains_all | unless{compiled}},
+     llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,
      "@output"},
     {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,

@@ -10,14 +10,14 @@ namespace trainplan::hf_rows {
 constexpr hf_row qkv_projection_rows[] = {
     {"layer{}.attn.qkv_in", shape_rule::qkv_casts, dtype_role::compute, keep_class::saved,
      llama | fwd_program | no_autocast | trains_qkv | unless{compiled}, "layer{}.fwd.attn_proj_out"},
-    // Compiled (hf_compile.hpp): the norm's output, which q, k and v read, is the fused norm kernel's output and
-    // pointwise from what the graph saves (the layer's input and rsqrt): not saved, recomputed for the weights'
-    // gradients; freed once v's GEMM has run.
-    {"layer{}.fwd.qkv_in", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | compiled, "layer{}.attn.v"},
+    // Compiled (hf_compile.hpp): the norm's output in the GEMMs' dtype, which q, k and v read (one cast under
+    // autocast: the graph's common subexpressions are merged), is saved: the backward reads it in the weights'
+    // gradients, GEMMs no kernel fuses into, so the partitioner never recomputes it (ban_if_materialized_backward).
+    {"layer{}.attn.qkv_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | compiled, "layer{}.fwd.attn_proj_out"},
     // q, k and v each cast the norm's output (saved by their GEMMs) after their weight; q's and k's outputs live
     // until apply_rotary_pos_emb has made both rotated tensors, v's SDPA saves.
     {"layer{}.autocast.weights.q", shape_rule::w_q, dtype_role::compute, keep_class::autocast_cache,
-     llama | fwd_program | amp | trains_all | unless{compiled}},
+     llama | fwd_program | amp | trains_all},
     {"layer{}.attn.q_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv | unless{compiled},
      "layer{}.fwd.q_out"},
     // peft's lora.Linear.forward op by op on a 16-bit Llama (LoRA on a bf16 TinyLlama's histories, checkpointed and not): the frozen base's output,
@@ -47,7 +47,7 @@ constexpr hf_row qkv_projection_rows[] = {
     {"layer{}.fwd.q_out", shape_rule::bs_q, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.autocast.weights.k", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache,
-     llama | fwd_program | amp | trains_all | unless{compiled}},
+     llama | fwd_program | amp | trains_all},
     {"layer{}.attn.k_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv | unless{compiled},
      "layer{}.fwd.k_out"},
     {"layer{}.fwd.k_base_out", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
@@ -69,7 +69,7 @@ constexpr hf_row qkv_projection_rows[] = {
     {"layer{}.fwd.k_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program,
      "layer{}.fwd.k_embed", "layer{}.attn.k_rope"},
     {"layer{}.autocast.weights.v", shape_rule::w_kv, dtype_role::compute, keep_class::autocast_cache,
-     llama | fwd_program | amp | trains_all | unless{compiled}},
+     llama | fwd_program | amp | trains_all},
     {"layer{}.attn.v_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | fwd_program | amp | trains_qkv | unless{compiled},
      "layer{}.attn.v"},
     {"layer{}.fwd.v_base_out", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
@@ -145,7 +145,7 @@ constexpr hf_row qkv_adapter_rows[] = {
 constexpr hf_row out_projection_rows[] = {
     // The output projection, as c_attn above; an o adapter reads peft's fp32 cast of SDPA's bf16 output
     // (_cast_input_dtype), which lives until the module returns.
-    {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | amp | trains_all | unless{compiled}},
+    {"layer{}.autocast.weights.o", shape_rule::w_o, dtype_role::compute, keep_class::autocast_cache, fwd_program | amp | trains_all},
     {"layer{}.autocast.frozen_weights.o", shape_rule::w_o, dtype_role::compute, keep_class::frozen_cast, fwd_program | amp | peft},
     {"layer{}.fwd.o_base_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, gpt | fwd_program | peft_o,
      "layer{}.fwd.attn_proj_out"},

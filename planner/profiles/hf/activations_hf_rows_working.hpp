@@ -31,10 +31,6 @@ constexpr hf_row layer_working_rows[] = {
     {"layer{}.bwd.d_residual", shape_rule::bsh, dtype_role::param, keep_class::backward_estimate, bwd_program},
     {"layer{}.bwd.d_mlp", shape_rule::bsf, dtype_role::param, keep_class::backward_estimate, bwd_program},
     {"layer{}.bwd.d_mlp_compute", shape_rule::bsf, dtype_role::compute, keep_class::backward_estimate, bwd_program},
-    // Compiled (hf_compile.hpp): the backward recomputes SwiGLU's product from the saved gate and up for down's weight
-    // gradient, a [b, s, f] buffer beside the MLP's gradients (the norms' recomputed outputs, [b, s, h], are smaller
-    // and made after the MLP's buffers are freed).
-    {"layer{}.bwd.recomputed_product", shape_rule::bsf, dtype_role::compute, keep_class::backward_working, dense_mlp | compiled},
     // Phi-3: chunk's backward writes gate_up_proj's whole [b, s, 2f] output gradient.
     {"layer{}.bwd.d_mlp_compute", shape_rule::bs2f, dtype_role::compute, keep_class::backward_working, dense_mlp | fused_proj},
 };

@@ -15,20 +15,24 @@
 //   _scaled_dot_product_cudnn_attention, ...) and random ops (native_dropout, rand_like) are never recomputed: what
 //   the backward reads of theirs (a GEMM's input and output, SDPA's q, k, v, output and log-sum-exp, a dropout's
 //   mask) is saved, or recomputed from saved tensors through recomputable ops only.
+// - A tensor that a backward op no kernel fuses with reads (a GEMM's weight or input gradient, SDPA's backward)
+//   must exist in the backward anyway, so recomputing it is never free: it is never recomputed
+//   (ban_if_materialized_backward, is_materialized_backwards). The norms' outputs and SwiGLU's product, which the
+//   weight gradients of q, k, v, gate, up and down read, and under autocast the bf16 casts of the weights, which
+//   the input gradients read, are saved although each is pointwise from saved tensors or parameters.
 // - A reduction whose output is at least 4x smaller than its inputs is never recomputed (ban_if_reduction):
 //   RMSNorm's rsqrt and the loss's logsumexp are saved.
 // - Inductor fuses the recomputable ops between two such nodes into one kernel, which writes only its outputs:
 //   the forward's pointwise intermediates (RMSNorm's fp32 upcast, pow and x * rsqrt; RoPE's products and
 //   rotate_half; silu) never exist as tensors.
 //
-// - Parameters are free to save (treat_parameters_as_free_to_save, static-lifetime inputs): under autocast the
-//   bf16 casts of the weights, pointwise from the fp32 parameters, are recomputed in the backward, not cached.
-//
 // For a dense Llama-family layer (a 16-bit model, or fp32 weights under autocast) this saves: the layer's input
-// (in the residual stream's dtype) and the first norm's rsqrt (the norm's output, which q, k and v read, and its
-// casts recomputed from them); q and k rotated and v (SDPA's 16-bit inputs), SDPA's output and log-sum-exp; the
-// residual sum the second norm reads and its rsqrt; gate's and up's outputs (silu and the product recomputed from
-// them for down_proj's weight gradient and SwiGLU's backward). Internal to planner/profiles/hf/.
+// (in the residual stream's dtype), the first norm's rsqrt and output (one cast under autocast); q and k rotated
+// and v (SDPA's inputs), SDPA's output and log-sum-exp; the residual sum the second norm reads, its rsqrt and
+// output; gate's and up's outputs and their product (silu recomputed from gate for SwiGLU's backward); under
+// autocast the weights' casts. The whole model is compiled with its loss, as the Trainer's torch_compile does
+// (torchtune compiles each layer and the loss but not the output projection's fp32 upcast of the logits).
+// Internal to planner/profiles/hf/.
 #include <string>
 #include <string_view>
 

@@ -356,9 +356,10 @@ void loss_fused_linear(head_pass& p) {
   if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
 }
 
-// The cross-entropy compiled (--compile; hf_compile.hpp): Hugging Face's ForCausalLMLoss inside the compiled model,
-// torchtune's compiled loss (training.compile_loss; with the chunked output, compute_cross_entropy compiled, one
-// graph per chunk). Assumed: the loss is compiled with the model, as both do. The partitioner
+// The cross-entropy compiled (--compile; hf_compile.hpp): Hugging Face's ForCausalLMLoss inside the compiled model
+// (the Trainer's torch_compile compiles the whole model), as torchtune's compiled chunked loss (compute_cross_entropy
+// compiled, one graph per chunk; torchtune's standard path upcasts the logits eagerly in TransformerDecoder's
+// forward, which it does not compile). The partitioner
 // (torch/_functorch/partitioners.py, min_cut_rematerialization_partition) saves the graph's input, the 16-bit
 // logits (or chunk), and the per-row logsumexp (a reduction far smaller than its input: ban_if_reduction), and
 // recomputes log_softmax in the backward; Inductor fuses the fp32 upcast into the reductions' loads, so no

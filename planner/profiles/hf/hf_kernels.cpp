@@ -214,14 +214,14 @@ void product(ops::row_group& g, std::string_view name, double elements, const hf
 // GEMMs or attention calls into one kernel that reads its inputs and writes its outputs once
 // (torch/_inductor/scheduler.py fuses nodes that share an iteration space or a reduction over it); the backward
 // recomputes, in such kernels, what the min-cut partitioner did not save.
-// RMSNorm: forward one reduction kernel reading the input, writing the output and rsqrt [T] fp32. Backward: the
-// output recomputed for the GEMMs' weight gradients (read the input and rsqrt, write it); the input's gradient
-// (read the output's gradient, the input and the residual stream's gradient it is summed into, write the sum);
-// the weight's gradient (read the output's gradient and the input; a column reduction).
+// RMSNorm: forward one reduction kernel reading the input, writing the output (saved for the GEMMs' weight
+// gradients) and rsqrt [T] fp32. Backward: the input's gradient (read the output's gradient, the input and the
+// residual stream's gradient it is summed into, write the sum); the weight's gradient (read the output's gradient
+// and the input; a column reduction).
 void rms_norm_compiled(ops::row_group& g, std::string_view name, const hf_shape& x) {
   const double fwd = x.E * (x.r + x.c) + 4 * x.T;
-  const double bwd = fwd + x.E * (x.c + 3 * x.r) + x.E * (x.c + x.r);
-  g.add(name, op_class::elementwise, fwd, 1, bwd, 3);
+  const double bwd = x.E * (x.c + 3 * x.r) + x.E * (x.c + x.r);
+  g.add(name, op_class::elementwise, fwd, 1, bwd, 2);
 }
 // A residual add: fused into the norm that follows it (that kernel also reads the branch's output and writes the
 // sum, the residual stream), or at the layer's end a kernel of its own; its gradient is summed inside the norm's
@@ -236,11 +236,11 @@ void rotary_compiled(ops::row_group& g, const hf_shape& x) {
   const double qk = x.T * (x.qw + x.kvw);
   g.add("attention.rotary", op_class::elementwise, 2 * qk * x.c, 2, 2 * qk * x.c, 2);
 }
-// SwiGLU, silu(gate) * up: forward one kernel reading gate and up, writing the product. Backward: the product
-// recomputed for down_proj's weight gradient (read gate and up, write it), then one kernel reading the product's
-// gradient, gate and up and writing gate's and up's gradients.
+// SwiGLU, silu(gate) * up: forward one kernel reading gate and up, writing the product (saved for down_proj's
+// weight gradient). Backward: one kernel reading the product's gradient, gate and up and writing gate's and up's
+// gradients.
 void swiglu_compiled(ops::row_group& g, std::string_view name, double elements, const hf_shape& x) {
-  g.add(name, op_class::elementwise, 3 * elements * x.c, 1, 3 * elements * x.c + 5 * elements * x.c, 2);
+  g.add(name, op_class::elementwise, 3 * elements * x.c, 1, 5 * elements * x.c, 1);
 }
 
 // Qwen2-MoE's shared expert, a LlamaMLP over every token of width `width` (gate and up each cast the input).

@@ -58,46 +58,54 @@ std::uint64_t sum_of(const std::map<std::string, std::uint64_t>& saved) {
 TEST_CASE("a compiled Llama layer saves what the min-cut partitioner keeps", "[unit][hf][compile]") {
   // The partitioner's rules, applied by hand to LlamaDecoderLayer in a bf16 model (per token, bytes):
   //   RMSNorm 1: rsqrt is a reduction 3,072x smaller than its input: never recomputed (ban_if_reduction), saved, 4.
-  //     Its fp32 upcast and normalised output are pointwise from the layer input and rsqrt: recomputed; the layer
-  //     input, a graph input of 2h = 6,144, is the cheaper cut (the norm's backward needs it or its upcast anyway).
+  //     Its output, which q's, k's and v's weight gradients read in GEMMs (no kernel fuses into a GEMM), must
+  //     exist in the backward: never recomputed (ban_if_materialized_backward), saved, 2h = 6,144. Its fp32
+  //     upcast is pointwise from the layer input, a graph input of 2h = 6,144, which the norm's backward reads
+  //     with rsqrt: saved.
   //   q, k, v: GEMMs (compute-intensive, never recomputed). SDPA's backward reads its inputs: q and k rotated,
   //     2 x 3,072 and 2 x 1,024, and v, 2 x 1,024; its output, 2 x 3,072 (also o_proj's input) and the fp32
-  //     log-sum-exp, 4 x 24 = 96. (Saving q and k before RoPE would cost the same bytes; the rotated ones are what
-  //     SDPA's backward reads, whose weight in the cut is their size, where q's and k's, read only by fusible ops,
-  //     count twice: get_node_weight.)
+  //     log-sum-exp, 4 x 24 = 96. (Rotated q and k are read by SDPA's backward, not fusible: saved.)
   //   The residual add and RMSNorm 2: the sum, 2h = 6,144 (to recompute it the backward would need o_proj's output,
-  //     as large), and its rsqrt, 4.
-  //   SwiGLU: gate's and up's GEMM outputs, 2 x 8,192 each, which silu(gate) * up's backward reads; silu and the
-  //     product are pointwise from them, recomputed (down_proj's weight gradient reads the product).
-  // Per token: 6,144 + 4 + 6,144 + 2,048 + 2,048 + 6,144 + 96 + 6,144 + 4 + 16,384 + 16,384 = 61,544 bytes;
-  // 8,192 tokens: 504,168,448 bytes a layer.
+  //     as large), its rsqrt, 4, and its output, read by gate's and up's weight gradients: 6,144.
+  //   SwiGLU: gate's and up's GEMM outputs, 2 x 8,192 each, which silu(gate) * up's backward reads; silu is
+  //     pointwise from gate and read only by fusible ops: recomputed; the product, read by down_proj's weight
+  //     gradient (a GEMM): saved, 2 x 8,192.
+  // Per token: 6,144 + 4 + 6,144 + 6,144 + 2,048 + 2,048 + 6,144 + 96 + 6,144 + 4 + 6,144 + 3 x 16,384 = 90,216
+  // bytes; 8,192 tokens: 739,049,472 bytes a layer (eager: 131,176 a token).
   const std::map<std::string, std::uint64_t> expected = {
       {"layer{}.ln1.in", 2 * T * h},          {"layer{}.ln1.rsqrt", 4 * T},
+      {"layer{}.attn.qkv_in", 2 * T * h},
       {"layer{}.attn.q_rope", 2 * T * q_width}, {"layer{}.attn.k_rope", 2 * T * kv_width},
       {"layer{}.attn.v", 2 * T * kv_width},   {"layer{}.attn.lse", 4 * heads * T},
       {"layer{}.attn.out_in", 2 * T * q_width}, {"layer{}.ln2.in", 2 * T * h},
-      {"layer{}.ln2.rsqrt", 4 * T},           {"layer{}.mlp.gate", 2 * T * f},
-      {"layer{}.mlp.up", 2 * T * f},
+      {"layer{}.ln2.rsqrt", 4 * T},           {"layer{}.mlp.fc_in", 2 * T * h},
+      {"layer{}.mlp.gate", 2 * T * f},        {"layer{}.mlp.up", 2 * T * f},
+      {"layer{}.mlp.down_in", 2 * T * f},
   };
   const std::map<std::string, std::uint64_t> saved = saved_per_layer(test::inventory_of(llama_3b(), torchtune_run(true)));
   CHECK(saved == expected);
-  CHECK(sum_of(saved) == 504'168'448);
-  CHECK(sum_of(saved) == T * 61'544);
+  CHECK(sum_of(saved) == 739'049'472);
+  CHECK(sum_of(saved) == T * 90'216);
 }
 
-TEST_CASE("under autocast a compiled Llama layer saves its fp32 residual stream and no weight casts", "[unit][hf][compile]") {
+TEST_CASE("under autocast a compiled Llama layer saves its fp32 residual stream and the weights' casts", "[unit][hf][compile]") {
   // fp32 weights under autocast (HF Trainer's bf16=True): the same cut, but the layer's input and the residual sum
-  // are the fp32 residual stream (4h each); the bf16 casts of the weights, pointwise from fp32 parameters (free to
-  // save: treat_parameters_as_free_to_save), and of the norms' outputs are recomputed. Per token:
-  // 12,288 + 4 + 6,144 + 2,048 + 2,048 + 6,144 + 96 + 12,288 + 4 + 16,384 + 16,384 = 73,832 bytes.
+  // are the fp32 residual stream (4h each). The bf16 casts of the weights are pointwise from the fp32 parameters,
+  // but the input gradients' GEMMs read them in the backward: never recomputed (ban_if_materialized_backward),
+  // saved, as eager autocast's cache keeps them; each norm's output is cast once (the graph merges q's, k's and v's
+  // casts), saved in bf16. Per token: 90,216 + 2 x 6,144 = 102,504 bytes; per layer the seven weights in bf16.
   run_config r = torchtune_run(true);
   r.precision = precision_regime::amp_bf16;
   const inventory inv = test::inventory_of(llama_3b(), r);
-  const std::map<std::string, std::uint64_t> saved = saved_per_layer(inv);
-  CHECK(sum_of(saved) == T * 73'832);
+  std::map<std::string, std::uint64_t> saved = saved_per_layer(inv);
+  std::uint64_t casts = 0;
+  for (const tensor_spec& t : inv.tensors)
+    if (t.per_layer && t.name.rfind("layer{}.autocast.weights.", 0) == 0) casts += t.bytes, saved.erase(std::string(t.name));
+  CHECK(sum_of(saved) == T * 102'504);
   CHECK(saved.at("layer{}.ln1.in") == 4 * T * h);
   CHECK(saved.at("layer{}.ln2.in") == 4 * T * h);
-  for (const tensor_spec& t : inv.tensors) CHECK(t.name.find("layer{}.autocast.") == std::string_view::npos);
+  // q and o: h x q_width; k and v: h x kv_width; gate, up and down: h x f; two bytes each.
+  CHECK(casts == 2 * (2 * h * q_width + 2 * h * kv_width + 3 * h * f));
 }
 
 TEST_CASE("without --compile the eager Llama layer saves what autograd does", "[unit][hf][compile]") {
@@ -135,10 +143,11 @@ TEST_CASE("the compiled forward makes no pointwise intermediates", "[unit][hf][c
     INFO(name);
     CHECK(test::tensor_named(inv, name) == nullptr);
   }
-  // What the fused kernels write and the GEMMs read, freed once read: the norms' outputs and SwiGLU's product.
-  CHECK(test::tensor_named(inv, "layer{}.fwd.qkv_in")->momentary);
-  CHECK(test::tensor_named(inv, "layer{}.fwd.fc_in")->momentary);
-  CHECK(test::tensor_named(inv, "layer{}.fwd.mlp_product")->bytes == 2 * T * f);
+  // What the fused kernels write and the GEMMs read is saved for the weights' gradients: the norms' outputs and
+  // SwiGLU's product.
+  CHECK(!test::tensor_named(inv, "layer{}.attn.qkv_in")->momentary);
+  CHECK(!test::tensor_named(inv, "layer{}.mlp.fc_in")->momentary);
+  CHECK(test::tensor_named(inv, "layer{}.mlp.down_in")->bytes == 2 * T * f);
 }
 
 TEST_CASE("compiled fused kernels move fewer bytes, the GEMMs and attention the same", "[unit][hf][compile]") {
@@ -146,8 +155,8 @@ TEST_CASE("compiled fused kernels move fewer bytes, the GEMMs and attention the 
   const plan_result eager = test::plan_of(m, torchtune_run(false)), compiled = test::plan_of(m, torchtune_run(true));
   CHECK(compiled.flops.hardware_per_step == eager.flops.hardware_per_step);
   CHECK(compiled.time.step_seconds < eager.time.step_seconds);
-  // SwiGLU by hand: forward reads gate and up, writes the product (3 x 2 bytes an element); backward recomputes the
-  // product (3 x 2) and writes gate's and up's gradients from the product's, gate and up (5 x 2).
+  // SwiGLU by hand: forward reads gate and up, writes the product (3 x 2 bytes an element); backward writes gate's
+  // and up's gradients from the product's, gate and up (5 x 2): the product is saved, not recomputed.
   // Per step: every one of the 28 layers, one micro-batch.
   const double elements = static_cast<double>(T) * f;
   double product_bytes = 0;
@@ -155,7 +164,7 @@ TEST_CASE("compiled fused kernels move fewer bytes, the GEMMs and attention the 
     CHECK(op.name != "mlp.silu");
     if (op.name == "mlp.product") product_bytes += op.bytes;
   }
-  CHECK(product_bytes == Approx(28 * (3 + 8) * 2 * elements).epsilon(1e-12));
+  CHECK(product_bytes == Approx(28 * (3 + 5) * 2 * elements).epsilon(1e-12));
 }
 
 TEST_CASE("torch.compile is refused where its layers are not modelled", "[unit][hf][compile]") {
@@ -187,18 +196,22 @@ TEST_CASE("torchtune's compiled Llama-3.2-3B runs, as published", "[unit][hf][co
   const double chunked = peak_gib(loss_kind::chunked, recompute_mode::none);
   const double checkpointed = peak_gib(loss_kind::chunked, recompute_mode::full);
   // With checkpointing each layer keeps its input alone and the compiled graph's saved set lives in one layer's
-  // backward at a time: 24.83 GiB predicted, -0.3%, within the 8% these checks take.
+  // backward at a time: 24.92 GiB predicted, +0.1%.
   CHECK(checkpointed == Approx(24.9).epsilon(0.08));
-  // Without checkpointing the prediction is well below the measurements: 35.20 GiB against 51.0 (-31%), 33.54 GiB
-  // against 42.9 (-22%). The partitioner's rules as derived above keep 61,544 bytes a token a layer; the published
-  // drops (60.0 eager to 51.0, then 42.9 with the chunked loss, 24.9 checkpointed) say torchtune's compiled layers
-  // kept about 90,000 (the compiled loss alone accounts for most of the first 9 GiB). What the real graph keeps
-  // beyond the min cut (heuristics such as ban_if_used_far_apart or ban_if_long_fusible_chains, or its torch
-  // version's) is unknown without a compiled measurement of our own. The 8% these checks ask is not met: the
-  // expectation stays as it is, reported on every run without failing the suite (CHECK_NOFAIL), and the report
-  // tells the user (hf_compile_line).
+  // The chunked loss: torchtune's chunked output returns the logits' chunks as the output projection writes them
+  // and compiles compute_cross_entropy, the fp32 upcast inside it, as the model's compiled loss here: 39.66 GiB
+  // predicted, -7.5%.
+  CHECK(chunked == Approx(42.9).epsilon(0.08));
+  // The standard loss is not the same program: torchtune compiles each decoder layer and the loss
+  // (training.compile_model, compile_loss) but not TransformerDecoder's forward, whose output projection upcasts
+  // the whole [T, V] logits to fp32 eagerly (self.output(h).float()), so its fp32 logits and their gradient exist
+  // as in eager mode; the model here compiles the whole model with its loss (the Trainer's torch_compile), which
+  // fuses the upcast away. 41.33 GiB predicted against 51.0 (-19%); the eager head's difference between the two
+  // losses (59.86 - 52.52 GiB) on top of the compiled chunked run gives 47.0 (-7.8%). Kept as an expectation,
+  // reported without failing the suite.
   CHECK_NOFAIL(compiled == Approx(51.0).epsilon(0.08));
-  CHECK_NOFAIL(chunked == Approx(42.9).epsilon(0.08));
+  WARN("torchtune's compiled Llama-3.2-3B, predicted against published: " << compiled << " GiB against 51.0 (standard loss, "
+       "its logits upcast eagerly there), " << chunked << " against 42.9 (chunked), " << checkpointed << " against 24.9 (checkpointed)");
   CHECK(chunked < compiled);
   CHECK(checkpointed < chunked);
 }
