@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "cli/format.hpp"
@@ -17,6 +18,15 @@
 
 namespace trainplan::cli {
 namespace {
+
+// The stack's title as this run uses it: "PyTorch eager" is not what runs under --compile.
+std::string stack_title(const run_config& run) {
+  std::string title(profile_of(run).title);
+  constexpr std::string_view eager = "PyTorch eager";
+  if (const std::size_t at = title.find(eager); run.compile && at != std::string::npos)
+    title.replace(at, eager.size(), "PyTorch under torch.compile");
+  return title;
+}
 
 std::string precision_summary(const precision_layout& l) {
   std::string s = fmt::format("{} weights, {} grads", dtype_name(l.weights), dtype_name(l.grads));
@@ -176,7 +186,7 @@ std::vector<std::string> plan_assumptions_summary(const plan_result& p) {
                             p.time.communication_modelled
                                 ? fmt::format("timed on {}", p.gpu.cluster ? p.gpu.cluster->name : std::string("the cluster"))
                                 : std::string("not modelled")));
-  a.push_back(fmt::format("{} ({}), {}", stack.name, stack.title, precision_name(p.run.precision)));
+  a.push_back(fmt::format("{} ({}), {}", stack.name, stack_title(p.run), precision_name(p.run.precision)));
   a.push_back(p.allocator ? std::string("memory: PyTorch's caching allocator replayed over 3 steps")
                           : fmt::format("memory: the tensors plus {} allocator slack", percent(stack.slack_fraction(p.calib))));
   a.push_back(fmt::format("time: each op's FLOPs or bytes at calibrated rates ({} profile)", stack.name));
@@ -306,7 +316,7 @@ std::string render_plan_text(const plan_report_input& in) {
   line("  run    seq {} x micro-batch {} x {} accumulation{} = {} tokens/step", run.seq, run.micro_batch, run.grad_accum,
        run.data_parallel() > 1 ? fmt::format(" x {} data-parallel", run.data_parallel()) : std::string(),
        grouped(static_cast<std::uint64_t>(p.flops.tokens_per_step) * run.data_parallel()));
-  line("         framework {}: {}", profile_of(run).name, profile_of(run).title);
+  line("         framework {}: {}", profile_of(run).name, stack_title(run));
   line("         {}, {}, recompute {}, {} attention, dropout {}{}{}{}", precision_name(run.precision),
        optimizer_name(run.optimizer), recompute_name(run.recompute), attention_name(run.attention), run.dropout,
        run.loss == loss_kind::standard ? std::string() : fmt::format(", loss {}", loss_name(run.loss)),
