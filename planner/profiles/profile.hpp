@@ -55,7 +55,7 @@ struct stack_profile {
   // The precision a user of the stack gets without asking (lora: LoRA adapters train).
   precision_regime (*default_precision)(bool lora) = nullptr;
   recompute_mode default_recompute = recompute_mode::none;
-  std::string_view recompute_help;  // how the stack names its recomputation modes, for --help ("" : ours)
+  std::string_view recompute_help = {};  // how the stack names its recomputation modes, for --help ("" : ours)
   bool offers_selective_recompute = true;  // false: it recomputes whole layers or nothing
   bool runs_model_dropout = true;   // false: the stack has no dropout, a model's default is taken as 0
   // Throws input_error for a run the stack cannot train, naming what it cannot do.
