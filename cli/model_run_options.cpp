@@ -116,8 +116,8 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
                  "the stacks that run transformers' modules, --attention sdpa or flash_attention_2; default off)")
       ->type_name("DOC_TOKENS")->group(run_group);
   app.add_flag("--compile", a.compile,
-               "torch.compile the model and its loss (Inductor): what its partitioner saves, its fused kernels "
-               "(the stack running transformers' modules under PyTorch eager; derived from the partitioner's rules, not "
+               "torch.compile the whole model and its loss, as the Trainer's torch_compile (the default --framework "
+               "only; what its partitioner saves and Inductor's fused kernels, derived from the partitioner's rules, not "
                "measured)")
       ->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);

@@ -108,7 +108,10 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
                                         int steps = 3);
 // `like`, a schedule of an inventory that differs from `inv` only in its buffers' sizes (shapes, dtypes, bytes:
 // program_cache's structure key), with inv's sizes: the same operations, in the same order, which depend on the
-// buffers' lifetimes, places and names, never on their sizes; only the sizes are worked out again.
+// buffers' lifetimes, places and names, not on their sizes: where an operation names one tensor of a buffer (a
+// backward program placing a parameter's gradient), the tensor's place among the parameters, which the model's
+// facts fix (a buffer that no longer splits into them throws, as schedule_allocations does). Only the sizes are
+// worked out again.
 allocator_schedule resize_schedule(const allocator_schedule& like, const inventory& inv, const model_facts& facts);
 // How many buffer instances schedule_allocations would make, at most (without making them): what a replay
 // costs in time and host memory, about 100 bytes an instance and its two operations.

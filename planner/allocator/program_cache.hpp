@@ -6,9 +6,12 @@
 // settings below, so a program is kept under exactly those: a hash picks the candidates, the full key decides
 // (every field of the inventory, written out: program_cache.cpp).
 //
-// A schedule's operations depend on even less: not on any buffer's size. A miss whose inventory differs from an
-// earlier one's only in sizes (another micro-batch, sequence length, precision of the same buffers) takes that
-// schedule's operations and works out only the sizes (resize_schedule), instead of building and sorting them.
+// A schedule's operations depend on even less: on the buffers' sizes only through how each splits into PyTorch
+// tensors. A miss whose inventory differs from an earlier one's only in sizes (another micro-batch, sequence
+// length, GPU count of the same buffers) takes that schedule's operations and works out only the sizes
+// (resize_schedule), instead of building and sorting them. (The operations name a tensor of a buffer only where a
+// backward program places one parameter's gradient; a buffer that then no longer splits into whole parameters
+// is an error in both ways of building: resolve_program's.)
 //
 // Each entry also keeps what its caller derived from the program at a capacity (apply_allocator_replay's
 // outcome, bisection included: planner/evaluate/plan.cpp), which depends on nothing else.
@@ -68,7 +71,7 @@ class program_cache {
   // sequence length change only the sizes.
   struct structure {
     std::vector<std::uint64_t> key;
-    allocator_schedule schedule;
+    allocator_schedule schedule;  // its operations (no sizes)
   };
   std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;         // by the key's hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash

@@ -105,16 +105,20 @@ replay_program compile_schedule(const allocator_schedule& s) {
 
 namespace {
 
+// A checkpoint's copy of the allocator of type A (replay_checkpoint holds one of each fast twin).
+// (C: replay_checkpoint, const or not.)
+template <class A, class C>
+auto& checkpoint_allocator(C& c) {
+  if constexpr (std::is_same_v<A, fast_expandable_allocator>) return c.expandable_allocator;
+  else return c.allocator;
+}
+
+// The replay through either fast twin; both copy whole (the checkpoints), the default allocator's also keeps a
+// comparable state (the fixed point).
 template <class allocator>
 allocator_replay run_program(allocator alloc, const replay_program& p, const replay_options& o) {
-  // The default allocator's fast twin keeps a comparable state (the fixed point); either twin copies whole
-  // (the checkpoints).
-  constexpr bool fast = std::is_same_v<allocator, fast_caching_allocator>;
-  constexpr bool expandable = std::is_same_v<allocator, fast_expandable_allocator>;
-  auto checkpoint_allocator = [](const replay_checkpoint& c) -> const allocator& {
-    if constexpr (expandable) return c.expandable_allocator;
-    else return c.allocator;
-  };
+  static_assert(std::is_same_v<allocator, fast_caching_allocator> || std::is_same_v<allocator, fast_expandable_allocator>);
+  constexpr bool keeps_state = std::is_same_v<allocator, fast_caching_allocator>;
   // The workspaces take part (the capacity holds them too); the peaks are reported without them.
   const std::uint64_t workspaces_bytes = 2 * p.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
   alloc.set_capacity(o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes);
@@ -122,21 +126,19 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   std::uint64_t workspaces_made = 0;
   std::vector<typename allocator::handle> handles;
   std::size_t i = 0;
-  if constexpr (fast || expandable) {
-    if (o.resume) {
-      const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
-      alloc = checkpoint_allocator(*o.resume);
-      alloc.set_capacity(capacity);
-      handles = o.resume->handles;
-      i = o.resume->next_event;
-      workspaces_made = o.resume->workspaces_made;
-    }
+  if (o.resume) {
+    const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
+    alloc = checkpoint_allocator<allocator>(*o.resume);
+    alloc.set_capacity(capacity);
+    handles = o.resume->handles;
+    i = o.resume->next_event;
+    workspaces_made = o.resume->workspaces_made;
   }
   handles.resize(p.slots);
   const std::size_t first = i;
   // The fixed point compares the states at the starts of the last two steps: a replay resumed past the
   // first of them goes without it.
-  const bool shortcut = fast && o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
+  const bool shortcut = keeps_state && o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
   std::vector<std::uint64_t> state_from, state_begin;
   std::uint64_t releases_from = 0, segments_from = 0;
   // A step that freed cached segments is left out only where nothing records its events one by one: it
@@ -145,17 +147,11 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   std::uint64_t repeated_releases = 0, repeated_segments = 0;
   const std::size_t count = p.events.size();
   for (; i < count; ++i) {
-    if constexpr (expandable) {
-      if (o.save && i == o.save_before) {
-        o.save->expandable_allocator = alloc;
-        o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
-      }
+    if (o.save && i == o.save_before) {
+      checkpoint_allocator<allocator>(*o.save) = alloc;
+      o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
     }
-    if constexpr (fast) {
-      if (o.save && i == o.save_before) {
-        o.save->allocator = alloc;
-        o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
-      }
+    if constexpr (keeps_state) {
       if (shortcut && i == p.repeat_from) {
         alloc.state(state_from);
         releases_from = alloc.cache_releases();
@@ -180,7 +176,7 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
     }
     const std::uint64_t before = alloc.reserved_bytes();
     const bool failed_before = alloc.out_of_memory();
-    if constexpr (fast) handles[e.slot] = alloc.allocate(e.bytes, e.slot);
+    if constexpr (keeps_state) handles[e.slot] = alloc.allocate(e.bytes, e.slot);
     else handles[e.slot] = alloc.allocate(e.bytes);
     if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
     if (e.workspace) workspaces_made += p.workspace_bytes;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <cmath>
 #include <map>
 #include <thread>
@@ -226,16 +227,26 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     round.assign(count, {});
     std::atomic<std::uint64_t> next_block{0};
     const std::uint64_t blocks = (count + search_block_points - 1) / search_block_points;
+    // What a worker threw (an internal error: summarize_config reports a run that cannot run), rethrown here as a
+    // search on one thread would throw it, instead of ending the process from the worker.
+    std::vector<std::exception_ptr> thrown(threads);
     auto work = [&](unsigned worker) {
-      program_cache* programs = share_programs ? &caches[worker] : nullptr;
-      for (std::uint64_t b; (b = next_block.fetch_add(1)) < blocks;)
-        for (std::uint64_t i = b * search_block_points; i < std::min(count, (b + 1) * search_block_points); ++i)
-          round[i] = search_point(space, first + i, target_tokens_per_step, margin, programs);
+      try {
+        program_cache* programs = share_programs ? &caches[worker] : nullptr;
+        for (std::uint64_t b; (b = next_block.fetch_add(1)) < blocks;)
+          for (std::uint64_t i = b * search_block_points; i < std::min(count, (b + 1) * search_block_points); ++i)
+            round[i] = search_point(space, first + i, target_tokens_per_step, margin, programs);
+      } catch (...) {
+        thrown[worker] = std::current_exception();
+        next_block = blocks;  // the others stop at their next block
+      }
     };
     std::vector<std::thread> workers;
     for (unsigned w = 1; w < threads; ++w) workers.emplace_back(work, w);
     work(0);  // this thread works too
     for (std::thread& w : workers) w.join();
+    for (const std::exception_ptr& e : thrown)
+      if (e) std::rethrow_exception(e);
     // Handed back in the points' order: the listing's ties keep the order of a search on one thread.
     for (point_outcome& o : round) {
       if (!o.reachable) {

@@ -3,6 +3,7 @@
 #include "planner/search/sweep_runner.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -31,7 +32,10 @@ void run_sweep_blocks(const sweep_space& space, unsigned threads, bool replay,
   const std::uint64_t block_points = replay && replays_allocator(space.base) ? replayed_block_points : analytic_block_points;
   std::vector<program_cache> programs;  // a worker's, kept from block to block
   for (unsigned w = 0; w < threads; ++w) programs.emplace_back(program_cache::bytes_per_worker(threads));
-  auto fill = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
+  // What a worker threw (an internal error, or the row callback's), rethrown once every worker has joined, as
+  // a sweep on one thread would throw it, instead of ending the process from the worker.
+  std::vector<std::exception_ptr> thrown(threads);
+  auto fill_or_throw = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
     sweep_block& bl = blocks[worker];
     bl = {first, last, 0, 0};
     plan_reuse reuse;
@@ -41,6 +45,13 @@ void run_sweep_blocks(const sweep_space& space, unsigned threads, bool replay,
       bl.fitting += res.plan && res.plan->fits;
       bl.invalid += !res.plan;
       row(worker, res);
+    }
+  };
+  auto fill = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
+    try {
+      fill_or_throw(worker, first, last);
+    } catch (...) {
+      thrown[worker] = std::current_exception();
     }
   };
   for (std::uint64_t next = 0; next < total;) {
@@ -54,6 +65,8 @@ void run_sweep_blocks(const sweep_space& space, unsigned threads, bool replay,
       first = last;
     }
     for (std::thread& w : workers) w.join();
+    for (unsigned k = 0; k < used; ++k)
+      if (thrown[k]) std::rethrow_exception(thrown[k]);
     for (unsigned k = 0; k < used; ++k) block_done(k, blocks[k]);
     next = first;
   }

@@ -3,11 +3,14 @@
 // anything the schedule reads gets its own.
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
+#include <string_view>
 #include <vector>
 
 #include "planner/allocator/program_cache.hpp"
 #include "planner/evaluate/plan.hpp"
 #include "planner/profiles/registry.hpp"
+#include "planner/util/input_error.hpp"
 #include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
@@ -186,4 +189,74 @@ TEST_CASE("program cache: a schedule resized from another of the same structure 
     // One structure per accumulation (one micro-batch or three replayed): every other schedule resized.
     CHECK(cache.structures_shared() == built - 2);
   }
+}
+
+TEST_CASE("program cache: sharded layouts at other GPU counts, resized or built anew, each the program built alone", "[allocator]") {
+  // ZeRO and FSDP shard the model state by the GPU count: the same buffers, other sizes, so the structure key
+  // matches; where a shard no longer splits into whole parameters (3 GPUs), its pieces differ, and the schedule
+  // must be built anew rather than resized.
+  const gpu_spec& h100 = data().gpu("h100");
+  const calibration calib = data().calibration_for(h100);
+  for (const char* stack : {"deepspeed", "fsdp2"})
+    for (const int zero : {1, 2, 3}) {
+      if (std::string_view(stack) == "fsdp2" && zero != 3) continue;
+      const model_spec& m = data().model("gpt2").spec;
+      const model_facts facts = describe_model(m);
+      program_cache cache;
+      for (const std::uint64_t gpus : {2, 3, 4, 8}) {
+        run_config r;
+        r.profile = &profile_named(stack);
+        r.precision = precision_regime::bf16_mixed;
+        r.seq = 256;
+        r.micro_batch = 2;
+        r.gpus = gpus;
+        r.zero = zero;
+        INFO(stack << " zero " << zero << " gpus " << gpus);
+        plan_result p;
+        try {
+          p = evaluate_plan(m, r, h100, calib);
+        } catch (const input_error&) {
+          continue;
+        }
+        allocator_schedule alone;
+        try {
+          alone = plan_allocator_schedule(p, facts);
+        } catch (const std::logic_error&) {
+          continue;  // a schedule the planner cannot build (test_replay_program.cpp says which)
+        }
+        check_same_program(cache.get(p.inv, facts, r.grad_accum, settings_of(alone)).program, compile_schedule(alone));
+      }
+      CHECK(cache.structures_shared() > 0);
+    }
+}
+
+TEST_CASE("program cache: a buffer that no longer splits into whole parameters fails as the schedule built alone does", "[allocator]") {
+  // GPT-2's backward places each parameter's gradient where its autograd node runs (a backward program): the
+  // operations name one tensor of the gradients' buffer. The same inventory with that buffer a little larger has
+  // the same structure key, but the buffer no longer splits into whole parameters (split_by_parameters), so the
+  // named tensors do not exist: the resized schedule must not take the first one's operations silently, and
+  // fails as building it alone does.
+  const model_spec& gpt2 = data().model("gpt2").spec;
+  const model_facts facts = describe_model(gpt2);
+  const gpu_spec& h100 = data().gpu("h100");
+  run_config r;
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 256;
+  const plan_result p = evaluate_plan(gpt2, r, h100, data().calibration_for(h100));
+  const allocator_schedule base = plan_allocator_schedule(p, facts);
+  std::size_t placed_tensor = base.placed.size();
+  for (std::size_t t = 0; t < base.placed.size() && placed_tensor == base.placed.size(); ++t)
+    if (!base.placed[t].empty()) placed_tensor = t;
+  REQUIRE(placed_tensor < base.placed.size());
+  program_cache cache;
+  cache.get(p.inv, facts, 1, settings_of(base));
+  inventory whole = p.inv;
+  whole.tensors[placed_tensor].bytes += 512;
+  std::vector<std::uint64_t> key, other;
+  schedule_structure_key(p.inv, facts, 1, 3, key);
+  schedule_structure_key(whole, facts, 1, 3, other);
+  REQUIRE(key == other);
+  CHECK_THROWS_AS(schedule_allocations(whole, facts, 1), std::logic_error);
+  CHECK_THROWS_AS(cache.get(whole, facts, 1, settings_of(base)), std::logic_error);
 }
