@@ -37,6 +37,10 @@ struct allocator_replay {
   // the last step left out because it began where the step before began (replay_program.hpp's fixed point).
   std::uint64_t events_replayed = 0;
   std::uint64_t events_skipped = 0;
+  // The capacities, in the caller's bytes, in which the replay makes the same choices event for event, and so
+  // ends the same way: [same_replay_from_bytes, same_replay_below_bytes) (planner/allocator/capacity_checks.hpp).
+  // Set by replay_compiled (replay_program.hpp); the empty range elsewhere.
+  std::uint64_t same_replay_from_bytes = ~0ull, same_replay_below_bytes = 0;
 };
 
 // Model state is allocated parameter by parameter (PyTorch keeps one tensor per parameter, and foreach

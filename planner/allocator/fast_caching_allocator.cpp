@@ -59,11 +59,15 @@ fast_caching_allocator::handle fast_caching_allocator::allocate(std::uint64_t by
   } else {
     const std::uint64_t seg = caching_allocator::segment_size(size);
     auto over_capacity = [&] { return seg > capacity_ || reserved_ > capacity_ - seg; };
-    if (!out_of_memory_ && over_capacity()) {  // cudaMalloc fails: free the unused cached segments, try again
+    const bool checked = !out_of_memory_;
+    if (checked && over_capacity()) {  // cudaMalloc fails: free the unused cached segments, try again
+      checks_.failed(reserved_, seg);
       release_cached_segments();
       out_of_memory_ = over_capacity();
+      if (out_of_memory_) checks_.failed(reserved_, seg);
     }
     reserved_ = checked_add(reserved_, seg, "reserved bytes");
+    if (checked && !out_of_memory_) checks_.passed(reserved_);
     peak_reserved_ = std::max(peak_reserved_, reserved_);
     block b;
     b.segment = static_cast<std::uint32_t>(segment_count_++);

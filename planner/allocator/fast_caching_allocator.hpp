@@ -12,10 +12,11 @@
 // Beyond caching_allocator's interface: each allocation carries an owner tag (the replay's slot), and state()
 // writes what decides every later event (the blocks of each segment in address order, with the tag of each
 // allocated one, and the counters), so that a replay can tell that a step starts where the previous one started
-// (replay_program.hpp's fixed point).
+// (replay_program.hpp's fixed point), and checks() the capacities in which it would have made the same choices.
 #include <cstdint>
 #include <vector>
 
+#include "planner/allocator/capacity_checks.hpp"
 #include "planner/allocator/free_list.hpp"
 
 namespace trainplan {
@@ -36,6 +37,7 @@ class fast_caching_allocator {
   std::uint64_t peak_allocated_bytes() const { return peak_allocated_; }
   std::uint64_t peak_reserved_bytes() const { return peak_reserved_; }
   std::uint64_t segments() const { return segment_count_; }
+  const capacity_checks& checks() const { return checks_; }
 
   // Everything later events depend on, canonically: the counters, then every live segment, by its rank among
   // the live ones, with its blocks in address order (offset, size, pool, and the owner of an allocated block or
@@ -64,6 +66,7 @@ class fast_caching_allocator {
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0, segment_count_ = 0;
   std::uint64_t capacity_ = ~0ull, cache_releases_ = 0;
   bool out_of_memory_ = false;
+  capacity_checks checks_;
 };
 
 }  // namespace trainplan

@@ -115,7 +115,10 @@ std::int64_t fast_expandable_allocator::take_free_block(pool_state& p, std::uint
 // merges with its free neighbours; the merged block, filed as free. -1 past the capacity.
 std::int64_t fast_expandable_allocator::map(pool_state& p, std::uint32_t u, std::uint64_t bytes) {
   const std::uint64_t mapped = std::min(round_up(bytes, p.granule_bytes), blocks_[u].size);
-  if (!out_of_memory_ && (mapped > capacity_ || reserved_ > capacity_ - mapped)) return -1;
+  if (!out_of_memory_ && (mapped > capacity_ || reserved_ > capacity_ - mapped)) {
+    checks_.failed(reserved_, mapped);
+    return -1;
+  }
   const std::size_t place = unmapped_at(p, u);
   if (mapped < blocks_[u].size) {  // the rest stays unmapped, in u's place in the address order
     const std::uint32_t rest = split(u, mapped, state::unmapped);
@@ -125,6 +128,7 @@ std::int64_t fast_expandable_allocator::map(pool_state& p, std::uint32_t u, std:
   }
   reserved_ = checked_add(reserved_, mapped, "reserved bytes");
   peak_reserved_ = std::max(peak_reserved_, reserved_);
+  if (!out_of_memory_) checks_.passed(reserved_);
   blocks_[u].st = state::free;
   std::uint32_t merged = u;
   const std::int32_t n = blocks_[u].next;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "planner/allocator/capacity_checks.hpp"
 #include "planner/allocator/free_list.hpp"
 
 namespace trainplan {
@@ -37,6 +38,7 @@ class fast_expandable_allocator {
   std::uint64_t reserved_bytes() const { return reserved_; }  // mapped bytes
   std::uint64_t peak_allocated_bytes() const { return peak_allocated_; }
   std::uint64_t peak_reserved_bytes() const { return peak_reserved_; }
+  const capacity_checks& checks() const { return checks_; }
 
  private:
   enum class state : std::uint8_t { allocated, free, unmapped };
@@ -76,6 +78,7 @@ class fast_expandable_allocator {
   std::uint64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::uint64_t capacity_ = ~0ull, cache_releases_ = 0, segments_made_ = 0;
   bool out_of_memory_ = false;
+  capacity_checks checks_;
 };
 
 }  // namespace trainplan

@@ -203,6 +203,11 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
   result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);
   result.out_of_memory = alloc.out_of_memory();
+  // The allocator's capacity is the caller's plus the workspaces'.
+  const capacity_checks& checks = alloc.checks();
+  result.same_replay_from_bytes = checks.passed_reserved_bytes - std::min(checks.passed_reserved_bytes, workspaces_bytes);
+  result.same_replay_below_bytes =
+      checks.failed_asked_bytes == ~0ull ? ~0ull : checks.failed_asked_bytes - std::min(checks.failed_asked_bytes, workspaces_bytes);
   result.cache_releases = alloc.cache_releases() + repeated_releases;
   result.segments_made = alloc.segments() + repeated_segments;
   return result;

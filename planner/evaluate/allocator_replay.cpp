@@ -40,40 +40,59 @@ constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
 // in steps where it runs out, or one below the tensors) and `completes` (one where it completes). A
 // bisection: how the segments split depends on the limit (a tighter one frees cached segments sooner), so
 // completing is not monotone in the capacity, and the result is a capacity that completes with one step
-// less failing, not always the least of all. log2 of the range's 2 MiB steps in replays (16 across an 80 GB
-// GPU), each stopping at its first failure. `path` is where the unlimited replay's reservations grew
-// (replay_program.hpp): each probe is that replay until its first segment past the probe's capacity, so a probe
-// resumes from the point where the last failing probe parted from it (a checkpoint), which every later probe,
-// in more memory, shares.
+// less failing, not always the least of all. log2 of the range's 2 MiB steps in probes (16 across an 80 GB
+// GPU), each stopping at its first failure.
+// Two savings, neither changing a probe's answer:
+// - A probe's replay answers every capacity in which it would make the same choices, event for event
+//   (allocator_replay::same_replay_from_bytes, planner/allocator/capacity_checks.hpp): a later probe inside
+//   that range takes the answer instead of replaying (half the probes in a sweep of runs that do not fit).
+//   `fails_below_bytes`: where the caller's own failing replay already answers (0: nowhere).
+// - `path` is where the unlimited replay's reservations grew (replay_program.hpp): each probe is that replay
+//   until its first segment past the probe's capacity, so a probe resumes from the point where the last
+//   failing probe parted from it (a checkpoint), which every later probe, in more memory, shares.
 std::uint64_t least_completing_capacity(const replay_program& program, const reserved_path& path, std::uint64_t fails,
-                                        std::uint64_t completes) {
+                                        std::uint64_t completes, std::uint64_t fails_below_bytes) {
+  constexpr std::uint64_t step = allocator_capacity_step_bytes;
   replay_checkpoint shared, parted;
   bool have_shared = false;
   const std::uint64_t workspaces_bytes = 2 * program.workspace_bytes;
+  // What the last failing and the last completing probe answered: every later probe lies above the one and
+  // below the other, so only the last of each can hold it.
+  std::uint64_t failing_below_bytes = fails_below_bytes, completing_from_bytes = ~0ull, completing_to_bytes = 0;
   while (completes - fails > 1) {
     const std::uint64_t mid = fails + (completes - fails) / 2;
-    replay_options probe;
-    probe.capacity_bytes = mid * allocator_capacity_step_bytes;
-    probe.stop_at_out_of_memory = true;
-    {
-      if (have_shared) probe.resume = &shared;
-      // The first event that reserves past this capacity, where the probe parts from the unlimited replay.
-      const std::uint64_t limit = probe.capacity_bytes + workspaces_bytes;
-      const auto past = std::find_if(path.begin(), path.end(), [limit](const auto& grown) { return grown.second > limit; });
-      if (past != path.end() && (!have_shared || past->first > shared.next_event)) {
-        probe.save = &parted;
-        probe.save_before = past->first;
-        parted.next_event = ~std::size_t{0};
-      }
-    }
-    if (replay_compiled(program, probe).out_of_memory) {
+    const std::uint64_t capacity = mid * step;
+    if (capacity < failing_below_bytes) {
       fails = mid;
+      continue;
+    }
+    if (completing_from_bytes <= capacity && capacity <= completing_to_bytes) {
+      completes = mid;
+      continue;
+    }
+    replay_options probe;
+    probe.capacity_bytes = capacity;
+    probe.stop_at_out_of_memory = true;
+    if (have_shared) probe.resume = &shared;
+    // The first event that reserves past this capacity, where the probe parts from the unlimited replay.
+    const std::uint64_t limit = capacity + workspaces_bytes;
+    const auto past = std::find_if(path.begin(), path.end(), [limit](const auto& grown) { return grown.second > limit; });
+    if (past != path.end() && (!have_shared || past->first > shared.next_event)) {
+      probe.save = &parted;
+      probe.save_before = past->first;
+      parted.next_event = ~std::size_t{0};
+    }
+    const allocator_replay outcome = replay_compiled(program, probe);
+    if (outcome.out_of_memory) {
+      fails = mid;
+      failing_below_bytes = outcome.same_replay_below_bytes;
       if (probe.save && parted.next_event == probe.save_before) std::swap(shared, parted), have_shared = true;
     } else {
       completes = mid;
+      completing_from_bytes = outcome.same_replay_from_bytes, completing_to_bytes = capacity;
     }
   }
-  return checked_mul(completes, allocator_capacity_step_bytes, "reserved bytes");
+  return checked_mul(completes, step, "reserved bytes");
 }
 
 }  // namespace
@@ -184,14 +203,16 @@ void run_allocator_replay_in(const replay_program& program, plan_result& r, std:
     // reserves with no limit (where it cannot fail: until a segment would exceed a limit, a limited replay
     // is the unlimited one). Not from the tensors up: a replay that fails in the GPU's memory may complete in
     // less (mistral-7b, seq 44,745, recompute full on an H200: out of memory in 139.8 GiB, complete in
-    // 139.3), and "needs less than the GPU has" would contradict the verdict.
+    // 139.3), and "needs less than the GPU has" would contradict the verdict. The budget's replay answers
+    // the probes in the capacities where it would make the same choices.
     reserved_path unlimited_path;
     replay_options no_limit;
     no_limit.path = &unlimited_path;
     const allocator_replay unlimited = replay_compiled(program, no_limit);
     const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
     r.allocator->peak_reserved_bytes = least_completing_capacity(
-        program, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step));
+        program, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step),
+        r.allocator->same_replay_below_bytes);
   } else if (r.allocator->cache_releases > 0) {
     // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
     // budget, a cache it would have kept, not what the run needs (a 7B run with the optimizer offloaded
@@ -203,7 +224,7 @@ void run_allocator_replay_in(const replay_program& program, plan_result& r, std:
     const std::uint64_t completes = (r.allocator->peak_reserved_bytes + step - 1) / step;
     if (completes > fails + 1 && completes * step <= capacity)
       r.allocator->peak_reserved_bytes =
-          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(program, path, fails, completes));
+          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(program, path, fails, completes, 0));
   }
 }
 

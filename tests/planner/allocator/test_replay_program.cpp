@@ -1,10 +1,11 @@
 // The fast replay (planner/allocator/replay_program.hpp, through fast_caching_allocator.hpp or
 // fast_expandable_allocator.hpp) against the reference (replay_schedule_reference: caching_allocator or
 // expandable_allocator driven op by op): the same state (allocated, reserved or mapped bytes, segments) after
-// every event, and the same result, with and without a capacity, stopping at the first failure or not; and with
-// the fixed-point shortcut, the same result. On every committed measurement configuration, and on 2,000 random
-// configurations of the hf, fsdp2 and deepspeed stacks over the catalog's model families (cut to a few layers,
-// so that the reference replays them in a moment), precisions, layouts and allocator settings.
+// every event, and the same result, with and without a capacity, stopping at the first failure or not; with
+// the fixed-point shortcut, the same result; and in the capacities each replay says would replay the same, the
+// same replay. On every committed measurement configuration, and on 2,000 random configurations of the hf,
+// fsdp2 and deepspeed stacks over the catalog's model families (cut to a few layers, so that the reference
+// replays them in a moment), precisions, layouts and allocator settings.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -42,9 +43,62 @@ void check_same_result(const allocator_replay& fast, const allocator_replay& ref
 struct equivalence_counts {
   std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0, resumed = 0;
   std::uint64_t releasing_shortcuts = 0;  // shortcuts in a replay that freed cached segments
+  std::uint64_t bounded_ranges = 0;       // same-replay ranges with an end (a failing check), default allocator
   // of those, through expandable segments
   std::uint64_t expandable = 0, expandable_events = 0, expandable_out_of_memory = 0, expandable_releases = 0;
 };
+
+// The capacities a replay says make the same replay (allocator_replay::same_replay_from_bytes and _below_bytes,
+// planner/allocator/capacity_checks.hpp): at both ends of the range, the same events and result; just outside
+// it, at either end, a replay that parts from it (its events, its releases, or whether or where it fails: the
+// replays that tell this stop at the failure, as the layers' buffers share their names), so that the range is
+// neither too wide nor narrower than what the checks decide.
+void check_same_replay_range(const replay_program& program, std::uint64_t capacity, bool stop, const allocator_replay& replay,
+                             const std::vector<allocator_event_state>& events, equivalence_counts& counts) {
+  const std::uint64_t from = replay.same_replay_from_bytes, below = replay.same_replay_below_bytes;
+  REQUIRE(from <= capacity);
+  REQUIRE((capacity < below || below == ~0ull));  // ~0: no check failed, no end
+  auto replay_at = [&](std::uint64_t bytes, bool stop_at_failure, std::vector<allocator_event_state>& out) {
+    replay_options o;
+    o.capacity_bytes = bytes;
+    o.stop_at_out_of_memory = stop_at_failure;
+    o.skip_repeated_step = false;
+    o.events = &out;
+    return replay_compiled(program, o);
+  };
+  auto same = [](const allocator_replay& a, const std::vector<allocator_event_state>& a_events, const allocator_replay& b,
+                 const std::vector<allocator_event_state>& b_events) {
+    return a_events == b_events && a.out_of_memory == b.out_of_memory && a.cache_releases == b.cache_releases &&
+           a.segments_made == b.segments_made && a.peak_reserved_bytes == b.peak_reserved_bytes &&
+           a.failed_tensor == b.failed_tensor && a.failed_step == b.failed_step;
+  };
+  std::vector<allocator_event_state> at;
+  for (const std::uint64_t inside : {from, below == ~0ull ? std::uint64_t{~0ull} : below - 1}) {
+    at.clear();
+    const allocator_replay r = replay_at(inside, stop, at);
+    INFO("capacity " << capacity << ", same replay in [" << from << ", " << below << "), at " << inside);
+    CHECK(same(r, at, replay, events));
+  }
+  std::vector<allocator_event_state> stopped_events;
+  const allocator_replay stopped = stop ? replay : replay_at(capacity, true, stopped_events);
+  const std::vector<allocator_event_state>& here = stop ? events : stopped_events;
+  if (from > 0) {
+    at.clear();
+    const allocator_replay r = replay_at(from - 1, true, at);
+    INFO("capacity " << capacity << ", just below the range at " << from - 1);
+    CHECK_FALSE(same(r, at, stopped, here));
+  }
+  // (With expandable segments the end may lie short of the last capacity that replays the same: a growth
+  // that maps pages in several pieces and runs short at a later one unmaps the earlier ones again when it frees
+  // the cache, as if the first had failed. The range is then narrower than it could be, never wrong.)
+  if (below != ~0ull && !program.expandable_segments) {
+    at.clear();
+    const allocator_replay r = replay_at(below, true, at);
+    INFO("capacity " << capacity << ", at the range's end " << below);
+    CHECK_FALSE(same(r, at, stopped, here));
+    ++counts.bounded_ranges;
+  }
+}
 
 // One capacity: the fast replay without the shortcut event by event against the reference, then with it.
 void check_at_capacity(const allocator_schedule& schedule, const replay_program& program, std::uint64_t capacity, bool stop,
@@ -72,6 +126,8 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
     CHECK(fast_growth[k].reserved_bytes == reference_growth[k].reserved_bytes);
     CHECK(fast_growth[k].step == reference_growth[k].step);
   }
+
+  check_same_replay_range(program, capacity, stop, every_event, fast_events, counts);
 
   replay_options shortcut = full;
   shortcut.skip_repeated_step = true;
@@ -186,13 +242,14 @@ TEST_CASE("fast replay: every committed measurement configuration, event by even
   CHECK(counts.shortcuts > 0);
   CHECK(counts.releasing_shortcuts > 0);
   CHECK(counts.resumed > 0);
+  CHECK(counts.bounded_ranges > 0);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
   CHECK(counts.expandable_out_of_memory > 0);
   CHECK(counts.expandable_releases > 0);
   WARN(runs << " measured runs, " << counts.schedules << " replays compared, " << counts.events << " events; the fixed point left out "
             << counts.skipped << " events in " << counts.shortcuts << " replays (" << counts.releasing_shortcuts << " freeing cached segments); "
-            << counts.resumed << " resumed from a checkpoint; "
+            << counts.resumed << " resumed from a checkpoint; " << counts.bounded_ranges << " same-replay ranges ending at a failing check; "
             << counts.expandable << " replays (" << counts.expandable_events << " events, " << counts.expandable_releases
             << " releasing, " << counts.expandable_out_of_memory << " out of memory) through expandable segments");
 }
@@ -270,6 +327,7 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
   CHECK(counts.shortcuts >= 500);
   CHECK(counts.releasing_shortcuts >= 500);
   CHECK(counts.resumed >= 2000);
+  CHECK(counts.bounded_ranges >= 2000);
   CHECK(counts.out_of_memory > 0);
   CHECK(counts.releases > 0);
   CHECK(counts.expandable >= 500);  // a quarter of the runs ask for expandable segments, each replayed at 7 capacities
@@ -279,5 +337,5 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
                          << counts.expandable_out_of_memory << " out of memory) through expandable segments");
   WARN(valid << " random configurations (" << tried << " drawn, " << unschedulable << " unschedulable), " << counts.schedules << " replays compared, " << counts.events
               << " events; the fixed point left out " << counts.skipped << " events in " << counts.shortcuts << " replays; "
-              << counts.resumed << " resumed from a checkpoint");
+              << counts.resumed << " resumed from a checkpoint; " << counts.bounded_ranges << " same-replay ranges ending at a failing check");
 }

@@ -3,9 +3,12 @@
 // fit check, sweeps (unless --estimate), searches, max and the suggestions agree on it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "planner/model/model_facts.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/replay_program.hpp"
 #include "planner/search/max_fit.hpp"
 #include "planner/search/search.hpp"
 #include "planner/search/sweep.hpp"
@@ -249,4 +252,76 @@ TEST_CASE("hf: a model too large to replay keeps the estimate, and the count of 
   CHECK(p.allocator_replay_skipped_instances > max_replayed_instances);
   CHECK(p.peak_bytes == p.tensor_peak_bytes + p.overhead.total());  // the estimate: tensors and the slack
   CHECK(p.overhead.allocator_slack_bytes > 0);
+}
+
+namespace {
+
+// The least memory in which a schedule's replay completes, searched as the plain bisection searches it: every
+// probe replayed from the start, none skipped (apply_allocator_replay's bounds: between what the budget leaves,
+// or the tensors, and what it reserves with no limit).
+std::uint64_t plain_least_completing(const allocator_schedule& schedule, std::uint64_t fails, std::uint64_t completes) {
+  constexpr std::uint64_t step = 2ull << 20;
+  while (completes - fails > 1) {
+    const std::uint64_t mid = fails + (completes - fails) / 2;
+    (replay_schedule(schedule, nullptr, mid * step, true).out_of_memory ? fails : completes) = mid;
+  }
+  return completes * step;
+}
+
+}  // namespace
+
+TEST_CASE("hf: the bisection for the least memory skips what a probe answered and finds the plain bisection's answer",
+          "[allocator][hf]") {
+  // A probe's replay also answers every capacity in which it would make the same choices
+  // (planner/allocator/capacity_checks.hpp); the bisection takes those answers instead of replaying them. Its
+  // result must be the plain bisection's, bit for bit, in fewer replays: runs that do not fit their budget, and
+  // runs that complete only by freeing the allocator's cache.
+  constexpr std::uint64_t step = 2ull << 20;
+  struct case_run {
+    const char* model;
+    run_config run;
+  };
+  const case_run cases[] = {{"gpt2", gpt2_run(48)},
+                            {"gpt2", gpt2_run(96, recompute_mode::full)},
+                            {"tinyllama-1.1b", gpt2_run(16)},
+                            {"llama-2-7b", offloaded_7b_run()}};
+  std::uint64_t replays_skipping = 0, replays_plain = 0, searched = 0;
+  for (const case_run& c : cases) {
+    const model_spec& m = test::data().model(c.model).spec;
+    const model_facts facts = describe_model(m);
+    const plan_result p = test::plan_of(m, c.run);
+    REQUIRE(p.allocator.has_value());
+    const std::uint64_t fixed = p.overhead.fixed_bytes();
+    const allocator_schedule schedule = plan_allocator_schedule(p, facts);
+    const std::uint64_t unlimited = replay_schedule(schedule).peak_reserved_bytes;
+    for (const double share : {0.97, 0.85, 0.7, 0.55}) {
+      const std::uint64_t capacity = static_cast<std::uint64_t>(static_cast<double>(unlimited) * share) + 12345;
+      INFO(c.model << " micro-batch " << c.run.micro_batch << ", capacity " << capacity);
+      plan_result q = p;
+      const std::uint64_t before = thread_replay_counters().replays;
+      apply_allocator_replay(q, facts, fixed + capacity);
+      replays_skipping += thread_replay_counters().replays - before;
+      REQUIRE(q.allocator.has_value());
+      const std::uint64_t plain_before = thread_replay_counters().replays;
+      const allocator_replay in_budget = replay_schedule(schedule, nullptr, capacity);
+      std::uint64_t expected = in_budget.peak_reserved_bytes;
+      if (in_budget.out_of_memory) {
+        const std::uint64_t fails = std::max(in_budget.peak_allocated_bytes, capacity) / step;
+        expected = plain_least_completing(schedule, fails, std::max(fails + 1, (unlimited + step - 1) / step));
+        ++searched;
+      } else if (in_budget.cache_releases > 0) {
+        const std::uint64_t fails = (in_budget.peak_allocated_bytes - 1) / step, completes = (expected + step - 1) / step;
+        if (completes > fails + 1 && completes * step <= capacity)
+          expected = std::min(expected, plain_least_completing(schedule, fails, completes));
+        ++searched;
+      }
+      replays_plain += thread_replay_counters().replays - plain_before + 1;  // apply_allocator_replay's unlimited replay
+      CHECK(q.allocator->out_of_memory == in_budget.out_of_memory);
+      CHECK(q.allocator->peak_reserved_bytes == expected);
+    }
+  }
+  CHECK(searched >= 8);
+  CHECK(replays_skipping < replays_plain);
+  WARN(searched << " searches for the least memory: " << replays_skipping << " replays, against " << replays_plain
+                << " for the plain bisection");
 }
