@@ -241,7 +241,7 @@ int check_measurements(const std::vector<std::string>& files, const check_target
           r.run.micro_batch, precision_name(r.run.precision), attn_implementation_name(r.run.attention),
           r.run.loss == loss_kind::standard ? "" : fmt::format(" loss {}", loss_name(r.run.loss)),
           r.run.packing_doc_tokens > 0 ? fmt::format(" packed {}", r.run.packing_doc_tokens) : "",
-          r.run.compile ? " compiled" : "",
+          compiles_layers(r.run) ? fmt::format(" compiled ({})", compile_scope_name(r.run.compile)) : "",
           r.run.recompute == recompute_mode::full ? " checkpointed" : "",
           r.run.optimizer_impl == optimizer_impl_kind::fused ? " fused" : "",
           r.run.expandable_segments ? " expandable-segments" : "", layout_text(r));

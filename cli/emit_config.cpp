@@ -101,9 +101,16 @@ void note_model_loading(const std::string& engine, const run_config& r, bool hol
                                 engine, r.packing_doc_tokens, r.seq));
   // --compile: the Trainer's torch_compile key compiles the whole model (hf_trainer_config writes it); elsewhere
   // the script's torch.compile(model), as the plan models it (planner/profiles/hf/hf_compile.hpp).
-  if (r.compile && engine != "hf-trainer")
+  if (r.compile == compile_scope::model && engine != "hf-trainer")
     notes.push_back(engine + ": --compile: compile the whole model, its loss included, with torch.compile(model) in "
                              "your script; no key of this config does it");
+  if (r.compile == compile_scope::layers)
+    notes.push_back(engine + ": --compile layers: compile each decoder layer apart (accelerate's TorchDynamoPlugin with "
+                             "use_regional_compilation, or each layer's .compile() in your script); no key of this "
+                             "config does it");
+  if (r.compile == compile_scope::layers_and_loss)
+    notes.push_back(engine + ": --compile layers+loss: compile each decoder layer and the loss apart (torchtune's "
+                             "compile: True), the logits upcast to fp32 by the model; no key of this config does it");
   if (r.finetune != finetune_kind::full && !r.lora_fp32)
     notes.push_back(engine + ": --lora-dtype model: cast the adapters to the model's dtype after get_peft_model "
                              "(peft keeps them in fp32 otherwise)");
@@ -319,7 +326,8 @@ json hf_trainer(const run_config& r, std::vector<std::string>& notes) {
             {"max_grad_norm", placeholder},
             {"warmup_steps", placeholder}};
   note_placeholders(e, "learning_rate, weight_decay, max_grad_norm and warmup_steps", notes);
-  if (r.compile) j["torch_compile"] = true;  // TrainingArguments.torch_compile: torch.compile over the whole model
+  // TrainingArguments.torch_compile: torch.compile over the whole model (the other scopes: emit_notes)
+  if (r.compile == compile_scope::model) j["torch_compile"] = true;
   if (r.zero >= 2)
     j["fsdp"] = std::string(r.zero >= 3 ? "full_shard" : "shard_grad_op") + " auto_wrap" +
                 (r.offload == offload_mode::both ? " offload" : "");

@@ -30,7 +30,7 @@ struct model_run_args {
   std::string recompute, attention = "flash", dropout;  // recompute: empty = the framework's default
   std::string loss = "standard", loss_chunks;           // loss_chunks: empty = the loss's default
   std::string packing;                                  // --packing DOC_TOKENS; empty: off
-  bool compile = false;                                 // --compile
+  std::string compile;                                  // --compile[=SCOPE] (empty: not given)
   std::string gpu = "h100";
   bool gpu_given = false;  // --gpu on the command line (--cluster names a GPU too)
   cluster_args cluster;

@@ -91,7 +91,10 @@ nlohmann::json render_plan_json(const plan_report_input& in) {
   if (run.loss != loss_kind::standard) r["loss"] = loss_name(run.loss);  // absent: standard
   if (run.loss_chunks > 0) r["loss_chunks"] = run.loss_chunks;
   if (run.packing_doc_tokens > 0) r["packing_doc_tokens"] = run.packing_doc_tokens;
-  if (run.compile) r["compile"] = true;  // absent: eager
+  if (compiles_layers(run)) {  // absent: eager
+    r["compile"] = true;
+    r["compile_scope"] = compile_scope_name(run.compile);
+  }
   if (run.tp > 1) r["sequence_parallel"] = run.sequence_parallel;
   if (run.pp > 1) r["vpp"] = run.vpp;
   if (!p.pipeline_stage.empty()) r["pipeline_stage"] = p.pipeline_stage;

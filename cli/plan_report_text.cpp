@@ -23,7 +23,7 @@ namespace {
 std::string stack_title(const run_config& run) {
   std::string title(profile_of(run).title);
   constexpr std::string_view eager = "PyTorch eager";
-  if (const std::size_t at = title.find(eager); run.compile && at != std::string::npos)
+  if (const std::size_t at = title.find(eager); compiles_layers(run) && at != std::string::npos)
     title.replace(at, eager.size(), "PyTorch under torch.compile");
   return title;
 }
@@ -323,7 +323,7 @@ std::string render_plan_text(const plan_report_input& in) {
        run.packing_doc_tokens == 0 ? std::string()
                                    : fmt::format(", packed documents of {} tokens (unmeasured; --explain says how)",
                                                  run.packing_doc_tokens),
-       run.compile ? ", torch.compile (unmeasured; --explain says how)" : "");
+       compiles_layers(run) ? ", torch.compile (unmeasured; --explain says how)" : "");
   if (run.gpus > 1 || run.zero > 0 || run.offload != offload_mode::none)
     line("         {} GPU{} = {} data-parallel x {} tensor-parallel{}{} x {} pipeline{}, ZeRO-{}, offload {}; memory below is per GPU{}",
          run.gpus, run.gpus == 1 ? "" : "s", run.data_parallel(), run.tp, run.sequence_parallel ? " (sequence-parallel)" : "",

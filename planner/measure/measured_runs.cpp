@@ -302,7 +302,9 @@ measured_run read_run(const line_reader& r) {
   }
   c.recompute = r.flag("gc", false) ? recompute_mode::full : recompute_mode::none;
   run.compiled = r.flag("compile", false);
-  c.compile = run.compiled;  // plan --compile
+  // plan --compile model: the collector's model.compile() compiles the whole model, the loss that
+  // LlamaForCausalLM.forward computes included.
+  c.compile = run.compiled ? compile_scope::model : compile_scope::none;
   c.dropout = r.number("drop");
   if (!(c.dropout >= 0 && c.dropout < 1)) throw input_error(fmt::format("{}: drop must be in [0, 1)", r.where));
   const std::string opt = r.j.contains("opt") ? r.text("opt") : "foreach";

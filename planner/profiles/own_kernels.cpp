@@ -20,7 +20,7 @@ void refuse_library_kernels(std::string_view stack, std::string_view loss_note, 
     throw input_error(fmt::format("--packing (documents packed into rows, attention within each, as transformers' "
                                   "modules run it): --framework {} runs its own attention kernels, not modelled packed",
                                   stack));
-  if (run.compile)
+  if (compiles_layers(run))
     throw input_error(fmt::format("--compile (torch.compile of transformers' modules): --framework {} runs its own "
                                   "kernels", stack));
 }

@@ -30,6 +30,10 @@ constexpr named<attention_kind> attention_names[] = {{attention_kind::eager, "ea
                                                      {attention_kind::flash_attention_2, "flash_attention_2"}};
 constexpr named<loss_kind> loss_names[] = {
     {loss_kind::standard, "standard"}, {loss_kind::chunked, "chunked"}, {loss_kind::fused_linear, "fused-linear"}};
+constexpr named<compile_scope> compile_scope_names[] = {{compile_scope::none, "none"},
+                                                       {compile_scope::model, "model"},
+                                                       {compile_scope::layers, "layers"},
+                                                       {compile_scope::layers_and_loss, "layers+loss"}};
 constexpr named<unsigned> lora_target_names[] = {
     {lora_q, "q"}, {lora_k, "k"}, {lora_v, "v"}, {lora_o, "o"}, {lora_mlp, "mlp"}};
 
@@ -71,6 +75,11 @@ attention_kind parse_attention(std::string_view text) { return parse_named(atten
 
 std::string_view loss_name(loss_kind l) { return name_of(loss_names, l); }
 loss_kind parse_loss(std::string_view text) { return parse_named(loss_names, text, "--loss", "kind"); }
+
+std::string_view compile_scope_name(compile_scope c) { return name_of(compile_scope_names, c); }
+compile_scope parse_compile_scope(std::string_view text) {
+  return parse_named(compile_scope_names, text, "--compile", "scope");
+}
 
 void check_parallel_layout(const run_config& run) {
   if (run.gpus == 0 || run.tp == 0 || run.pp == 0) throw input_error("--gpus, --tp and --pp must be at least 1");

@@ -36,6 +36,16 @@ constexpr bool attention_tiled(attention_kind a) { return a != attention_kind::e
 //   forward; no logits tensor kept (Liger's LigerFusedLinearCrossEntropy).
 enum class loss_kind { standard, chunked, fused_linear };
 
+// What torch.compile covers (planner/profiles/hf/hf_compile.hpp):
+// none: eager.
+// model: the whole model with its loss in one compiled program (torch.compile(model): the Trainer's torch_compile).
+// layers: each decoder layer compiled apart, the embedding, final norm, head and loss eager (regional
+//   compilation: accelerate's use_regional_compilation compiles the blocks of every nn.ModuleList).
+// layers_and_loss: each decoder layer and the loss compiled apart, the head eager and its logits upcast to fp32
+//   eagerly before a standard loss (torchtune's compile_model and compile_loss, its TransformerDecoder's
+//   self.output(h).float(); a chunked loss compiles compute_cross_entropy, the upcast inside it).
+enum class compile_scope : std::uint8_t { none, model, layers, layers_and_loss };
+
 // Where ZeRO-Offload / ZeRO-Infinity put model state (Ren et al. 2021; Rajbhandari et al. 2021).
 enum class offload_mode { none, optimizer, params, both };
 // full: every weight trains. lora: a frozen base (bf16; under peft the model's dtype), trainable low-rank adapters
@@ -59,6 +69,8 @@ std::string_view attention_name(attention_kind a);
 attention_kind parse_attention(std::string_view text);  // throws input_error
 std::string_view loss_name(loss_kind l);
 loss_kind parse_loss(std::string_view text);            // throws input_error
+std::string_view compile_scope_name(compile_scope c);
+compile_scope parse_compile_scope(std::string_view text);  // throws input_error
 
 struct run_config {
   std::uint64_t seq = 0;
@@ -79,9 +91,9 @@ struct run_config {
   // Sequence packing (planner/run/packing.hpp): each row of seq tokens holds documents of this many tokens,
   // attention kept within each (TRL's packing with position_ids); 0: off, a row is one sequence.
   std::uint64_t packing_doc_tokens = 0;
-  // torch.compile of the model and its loss (Inductor's default mode): the stacks that run transformers' modules
-  // model what its partitioner saves and its fused kernels write (planner/profiles/hf/hf_compile.hpp).
-  bool compile = false;
+  // torch.compile (Inductor's default mode) over this much of the program: the stacks that run transformers'
+  // modules model what its partitioner saves and its fused kernels write (planner/profiles/hf/hf_compile.hpp).
+  compile_scope compile = compile_scope::none;
   // The training stack (planner/profiles/registry.hpp). None named means this project's harness, so that a
   // run_config built in code means what the harness does (profile_of); the `plan` command names its default.
   const stack_profile* profile = nullptr;
@@ -143,6 +155,12 @@ struct run_config {
   std::uint64_t global_batch() const { return micro_batch * grad_accum * data_parallel(); }  // sequences per step
   bool operator==(const run_config&) const = default;
 };
+
+// Whether the decoder layers run compiled, and whether the loss does (compile_scope).
+constexpr bool compiles_layers(const run_config& r) { return r.compile != compile_scope::none; }
+constexpr bool compiles_loss(const run_config& r) {
+  return r.compile == compile_scope::model || r.compile == compile_scope::layers_and_loss;
+}
 
 // The GPUs' layout as given: at least one each, at most 2^20 GPUs, and a whole number of tp x cp x pp groups.
 // Throws input_error naming the options (every command that takes them checks them before using them).

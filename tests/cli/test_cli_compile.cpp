@@ -26,6 +26,7 @@ TEST_CASE("plan states the compile assumption and names it in its JSON", "[cli][
   REQUIRE(j.exit_code == 0);
   const nlohmann::json doc = nlohmann::json::parse(j.out);
   CHECK(doc["run"]["compile"] == true);
+  CHECK(doc["run"]["compile_scope"] == "model");  // a bare --compile: the whole model
   const plan_run eager = run_plan("--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --json");
   REQUIRE(eager.exit_code == 0);
   const nlohmann::json eager_doc = nlohmann::json::parse(eager.out);
@@ -50,4 +51,37 @@ TEST_CASE("compile is written as the Trainer's torch_compile by --emit hf-traine
   const nlohmann::json c = nlohmann::json::parse(compiled), e = nlohmann::json::parse(eager);
   CHECK(c["torch_compile"] == true);
   CHECK_FALSE(e.contains("torch_compile"));
+}
+
+TEST_CASE("compile takes a scope: the whole model, each layer, or each layer and the loss", "[cli][compile]") {
+  const std::string run = "--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --json --compile";
+  double peak_gib[3] = {};
+  const char* scopes[] = {"model", "layers", "layers+loss"};
+  for (int i = 0; i < 3; ++i) {
+    const plan_run r = run_plan(run + "=" + scopes[i]);
+    INFO(scopes[i] << ": " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const nlohmann::json doc = nlohmann::json::parse(r.out);
+    CHECK(doc["run"]["compile_scope"] == scopes[i]);
+    peak_gib[i] = doc["memory"]["tensor_peak_bytes"].get<double>();
+  }
+  // (The scopes' own rows are derived in tests/planner/profiles/hf/test_hf_compile.cpp.) The loss compiled with the
+  // whole model keeps the least, an eager loss the most.
+  CHECK(peak_gib[0] < peak_gib[2]);
+  CHECK(peak_gib[2] < peak_gib[1]);
+  // As a separate word too, and the report says which.
+  const plan_run spaced = run_plan("--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --compile layers --explain");
+  REQUIRE(spaced.exit_code == 0);
+  CHECK_THAT(flowed(spaced.out), Catch::Contains("--compile layers) of each decoder layer apart"));
+  expect_refused("--model llama-3.2-3b --seq 2048 --precision bf16 --compile layer", {"--compile", "layers"});
+}
+
+TEST_CASE("compile scopes without a config key are said on stderr by --emit", "[cli][compile]") {
+  const auto dir = trainplan::test::scratch_dir("trainplan-emit-compile-scope");
+  const std::string run = "--model llama-3.2-3b --seq 2048 --micro-batch 1 --gpu h100 --precision amp-bf16 ";
+  const plan_run layers = run_plan(run + "--compile layers --emit hf-trainer -o " + (dir / "layers.json").string());
+  REQUIRE(layers.exit_code == 0);
+  CHECK_THAT(flowed(layers.err), Catch::Contains("use_regional_compilation"));
+  std::ifstream written(dir / "layers.json");
+  CHECK_FALSE(nlohmann::json::parse(written).contains("torch_compile"));  // torch_compile would compile the whole model
 }

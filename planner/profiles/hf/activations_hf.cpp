@@ -145,7 +145,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : no_autocast) | (drop ? dropout : when_bits{}) | input_grad;
   // torch.compile (hf_compile.hpp): what the partitioner saves and the fused kernels write (check_hf_compile
   // refuses the layers it is not written for).
-  const bool compiled_layers = run.compile;
+  const bool compiled_layers = compiles_layers(run);
   if (compiled_layers) holds |= compiled;
   // Checkpointing a 16-bit Llama keeps its 16-bit layer input; the recomputed RMSNorm saves an fp32 copy of it
   // (compiled: the upcast is fused into the norm's kernels, never a tensor).

@@ -30,8 +30,15 @@
 // (in the residual stream's dtype), the first norm's rsqrt and output (one cast under autocast); q and k rotated
 // and v (SDPA's inputs), SDPA's output and log-sum-exp; the residual sum the second norm reads, its rsqrt and
 // output; gate's and up's outputs and their product (silu recomputed from gate for SwiGLU's backward); under
-// autocast the weights' casts. The whole model is compiled with its loss, as the Trainer's torch_compile does
-// (torchtune compiles each layer and the loss but not the output projection's fp32 upcast of the logits).
+// autocast the weights' casts.
+//
+// What is compiled (run_config's compile_scope): the whole model with its loss (the Trainer's torch_compile), each
+// decoder layer apart (accelerate's regional compilation, accelerate/utils/other.py compile_regions: the blocks of
+// every nn.ModuleList), or each layer and the loss apart (torchtune's training.compile_model and compile_loss,
+// torchtune/training/_compile.py). A layer is the same graph, so the same rows, in all three; the head and the loss
+// differ (hf_head_ops.cpp: an eager loss as without compile, or the loss compiled after torchtune's eager fp32
+// upcast of the logits, or fused into the compiled model). The final norm and the head's GEMM stay eager rows in
+// all three.
 // Internal to planner/profiles/hf/.
 #include <string>
 #include <string_view>

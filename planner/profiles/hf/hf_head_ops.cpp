@@ -39,6 +39,10 @@ struct head_pass {
   bool gpt_program = head.program && is_gpt;
   // The loss: chunked (torchtune) runs the head chunk by chunk; fused_linear (Liger) runs it inside the loss.
   bool chunked = run.loss == loss_kind::chunked, fused = run.loss == loss_kind::fused_linear;
+  // The loss compiled apart from an eager head that upcasts the whole logits to fp32 first (compile_scope's
+  // layers_and_loss, torchtune's TransformerDecoder.unembed: self.output(h).float()); with the whole model
+  // compiled the upcast is fused into the loss's kernels.
+  bool eager_upcast = run.compile == compile_scope::layers_and_loss && run.loss == loss_kind::standard;
   hf_loss_chunking chunking = hf_loss_chunks(m, run);
   std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
 
@@ -124,7 +128,7 @@ void embedding(head_pass& p) {
   // output exists, and the norm saves an fp32 copy of its own, made in the head.
   if (p.head.own_input) {
     // (Compiled layers, hf_compile.hpp: layer 0's graph saves this tensor, its `ln1.in` row, until its backward.)
-    if (!p.run.compile) {
+    if (!compiles_layers(p.run)) {
       inv.span("embed.out", {b, s, h}, p.param, tensor_category::activations, ek::fwd_embed, ek::fwd_head);
       p.model_streams[0] = inv.count() - 1;
     }
@@ -191,6 +195,10 @@ void lm_head(head_pass& p) {
     // torchtune's chunked output: one GEMM per chunk of the sequence (self.output(chunk) for each chunk).
     hf_kernels::linear(*p.g, "lm_head", "autocast.weight", static_cast<double>(p.V), x.h, x, false,
                        p.chunked ? static_cast<double>(p.chunking.chunks) : 1);
+    if (p.eager_upcast) {  // .float() forward, and its backward casting the fp32 gradient back
+      const double TV = x.T * static_cast<double>(p.V);
+      p.g->add("lm_head.upcast", op_class::elementwise, TV * (x.c + 4), 1, TV * (4 + x.c), 1);
+    }
     const double table = static_cast<double>(p.V) * x.h * x.w;
     if (p.m.tied_embeddings) p.g->add("embedding.tied_grad_sum", op_class::embedding, 0, 0, 3 * table, 1);
   }
@@ -212,7 +220,13 @@ void lm_head(head_pass& p) {
           : 0;
   // The logits the model returns: the training loop holds them (outputs.logits) until it drops the outputs
   // after backward, before optimizer.step().
-  if (!p.chunked) {
+  if (p.eager_upcast) {
+    // The head's 16-bit output lives only until .float() has copied it; the fp32 logits are the model's output,
+    // which the recipe deletes after the loss ("free logits otherwise it peaks backward memory") but the
+    // compiled loss's graph saves as its input, until the loss's backward.
+    inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::fwd_head);
+    inv.span("logits.fp32", {b, s, V}, dtype::fp32, tensor_category::logits, ek::fwd_head, ek::bwd_head);
+  } else if (!p.chunked) {
     inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
   } else {
     // torchtune's chunked output: a list of [b, s_i, V] logits, one per chunk of the sequence, which the recipe
@@ -221,7 +235,7 @@ void lm_head(head_pass& p) {
     // (Compiled, loss_compiled below: each chunk's graph saves its chunk, which then lives until the head's backward.)
     for (std::uint64_t i = 0; i < p.chunking.chunks; ++i)
       inv.span("logits.chunk", {chunked_loss_rows(p.run, p.chunking.chunks, i), V}, p.compute, tensor_category::logits,
-               ek::fwd_head, p.run.compile ? ek::bwd_head : ek::loss);
+               ek::fwd_head, compiles_loss(p.run) ? ek::bwd_head : ek::loss);
   }
   if (head_input_cast) p.free_after_latest(head_input_cast);
 }
@@ -366,11 +380,16 @@ void loss_fused_linear(head_pass& p) {
 // [T, V] fp32 tensor is ever written. Its backward is one fused kernel writing the logits' gradient in their dtype.
 // Kernels: forward the logsumexp reduction and the target's gather and mean (each reads the logits once);
 // backward one read of the logits, one write of their gradient.
+// Compiled apart from an eager head that upcast the logits already (eager_upcast: torchtune's compile_loss of
+// torch.nn.CrossEntropyLoss), the graph's input is the fp32 logits, which it saves (lm_head's `logits.fp32`
+// row), and its backward writes an fp32 gradient, which the upcast's backward casts back.
 void loss_compiled(head_pass& p) {
   const bool chunked = p.chunked;
   const std::uint64_t n = chunked ? p.chunking.chunks : 1;
+  const dtype read = p.eager_upcast ? dtype::fp32 : p.compute;
   if (p.g) {
-    const double TV = p.x.T * static_cast<double>(p.V), c = p.x.c, N = static_cast<double>(n), Er = p.x.E * p.x.r;
+    const double TV = p.x.T * static_cast<double>(p.V), c = static_cast<double>(dtype_bytes(read)),
+                 N = static_cast<double>(n), Er = p.x.E * p.x.r;
     p.g->add("loss.cross_entropy", op_class::loss, 2 * TV * c, 2 * N, 2 * TV * c, N);
     if (chunked)  // as the eager chunked loss: tensor_split's backward per chunk
       p.g->add("loss.chunk_grad_gather", op_class::elementwise, 0, 0, N * Er + 2 * Er + (N - 1) * 3 * Er, 3 * N - 1);
@@ -381,15 +400,20 @@ void loss_compiled(head_pass& p) {
   inv.span("loss.logsumexp", {tokens}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
   if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
   inv.span("loss.shift_labels", {tokens}, dtype::i64, tensor_category::logits, ek::loss, ek::bwd_head);
-  // The logits' gradient (one chunk's at a time), in the logits' dtype.
-  inv.span("loss.grad_logits", {rows, V}, p.compute, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  // The logits' gradient (one chunk's at a time), in the dtype the graph read them in. After an eager upcast the
+  // cast back runs once the compiled backward has returned and autograd has freed what its graph saved (the
+  // fp32 logits): its 16-bit gradient, half the fp32 logits' size, replaces them and is not a row of its own.
+  if (p.eager_upcast)
+    inv.span("loss.grad_logits_fp32", {rows, V}, dtype::fp32, tensor_category::logits, ek::bwd_head, ek::bwd_head);
+  else
+    inv.span("loss.grad_logits", {rows, V}, p.compute, tensor_category::logits, ek::bwd_head, ek::bwd_head);
   if (chunked)  // SliceBackward0's zero-filled [b, s, h] gradient of one chunk's input, as eagerly
     inv.span("loss.chunk_grad_hidden", {p.b, p.s, p.h}, p.param, tensor_category::logits, ek::bwd_head, ek::bwd_head);
 }
 
 void loss(head_pass& p) {
   // (Liger's fused linear loss is its own Triton autograd Function: modelled as it runs eagerly.)
-  if (p.run.compile && p.run.loss != loss_kind::fused_linear) return loss_compiled(p);
+  if (compiles_loss(p.run) && p.run.loss != loss_kind::fused_linear) return loss_compiled(p);
   switch (p.run.loss) {
     case loss_kind::standard: return loss_standard(p);
     case loss_kind::chunked: return loss_chunked(p);

@@ -64,7 +64,7 @@ void gpt2_dropout(ops::row_group& g, const hf_layer_context& c) { hf_kernels::dr
 // (Compiled, hf_compile.hpp: the attention's residual add is fused into the second norm's kernel; the MLP's is the
 // layer graph's last kernel.)
 void residual_attention(ops::row_group& g, const hf_layer_context& c) {
-  if (c.run.compile) residual_compiled(g, "residual.attention", c.x, true);
+  if (compiles_layers(c.run)) residual_compiled(g, "residual.attention", c.x, true);
   else residual(g, "residual.attention", c.x);
 }
 void gpt2_ln_2(ops::row_group& g, const hf_layer_context& c) { layer_norm(g, "norm.ln_2", c.x); }
@@ -82,7 +82,7 @@ void gpt2_mlp_c_proj(ops::row_group& g, const hf_layer_context& c) {
   adapters(g, c, {{targets(c, lora_mlp), x.f, x.h}});  // on gelu_new's fp32 output
 }
 void residual_mlp(ops::row_group& g, const hf_layer_context& c) {
-  if (c.run.compile) residual_compiled(g, "residual.mlp", c.x, false);
+  if (compiles_layers(c.run)) residual_compiled(g, "residual.mlp", c.x, false);
   else residual(g, "residual.mlp", c.x);
 }
 
@@ -106,7 +106,7 @@ constexpr hf_layer_op gpt2_layer[] = {
 // DeepSeek by their differences) ------------------------------------------------------------------------------
 
 void llama_input_norm(ops::row_group& g, const hf_layer_context& c) {
-  if (c.run.compile) rms_norm_compiled(g, "norm.input_layernorm", c.x);
+  if (compiles_layers(c.run)) rms_norm_compiled(g, "norm.input_layernorm", c.x);
   else rms_norm(g, "norm.input_layernorm", c.x);
 }
 void llama_qkv(ops::row_group& g, const hf_layer_context& c) {
@@ -120,7 +120,7 @@ void llama_qkv(ops::row_group& g, const hf_layer_context& c) {
     return;
   }
   // q, k and v each cast the fp32 norm output (compiled: the norm's kernel writes the cast, hf_compile.hpp)
-  if (!c.run.compile) input_cast(g, "autocast.input", x.E, x, 3);
+  if (!compiles_layers(c.run)) input_cast(g, "autocast.input", x.E, x, 3);
   g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
   linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, c.m.qkv_bias);
   linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, c.m.qkv_bias);
@@ -133,7 +133,7 @@ void llama_qkv(ops::row_group& g, const hf_layer_context& c) {
 void llama_rotary(ops::row_group& g, const hf_layer_context& c) {
   const hf_shape& x = c.x;
   if (c.m.is_mla()) return;  // attention.mla
-  if (c.run.compile) return rotary_compiled(g, x);
+  if (compiles_layers(c.run)) return rotary_compiled(g, x);
   const double o = x.amp ? 4 : x.c, qk = x.T * (x.qw + x.kvw);
   g.add("attention.rotary", op_class::elementwise, qk * (5 * x.c + 5 * o), 10, qk * 8 * o, 12);
   if (c.m.fused_projections) g.add("attention.rotary_cat", op_class::elementwise, 2 * qk * o, 2, 2 * qk * o, 2);
@@ -153,7 +153,7 @@ void llama_post_attention_norm(ops::row_group& g, const hf_layer_context& c) {
   if (c.m.norms_per_layer == 4) rms_norm(g, "norm.post_attention", c.x);
 }
 void llama_post_attention_layernorm(ops::row_group& g, const hf_layer_context& c) {
-  if (c.run.compile) rms_norm_compiled(g, "norm.post_attention_layernorm", c.x);
+  if (compiles_layers(c.run)) rms_norm_compiled(g, "norm.post_attention_layernorm", c.x);
   else rms_norm(g, "norm.post_attention_layernorm", c.x);
 }
 // peft's adapters on gate and up (Phi-3: gate_up_proj), whose rows are lumped.
@@ -166,7 +166,7 @@ void llama_gate_up_adapters(ops::row_group& g, const hf_layer_context& c) {
 // Phi3MLP computes gate and up as one gate_up_proj and chunks its output: one cast, one GEMM.
 void llama_gate_proj(ops::row_group& g, const hf_layer_context& c) {
   const hf_shape& x = c.x;
-  if (!c.run.compile) input_cast(g, "autocast.input", x.E, x);
+  if (!compiles_layers(c.run)) input_cast(g, "autocast.input", x.E, x);
   if (c.m.fused_projections) {
     linear(g, "mlp.gate_up_proj", "autocast.weight", 2 * c.mlp_width, x.h, x, false);
     return;
@@ -176,15 +176,15 @@ void llama_gate_proj(ops::row_group& g, const hf_layer_context& c) {
 }
 // (Compiled: silu and the product are one kernel, mlp.product.)
 void llama_silu(ops::row_group& g, const hf_layer_context& c) {
-  if (!c.run.compile) silu(g, "mlp.silu", c.x.T * c.mlp_width, c.x);
+  if (!compiles_layers(c.run)) silu(g, "mlp.silu", c.x.T * c.mlp_width, c.x);
 }
 void llama_up_proj(ops::row_group& g, const hf_layer_context& c) {
   if (c.m.fused_projections) return;  // gate_up_proj
-  if (!c.run.compile) input_cast(g, "autocast.input", c.x.E, c.x);
+  if (!compiles_layers(c.run)) input_cast(g, "autocast.input", c.x.E, c.x);
   linear(g, "mlp.up_proj", "autocast.weight", c.mlp_width, c.x.h, c.x, false);
 }
 void llama_product(ops::row_group& g, const hf_layer_context& c) {
-  if (c.run.compile) swiglu_compiled(g, "mlp.product", c.x.T * c.mlp_width, c.x);
+  if (compiles_layers(c.run)) swiglu_compiled(g, "mlp.product", c.x.T * c.mlp_width, c.x);
   else product(g, "mlp.product", c.x.T * c.mlp_width, c.x);
 }
 void llama_down_proj(ops::row_group& g, const hf_layer_context& c) {

@@ -127,7 +127,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
                                   : ""));
   if (run.loss != loss_kind::standard) {
     const hf_loss_chunking c = hf_loss_chunks(m, run);
-    if (run.loss == loss_kind::chunked && run.compile)
+    if (run.loss == loss_kind::chunked && compiles_loss(run))
       lines.push_back(fmt::format(
           "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
           "tokens), compute_cross_entropy compiled: each chunk's graph saves its bf16 logits (kept until the head's "
@@ -138,7 +138,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
           "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
           "tokens): each chunk's bf16 logits upcast to fp32 and cross-entropied in turn, every chunk's fp32 "
           "log-softmax saved for backward, the logits freed before backward (its recipes' `del logits`); run eagerly "
-          "(--compile: compiled)",
+          "(--compile model or layers+loss: compiled)",
           c.chunks, c.largest_rows));
     else
       lines.push_back(fmt::format(
