@@ -47,7 +47,10 @@ json configuration_json(const measured_run& r) {
     j["lora_dropout"] = c.lora_dropout;
   }
   if (c.packing_doc_tokens > 0) j["packing_doc_tokens"] = c.packing_doc_tokens;
-  if (compiles_layers(c)) j["compile"] = true, j["compile_scope"] = compile_scope_name(c.compile);
+  if (compiles_layers(c)) {
+    j["compile"] = true;
+    j["compile_scope"] = compile_scope_name(c.compile);
+  }
   if (r.layout) j["layout"] = {{"mode", r.layout->mode}, {"world_size", r.layout->world_size}, {"rank", r.layout->rank}};
   return j;
 }

@@ -55,7 +55,7 @@ TEST_CASE("compile is written as the Trainer's torch_compile by --emit hf-traine
 
 TEST_CASE("compile takes a scope: the whole model, each layer, or each layer and the loss", "[cli][compile]") {
   const std::string run = "--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --json --compile";
-  double peak_gib[3] = {};
+  double peak_bytes[3] = {};
   const char* scopes[] = {"model", "layers", "layers+loss"};
   for (int i = 0; i < 3; ++i) {
     const plan_run r = run_plan(run + "=" + scopes[i]);
@@ -63,12 +63,12 @@ TEST_CASE("compile takes a scope: the whole model, each layer, or each layer and
     REQUIRE(r.exit_code == 0);
     const nlohmann::json doc = nlohmann::json::parse(r.out);
     CHECK(doc["run"]["compile_scope"] == scopes[i]);
-    peak_gib[i] = doc["memory"]["tensor_peak_bytes"].get<double>();
+    peak_bytes[i] = doc["memory"]["tensor_peak_bytes"].get<double>();
   }
   // (The scopes' own rows are derived in tests/planner/profiles/hf/test_hf_compile.cpp.) The loss compiled with the
   // whole model keeps the least, an eager loss the most.
-  CHECK(peak_gib[0] < peak_gib[2]);
-  CHECK(peak_gib[2] < peak_gib[1]);
+  CHECK(peak_bytes[0] < peak_bytes[2]);
+  CHECK(peak_bytes[2] < peak_bytes[1]);
   // As a separate word too, and the report says which.
   const plan_run spaced = run_plan("--model llama-3.2-3b --seq 4096 --micro-batch 2 --gpu h100 --precision bf16 --compile layers --explain");
   REQUIRE(spaced.exit_code == 0);

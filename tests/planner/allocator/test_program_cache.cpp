@@ -44,6 +44,16 @@ schedule_settings settings_of(const allocator_schedule& s) {
   return out;
 }
 
+// GPT-2 under hf with autocast, seq 256, on the catalog's H100: the plan whose inventory the tests below vary.
+plan_result gpt2_plan() {
+  const gpu_spec& h100 = data().gpu("h100");
+  run_config r;
+  r.profile = &profile_named("hf");
+  r.precision = precision_regime::amp_bf16;
+  r.seq = 256;
+  return evaluate_plan(data().model("gpt2").spec, r, h100, data().calibration_for(h100));
+}
+
 }  // namespace
 
 TEST_CASE("program cache: DDP at 2, 4 and 8 GPUs shares one program, the one each compiles alone", "[allocator]") {
@@ -71,12 +81,7 @@ TEST_CASE("program cache: DDP at 2, 4 and 8 GPUs shares one program, the one eac
 TEST_CASE("program cache: a change the schedule reads is a program of its own", "[allocator]") {
   const model_spec& gpt2 = data().model("gpt2").spec;
   const model_facts facts = describe_model(gpt2);
-  const gpu_spec& h100 = data().gpu("h100");
-  run_config r;
-  r.profile = &profile_named("hf");
-  r.precision = precision_regime::amp_bf16;
-  r.seq = 256;
-  const plan_result p = evaluate_plan(gpt2, r, h100, data().calibration_for(h100));
+  const plan_result p = gpt2_plan();
   const allocator_schedule base = plan_allocator_schedule(p, facts);
   const schedule_settings settings = settings_of(base);
   program_cache cache;
@@ -238,12 +243,7 @@ TEST_CASE("program cache: a buffer that no longer splits into whole parameters f
   // fails as building it alone does.
   const model_spec& gpt2 = data().model("gpt2").spec;
   const model_facts facts = describe_model(gpt2);
-  const gpu_spec& h100 = data().gpu("h100");
-  run_config r;
-  r.profile = &profile_named("hf");
-  r.precision = precision_regime::amp_bf16;
-  r.seq = 256;
-  const plan_result p = evaluate_plan(gpt2, r, h100, data().calibration_for(h100));
+  const plan_result p = gpt2_plan();
   const allocator_schedule base = plan_allocator_schedule(p, facts);
   std::size_t placed_tensor = base.placed.size();
   for (std::size_t t = 0; t < base.placed.size() && placed_tensor == base.placed.size(); ++t)
