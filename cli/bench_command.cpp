@@ -236,17 +236,19 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
         const replay_counters& after = thread_replay_counters();
         const std::uint64_t replays = after.replays - before.replays, events = after.events_replayed - before.events_replayed;
         const std::uint64_t skipped = after.events_skipped - before.events_skipped;
+        const std::uint64_t recalled = after.replays_recalled - before.replays_recalled;
         const double per_row = replayed ? replay_seconds / replayed : 0.0;
         fmt::print("planner with the allocator replay (plan sweep's default), 1 core: {} configurations/s ({} of a "
                    "sample of {} replayed in {:.2f} s{})\n",
                    grouped(static_cast<std::uint64_t>(sampled / seconds)), grouped(replayed), grouped(sampled), seconds,
                    sampled * stride < total ? ", stopped by --seconds" : "");
         fmt::print("allocator replay alone: {} replayed configurations/s ({:.0f} us each, schedule built and compiled "
-                   "included; {:.1f} replays each with the bisection), {} events each ({} more left out by the fixed "
-                   "point): {:.0f} ns per event replayed; {} programs shared, {} of the rest resized from an earlier "
-                   "schedule\n",
+                   "included; {:.1f} replays each with the bisection, {:.1f} more recalled from an equal replay), {} "
+                   "events each ({} more left out by the fixed point): {:.0f} ns per event replayed; {} programs "
+                   "shared, {} of the rest resized from an earlier schedule\n",
                    grouped(static_cast<std::uint64_t>(per_row > 0 ? 1 / per_row : 0)), per_row * 1e6,
-                   replayed ? static_cast<double>(replays) / replayed : 0.0, grouped(replayed ? events / replayed : 0),
+                   replayed ? static_cast<double>(replays) / replayed : 0.0,
+                   replayed ? static_cast<double>(recalled) / replayed : 0.0, grouped(replayed ? events / replayed : 0),
                    grouped(replayed ? skipped / replayed : 0), events ? replay_seconds / events * 1e9 : 0.0,
                    grouped(programs.hits()), grouped(programs.structures_shared()));
       }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/known_replays.hpp"
 #include "planner/allocator/replay_program.hpp"
 
 namespace trainplan {
@@ -47,6 +48,8 @@ class program_cache {
     replay_program program;
     // The caller's outcomes by capacity (bytes): apply_allocator_replay's replay and bisection.
     std::vector<std::pair<std::uint64_t, allocator_replay>> outcomes;
+    // The replays behind them, each answering every capacity that makes the same replay (known_replays.hpp).
+    known_replays replays;
     std::vector<std::uint64_t> key;
   };
   static constexpr std::uint64_t max_bytes = 128ull << 20;  // one cache's default bound
@@ -60,6 +63,10 @@ class program_cache {
   // The program for this schedule, compiled on the first request; valid until the next call.
   entry& get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, const schedule_settings& settings,
              int steps = 3);
+
+  // Counts bytes an entry took after get() returned it (its known replays) against the bound; the cache starts
+  // over, if it must, at the next get().
+  void grew(std::uint64_t bytes) { bytes_ += bytes; }
 
   std::uint64_t hits() const { return hits_; }
   std::uint64_t misses() const { return misses_; }

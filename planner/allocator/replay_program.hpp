@@ -87,6 +87,7 @@ allocator_replay replay_compiled(const replay_program& program, const replay_opt
 // What this thread's replays did so far (plan bench --planner reads them around the replays it times).
 struct replay_counters {
   std::uint64_t replays = 0, events_replayed = 0, events_skipped = 0;
+  std::uint64_t replays_recalled = 0;  // asked for and answered by an equal replay made before (known_replays.hpp)
 };
 replay_counters& thread_replay_counters();
 

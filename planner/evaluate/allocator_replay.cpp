@@ -5,6 +5,7 @@
 
 #include "planner/allocator/allocator_trace.hpp"
 #include "planner/allocator/caching_allocator.hpp"
+#include "planner/allocator/known_replays.hpp"
 #include "planner/allocator/program_cache.hpp"
 #include "planner/allocator/replay_program.hpp"
 #include "planner/evaluate/plan.hpp"
@@ -36,6 +37,30 @@ namespace {
 
 constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
 
+// A program's replays, each made or, where an equal replay was made before (one in a capacity that makes the
+// same choices: known_replays.hpp), recalled. A recalled replay's reserved path is the earlier one's where it kept
+// one, else empty (the path only lets probes resume: least_completing_capacity).
+struct program_replays {
+  const replay_program& program;
+  known_replays* known = nullptr;  // null: every replay is made
+  program_cache* cache = nullptr;  // counts what `known` keeps against its bound
+
+  allocator_replay replay(const replay_options& options) const {
+    if (known)
+      if (const known_replays::known* k = known->find(options.capacity_bytes, options.stop_at_out_of_memory)) {
+        if (options.path && k->has_path) *options.path = k->path;
+        ++thread_replay_counters().replays_recalled;
+        return k->result;
+      }
+    const allocator_replay made = replay_compiled(program, options);
+    if (known) {
+      const std::uint64_t kept_bytes = known->add(made, options.path, options.stop_at_out_of_memory);
+      if (cache) cache->grew(kept_bytes);
+    }
+    return made;
+  }
+};
+
 // The least capacity, in 2 MiB steps, in which the schedule's replay completes, between `fails` (a capacity
 // in steps where it runs out, or one below the tensors) and `completes` (one where it completes). A
 // bisection: how the segments split depends on the limit (a tighter one frees cached segments sooner), so
@@ -50,8 +75,9 @@ constexpr std::uint64_t allocator_capacity_step_bytes = 2ull << 20;
 // - `path` is where the unlimited replay's reservations grew (replay_program.hpp): each probe is that replay
 //   until its first segment past the probe's capacity, so a probe resumes from the point where the last
 //   failing probe parted from it (a checkpoint), which every later probe, in more memory, shares.
-std::uint64_t least_completing_capacity(const replay_program& program, const reserved_path& path, std::uint64_t fails,
+std::uint64_t least_completing_capacity(const program_replays& replays, const reserved_path& path, std::uint64_t fails,
                                         std::uint64_t completes, std::uint64_t fails_below_bytes) {
+  const replay_program& program = replays.program;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
   replay_checkpoint shared, parted;
   bool have_shared = false;
@@ -82,7 +108,7 @@ std::uint64_t least_completing_capacity(const replay_program& program, const res
       probe.save_before = past->first;
       parted.next_event = ~std::size_t{0};
     }
-    const allocator_replay outcome = replay_compiled(program, probe);
+    const allocator_replay outcome = replays.replay(probe);
     if (outcome.out_of_memory) {
       fails = mid;
       failing_below_bytes = outcome.same_replay_below_bytes;
@@ -167,7 +193,7 @@ namespace {
 
 // The replay in `capacity` and, where it runs short, the bisection for the least memory it needs: r.allocator,
 // or r.allocator_replay_skipped_instances where the schedule is too large to replay.
-void run_allocator_replay_in(const replay_program& program, plan_result& r, std::uint64_t capacity);
+void run_allocator_replay_in(const program_replays& replays, plan_result& r, std::uint64_t capacity);
 
 // With `programs`: the program and, where an equal schedule was replayed in this capacity before, the outcome,
 // shared (planner/allocator/program_cache.hpp).
@@ -176,7 +202,10 @@ void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_
     r.allocator_replay_skipped_instances = instances;  // the estimate's peak and verdict stand
     return;
   }
-  if (!programs) return run_allocator_replay_in(compile_schedule(plan_allocator_schedule(r, facts)), r, capacity);
+  if (!programs) {
+    const replay_program program = compile_schedule(plan_allocator_schedule(r, facts));
+    return run_allocator_replay_in({program}, r, capacity);
+  }
   program_cache::entry& shared = programs->get(r.inv, facts, r.run.grad_accum, plan_schedule_settings(r, facts));
   const auto known = std::find_if(shared.outcomes.begin(), shared.outcomes.end(),
                                   [capacity](const auto& outcome) { return outcome.first == capacity; });
@@ -184,16 +213,16 @@ void run_allocator_replay(plan_result& r, const model_facts& facts, std::uint64_
     r.allocator = known->second;
     return;
   }
-  run_allocator_replay_in(shared.program, r, capacity);
+  run_allocator_replay_in({shared.program, &shared.replays, programs}, r, capacity);
   shared.outcomes.emplace_back(capacity, *r.allocator);
 }
 
-void run_allocator_replay_in(const replay_program& program, plan_result& r, std::uint64_t capacity) {
+void run_allocator_replay_in(const program_replays& replays, plan_result& r, std::uint64_t capacity) {
   reserved_path path;
   replay_options in_budget;
   in_budget.capacity_bytes = capacity;
   in_budget.path = &path;
-  r.allocator = replay_compiled(program, in_budget);
+  r.allocator = replays.replay(in_budget);
   r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
   r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
@@ -208,10 +237,10 @@ void run_allocator_replay_in(const replay_program& program, plan_result& r, std:
     reserved_path unlimited_path;
     replay_options no_limit;
     no_limit.path = &unlimited_path;
-    const allocator_replay unlimited = replay_compiled(program, no_limit);
+    const allocator_replay unlimited = replays.replay(no_limit);
     const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
     r.allocator->peak_reserved_bytes = least_completing_capacity(
-        program, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step),
+        replays, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step),
         r.allocator->same_replay_below_bytes);
   } else if (r.allocator->cache_releases > 0) {
     // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
@@ -224,7 +253,7 @@ void run_allocator_replay_in(const replay_program& program, plan_result& r, std:
     const std::uint64_t completes = (r.allocator->peak_reserved_bytes + step - 1) / step;
     if (completes > fails + 1 && completes * step <= capacity)
       r.allocator->peak_reserved_bytes =
-          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(program, path, fails, completes, 0));
+          std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(replays, path, fails, completes, 0));
   }
 }
 

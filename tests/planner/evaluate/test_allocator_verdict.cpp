@@ -8,6 +8,7 @@
 #include "planner/model/model_facts.hpp"
 #include "planner/profiles/registry.hpp"
 #include "planner/allocator/allocator_trace.hpp"
+#include "planner/allocator/program_cache.hpp"
 #include "planner/allocator/replay_program.hpp"
 #include "planner/search/max_fit.hpp"
 #include "planner/search/search.hpp"
@@ -326,4 +327,63 @@ TEST_CASE("hf: the bisection for the least memory skips what a probe answered an
   CHECK(replays_skipping < replays_plain);
   WARN(out_of_memory + releasing << " searches for the least memory (" << releasing << " of runs that free the cache): "
                                  << replays_skipping << " replays, against " << replays_plain << " for the plain bisection");
+}
+
+TEST_CASE("hf: replays recalled from a program's earlier ones give every capacity the answer of its own replay",
+          "[allocator][hf]") {
+  // A program asked for several capacities (a sweep over GPUs or budgets) recalls an earlier replay wherever the
+  // capacity lies in that replay's same-replay range (planner/allocator/known_replays.hpp), the budget's, the
+  // unlimited one and the bisection's probes alike. Each outcome must be what the program gives with nothing
+  // recalled, field by field, in fewer replays.
+  struct case_run {
+    const char* model;
+    run_config run;
+  };
+  const case_run cases[] = {{"gpt2", gpt2_run(48)}, {"tinyllama-1.1b", gpt2_run(16)}, {"llama-2-7b", offloaded_7b_run()}};
+  std::uint64_t made_alone = 0, made_shared = 0, recalled = 0, outcomes = 0;
+  for (const case_run& c : cases) {
+    const model_spec& m = test::data().model(c.model).spec;
+    const model_facts facts = describe_model(m);
+    const plan_result p = test::plan_of(m, c.run);
+    REQUIRE(p.allocator.has_value());
+    const std::uint64_t fixed = p.overhead.fixed_bytes();
+    const std::uint64_t unlimited = replay_schedule(plan_allocator_schedule(p, facts)).peak_reserved_bytes;
+    program_cache programs;
+    // Capacities above what it reserves with no limit (where one replay answers all), inside its range of
+    // failures, and a few MiB apart (where the probes of one bisection answer the next).
+    for (const double share : {1.5, 1.2, 1.01, 0.9, 0.9 + 1e-4, 0.9 + 2e-4, 0.75, 0.6, 0.6 + 3e-4}) {
+      const std::uint64_t capacity = static_cast<std::uint64_t>(static_cast<double>(unlimited) * share) + 4321;
+      INFO(c.model << " capacity " << capacity);
+      plan_result alone = p, shared = p;
+      const replay_counters before_alone = thread_replay_counters();
+      apply_allocator_replay(alone, facts, fixed + capacity);
+      made_alone += thread_replay_counters().replays - before_alone.replays;
+      const replay_counters before_shared = thread_replay_counters();
+      apply_allocator_replay(shared, facts, fixed + capacity, nullptr, &programs);
+      made_shared += thread_replay_counters().replays - before_shared.replays;
+      recalled += thread_replay_counters().replays_recalled - before_shared.replays_recalled;
+      REQUIRE(alone.allocator.has_value());
+      REQUIRE(shared.allocator.has_value());
+      const allocator_replay &a = *alone.allocator, &b = *shared.allocator;
+      CHECK(a.peak_allocated_bytes == b.peak_allocated_bytes);
+      CHECK(a.peak_reserved_bytes == b.peak_reserved_bytes);
+      CHECK(a.budget_reserved_bytes == b.budget_reserved_bytes);
+      CHECK(a.out_of_memory == b.out_of_memory);
+      CHECK(a.failed_tensor == b.failed_tensor);
+      CHECK(a.failed_step == b.failed_step);
+      CHECK(a.cache_releases == b.cache_releases);
+      CHECK(a.segments_made == b.segments_made);
+      CHECK(a.tensors_fit == b.tensors_fit);
+      CHECK(a.same_replay_from_bytes == b.same_replay_from_bytes);
+      CHECK(a.same_replay_below_bytes == b.same_replay_below_bytes);
+      CHECK(alone.peak_bytes == shared.peak_bytes);
+      CHECK(alone.fits == shared.fits);
+      ++outcomes;
+    }
+  }
+  CHECK(recalled > 0);
+  CHECK(made_shared + recalled == made_alone);  // the same replays asked for, each made or recalled
+  CHECK(made_shared < made_alone);
+  WARN(outcomes << " outcomes: " << made_shared << " replays made and " << recalled << " recalled, against "
+                << made_alone << " made with nothing recalled");
 }
