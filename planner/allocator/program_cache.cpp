@@ -144,12 +144,22 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
   }
   settings.apply(schedule);
-  made->program = compile_schedule(schedule);
+  std::unique_ptr<structure> kept;
+  if (like && refill_program(like->program, like->origins, schedule, made->program)) {
+    ++programs_refilled_;
+  } else if (like) {
+    made->program = compile_schedule(schedule);
+  } else {
+    kept = std::make_unique<structure>();
+    made->program = compile_schedule(schedule, &kept->origins);
+    kept->program = made->program;
+  }
   made->key = key_;
   std::uint64_t bytes = entry_bytes(*made);
-  std::unique_ptr<structure> kept;
-  if (!like) {
-    kept = std::make_unique<structure>();
+  if (kept) {
+    kept->program.inv = nullptr;  // only its events are read again
+    bytes += kept->program.events.capacity() * sizeof(replay_program::event) +
+             kept->origins.piece.capacity() * sizeof(std::uint32_t) + kept->origins.pattern.capacity() * sizeof(std::uint64_t);
     kept->key = structure_key_;
     kept->schedule.instances = schedule.instances;
     kept->schedule.ops = std::move(schedule.ops);  // the schedule is compiled: only the operations are kept

@@ -72,6 +72,8 @@ class program_cache {
   std::uint64_t misses() const { return misses_; }
   // Of the misses, those whose schedule was an earlier one's operations with new sizes (resize_schedule).
   std::uint64_t structures_shared() const { return structures_shared_; }
+  // Of those, the programs refilled from the structure's first program instead of compiled (refill_program).
+  std::uint64_t programs_refilled() const { return programs_refilled_; }
 
  private:
   // A schedule's operations (no sizes), under its structure key: most levers and every micro-batch and
@@ -79,11 +81,15 @@ class program_cache {
   struct structure {
     std::vector<std::uint64_t> key;
     allocator_schedule schedule;  // its operations (no sizes)
+    // The first program compiled from it, and what its events came from: a later one with the same pattern of
+    // pieces is this one refilled with its own sizes (refill_program), not compiled again.
+    replay_program program;
+    program_origins origins;
   };
   std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;         // by the key's hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
   std::vector<std::uint64_t> key_, structure_key_;                                 // the request's, reused
-  std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0;
+  std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0, programs_refilled_ = 0;
 };
 
 // The key's words (program_cache.cpp): exposed for the test that a changed field changes it.

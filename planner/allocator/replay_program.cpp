@@ -30,9 +30,49 @@ bool last_step_repeats(const replay_program& p, std::size_t from, std::size_t be
   return true;
 }
 
+// The words compile_schedule's order of events depends on beyond the operations: for each buffer its count of
+// pieces and, for each piece, whether it is empty (no event) or placed apart (allocated by a backward step of
+// its own); the workspaces made; the operations' counts.
+void schedule_pattern(const allocator_schedule& s, std::vector<std::uint64_t>& out) {
+  out.clear();
+  out.insert(out.end(), {s.instances, s.ops.size(), s.workspace_bytes > 0, s.lt_workspace_bytes > 0, s.lt_after[0],
+                         s.lt_after[1], s.workspace_ops[0], s.workspace_ops[1]});
+  for (std::size_t t = 0; t < s.sizes.size(); ++t) {
+    const std::vector<std::uint64_t>& sizes = s.sizes[t];
+    const std::vector<bool>& placed = t < s.placed.size() ? s.placed[t] : std::vector<bool>{};
+    out.push_back(sizes.size() << 32 | placed.size());
+    for (std::size_t k = 0; k < sizes.size(); ++k)
+      out.push_back((sizes[k] == 0 ? 1u : 0u) | (k < placed.size() && placed[k] ? 2u : 0u));
+  }
+}
+
 }  // namespace
 
-replay_program compile_schedule(const allocator_schedule& s) {
+bool refill_program(const replay_program& like, const program_origins& origins, const allocator_schedule& s,
+                    replay_program& out) {
+  thread_local std::vector<std::uint64_t> pattern;
+  schedule_pattern(s, pattern);
+  if (pattern != origins.pattern || origins.piece.size() != like.events.size()) return false;
+  out.inv = s.inv;
+  out.workspace_bytes = s.workspace_bytes;
+  out.expandable_segments = s.expandable_segments;
+  out.gpu_total_bytes = s.gpu_total_bytes;
+  out.slots = like.slots;
+  out.events = like.events;
+  for (std::size_t i = 0; i < out.events.size(); ++i) {
+    replay_program::event& e = out.events[i];
+    if (e.bytes == 0) continue;  // a free (compile_schedule makes no empty allocation)
+    e.bytes = e.what == replay_program::cublas_workspace     ? s.workspace_bytes
+              : e.what == replay_program::cublaslt_workspace ? s.lt_workspace_bytes
+                                                             : s.sizes[e.what][origins.piece[i]];
+  }
+  out.repeat_from = out.repeat_begin = 0;
+  if (origins.last_steps_begin > 0 && last_step_repeats(out, origins.last_steps_from, origins.last_steps_begin))
+    out.repeat_from = origins.last_steps_from, out.repeat_begin = origins.last_steps_begin;
+  return true;
+}
+
+replay_program compile_schedule(const allocator_schedule& s, program_origins* origins) {
   replay_program p;
   p.inv = s.inv;
   p.workspace_bytes = s.workspace_bytes;
@@ -50,8 +90,11 @@ replay_program compile_schedule(const allocator_schedule& s) {
   constexpr std::uint32_t none = ~0u;
   std::vector<std::uint32_t> first_slot(s.instances, none), last_slot(s.instances, none), next_slot;
   next_slot.reserve(most_events / 2 + 8);
-  auto allocate = [&](std::uint64_t bytes, std::uint32_t what, std::int32_t step, bool stop_check, bool workspace) {
+  if (origins) origins->piece.clear(), origins->piece.reserve(most_events);
+  auto allocate = [&](std::uint64_t bytes, std::uint32_t what, std::int32_t step, bool stop_check, bool workspace,
+                      std::uint32_t piece = 0) {
     p.events.push_back({bytes, p.slots, what, step, stop_check, workspace});
+    if (origins) origins->piece.push_back(piece);
     next_slot.push_back(none);
     return p.slots++;
   };
@@ -76,8 +119,10 @@ replay_program compile_schedule(const allocator_schedule& s) {
     }
     const allocator_schedule::op& o = s.ops[n];
     if (o.free) {
-      for (std::uint32_t slot = first_slot[o.instance]; slot != none; slot = next_slot[slot])
+      for (std::uint32_t slot = first_slot[o.instance]; slot != none; slot = next_slot[slot]) {
         p.events.push_back({0, slot, o.tensor, o.step, false, false});
+        if (origins) origins->piece.push_back(0);
+      }
       first_slot[o.instance] = last_slot[o.instance] = none;
       continue;
     }
@@ -86,7 +131,7 @@ replay_program compile_schedule(const allocator_schedule& s) {
     for (std::size_t k = 0; k < sizes.size(); ++k) {
       const bool placed_apart = k < placed.size() && placed[k];  // allocated by a backward step of its own
       if (sizes[k] == 0 || (o.piece >= 0 ? k != static_cast<std::size_t>(o.piece) : placed_apart)) continue;
-      const std::uint32_t slot = allocate(sizes[k], o.tensor, o.step, true, false);
+      const std::uint32_t slot = allocate(sizes[k], o.tensor, o.step, true, false, static_cast<std::uint32_t>(k));
       if (last_slot[o.instance] == none) first_slot[o.instance] = slot;
       else next_slot[last_slot[o.instance]] = slot;
       last_slot[o.instance] = slot;
@@ -98,8 +143,11 @@ replay_program compile_schedule(const allocator_schedule& s) {
   // The fixed point: the last two steps (step_begin holds steps + 1 entries, the last the end of the steps).
   if (step_begin.size() >= 3) {
     const std::size_t from = step_begin[step_begin.size() - 3], begin = step_begin[step_begin.size() - 2];
-    if (step_begin.back() == p.events.size() && last_step_repeats(p, from, begin)) p.repeat_from = from, p.repeat_begin = begin;
+    const bool candidates = step_begin.back() == p.events.size();
+    if (candidates && origins) origins->last_steps_from = from, origins->last_steps_begin = begin;
+    if (candidates && last_step_repeats(p, from, begin)) p.repeat_from = from, p.repeat_begin = begin;
   }
+  if (origins) schedule_pattern(s, origins->pattern);
   return p;
 }
 

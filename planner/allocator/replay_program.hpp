@@ -46,7 +46,24 @@ struct replay_program {
   std::size_t repeat_from = 0, repeat_begin = 0;
 };
 
-replay_program compile_schedule(const allocator_schedule& schedule);
+// What a program was compiled from, so that a schedule with the same operations can be compiled by refilling
+// its sizes (refill_program): each allocation's piece of its buffer, the pattern the events' order depends on
+// (how many pieces each buffer splits into, which are empty or placed apart, which workspaces are made), and
+// where its last two steps begin (the fixed point's candidates).
+struct program_origins {
+  std::vector<std::uint32_t> piece;     // by event: an allocation's index in its buffer's sizes (0 otherwise)
+  std::vector<std::uint64_t> pattern;   // schedule_pattern's words
+  std::size_t last_steps_from = 0, last_steps_begin = 0;  // both 0: no fixed point to look for
+};
+
+replay_program compile_schedule(const allocator_schedule& schedule, program_origins* origins = nullptr);
+
+// The program compile_schedule(schedule) makes, from `like`, compiled (with `origins`) from a schedule with the same
+// operations (resize_schedule's: another micro-batch or sequence length): the same events with this schedule's
+// sizes. False, leaving `out` unspecified, where the pattern differs (a piece empty in one and not the other, a
+// workspace made in one only): compile_schedule then.
+bool refill_program(const replay_program& like, const program_origins& origins, const allocator_schedule& schedule,
+                    replay_program& out);
 
 // A replay stopped before one of its events, to resume other replays from. A replay in a capacity follows the
 // replay without one event for event until the first segment (with expandable segments, the first pages mapped)

@@ -3,6 +3,7 @@
 // anything the schedule reads gets its own.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@ void check_same_program(const replay_program& shared, const replay_program& alon
   CHECK(shared.slots == alone.slots);
   CHECK(shared.workspace_bytes == alone.workspace_bytes);
   CHECK(shared.expandable_segments == alone.expandable_segments);
+  CHECK(shared.gpu_total_bytes == alone.gpu_total_bytes);
   CHECK(shared.repeat_from == alone.repeat_from);
   CHECK(shared.repeat_begin == alone.repeat_begin);
   CHECK(replay_compiled(shared).peak_reserved_bytes == replay_compiled(alone).peak_reserved_bytes);
@@ -193,7 +195,43 @@ TEST_CASE("program cache: a schedule resized from another of the same structure 
     CHECK(cache.misses() == built);
     // One structure per accumulation (one micro-batch or three replayed): every other schedule resized.
     CHECK(cache.structures_shared() == built - 2);
+    // and every one of those refilled from the first program of its structure, not compiled (refill_program):
+    // no piece empties and no workspace changes with the sizes here
+    CHECK(cache.programs_refilled() == cache.structures_shared());
   }
+}
+
+TEST_CASE("program cache: a program is refilled only from a schedule with the same pieces and workspaces", "[allocator]") {
+  // refill_program copies the events and writes in the new sizes; where a piece is empty in one schedule and not
+  // the other, or a workspace is made in one only, the events themselves differ, and it must refuse.
+  const model_facts facts = describe_model(data().model("gpt2").spec);
+  const plan_result p = gpt2_plan();
+  const allocator_schedule schedule = plan_allocator_schedule(p, facts);
+  program_origins origins;
+  const replay_program like = compile_schedule(schedule, &origins);
+  REQUIRE(origins.piece.size() == like.events.size());
+  replay_program out;
+  // The same schedule with every size doubled: the same events, each allocation twice its bytes.
+  allocator_schedule doubled = schedule;
+  for (std::vector<std::uint64_t>& sizes : doubled.sizes)
+    for (std::uint64_t& bytes : sizes) bytes *= 2;
+  doubled.workspace_bytes *= 2;
+  doubled.lt_workspace_bytes *= 2;
+  REQUIRE(refill_program(like, origins, doubled, out));
+  check_same_program(out, compile_schedule(doubled));
+  for (std::size_t k = 0; k < like.events.size(); ++k)
+    REQUIRE(out.events[k].bytes == 2 * like.events[k].bytes);  // frees stay 0
+  // A piece that empties: one allocation fewer.
+  allocator_schedule emptied = schedule;
+  const auto first = std::find_if(emptied.sizes.begin(), emptied.sizes.end(), [](const auto& sizes) { return !sizes.empty(); });
+  REQUIRE(first != emptied.sizes.end());
+  first->front() = 0;
+  CHECK_FALSE(refill_program(like, origins, emptied, out));
+  // No cuBLAS workspaces: two allocations fewer.
+  allocator_schedule without_workspaces = schedule;
+  REQUIRE(without_workspaces.workspace_bytes > 0);
+  without_workspaces.workspace_bytes = 0;
+  CHECK_FALSE(refill_program(like, origins, without_workspaces, out));
 }
 
 TEST_CASE("program cache: sharded layouts at other GPU counts, resized or built anew, each the program built alone", "[allocator]") {
@@ -232,6 +270,7 @@ TEST_CASE("program cache: sharded layouts at other GPU counts, resized or built 
         check_same_program(cache.get(p.inv, facts, r.grad_accum, settings_of(alone)).program, compile_schedule(alone));
       }
       CHECK(cache.structures_shared() > 0);
+      CHECK(cache.programs_refilled() <= cache.structures_shared());
     }
 }
 
