@@ -25,6 +25,10 @@ struct allocator_replay {
   // Segments it made (cudaMalloc calls: memory_stats()'s num_device_alloc), those it gave back included; with
   // expandable segments, the address ranges it reserved.
   std::uint64_t segments_made = 0;
+  // With a failure: the peak reserved (workspaces left out) and the segments made before the allocation that
+  // failed. The run stops there (PyTorch raises its out-of-memory error; cudaMalloc made no segment for it), where
+  // the replay, to go on, takes a segment past the capacity. Set by replay_compiled (replay_program.hpp).
+  std::uint64_t reserved_before_failure_bytes = 0, segments_before_failure = 0;
   // Set by apply_allocator_replay (planner/evaluate/plan.hpp): whether the tensors alone, in the allocator's blocks,
   // fit the capacity, so that a failure is the allocator's fragmentation.
   bool tensors_fit = true;

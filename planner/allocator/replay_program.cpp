@@ -223,6 +223,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       continue;
     }
     const std::uint64_t before = alloc.reserved_bytes();
+    const std::uint64_t peak_before = alloc.peak_reserved_bytes(), segments_before = alloc.segments();
+    const std::uint64_t workspaces_before = workspaces_made;
     const bool failed_before = alloc.out_of_memory();
     if constexpr (keeps_state) handles[e.slot] = alloc.allocate(e.bytes, e.slot);
     else handles[e.slot] = alloc.allocate(e.bytes);
@@ -235,7 +237,11 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       const std::string_view what = e.what == replay_program::cublas_workspace     ? "cuBLAS workspace"
                                     : e.what == replay_program::cublaslt_workspace ? "cuBLASLt workspace"
                                                                                    : std::string_view(p.inv->tensors[e.what].name);
-      if (failed) result.failed_tensor = what, result.failed_step = e.step;
+      if (failed) {
+        result.failed_tensor = what, result.failed_step = e.step;
+        result.reserved_before_failure_bytes = peak_before - std::min(peak_before, workspaces_before);
+        result.segments_before_failure = segments_before;
+      }
       // (replay_through records no growth for a buffer's allocation that fails where the replay stops.)
       const bool buffer = e.what != replay_program::cublas_workspace && e.what != replay_program::cublaslt_workspace;
       if (o.growth && alloc.reserved_bytes() > before && !(failed && buffer && o.stop_at_out_of_memory))

@@ -222,11 +222,16 @@ void run_allocator_replay_in(const program_replays& replays, plan_result& r, std
   replay_options in_budget;
   in_budget.capacity_bytes = capacity;
   in_budget.path = &path;
+  // The run stops where PyTorch raises its out-of-memory error: what it reserved, the segments it made and the
+  // releases of its cache are those up to there (a replay carried on past the failure, with no limit, counted
+  // segments the run never makes: 445 GB reserved on an 80 GB GPU).
+  in_budget.stop_at_out_of_memory = true;
   r.allocator = replays.replay(in_budget);
-  r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
   r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
   if (r.allocator->out_of_memory) {
+    r.allocator->budget_reserved_bytes = r.allocator->reserved_before_failure_bytes;
+    r.allocator->segments_made = r.allocator->segments_before_failure;
     // What it needs: the least memory in which the replay completes (the allocator frees its cached segments
     // as it runs short there too), searched between what the budget leaves it (where it failed) and what it
     // reserves with no limit (where it cannot fail: until a segment would exceed a limit, a limited replay
@@ -238,6 +243,10 @@ void run_allocator_replay_in(const program_replays& replays, plan_result& r, std
     replay_options no_limit;
     no_limit.path = &unlimited_path;
     const allocator_replay unlimited = replays.replay(no_limit);
+    // The tensors' peak in the allocator's blocks is the whole run's, as the replay with no limit places them:
+    // whether they alone would fit the budget (tensors_fit: a failure of fragmentation) and where the search
+    // starts.
+    r.allocator->peak_allocated_bytes = unlimited.peak_allocated_bytes;
     const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
     r.allocator->peak_reserved_bytes = least_completing_capacity(
         replays, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step),
@@ -255,6 +264,7 @@ void run_allocator_replay_in(const program_replays& replays, plan_result& r, std
       r.allocator->peak_reserved_bytes =
           std::min(r.allocator->peak_reserved_bytes, least_completing_capacity(replays, path, fails, completes, 0));
   }
+  r.allocator->tensors_fit = r.allocator->peak_allocated_bytes <= capacity;
 }
 
 }  // namespace

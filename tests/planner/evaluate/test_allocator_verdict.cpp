@@ -68,6 +68,51 @@ TEST_CASE("hf: a run whose tensors fit but whose allocator runs out does not fit
         h100.memory_bytes);  // the tensors alone fit: fragmentation
 }
 
+TEST_CASE("hf: a run that runs out of memory reports what it reserved and made up to the error", "[allocator][hf]") {
+  // PyTorch raises its out-of-memory error at the first allocation the allocator cannot serve, and the step ends
+  // there: what it reserved cannot pass the memory it was given, and the segments it made are those before the
+  // error (a replay carried on past it, with no limit, once reported 445 GB reserved on an 80 GB GPU). The
+  // tensors' peak is the whole run's, as the replay with no limit places them.
+  struct case_run {
+    const char* model;
+    run_config run;
+  };
+  run_config llama = gpt2_run(4);
+  llama.seq = 8192;
+  llama.dropout = 0;
+  const case_run cases[] = {{"gpt2", gpt2_run(48)}, {"llama-3.1-8b", llama}};
+  for (const case_run& c : cases) {
+    INFO(c.model);
+    const model_spec& m = test::data().model(c.model).spec;
+    const model_facts facts = describe_model(m);
+    const plan_result p = test::plan_of(m, c.run);
+    REQUIRE(p.allocator.has_value());
+    REQUIRE(p.allocator->out_of_memory);
+    const std::uint64_t capacity = test::data().gpu("h100").memory_bytes - p.overhead.fixed_bytes();
+    // The reference allocator (caching_allocator, op by op) records each segment it makes up to the error, and
+    // none for the allocation that failed: the reported figures are its count and the most reserved after one.
+    const allocator_schedule schedule = plan_allocator_schedule(p, facts);
+    std::vector<allocator_growth> growth;
+    const allocator_replay until_error = replay_schedule_reference(schedule, &growth, capacity, true);
+    REQUIRE(until_error.out_of_memory);
+    CHECK(p.allocator->cache_releases == until_error.cache_releases);
+    CHECK(p.allocator->segments_made == growth.size());
+    std::uint64_t most_reserved = 0;
+    for (const allocator_growth& g : growth) most_reserved = std::max(most_reserved, g.reserved_bytes);
+    // What the device gave (its capacity holds both cuBLAS workspaces), and the peak reported without the
+    // workspaces made by then: both, or only the forward's where it fails before the first backward.
+    const std::uint64_t workspace = schedule.workspace_bytes;
+    CHECK(most_reserved <= capacity + 2 * workspace);
+    CHECK(p.allocator->budget_reserved_bytes <= most_reserved);
+    const std::uint64_t left_out = most_reserved - p.allocator->budget_reserved_bytes;
+    CHECK((left_out == workspace || left_out == 2 * workspace));
+    if (until_error.failed_step >= 1) CHECK(left_out == 2 * workspace);
+    const allocator_replay with_no_limit = replay_schedule(schedule);
+    CHECK(p.allocator->peak_allocated_bytes == with_no_limit.peak_allocated_bytes);
+    CHECK(p.allocator->tensors_fit == (with_no_limit.peak_allocated_bytes <= capacity));
+  }
+}
+
 TEST_CASE("hf: plan max micro-batch, searches and sweeps give the fit check's verdict and peak", "[allocator][hf]") {
   const sweep_model gpt2{test::data().model("gpt2").spec, describe_model(test::data().model("gpt2").spec)};
   const gpu_spec& h100 = test::data().gpu("h100");
@@ -294,7 +339,8 @@ TEST_CASE("hf: the bisection for the least memory skips what a probe answered an
     REQUIRE(p.allocator.has_value());
     const std::uint64_t fixed = p.overhead.fixed_bytes();
     const allocator_schedule schedule = plan_allocator_schedule(p, facts);
-    const std::uint64_t unlimited = replay_schedule(schedule).peak_reserved_bytes;
+    const allocator_replay with_no_limit = replay_schedule(schedule);
+    const std::uint64_t unlimited = with_no_limit.peak_reserved_bytes;
     for (const double share : {0.97, 0.85, 0.7, 0.55}) {
       const std::uint64_t capacity = static_cast<std::uint64_t>(static_cast<double>(unlimited) * share) + 12345;
       INFO(c.model << " micro-batch " << c.run.micro_batch << ", capacity " << capacity);
@@ -307,7 +353,8 @@ TEST_CASE("hf: the bisection for the least memory skips what a probe answered an
       const allocator_replay in_budget = replay_schedule(schedule, nullptr, capacity);
       std::uint64_t expected = in_budget.peak_reserved_bytes;
       if (in_budget.out_of_memory) {
-        const std::uint64_t fails = std::max(in_budget.peak_allocated_bytes, capacity) / step;
+        // from the tensors' peak as the replay with no limit places them (apply_allocator_replay)
+        const std::uint64_t fails = std::max(with_no_limit.peak_allocated_bytes, capacity) / step;
         expected = plain_least_completing(schedule, fails, std::max(fails + 1, (unlimited + step - 1) / step));
         ++out_of_memory;
       } else if (in_budget.cache_releases > 0) {
