@@ -20,6 +20,12 @@ using namespace trainplan;
 
 namespace {
 
+// A catalog model and a run of it, for the tests that go over several.
+struct case_run {
+  const char* model;
+  run_config run;
+};
+
 run_config gpt2_run(std::uint64_t micro_batch, recompute_mode recompute = recompute_mode::none) {
   run_config r;
   r.profile = &profile_named("hf");
@@ -73,10 +79,6 @@ TEST_CASE("hf: a run that runs out of memory reports what it reserved and made u
   // there: what it reserved cannot pass the memory it was given, and the segments it made are those before the
   // error (a replay carried on past it, with no limit, once reported 445 GB reserved on an 80 GB GPU). The
   // tensors' peak is the whole run's, as the replay with no limit places them.
-  struct case_run {
-    const char* model;
-    run_config run;
-  };
   run_config llama = gpt2_run(4);
   llama.seq = 8192;
   llama.dropout = 0;
@@ -323,10 +325,6 @@ TEST_CASE("hf: the bisection for the least memory skips what a probe answered an
   // result must be the plain bisection's, bit for bit, in fewer replays: runs that do not fit their budget, and
   // runs that complete only by freeing the allocator's cache.
   constexpr std::uint64_t step = 2ull << 20;
-  struct case_run {
-    const char* model;
-    run_config run;
-  };
   const case_run cases[] = {{"gpt2", gpt2_run(48)},
                             {"gpt2", gpt2_run(96, recompute_mode::full)},
                             {"tinyllama-1.1b", gpt2_run(16)},
@@ -382,10 +380,6 @@ TEST_CASE("hf: replays recalled from a program's earlier ones give every capacit
   // capacity lies in that replay's same-replay range (planner/allocator/known_replays.hpp), the budget's, the
   // unlimited one and the bisection's probes alike. Each outcome must be what the program gives with nothing
   // recalled, field by field, in fewer replays.
-  struct case_run {
-    const char* model;
-    run_config run;
-  };
   const case_run cases[] = {{"gpt2", gpt2_run(48)}, {"tinyllama-1.1b", gpt2_run(16)}, {"llama-2-7b", offloaded_7b_run()}};
   std::uint64_t made_alone = 0, made_shared = 0, recalled = 0, outcomes = 0;
   for (const case_run& c : cases) {
