@@ -29,6 +29,9 @@ struct allocator_replay {
   // failed. The run stops there (PyTorch raises its out-of-memory error; cudaMalloc made no segment for it), where
   // the replay, to go on, takes a segment past the capacity. Set by replay_compiled (replay_program.hpp).
   std::uint64_t reserved_before_failure_bytes = 0, segments_before_failure = 0;
+  // The first event at which a check against the capacity failed (the allocator freed its cache or ran out):
+  // before it, the replay was the one with no limit, event for event. ~0: none failed. Set by replay_compiled.
+  std::size_t first_failed_check_event = ~std::size_t{0};
   // Set by apply_allocator_replay (planner/evaluate/plan.hpp): whether the tensors alone, in the allocator's blocks,
   // fit the capacity, so that a failure is the allocator's fragmentation.
   bool tensors_fit = true;

@@ -232,6 +232,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
     if (e.workspace) workspaces_made += p.workspace_bytes;
     if (o.path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())
       o.path->push_back({i, alloc.reserved_bytes()});
+    if (result.first_failed_check_event == ~std::size_t{0} && alloc.checks().failed_asked_bytes != ~0ull)
+      result.first_failed_check_event = i;
     const bool failed = alloc.out_of_memory() && !failed_before;
     if (failed || (o.growth && alloc.reserved_bytes() > before)) {
       const std::string_view what = e.what == replay_program::cublas_workspace     ? "cuBLAS workspace"

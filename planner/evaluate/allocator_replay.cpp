@@ -74,13 +74,17 @@ struct program_replays {
 //   `fails_below_bytes`: where the caller's own failing replay already answers (0: nowhere).
 // - `path` is where the unlimited replay's reservations grew (replay_program.hpp): each probe is that replay
 //   until its first segment past the probe's capacity, so a probe resumes from the point where the last
-//   failing probe parted from it (a checkpoint), which every later probe, in more memory, shares.
+//   failing probe parted from it (a checkpoint), which every later probe, in more memory, shares. `start`, where
+//   given, is such a checkpoint for every probe from the first (the unlimited replay's state where the budget's
+//   replay, in less memory than any probe, parted from it).
 std::uint64_t least_completing_capacity(const program_replays& replays, const reserved_path& path, std::uint64_t fails,
-                                        std::uint64_t completes, std::uint64_t fails_below_bytes) {
+                                        std::uint64_t completes, std::uint64_t fails_below_bytes,
+                                        replay_checkpoint* start = nullptr) {
   const replay_program& program = replays.program;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
   replay_checkpoint shared, parted;
-  bool have_shared = false;
+  bool have_shared = start != nullptr;
+  if (start) std::swap(shared, *start);
   const std::uint64_t workspaces_bytes = 2 * program.workspace_bytes;
   // What the last failing and the last completing probe answered: every later probe lies above the one and
   // below the other, so only the last of each can hold it.
@@ -242,7 +246,14 @@ void run_allocator_replay_in(const program_replays& replays, plan_result& r, std
     reserved_path unlimited_path;
     replay_options no_limit;
     no_limit.path = &unlimited_path;
+    // Every probe lies above the budget (fails, below), so each is the unlimited replay up to where the budget's
+    // replay first failed a check: the unlimited replay keeps its state there for the probes to start from.
+    replay_checkpoint where_budget_parts;
+    where_budget_parts.next_event = ~std::size_t{0};
+    no_limit.save = &where_budget_parts;
+    no_limit.save_before = r.allocator->first_failed_check_event;
     const allocator_replay unlimited = replays.replay(no_limit);
+    const bool parted_saved = where_budget_parts.next_event == no_limit.save_before;  // not where it was recalled
     // The tensors' peak in the allocator's blocks is the whole run's, as the replay with no limit places them:
     // whether they alone would fit the budget (tensors_fit: a failure of fragmentation) and where the search
     // starts.
@@ -250,7 +261,7 @@ void run_allocator_replay_in(const program_replays& replays, plan_result& r, std
     const std::uint64_t fails = std::max(r.allocator->peak_allocated_bytes, capacity) / step;
     r.allocator->peak_reserved_bytes = least_completing_capacity(
         replays, unlimited_path, fails, std::max(fails + 1, (unlimited.peak_reserved_bytes + step - 1) / step),
-        r.allocator->same_replay_below_bytes);
+        r.allocator->same_replay_below_bytes, parted_saved ? &where_budget_parts : nullptr);
   } else if (r.allocator->cache_releases > 0) {
     // It completes, but only by freeing its cache as it runs short: what it reserved is then nearly the whole
     // budget, a cache it would have kept, not what the run needs (a 7B run with the optimizer offloaded
