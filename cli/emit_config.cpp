@@ -374,9 +374,12 @@ std::string torchtitan(const model_spec& m, const run_config& r, std::vector<std
     refuse(e, fmt::format("torchtitan's 1F1B pipeline needs at least one microbatch per stage: --grad-accum {} is below "
                           "--pp {}", r.grad_accum, r.pp));
   if (r.optimizer != optimizer_kind::adamw) refuse(e, fmt::format("torchtitan's optimizers are Adam and AdamW, not {}", optimizer_name(r.optimizer)));
-  if (r.recompute == recompute_mode::selective)
+  // The plan's selective is torchtitan's per-op policy where the stack models it (fsdp2); elsewhere it is the
+  // attention core alone, which torchtitan has no option for.
+  const bool op_policy = profile_of(r).traits.selective_recompute == selective_recompute_kind::op_policy;
+  if (r.recompute == recompute_mode::selective && !op_policy)
     refuse(e, "torchtitan's selective checkpointing (per op or every n-th layer) is not the plan's (the attention core "
-              "alone): --recompute full or none");
+              "alone): --recompute full or none (or --framework fsdp2, whose selective is torchtitan's per-op policy)");
   if (r.offload == offload_mode::optimizer || r.offload == offload_mode::params)
     refuse(e, "torchtitan offloads parameters, gradients and the optimizer together (--offload both with --zero 3)");
   const std::uint64_t dp = r.data_parallel();
@@ -393,7 +396,8 @@ std::string torchtitan(const model_spec& m, const run_config& r, std::vector<std
   const std::string dtype = r.precision == precision_regime::bf16 ? "dtype = \"bfloat16\"\n" : "";  // no fp32 master copy
   const std::string offload = r.offload == offload_mode::both ? "enable_cpu_offload = true\n" : "";
   const std::string converters = r.precision == precision_regime::fp8_mixed ? "converters = [\"float8\"]\n" : "";
-  const char* ac = r.recompute == recompute_mode::full ? "full" : "none";
+  const char* ac = r.recompute == recompute_mode::full ? "full" : r.recompute == recompute_mode::selective ? "selective" : "none";
+  const std::string ac_option = r.recompute == recompute_mode::selective ? "selective_ac_option = \"op\"\n" : "";
   note_placeholders(e, "[training] steps and max_norm, [optimizer] lr and weight_decay, and [lr_scheduler] warmup_steps", notes);
   return fmt::format(
       "# torchtitan train config (v0.2's TOML job config; later releases configure in Python), written by trainplan\n"
@@ -405,13 +409,13 @@ std::string torchtitan(const model_spec& m, const run_config& r, std::vector<std
       "[parallelism]\ndata_parallel_replicate_degree = {}\ndata_parallel_shard_degree = {}\n{}tensor_parallel_degree = {}\n"
       "pipeline_parallel_degree = {}\n{}"
       "enable_async_tensor_parallel = false\n\n"
-      "[activation_checkpoint]\nmode = \"{}\"\n\n"
+      "[activation_checkpoint]\nmode = \"{}\"\n{}\n"
       "[optimizer]\nname = \"AdamW\"\nimplementation = \"{}\"\n"
       "lr = \"SET_ME\"  # SET_ME: the learning rate (trainplan does not know it)\n"
       "weight_decay = \"SET_ME\"  # SET_ME: the weight decay (trainplan does not know it)\n\n"
       "[lr_scheduler]\nwarmup_steps = \"SET_ME\"  # SET_ME: the warmup (trainplan does not know it)\n",
       m.qk_norm ? "qwen3" : "llama3", converters, local, r.global_batch(), r.seq, r.precision == precision_regime::fp32 ? "float32" : "bfloat16", dtype, offload,
-      replicate, shard, reshard, r.tp, r.pp, microbatch, ac,
+      replicate, shard, reshard, r.tp, r.pp, microbatch, ac, ac_option,
       r.optimizer_impl == optimizer_impl_kind::fused ? "fused" : "foreach");
 }
 

@@ -76,21 +76,24 @@ void add_accumulation_ops(step_ops& ops, double grad_bytes, double tensors) {
 
 
 step_ops micro_batch_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
-                              bool selective_reruns_attention, const std::function<void(step_rows&)>& add_rows) {
+                              selective_rerun selective_reruns, const std::function<void(step_rows&)>& add_rows) {
   step_ops result;
   result.ops.reserve(64);
   result.fp32_gemms = layout.compute == dtype::fp32;
   const double mb = 1;  // repeat_micro_batches multiplies the rows out
   const double layers = static_cast<double>(m.layers / run.pp);
-  const bool full = run.recompute == recompute_mode::full;
+  // torchtitan's per-op policy reruns the layer's forward as full recomputation does, less the saved ops
+  // (row_group::output_saved) and the attention core, whose outputs it keeps.
+  const bool op_policy = run.recompute == recompute_mode::selective && selective_reruns == selective_rerun::op_policy;
+  const bool full = run.recompute == recompute_mode::full || op_policy;
   // Selective recomputation reruns the attention core; flash attention already recomputes it in backward.
   const bool selective = run.recompute == recompute_mode::selective && !attention_tiled(run.attention) &&
-                         selective_reruns_attention;
+                         selective_reruns == selective_rerun::attention_core;
   const double tp = static_cast<double>(run.tp);
 
   auto layer_group = [&](double n) {
-    return ops::row_group{result, mb * n * (full ? 2 : 1), mb * n, mb * n * (1 + (full ? 1 : 0) + (selective ? 1 : 0)),
-                          1 / tp};
+    return ops::row_group{result, mb * n * (full ? 2 : 1), mb * n,
+                          mb * n * (1 + (full && !op_policy ? 1 : 0) + (selective ? 1 : 0)), 1 / tp};
   };
   ops::row_group layer = layer_group(layers);
   if (layer.backwards > 0) result.attention_forwards_per_backward = layer.attention_forwards / layer.backwards;

@@ -24,11 +24,18 @@ struct step_rows {
   ops::row_group& moe_mlp;
 };
 
+// What a stack's --recompute selective reruns of a layer's forward in its backward.
+enum class selective_rerun {
+  own_rows,        // what the profile's own rows say (llm.c's GELU): nothing here
+  attention_core,  // the attention core (Korthikanti et al. 2022, Sec. 5), which flash attention recomputes anyway
+  op_policy,       // torchtitan's per-op policy (planner/run/selective_checkpoint.hpp): the layer's forward, but
+                   // for the ops the profile adds with row_group::output_saved set and the attention core
+};
+
 // One micro-batch's forward and backward (recomputation included) with the rows `add_rows` adds; the launches
-// counted by phase. selective_reruns_attention: the stack's selective recomputation reruns the attention core
-// (Korthikanti et al. 2022, Sec. 5), which flash attention recomputes anyway.
+// counted by phase.
 step_ops micro_batch_step_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
-                              bool selective_reruns_attention, const std::function<void(step_rows&)>& add_rows);
+                              selective_rerun selective_reruns, const std::function<void(step_rows&)>& add_rows);
 
 // How an optimizer step runs its update.
 enum class optimizer_kernels {

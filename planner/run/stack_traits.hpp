@@ -5,6 +5,13 @@
 
 namespace trainplan {
 
+// What a stack's selective recomputation (--recompute selective) reruns in a layer's backward.
+enum class selective_recompute_kind : std::uint8_t {
+  attention_core,  // the attention core (Korthikanti et al. 2022, Sec. 5): Megatron-LM's
+  op_policy,       // torchtitan's per-op policy (planner/run/selective_checkpoint.hpp): every second matmul and
+                   // the ops no policy saves; the other matmuls and attention kept
+};
+
 struct stack_traits {
   // Its vocabulary tables (and logits) are rounded up to a multiple of this many rows (planner/model/
   // param_count.hpp vocab_rows): llm.c pads to 128 for aligned GEMMs; 1 stores the vocabulary as it is.
@@ -19,6 +26,7 @@ struct stack_traits {
   // It splits each sequence over --cp GPUs and passes attention's keys and values round them as a ring (Megatron-Core
   // with Transformer Engine's AttnFuncWithCPAndKVP2P); false: a stack without context parallelism refuses --cp.
   bool context_parallel = false;
+  selective_recompute_kind selective_recompute = selective_recompute_kind::attention_core;
 };
 
 }  // namespace trainplan

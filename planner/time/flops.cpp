@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/run/packing.hpp"
+#include "planner/run/selective_checkpoint.hpp"
 
 namespace trainplan {
 
@@ -37,6 +38,13 @@ step_flops count_flops(const model_spec& m, const run_config& run, const param_c
     const double layer_gemm = 2.0 * static_cast<double>(params.active_matmul_layers_total) * f.tokens_per_step;
     f.recompute_per_step = layer_gemm + attention_core;
     if (attention_tiled(run.attention)) f.recompute_per_step += attention_core;  // and again in its bwd
+  } else if (run.recompute == recompute_mode::selective &&
+             stack.selective_recompute == selective_recompute_kind::op_policy) {
+    // torchtitan's per-op policy (planner/run/selective_checkpoint.hpp): the even matmuls of each layer rerun,
+    // 2 x tokens x their weights; attention's output is kept (flash attention still recomputes its scores in
+    // its backward, which counts as below).
+    f.recompute_per_step = 2.0 * static_cast<double>(op_policy_recomputed_matmul_weights(m)) * L * f.tokens_per_step;
+    if (attention_tiled(run.attention)) f.recompute_per_step += attention_core;
   } else if (run.recompute == recompute_mode::selective || attention_tiled(run.attention)) {
     f.recompute_per_step = attention_core;
   }

@@ -36,7 +36,8 @@ struct step_flops {
 // Backward is twice the forward: model FLOPs = 3 * forward * tokens (2 * forward with frozen LoRA bases).
 // These are one data-parallel replica's FLOPs (its micro-batches); tensor parallelism shares them.
 // Recomputation adds forward work: full reruns every layer's forward (not the head); selective reruns
-// the attention core; flash attention recomputes the scores in its backward, which counts the same.
+// the attention core, or under a stack with torchtitan's per-op policy (stack_traits::selective_recompute)
+// every second matmul of a layer; flash attention recomputes the scores in its backward, which counts the same.
 // `stack`: how the run's stack stores the vocabulary (its padded rows) and whether its kernel skips a window.
 step_flops count_flops(const model_spec& m, const run_config& run, const param_counts& params, const stack_traits& stack);
 

@@ -17,11 +17,15 @@ struct row_group {
   // Kernels per pass of the rows added so far (attention-core rows apart: selective recomputation reruns
   // them alone), summed here and multiplied out once by flush_launches().
   double forward_kernels = 0, attention_forward_kernels = 0, backward_kernels = 0;
+  // Set while adding an op whose output a selective checkpoint policy keeps (torchtitan's per-op policy:
+  // planner/run/selective_checkpoint.hpp): its forward runs once a backward, never again in recomputation.
+  bool output_saved = false;
+  double saved_forward_kernels = 0;
 
   // An op with its forward and backward costs per pass; the backward may launch nothing.
   void add(std::string_view name, op_class cls, double fwd_bytes, double fwd_kernels, double bwd_bytes,
            double bwd_kernels, double fwd_flops = 0, double bwd_flops = 0, bool attention_core = false) {
-    const double f = attention_core ? attention_forwards : forwards;
+    const double f = output_saved ? backwards : attention_core ? attention_forwards : forwards;
     const double flops = (f * fwd_flops + backwards * bwd_flops) * share;
     const double bytes = (f * fwd_bytes + backwards * bwd_bytes) * share;
     const double kernels = f * fwd_kernels + backwards * bwd_kernels;
@@ -30,7 +34,7 @@ struct row_group {
     // The share cancels: backwards of the f + backwards passes' work is the first forwards'.
     const double forward_work = flops > 0 ? backwards * fwd_flops / (f * fwd_flops + backwards * bwd_flops)
                                 : bytes > 0 ? backwards * fwd_bytes / (f * fwd_bytes + backwards * bwd_bytes) : 1;
-    (attention_core ? attention_forward_kernels : forward_kernels) += fwd_kernels;
+    (output_saved ? saved_forward_kernels : attention_core ? attention_forward_kernels : forward_kernels) += fwd_kernels;
     backward_kernels += bwd_kernels;
     emplace(name, cls, false, flops, bytes, kernels, 0, 0, 0, forward_work);
   }
@@ -46,9 +50,9 @@ struct row_group {
     const double fwd_flops = 2 * m * n * k * count;
     const double fwd_bytes = ((m * k + k * n) * in + m * n * out_bytes) * count;
     const double grads = trains ? 2 : 1;
-    const double f = attention_core ? attention_forwards : forwards;
+    const double f = output_saved ? backwards : attention_core ? attention_forwards : forwards;
     const double launches = strided_batched ? 1 : count;
-    (attention_core ? attention_forward_kernels : forward_kernels) += launches;
+    (output_saved ? saved_forward_kernels : attention_core ? attention_forward_kernels : forward_kernels) += launches;
     backward_kernels += grads * launches;
     emplace(name, cls, true, (f * fwd_flops + backwards * grads * fwd_flops) * share,
             (f * fwd_bytes + backwards * grads * fwd_bytes) * share, (f + backwards * grads) * launches, m, n, k,
@@ -58,10 +62,10 @@ struct row_group {
   // Adds this group's launches to the step's by phase: the first forward of each backward, the rerun
   // forwards, the backward. Once per group, after its last row.
   void flush_launches() {
-    out.launches.forward += backwards * (forward_kernels + attention_forward_kernels);
+    out.launches.forward += backwards * (forward_kernels + attention_forward_kernels + saved_forward_kernels);
     out.launches.recompute += (forwards - backwards) * forward_kernels + (attention_forwards - backwards) * attention_forward_kernels;
     out.launches.backward += backwards * backward_kernels;
-    forward_kernels = attention_forward_kernels = backward_kernels = 0;
+    forward_kernels = attention_forward_kernels = backward_kernels = saved_forward_kernels = 0;
   }
 
   // Writes the op field by field into the list: a step_op assembled elsewhere and copied in costs more than

@@ -188,6 +188,9 @@ TEST_CASE("option --emit writes what the engine runs as planned, or says why it 
   CHECK_THAT(slurp(dir / "fp8.toml"), Catch::Contains("converters = [\"float8\"]"));
   emit("--params 1B --gpu h100 --gpus 8 --zero 3 --offload both --emit torchtitan", "offload.toml");
   CHECK_THAT(slurp(dir / "offload.toml"), Catch::Contains("enable_cpu_offload = true"));
+  // Under fsdp2, --recompute selective is torchtitan's per-op policy: its own option.
+  emit("--model llama-3.1-8b --seq 8192 --gpu h100 --gpus 8 --framework fsdp2 --recompute selective --emit torchtitan", "sac.toml");
+  CHECK_THAT(slurp(dir / "sac.toml"), Catch::Contains("mode = \"selective\"\nselective_ac_option = \"op\""));
 
   // What an engine cannot express is refused (exit 2, one line), and nothing is written.
   const std::string out = " -o " + (dir / "refused.cfg").string();

@@ -155,3 +155,24 @@ TEST_CASE("multi-GPU: a model no change fits on one GPU is pointed to the layout
   CHECK(j["best"][0]["fits"] == true);
   CHECK(j["best"][0]["peak_bytes"].get<std::uint64_t>() <= j["best"][0]["budget_bytes"].get<std::uint64_t>());
 }
+
+TEST_CASE("multi-GPU: --recompute selective is torchtitan's per-op policy under fsdp2 and refused under hf", "[cli][multigpu][recompute]") {
+  using trainplan::test::expect_refused;
+  // Hugging Face checkpoints whole decoder layers: refused with its message, as before.
+  expect_refused("--model llama-3.1-8b --seq 4096 --framework hf --recompute selective",
+                 {"--framework hf checkpoints whole decoder layers", "--recompute none or full"});
+  // FSDP2 over Llama-3.1-8B: between full recomputation's and none's activations, and its recomputation is named.
+  const std::string base = "--model llama-3.1-8b --seq 8192 --micro-batch 2 --gpus 8 --framework fsdp2 --gpu h100";
+  auto activations = [](const json& j) { return j["memory"]["activations_per_layer_bytes"].get<double>(); };
+  const json none = plan_json(base + " --recompute none");
+  const json selective = plan_json(base + " --recompute selective");
+  const json full = plan_json(base + " --recompute full");
+  CHECK(activations(full) < activations(selective));
+  CHECK(activations(selective) < activations(none));
+  CHECK(selective["flops"]["recompute_per_step"].get<double>() > none["flops"]["recompute_per_step"].get<double>());
+  CHECK(selective["flops"]["recompute_per_step"].get<double>() < full["flops"]["recompute_per_step"].get<double>());
+  CHECK_THAT(run_plan(base + " --recompute selective --explain").out, Catch::Contains("torchtitan's per-op policy"));
+  // GPT-2's Conv1D runs addmm, which the policy does not count: refused under fsdp2 too, naming the option.
+  expect_refused("--model gpt2 --seq 1024 --gpus 2 --framework fsdp2 --recompute selective",
+                 {"--recompute selective", "Conv1D"});
+}

@@ -27,6 +27,9 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
     throw input_error("--framework deepspeed models ZeRO over data-parallel ranks alone: no --tp, --pp or --ep");
   if (run.zero < 1)
     throw input_error("--framework deepspeed: ZeRO stage 1, 2 or 3 (--zero)");
+  if (run.recompute == recompute_mode::selective)
+    throw input_error("--framework deepspeed checkpoints whole decoder layers (the Trainer's gradient_checkpointing): "
+                      "--recompute none or full");
   if (run.finetune != finetune_kind::full)
     throw input_error("--framework deepspeed models full training: LoRA and QLoRA under DeepSpeed are not modelled");
   if (layout.regime != precision_regime::bf16_mixed && layout.regime != precision_regime::fp16_mixed)

@@ -14,11 +14,21 @@
 #include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
+#include "planner/profiles/hf/hf_selective_checkpoint.hpp"
+#include "planner/profiles/hf/hf_traits.hpp"
 #include "planner/time/step_ops_builder.hpp"
 #include "planner/util/input_error.hpp"
 
 namespace trainplan {
 namespace {
+
+// Hugging Face's modules as PyTorch runs them (hf_traits); --recompute selective is torchtitan's per-op policy
+// (planner/run/selective_checkpoint.hpp), its default activation checkpointing.
+constexpr stack_traits fsdp2_traits = [] {
+  stack_traits t = hf_traits;
+  t.selective_recompute = selective_recompute_kind::op_policy;
+  return t;
+}();
 
 // MixedPrecisionPolicy(param_dtype=bfloat16) over fp32 parameters: bf16 compute, fp32 master (the shard).
 precision_regime default_precision(bool) { return precision_regime::bf16_mixed; }
@@ -44,6 +54,7 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   check_hf_attention("fsdp2", m, layout, run);
   check_hf_packing("fsdp2", run);
   check_hf_compile("fsdp2", m, run, layout);
+  check_hf_selective_checkpoint("fsdp2", m, run, layout);
 }
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
@@ -108,6 +119,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
       static_cast<double>(u.layer.elements) / 1e6, dtype_name(layout.master.value_or(layout.weights)), run.data_parallel(),
       dtype_name(layout.weights), dtype_name(layout.optimizer_grad_dtype())));
   hf_profile().describe(m, run, layout, lines);
+  if (std::string selective = hf_selective_checkpoint_line(run); !selective.empty()) lines.push_back(std::move(selective));
 }
 
 std::string overhead_note(const calibration& calib) { return hf_profile().overhead_note(calib); }
@@ -124,15 +136,16 @@ const stack_profile& fsdp2_profile() {
                     "backward; the activations a 16-bit model's modules save",
       .default_precision = default_precision,
       .default_recompute = recompute_mode::none,
-      .recompute_help = "",
-      .offers_selective_recompute = false,  // the Hugging Face modules are checkpointed whole
+      .recompute_help = "under --framework fsdp2 selective is torchtitan's per-op policy (every second matmul of a "
+                        "layer and its pointwise ops recomputed)",
+      .offers_selective_recompute = true,  // torchtitan's per-op policy over each decoder layer
       .runs_model_dropout = true,
       .check = check,
       .offers_optimizer_impl = true,
       .offers_expandable_segments = true,
       .lora_through_peft = false,
       .hugging_face_modules = true,
-      .traits = hf_traits,
+      .traits = fsdp2_traits,
       .build_inventory = build,
       .allocator = allocator_model::pytorch_replay,
       .overhead = overhead,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include "planner/profiles/hf/activations_hf_backward.hpp"
 #include "planner/profiles/hf/hf_head_ops.hpp"
@@ -11,6 +12,7 @@
 #include "planner/run/lora.hpp"
 #include "planner/run/moe.hpp"
 #include "planner/run/packing.hpp"
+#include "planner/run/selective_checkpoint.hpp"
 
 namespace trainplan {
 
@@ -65,6 +67,14 @@ std::string_view coarse_forward_reason(const model_spec& m, const run_config& ru
   if (lora && backend == sdpa_backend::eager) return "adapters with eager attention";
   return {};
 }
+
+}  // namespace
+
+std::string_view hf_coarse_forward_reason(const model_spec& m, const run_config& run, const precision_layout& layout) {
+  return coarse_forward_reason(m, run, layout, hf_sdpa_backend(m, run, layout));
+}
+
+namespace {
 
 // Where the backward is not written op by op although the forward is: what in the run has none. It is written
 // for GPT-2 fully fine-tuned on SDPA's fused kernel: the autograd engine's order of nodes and frees, as
@@ -128,8 +138,12 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim;
   // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
   const std::uint64_t f = m.dense_mlp_width(), f_expert = m.ffn;
+  // Each layer under torch.utils.checkpoint: whole (full), or with torchtitan's per-op policy (selective, which
+  // only a stack offering it lets through: planner/run/selective_checkpoint.hpp), which keeps the outputs of
+  // the ops it saves (the rows marked mm_output and attention_output) and is full recomputation for the rest.
+  const bool op_policy = run.recompute == recompute_mode::selective;
   const bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache,
-             drop = run.dropout > 0, checkpointed = run.recompute == recompute_mode::full;
+             drop = run.dropout > 0, checkpointed = run.recompute != recompute_mode::none;
   // The residual stream is in the model's dtype: the regime's weights, a LoRA base included (an fp32
   // model under autocast, bf16 under --precision bf16). QLoRA keeps its bf16 non-quantized weights.
   const bool full = run.finetune == finetune_kind::full;
@@ -142,7 +156,8 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   const bool copies = backend == sdpa_backend::eager || backend == sdpa_backend::math;
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
 
-  std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : no_autocast) | (drop ? dropout : when_bits{}) | input_grad;
+  std::uint64_t holds = (is_gpt ? gpt : llama) | (autocast ? amp : no_autocast) | (drop ? dropout : when_bits{}) | input_grad |
+                        mm_output | attention_output;
   // torch.compile (hf_compile.hpp): what the partitioner saves and the fused kernels write (check_hf_compile
   // refuses the layers it is not written for).
   const bool compiled_layers = compiles_layers(run);
@@ -393,8 +408,22 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
       default: return param_scope::none;  // one module's weight: one tensor
     }
   };
+  // torchtitan's per-op policy: the layer's mm outputs counted in program order (one table walk is one layer).
+  std::uint64_t matmul_calls = 0;
+  auto kept_by_policy = [&](const hf_row& row) {
+    if (!op_policy) return false;
+    if (row.when.all & attention_output) return true;
+    return (row.when.all & mm_output) != 0 && op_policy_saves_matmul(++matmul_calls);
+  };
   auto emit = [&](const hf_row& row) {
     bool forward_copy = false;  // a saved row's momentary forward copy (checkpointing, below)
+    // An output the policy keeps: held from the layer's forward to its backward (the checkpoint's storage),
+    // then handed to the recomputed forward in place of the op's rerun; never made again.
+    if (kept_by_policy(row)) {
+      inv.layer(row.name, shape_of(row.shape), type_of(row.type), true, false, tensor_category::activations);
+      resolve_free_points(row, inv.count() - 1, false);
+      return;
+    }
     const bool from_layer1 = layer0_without_input_grad && (row.when.all & input_grad);
     // A weight's copy in layer 0 where no gradient needs it: made all the same, not saved. A frozen GEMM's
     // copy is freed once the GEMM has run; autocast's cached copy of a trained adapter when the forward ends.
@@ -513,6 +542,10 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
       for (const hf_row& row : gpt_backward_rows)
         if (applies(row)) emit(row);
     if (m.is_moe()) each_row([&](const hf_row& row) { if (applies(row)) emit(row); }, moe_op);
+    // The policy counts every mm of the layer: each must have its output's row (check_hf_selective_checkpoint
+    // lets through only the layers whose rows write all of them).
+    if (op_policy && matmul_calls != dense_layer_matmuls(m).size())
+      throw std::logic_error("torchtitan's per-op policy: a layer's rows do not write each matmul's output");
   } else {
     // DeepSeek-V3: the rows every layer has, then the dense first layers' MLP rows, then the MoE layers'.
     // The MLP's input casts and the autocast weight copies differ between the two kinds of layer.

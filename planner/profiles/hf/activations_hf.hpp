@@ -21,6 +21,10 @@ struct hf_program_order {
   std::string_view coarse_forward, coarse_backward;
 };
 
+// What in the run has no op order written in the rows of a layer's forward (hf_program_order::coarse_forward),
+// before any is built; empty where every module's is.
+std::string_view hf_coarse_forward_reason(const model_spec& m, const run_config& run, const precision_layout& layout);
+
 // Adds the hf profile's activations: every tensor autograd saves and the working sets of each event, in the order
 // the forward creates them. Where the rows write a layer's forward op by op (GPT-2's block; a dense Llama-family
 // layer with separate projections, two norms, SDPA without a mask or eager attention; peft's modules), the

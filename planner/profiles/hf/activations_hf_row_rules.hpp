@@ -195,6 +195,11 @@ enum when_bits : std::uint64_t {
   // saves what no fused kernel can recompute, and whose fused kernels write only their outputs. Eager rows the
   // compiled graph neither saves nor makes say unless{compiled}; the compiled graph's own rows say compiled.
   compiled = 1ull << 55,
+  // Markers, not conditions (always among a run's bits, as input_grad is): the row is the output of one of the
+  // layer's aten.mm calls, or of SDPA's kernel (its output and log-sum-exp). torchtitan's per-op policy
+  // (--recompute selective: planner/run/selective_checkpoint.hpp) keeps the attention's and every odd mm's,
+  // counted through the rows in program order, from the layer's forward to its backward.
+  mm_output = 1ull << 56, attention_output = 1ull << 57,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`

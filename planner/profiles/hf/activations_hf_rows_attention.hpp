@@ -80,8 +80,8 @@ constexpr hf_row attention_rows[] = {
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
     {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
      llama | sdpa_saves_qkv | gqa_values | coarse_forward},
-    {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused},
-    {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient},
+    {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused | attention_output},
+    {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient | attention_output},
     // The flash-attn package (flash_attn_interface.py, FlashAttnFunc: save_for_backward(q, k, v, out_padded,
     // softmax_lse, rng_state)): its softmax_lse is [b, a, s] fp32 as above; rng_state a 2-element int64 GPU
     // tensor (mha_fwd). Its backward's workspaces (mha_bwd): softmax_d, the fp32 dq accumulator, and with
@@ -192,7 +192,7 @@ constexpr hf_row attention_rows[] = {
     {"layer{}.attn.out", shape_rule::bs_v, dtype_role::compute, keep_class::saved, sdpa_own_output},
     // The attention output, contiguous as the output projection reads it (elsewhere SDPA's output shares its
     // storage: the memory-efficient kernel writes [b, s, a, d], and Llama's q is a transposed [b, s, a, d]).
-    {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, 0, "layer{}.fwd.attn_proj_out"},
+    {"layer{}.attn.out_in", shape_rule::bs_v, dtype_role::compute, keep_class::saved, attention_output, "layer{}.fwd.attn_proj_out"},
 };
 
 // The attention's residual add.

@@ -121,7 +121,7 @@ constexpr hf_row gate_proj_rows[] = {
      llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.mlp.gate_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp | unless{compiled},
      "layer{}.mlp.gate"},
-    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.silu",
+    {"layer{}.mlp.gate", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj | mm_output, "layer{}.mlp.silu",
      "layer{}.fwd.mlp_product"},
     {"layer{}.mlp.gate_up", shape_rule::bs2f, dtype_role::compute, keep_class::saved, llama | dense_mlp | fused_proj},
 };
@@ -140,7 +140,7 @@ constexpr hf_row up_proj_rows[] = {
      llama | dense_mlp | fwd_program | amp | trains_all},
     {"layer{}.mlp.up_in", shape_rule::bsh, dtype_role::compute, keep_class::saved, llama | dense_mlp | fwd_program | amp | trains_mlp | unless{compiled},
      "layer{}.mlp.up"},
-    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj, "layer{}.mlp.down_in",
+    {"layer{}.mlp.up", shape_rule::bsf, dtype_role::compute, keep_class::saved, llama | dense_mlp | separate_proj | mm_output, "layer{}.mlp.down_in",
      "layer{}.fwd.mlp_product"},
 };
 
@@ -161,7 +161,7 @@ constexpr hf_row down_proj_rows[] = {
      "layer{}.fwd.down_out"},
     {"layer{}.autocast.weights.down", shape_rule::w_proj, dtype_role::compute, keep_class::autocast_cache,
      llama | dense_mlp | fwd_program | amp | trains_all},
-    {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program,
+    {"layer{}.fwd.down_out", shape_rule::bsh, dtype_role::compute, keep_class::forward_moment, llama | dense_mlp | fwd_program | mm_output,
      "@output"},
     {"layer{}.lora.down_dropout_mask", shape_rule::bsf, dtype_role::mask, keep_class::saved,
      llama | dense_mlp | peft_mlp | peft_dropout},

@@ -32,7 +32,8 @@ struct head_pass {
   // The run, as the buffers see it.
   std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, d = m.head_dim, V = m.vocab;
   bool is_gpt = m.family == model_family::gpt, autocast = layout.autocast_weight_cache, drop = run.dropout > 0,
-       checkpointed = run.recompute == recompute_mode::full, full = run.finetune == finetune_kind::full;
+       checkpointed = run.recompute != recompute_mode::none,  // full, or torchtitan's per-op policy (selective)
+       full = run.finetune == finetune_kind::full;
   // The residual stream is in the model's dtype (QLoRA keeps its bf16 non-quantized weights).
   dtype compute = layout.compute, param = run.finetune == finetune_kind::qlora ? dtype::bf16 : layout.weights;
   bool peft_lora = run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla();

@@ -7,6 +7,7 @@
 #include "planner/profiles/hf/hf_head_ops.hpp"
 #include "planner/profiles/hf/hf_kernels.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
+#include "planner/run/selective_checkpoint.hpp"
 
 namespace trainplan {
 
@@ -22,6 +23,10 @@ struct hf_layer_context {
   bool dropout;      // the model's dropout above 0 (GPT-2's attention, residual and embedding dropout)
   bool adapters;     // peft's LoRA on this dense layer's linears (QLoRA, MoE and MLA adapters are not timed op by op)
   double mlp_width;  // GPT-2's MLP, or a dense Llama-family MLP (DeepSeek's first layers: not the experts')
+  // --recompute selective: torchtitan's per-op policy (planner/run/selective_checkpoint.hpp), which keeps the
+  // outputs of the layer's odd aten.mm calls; the calls counted so far in this pass of the layer.
+  bool op_policy = false;
+  mutable std::uint64_t matmul_calls = 0;
 };
 
 namespace {
@@ -44,6 +49,14 @@ void adapters(ops::row_group& g, const hf_layer_context& c, std::initializer_lis
   lora_adapters(g, c.x, count, in, out, static_cast<double>(c.run.lora_rank), in16);
 }
 bool targets(const hf_layer_context& c, unsigned bits) { return (c.run.lora_targets & bits) != 0; }
+
+// A Llama-family linear without bias, one aten.mm (F.linear on a [b, s, in] input folds it into a 2-D mm): under
+// torchtitan's per-op policy its forward GEMM is not rerun in the layer's backward when its call is odd.
+void counted_linear(ops::row_group& g, const hf_layer_context& c, std::string_view name, double out, double in, bool bias) {
+  g.output_saved = c.op_policy && op_policy_saves_matmul(++c.matmul_calls);
+  linear(g, name, "autocast.weight", out, in, c.x, bias);
+  g.output_saved = false;
+}
 
 // ---- GPT-2's block (GPT2Block, GPT2Attention, GPT2MLP) -----------------------------------------------------
 
@@ -122,9 +135,9 @@ void llama_qkv(ops::row_group& g, const hf_layer_context& c) {
   // q, k and v each cast the fp32 norm output (compiled: the norm's kernel writes the cast, hf_compile.hpp)
   if (!compiles_layers(c.run)) input_cast(g, "autocast.input", x.E, x, 3);
   g.add("attention.grad_sum", op_class::elementwise, 0, 0, 2 * 3 * x.E * x.r, 2);  // three consumers' gradients
-  linear(g, "attention.q_proj", "autocast.weight", x.qw, x.h, x, c.m.qkv_bias);
-  linear(g, "attention.k_proj", "autocast.weight", x.kvw, x.h, x, c.m.qkv_bias);
-  linear(g, "attention.v_proj", "autocast.weight", x.kvw, x.h, x, c.m.qkv_bias);
+  counted_linear(g, c, "attention.q_proj", x.qw, x.h, c.m.qkv_bias);
+  counted_linear(g, c, "attention.k_proj", x.kvw, x.h, c.m.qkv_bias);
+  counted_linear(g, c, "attention.v_proj", x.kvw, x.h, c.m.qkv_bias);
   adapters(g, c, {{targets(c, lora_q), x.h, x.qw}, {targets(c, lora_k), x.h, x.kvw}, {targets(c, lora_v), x.h, x.vw}});
 }
 // apply_rotary_pos_emb on q and k: q*cos, rotate_half (neg, cat), *sin, add: five kernels each; under autocast
@@ -145,7 +158,7 @@ void llama_mla(ops::row_group& g, const hf_layer_context& c) {
 void llama_attention(ops::row_group& g, const hf_layer_context& c) { attention_core(g, c.x, c.backend, false, false); }
 void llama_o_proj(ops::row_group& g, const hf_layer_context& c) {
   const hf_shape& x = c.x;
-  linear(g, "attention.o_proj", "autocast.weight", x.h, x.ow, x, false);
+  counted_linear(g, c, "attention.o_proj", x.h, x.ow, false);
   adapters(g, c, {{targets(c, lora_o), x.ow, x.h, x.amp}});  // on SDPA's 16-bit output under autocast
 }
 // Gemma 2's sandwich norms (Gemma2DecoderLayer): after the attention and after the MLP, before each residual add.
@@ -172,7 +185,7 @@ void llama_gate_proj(ops::row_group& g, const hf_layer_context& c) {
     return;
   }
   g.add("mlp.grad_sum", op_class::elementwise, 0, 0, 3 * x.E * x.r, 1);  // gate's and up's input gradients
-  linear(g, "mlp.gate_proj", "autocast.weight", c.mlp_width, x.h, x, false);
+  counted_linear(g, c, "mlp.gate_proj", c.mlp_width, x.h, false);
 }
 // (Compiled: silu and the product are one kernel, mlp.product.)
 void llama_silu(ops::row_group& g, const hf_layer_context& c) {
@@ -181,7 +194,7 @@ void llama_silu(ops::row_group& g, const hf_layer_context& c) {
 void llama_up_proj(ops::row_group& g, const hf_layer_context& c) {
   if (c.m.fused_projections) return;  // gate_up_proj
   if (!compiles_layers(c.run)) input_cast(g, "autocast.input", c.x.E, c.x);
-  linear(g, "mlp.up_proj", "autocast.weight", c.mlp_width, c.x.h, c.x, false);
+  counted_linear(g, c, "mlp.up_proj", c.mlp_width, c.x.h, false);
 }
 void llama_product(ops::row_group& g, const hf_layer_context& c) {
   if (compiles_layers(c.run)) swiglu_compiled(g, "mlp.product", c.x.T * c.mlp_width, c.x);
@@ -189,7 +202,7 @@ void llama_product(ops::row_group& g, const hf_layer_context& c) {
 }
 void llama_down_proj(ops::row_group& g, const hf_layer_context& c) {
   const hf_shape& x = c.x;
-  linear(g, "mlp.down_proj", "autocast.weight", x.h, c.mlp_width, x, false);
+  counted_linear(g, c, "mlp.down_proj", x.h, c.mlp_width, false);
   adapters(g, c, {{targets(c, lora_mlp), c.mlp_width, x.h, x.amp}});  // on the 16-bit product under autocast
 }
 void llama_post_feedforward_norm(ops::row_group& g, const hf_layer_context& c) {
@@ -269,10 +282,13 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
 
   // The layer's kernels, op by op from its family's list, group by group (every layer's, then the dense MLP
   // layers', then the Mixture-of-Experts layers').
+  // (selective reaches the hf ops only through a stack offering torchtitan's per-op policy: hf refuses it)
   const hf_layer_context c{x, m, run, backend, drop, run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla(),
-                           gpt ? x.f : static_cast<double>(m.dense_mlp_width())};
+                           gpt ? x.f : static_cast<double>(m.dense_mlp_width()),
+                           run.recompute == recompute_mode::selective};
   const bool has_dense = !m.is_moe() || m.dense_layers > 0;
   const std::span<const hf_layer_op> list = hf_layer_ops(m.family);
+  // (The parts walk one layer's ops in program order, the attention's before the MLP's: the matmul calls count on.)
   for (const layer_part part : {layer_part::every_layer, layer_part::dense_mlp, layer_part::moe_mlp}) {
     if ((part == layer_part::dense_mlp && !has_dense) || (part == layer_part::moe_mlp && !m.is_moe())) continue;
     ops::row_group& g = part == layer_part::every_layer ? layer : part == layer_part::dense_mlp ? dense_mlp : moe_mlp;

@@ -85,7 +85,8 @@ double slack(const calibration& calib) { return calib.slack_fraction("hf"); }
 
 step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                          const trained_share& trained) {
-  step_ops ops = micro_batch_step_ops(m, run, layout, true, [&](step_rows& rows) {
+  // (hf refuses --recompute selective; the stacks that run its ops and offer it run torchtitan's per-op policy.)
+  step_ops ops = micro_batch_step_ops(m, run, layout, selective_rerun::op_policy, [&](step_rows& rows) {
     add_hf_step_ops(rows.layer, rows.dense_mlp, rows.moe_mlp, rows.head, m, run, layout);
   });
   add_optimizer_op(ops, run.optimizer_impl == optimizer_impl_kind::foreach_impl ? optimizer_kernels::pytorch_foreach

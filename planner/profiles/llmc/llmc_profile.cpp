@@ -32,7 +32,7 @@ step_ops micro_batch_ops(const model_spec& m, const run_config& run, const preci
   // attention core. (Its memory is its own allocation table, planner/profiles/llmc/inventory_llmc.cpp: one block
   // per kind of activation for every layer and the whole run, laid out as train_gpt2.cu's ActivationTensors.)
   const fused_layer_options options{.traits = traits, .loss = fused_loss::fused_classifier, .recomputes_gelu = true};
-  step_ops ops = micro_batch_step_ops(m, run, layout, false,
+  step_ops ops = micro_batch_step_ops(m, run, layout, selective_rerun::own_rows,
                                       [&](step_rows& rows) { walk_fused_step({m, run, layout, options}, nullptr, &rows); });
   add_optimizer_op(ops, optimizer_kernels::single_kernel, trained);  // one kernel over its single parameter buffer
   return ops;

@@ -53,7 +53,7 @@ double slack(const calibration& calib) { return calib.slack_fraction("megatron")
 
 step_ops micro_batch_ops(const model_spec& m, const run_config& run, const precision_layout& layout,
                          const trained_share& trained) {
-  step_ops ops = micro_batch_step_ops(m, run, layout, true,
+  step_ops ops = micro_batch_step_ops(m, run, layout, selective_rerun::attention_core,
                                       [&](step_rows& rows) { walk_fused_step({m, run, layout, options}, nullptr, &rows); });
   add_optimizer_op(ops, optimizer_kernels::multi_tensor_fused, trained);
   return ops;
