@@ -340,9 +340,9 @@ std::string render_plan_text(const plan_report_input& in) {
   line("");
 
   line("Memory at the peak{}: {}", per_gpu, describe_point(p.timeline.peak, run.grad_accum));
-  line("  {:<34} {:>22} {:>12} {:>9}", "component", "bytes", "GiB", "% of GPU");
+  line("  {:<38} {:>18} {:>12} {:>9}", "component", "bytes", "GiB", "% of GPU");
   auto row = [&](const std::string& label, std::uint64_t bytes) {
-    line("  {:<34} {:>22} {:>12} {:>9}", label, grouped(bytes), gib(bytes), percent(bytes / capacity));
+    line("  {:<38} {:>18} {:>12} {:>9}", label, grouped(bytes), gib(bytes), percent(bytes / capacity));
   };
   // The dtype the inventory holds the first buffer of a role in (a LoRA base and its adapters' gradients
   // need not be in the regime's dtypes: peft keeps adapters in fp32).
@@ -380,7 +380,7 @@ std::string render_plan_text(const plan_report_input& in) {
       p.overhead.allocator_slack_bytes);
   line("  {:-<80}", "");
   row("peak", p.peak_bytes);
-  line("  {:<34} {:>22} {:>12}", "GPU memory", grouped(p.gpu.memory_bytes), gib(p.gpu.memory_bytes));
+  line("  {:<38} {:>18} {:>12}", "GPU memory", grouped(p.gpu.memory_bytes), gib(p.gpu.memory_bytes));
   if (p.allocator_replay_skipped_instances)
     line("  PyTorch's caching allocator is not replayed: {} buffer instances over 3 steps are more than the {} a replay "
          "takes; the peak is the tensors plus {} slack", grouped(p.allocator_replay_skipped_instances),
@@ -407,10 +407,14 @@ std::string render_plan_text(const plan_report_input& in) {
                             a.out_of_memory ? "; in all of the GPU's memory it" : ", and",
                             a.cache_releases == 1 ? std::string("once") : fmt::format("{} times", a.cache_releases),
                             expandable ? "unmaps its free pages" : "frees its unused cached segments");
-    if (a.out_of_memory)
+    if (a.out_of_memory) {
+      // A layer's buffer is named for every layer ("layer{}.x"): which layer failed is not kept.
+      std::string failed(a.failed_tensor);
+      if (const std::size_t at = failed.find("{}"); at != std::string::npos) failed.replace(at, 2, "<n>");
       replay += fmt::format("{} {}'s {} finds no room even then: out of memory", a.cache_releases > 0 ? ", and" : "; in the GPU's memory",
                             a.failed_step < 0 ? std::string("creating the model") : fmt::format("step {}", a.failed_step + 1),
-                            a.failed_tensor);
+                            failed);
+    }
     line("{}", replay);
     // What the measurements say of the replay (planner/evaluate/plan.hpp, hf_loss_segment_bytes).
     if (p.loss_segment_bytes)
