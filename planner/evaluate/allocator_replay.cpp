@@ -231,10 +231,10 @@ void run_allocator_replay_in(const program_replays& replays, plan_result& r, std
   // segments the run never makes: 445 GB reserved on an 80 GB GPU).
   in_budget.stop_at_out_of_memory = true;
   r.allocator = replays.replay(in_budget);
-  r.allocator->budget_reserved_bytes = r.allocator->peak_reserved_bytes;
+  r.allocator->budget_reserved_bytes =
+      r.allocator->out_of_memory ? r.allocator->reserved_before_failure_bytes : r.allocator->peak_reserved_bytes;
   constexpr std::uint64_t step = allocator_capacity_step_bytes;
   if (r.allocator->out_of_memory) {
-    r.allocator->budget_reserved_bytes = r.allocator->reserved_before_failure_bytes;
     r.allocator->segments_made = r.allocator->segments_before_failure;
     // What it needs: the least memory in which the replay completes (the allocator frees its cached segments
     // as it runs short there too), searched between what the budget leaves it (where it failed) and what it

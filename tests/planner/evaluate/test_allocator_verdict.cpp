@@ -26,6 +26,13 @@ struct case_run {
   run_config run;
 };
 
+// The case's plan, its allocator replayed.
+plan_result plan_with_replay(const case_run& c) {
+  plan_result p = test::plan_of(test::data().model(c.model).spec, c.run);
+  REQUIRE(p.allocator.has_value());
+  return p;
+}
+
 run_config gpt2_run(std::uint64_t micro_batch, recompute_mode recompute = recompute_mode::none) {
   run_config r;
   r.profile = &profile_named("hf");
@@ -85,10 +92,8 @@ TEST_CASE("hf: a run that runs out of memory reports what it reserved and made u
   const case_run cases[] = {{"gpt2", gpt2_run(48)}, {"llama-3.1-8b", llama}};
   for (const case_run& c : cases) {
     INFO(c.model);
-    const model_spec& m = test::data().model(c.model).spec;
-    const model_facts facts = describe_model(m);
-    const plan_result p = test::plan_of(m, c.run);
-    REQUIRE(p.allocator.has_value());
+    const model_facts facts = describe_model(test::data().model(c.model).spec);
+    const plan_result p = plan_with_replay(c);
     REQUIRE(p.allocator->out_of_memory);
     const std::uint64_t capacity = test::data().gpu("h100").memory_bytes - p.overhead.fixed_bytes();
     // The reference allocator (caching_allocator, op by op) records each segment it makes up to the error, and
@@ -331,10 +336,8 @@ TEST_CASE("hf: the bisection for the least memory skips what a probe answered an
                             {"llama-2-7b", offloaded_7b_run()}};
   std::uint64_t replays_skipping = 0, replays_plain = 0, out_of_memory = 0, releasing = 0;
   for (const case_run& c : cases) {
-    const model_spec& m = test::data().model(c.model).spec;
-    const model_facts facts = describe_model(m);
-    const plan_result p = test::plan_of(m, c.run);
-    REQUIRE(p.allocator.has_value());
+    const model_facts facts = describe_model(test::data().model(c.model).spec);
+    const plan_result p = plan_with_replay(c);
     const std::uint64_t fixed = p.overhead.fixed_bytes();
     const allocator_schedule schedule = plan_allocator_schedule(p, facts);
     const allocator_replay with_no_limit = replay_schedule(schedule);
@@ -383,10 +386,8 @@ TEST_CASE("hf: replays recalled from a program's earlier ones give every capacit
   const case_run cases[] = {{"gpt2", gpt2_run(48)}, {"tinyllama-1.1b", gpt2_run(16)}, {"llama-2-7b", offloaded_7b_run()}};
   std::uint64_t made_alone = 0, made_shared = 0, recalled = 0, outcomes = 0;
   for (const case_run& c : cases) {
-    const model_spec& m = test::data().model(c.model).spec;
-    const model_facts facts = describe_model(m);
-    const plan_result p = test::plan_of(m, c.run);
-    REQUIRE(p.allocator.has_value());
+    const model_facts facts = describe_model(test::data().model(c.model).spec);
+    const plan_result p = plan_with_replay(c);
     const std::uint64_t fixed = p.overhead.fixed_bytes();
     const std::uint64_t unlimited = replay_schedule(plan_allocator_schedule(p, facts)).peak_reserved_bytes;
     program_cache programs;
