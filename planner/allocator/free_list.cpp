@@ -1,11 +1,11 @@
-// A pool's free blocks as short sorted runs (free_list.hpp).
+// A pool's free blocks as one bucket per distinct size (free_list.hpp).
 #include "planner/allocator/free_list.hpp"
 
 namespace trainplan {
 namespace {
 
 // std::lower_bound's answer over [first, first + n) for a predicate true on a prefix, with a conditional move
-// in place of a branch per halving (the branch mispredicted about half the time: most of an insert's time).
+// in place of a branch per halving (the branch mispredicts about half the time).
 template <class T, class pred>
 std::size_t first_false(const T* first, std::size_t n, pred is_before) {
   const T* base = first;
@@ -18,94 +18,83 @@ std::size_t first_false(const T* first, std::size_t n, pred is_before) {
   return static_cast<std::size_t>(base - first);
 }
 
-bool before_branchless(const free_list::entry& a, const free_list::entry& b) {
-  return (a.size < b.size) |
-         ((a.size == b.size) & ((a.segment < b.segment) | ((a.segment == b.segment) & (a.offset < b.offset))));
+// Whether block (segment, offset) a lies after b in address order, without branches.
+template <class A, class B>
+bool after(const A& a, const B& b) {
+  return (a.segment > b.segment) | ((a.segment == b.segment) & (a.offset > b.offset));
 }
 
 }  // namespace
 
-void free_list::drop_run(std::size_t run) {
-  spare_.push_back(std::move(runs_[run]));
-  spare_.back().clear();
-  runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(run));
-  lasts_.erase(lasts_.begin() + static_cast<std::ptrdiff_t>(run));
+std::size_t free_list::rank_not_smaller(std::uint64_t size_bytes) const {
+  return first_false(sizes_.data(), sizes_.size(), [size_bytes](std::uint64_t s) { return s < size_bytes; });
+}
+
+void free_list::drop_size(std::size_t r) {
+  unused_ids_.push_back(bucket_ids_[r]);
+  sizes_.erase(sizes_.begin() + static_cast<std::ptrdiff_t>(r));
+  bucket_ids_.erase(bucket_ids_.begin() + static_cast<std::ptrdiff_t>(r));
 }
 
 void free_list::insert(const entry& e) {
   ++count_;
-  if (runs_.empty()) {
-    if (spare_.empty()) spare_.emplace_back();
-    runs_.push_back(std::move(spare_.back()));
-    spare_.pop_back();
-    runs_.back().push_back(e);
-    lasts_.push_back(e);
+  const std::size_t r = rank_not_smaller(e.size);
+  if (r == sizes_.size() || sizes_[r] != e.size) {  // a size no free block has: a bucket of its own
+    std::uint32_t id;
+    if (!unused_ids_.empty()) {
+      id = unused_ids_.back();
+      unused_ids_.pop_back();
+    } else {
+      id = static_cast<std::uint32_t>(buckets_.size());
+      buckets_.emplace_back();
+    }
+    sizes_.insert(sizes_.begin() + static_cast<std::ptrdiff_t>(r), e.size);
+    bucket_ids_.insert(bucket_ids_.begin() + static_cast<std::ptrdiff_t>(r), id);
+    buckets_[id].push_back({e.offset, e.segment, e.index});
     return;
   }
-  // The first run whose last entry is not before e holds its place; past every run: the last run's end.
-  std::size_t k = first_false(lasts_.data(), lasts_.size(), [&e](const entry& x) { return before_branchless(x, e); });
-  if (k == runs_.size()) k = runs_.size() - 1;
-  std::vector<entry>& run = runs_[k];
-  // upper_bound: after the entries not after e (an equal one is never there: one block per place)
-  const std::size_t at = first_false(run.data(), run.size(), [&e](const entry& x) { return !before_branchless(e, x); });
-  run.insert(run.begin() + static_cast<std::ptrdiff_t>(at), e);
-  lasts_[k] = run.back();
-  if (run.size() <= max_run) return;
-  // Split in two halves: the second becomes the next run.
-  std::vector<entry> second;
-  if (!spare_.empty()) second = std::move(spare_.back()), spare_.pop_back();
-  const auto half = run.begin() + static_cast<std::ptrdiff_t>(run.size() / 2);
-  second.assign(half, run.end());
-  run.erase(half, run.end());
-  lasts_[k] = run.back();
-  lasts_.insert(lasts_.begin() + static_cast<std::ptrdiff_t>(k + 1), second.back());
-  runs_.insert(runs_.begin() + static_cast<std::ptrdiff_t>(k + 1), std::move(second));
+  bucket& b = buckets_[bucket_ids_[r]];
+  // After every block at a higher address (an equal place is never there: one block per place).
+  const std::size_t at = first_false(b.data(), b.size(), [&e](const slot& x) { return after(x, e); });
+  b.insert(b.begin() + static_cast<std::ptrdiff_t>(at), slot{e.offset, e.segment, e.index});
 }
 
-void free_list::erase_at(std::size_t k, std::size_t at) {
+void free_list::erase_slot(std::size_t r, std::size_t at) {
   --count_;
-  std::vector<entry>& run = runs_[k];
-  run.erase(run.begin() + static_cast<std::ptrdiff_t>(at));
-  if (run.empty()) {
-    drop_run(k);
-    return;
-  }
-  lasts_[k] = run.back();
-  // A short run takes in the next where both fit in one, so that runs stay few as blocks come and go.
-  if (k + 1 < runs_.size() && run.size() + runs_[k + 1].size() <= max_run / 2) {
-    run.insert(run.end(), runs_[k + 1].begin(), runs_[k + 1].end());
-    lasts_[k] = run.back();
-    drop_run(k + 1);
-  }
+  bucket& b = buckets_[bucket_ids_[r]];
+  b.erase(b.begin() + static_cast<std::ptrdiff_t>(at));
+  if (b.empty()) drop_size(r);
 }
 
 bool free_list::erase(const entry& e) {
-  const auto is_before = [&e](const entry& x) { return before_branchless(x, e); };
-  const std::size_t k = first_false(lasts_.data(), lasts_.size(), is_before);
-  if (k == runs_.size()) return false;
-  const std::vector<entry>& run = runs_[k];
-  const std::size_t at = first_false(run.data(), run.size(), is_before);
-  if (at == run.size() || run[at].index != e.index) return false;
-  erase_at(k, at);
+  const std::size_t r = rank_not_smaller(e.size);
+  if (r == sizes_.size() || sizes_[r] != e.size) return false;
+  const bucket& b = buckets_[bucket_ids_[r]];
+  const std::size_t at = first_false(b.data(), b.size(), [&e](const slot& x) { return after(x, e); });
+  if (at == b.size() || b[at].index != e.index || b[at].segment != e.segment || b[at].offset != e.offset) return false;
+  erase_slot(r, at);
   return true;
+}
+
+void free_list::erase(const position& p) {
+  erase_slot(p.size_rank, bucket_of(p).size() - 1 - p.from_best);
 }
 
 bool free_list::first_not_smaller(std::uint64_t size_bytes, position& p) const {
-  const auto smaller = [size_bytes](const entry& x) { return x.size < size_bytes; };
-  p.run = first_false(lasts_.data(), lasts_.size(), smaller);
-  if (p.run == runs_.size()) return false;
-  p.at = first_false(runs_[p.run].data(), runs_[p.run].size(), smaller);  // found: the run's last is not smaller
-  return true;
+  p.size_rank = rank_not_smaller(size_bytes);
+  p.from_best = 0;
+  return p.size_rank < sizes_.size();
 }
 
 bool free_list::take_best_fit(std::uint64_t size_bytes, entry& out) {
-  const auto smaller = [size_bytes](const entry& x) { return x.size < size_bytes; };
-  const std::size_t k = first_false(lasts_.data(), lasts_.size(), smaller);
-  if (k == runs_.size()) return false;
-  const std::vector<entry>& run = runs_[k];
-  const std::size_t at = first_false(run.data(), run.size(), smaller);  // found: the run's last is not smaller
-  out = run[at];
-  erase_at(k, at);
+  const std::size_t r = rank_not_smaller(size_bytes);
+  if (r == sizes_.size()) return false;
+  bucket& b = buckets_[bucket_ids_[r]];
+  const slot s = b.back();
+  out = {sizes_[r], s.offset, s.segment, s.index};
+  --count_;
+  b.pop_back();
+  if (b.empty()) drop_size(r);
   return true;
 }
 

@@ -1,12 +1,14 @@
 #pragma once
 // One pool's free blocks for fast_caching_allocator, in caching_allocator's order: by (size, segment, offset),
 // the best fit being the first block not smaller than a request (caching_allocator.hpp, after the pools of
-// c10/cuda/CUDACachingAllocator.cpp: a std::set ordered by size, then address). Stored as short sorted runs
-// (at most max_run entries each), in order, with each run's last entry beside them: an insert or erase
-// searches the runs' last entries, then one run, and moves at most a run's entries, where one sorted vector
-// moved half the pool (a pool holds up to several hundred free blocks in a replay: docs/allocator-speed.md).
-// Nothing is allocated per event once the runs have grown: an emptied run's storage is kept for the next.
-#include <algorithm>
+// c10/cuda/CUDACachingAllocator.cpp: a std::set ordered by size, then address).
+//
+// Stored as one bucket per distinct size: the sizes present in a short ascending array, and each size's blocks
+// in an array ordered by address from the last, so that its best (lowest address) is at the back. A pool holds a
+// few hundred free blocks of a dozen or so distinct sizes during a replay (docs/allocator-speed.md), so a best
+// fit searches the sizes (one word a compare) and pops a bucket's back; an insert or erase moves only its own
+// bucket's entries (or a new size's place among the sizes), not a pool's. Nothing is allocated per event once
+// the buckets have grown: an emptied bucket's storage is kept for the next new size.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -33,49 +35,67 @@ class free_list {
   // A place in the order, to walk it from the best fit on (fast_expandable_allocator: get_free_block may pass
   // the best fit over for the next block). Valid until the next insert or erase.
   struct position {
-    std::size_t run = 0, at = 0;
+    std::size_t size_rank = 0;  // in sizes_
+    std::size_t from_best = 0;  // 0: the bucket's best (its back), 1: the next, ...
   };
   // The first block not smaller than `size_bytes` (the best fit); false where none is.
   bool first_not_smaller(std::uint64_t size_bytes, position& p) const;
   // The block after p in the order; false where p was the last.
   bool next(position& p) const {
-    if (++p.at < runs_[p.run].size()) return true;
-    p.at = 0;
-    return ++p.run < runs_.size();
+    if (++p.from_best < bucket_of(p).size()) return true;
+    p.from_best = 0;
+    return ++p.size_rank < sizes_.size();
   }
-  const entry& at(const position& p) const { return runs_[p.run][p.at]; }
-  void erase(const position& p) { erase_at(p.run, p.at); }
+  entry at(const position& p) const {
+    const slot& s = slot_at(p);
+    return {sizes_[p.size_rank], s.offset, s.segment, s.index};
+  }
+  void erase(const position& p);
   // Calls keep(entry) on every block in order and drops those it returns false for.
   template <class keep_fn>
   void keep_only(keep_fn keep);
   std::size_t size() const { return count_; }
 
  private:
-  static constexpr std::size_t max_run = 32;
-  void erase_at(std::size_t run, std::size_t at);
-  void drop_run(std::size_t run);
+  struct slot {  // a block within its size's bucket
+    std::uint64_t offset = 0;
+    std::uint32_t segment = 0, index = 0;
+  };
+  using bucket = std::vector<slot>;  // by (segment, offset) from the last: the best at the back
 
-  std::vector<std::vector<entry>> runs_;  // each sorted and non-empty; all of run k before run k + 1
-  std::vector<entry> lasts_;              // runs_[k].back()
-  std::vector<std::vector<entry>> spare_; // emptied runs, their storage kept
+  const bucket& bucket_of(const position& p) const { return buckets_[bucket_ids_[p.size_rank]]; }
+  const slot& slot_at(const position& p) const {
+    const bucket& b = bucket_of(p);
+    return b[b.size() - 1 - p.from_best];
+  }
+  std::size_t rank_not_smaller(std::uint64_t size_bytes) const;  // the first size >= size_bytes; sizes_.size() if none
+  void erase_slot(std::size_t size_rank, std::size_t at);
+  void drop_size(std::size_t size_rank);  // an emptied bucket: its size taken out, its storage kept
+
+  std::vector<std::uint64_t> sizes_;       // the distinct sizes present, ascending
+  std::vector<std::uint32_t> bucket_ids_;  // bucket_ids_[r]: the bucket of sizes_[r] in buckets_
+  std::vector<bucket> buckets_;            // every bucket ever made, some empty and unused
+  std::vector<std::uint32_t> unused_ids_;  // buckets_ free for a new size
   std::size_t count_ = 0;
 };
 
 template <class keep_fn>
 void free_list::keep_only(keep_fn keep) {
-  for (std::size_t k = 0; k < runs_.size();) {
-    std::vector<entry>& run = runs_[k];
-    auto kept = run.begin();
-    for (const entry& e : run)
-      if (keep(e)) *kept++ = e;
-    count_ -= static_cast<std::size_t>(run.end() - kept);
-    run.erase(kept, run.end());
-    if (run.empty()) {
-      drop_run(k);
+  for (std::size_t r = 0; r < sizes_.size();) {
+    bucket& b = buckets_[bucket_ids_[r]];
+    // Visit in the order (the back first), keeping the kept ones in their places.
+    std::size_t kept_from = b.size();
+    for (std::size_t i = b.size(); i-- > 0;) {
+      const slot s = b[i];
+      if (keep(entry{sizes_[r], s.offset, s.segment, s.index})) b[--kept_from] = s;
+    }
+    count_ -= kept_from;
+    b.erase(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(kept_from));
+    if (b.empty()) {
+      drop_size(r);
       continue;
     }
-    lasts_[k] = run.back();
-    ++k;
+    ++r;
   }
 }
 
