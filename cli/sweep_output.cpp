@@ -17,6 +17,44 @@
 namespace trainplan::cli {
 namespace {
 
+// One part's rows kept aside until they are due (run_sweep): in a file without a name (tmpfile: unlinked as
+// it is made, so an interrupted sweep leaves nothing behind), or in memory where no such file can be made.
+class part_spool {
+ public:
+  part_spool() = default;
+  part_spool(const part_spool&) = delete;
+  part_spool& operator=(const part_spool&) = delete;
+  part_spool(part_spool&& o) noexcept : file_(o.file_), memory_(std::move(o.memory_)), tried_(o.tried_) { o.file_ = nullptr; }
+  ~part_spool() {
+    if (file_) std::fclose(file_);
+  }
+  void keep(const fmt::memory_buffer& rows) {
+    if (!tried_) file_ = std::tmpfile(), tried_ = true;
+    if (file_ && std::fwrite(rows.data(), 1, rows.size(), file_) == rows.size()) return;
+    if (file_) throw_write_error(file_, errno, "a temporary file of the sweep's rows");
+    memory_.append(rows.data(), rows.data() + rows.size());
+  }
+  // Hands what was kept to write_bytes(data, size), in order, and forgets it.
+  template <class write_fn>
+  void write_out(write_fn& write_bytes) {
+    if (file_) {
+      std::rewind(file_);
+      std::vector<char> chunk(1 << 20);
+      for (std::size_t n; (n = std::fread(chunk.data(), 1, chunk.size(), file_)) > 0;) write_bytes(chunk.data(), n);
+      if (std::ferror(file_)) throw_write_error(file_, errno, "a temporary file of the sweep's rows");
+      std::fclose(file_);
+      file_ = nullptr, tried_ = false;  // a fresh one for the next model
+    }
+    write_bytes(memory_.data(), memory_.size());
+    memory_.clear();
+  }
+
+ private:
+  std::FILE* file_ = nullptr;
+  fmt::memory_buffer memory_;
+  bool tried_ = false;
+};
+
 void json_string(fmt::memory_buffer& out, std::string_view s) {
   out.push_back('"');
   for (char c : s) {
@@ -188,11 +226,12 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t total = space.size();
   sweep_stats stats;
-  auto write = [&](const fmt::memory_buffer& buf) {
+  auto write_bytes = [&](const char* data, std::size_t size) {
     // A reader that has gone (| head) ends the sweep quietly (output_closed); any other failure says why.
-    if (std::fwrite(buf.data(), 1, buf.size(), out) != buf.size()) throw_write_error(out, errno, destination);
-    stats.bytes_written += buf.size();
+    if (std::fwrite(data, 1, size, out) != size) throw_write_error(out, errno, destination);
+    stats.bytes_written += size;
   };
+  auto write = [&](const fmt::memory_buffer& buf) { write_bytes(buf.data(), buf.size()); };
   if (format == sweep_format::csv) {
     fmt::memory_buffer header;
     for (std::size_t k = 0; k < sweep_columns().size(); ++k)
@@ -200,17 +239,28 @@ sweep_stats run_sweep(const sweep_space& space, sweep_format format, std::FILE* 
     header.push_back('\n');
     write(header);
   }
-  // Each worker formats its block's rows on its own thread; they are written in order (planner/search/sweep_runner.hpp).
-  std::vector<fmt::memory_buffer> text(sweep_workers(threads));
+  // Each unit's rows are formatted on its worker's thread, one buffer per part (GPU), and written in index
+  // order: part 0's as they come, the other parts' kept aside until their model's last block
+  // (planner/search/sweep_runner.hpp).
+  const sweep_schedule schedule = schedule_sweep(space, threads, replay);
+  std::vector<std::vector<fmt::memory_buffer>> text(schedule.slots);
+  for (auto& slot : text) slot.resize(schedule.parts);
+  std::vector<part_spool> kept(schedule.parts);
   progress bar("plan sweep", total, "configurations", show_progress);
+  std::uint64_t done = 0;
   run_sweep_blocks(
-      space, threads, replay, [&](unsigned worker, const sweep_result& res) { append_row(text[worker], res, format); },
-      [&](unsigned worker, const sweep_block& block) {
-        write(text[worker]);
-        text[worker].clear();
+      space, schedule, replay,
+      [&](unsigned slot, std::uint64_t part, const sweep_result& res) { append_row(text[slot][part], res, format); },
+      [&](unsigned slot, const sweep_block& block) {
+        fmt::memory_buffer& rows = text[slot][block.part];
+        if (block.part == 0) write(rows);
+        else kept[block.part].keep(rows);
+        rows.clear();
         stats.fitting += block.fitting;
         stats.invalid += block.invalid;
-        bar.set(block.last);
+        bar.set(done += block.last - block.first);
+        if (block.part + 1 == schedule.parts && block.part > 0 && block.last % schedule.part_points == 0)
+          for (std::uint64_t p = 1; p < schedule.parts; ++p) kept[p].write_out(write_bytes);
       });
   bar.finish();
   stats.rows = total;

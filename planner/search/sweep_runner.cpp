@@ -1,8 +1,9 @@
-// A sweep on worker threads (sweep_runner.hpp): blocks of consecutive points evaluated in parallel and handed
-// back in index order.
+// A sweep on worker threads (sweep_runner.hpp): rounds of work units taken by whichever worker is free,
+// handed back in order.
 #include "planner/search/sweep_runner.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <thread>
 #include <vector>
@@ -13,62 +14,92 @@
 namespace trainplan {
 namespace {
 
-// Points a worker evaluates before the blocks are handed back in order: an analytic point takes about a
-// microsecond, a replayed one (plan_result::allocator) one to fifteen milliseconds, so that smaller blocks keep
-// every core busy.
+// Points a unit evaluates in each part: an analytic point takes about a microsecond, a replayed one
+// (plan_result::allocator) one to fifteen milliseconds, so that smaller blocks keep every core busy.
 constexpr std::uint64_t analytic_block_points = 4096;
 constexpr std::uint64_t replayed_block_points = 16;
+// Units per worker in a round: a worker that finishes early takes the next unit, so that one slow unit (a
+// model's longest sequences) does not hold every other worker idle until the round ends.
+constexpr unsigned units_per_worker = 4;
 
 }  // namespace
 
 unsigned sweep_workers(unsigned threads) { return threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : threads; }
 
-void run_sweep_blocks(const sweep_space& space, unsigned threads, bool replay,
-                      const std::function<void(unsigned worker, const sweep_result& result)>& row,
-                      const std::function<void(unsigned worker, const sweep_block& block)>& block_done) {
+sweep_schedule schedule_sweep(const sweep_space& space, unsigned threads, bool replay) {
+  sweep_schedule s;
+  s.workers = sweep_workers(threads);
+  replay = replay && replays_allocator(space.base);
+  s.block_points = replay ? replayed_block_points : analytic_block_points;
+  s.slots = s.workers == 1 ? 1 : s.workers * units_per_worker;
   const std::uint64_t total = space.size();
-  threads = sweep_workers(threads);
-  std::vector<sweep_block> blocks(threads);
-  const std::uint64_t block_points = replay && replays_allocator(space.base) ? replayed_block_points : analytic_block_points;
-  std::vector<program_cache> programs;  // a worker's, kept from block to block
-  for (unsigned w = 0; w < threads; ++w) programs.emplace_back(program_cache::bytes_per_worker(threads));
+  if (replay && space.gpus.size() > 1 && total > 0) {
+    s.parts = space.gpus.size();
+    s.part_points = total / (space.models.size() * s.parts);
+  } else {
+    s.part_points = total;
+  }
+  return s;
+}
+
+void run_sweep_blocks(const sweep_space& space, const sweep_schedule& schedule, bool replay,
+                      const std::function<void(unsigned slot, std::uint64_t part, const sweep_result& result)>& row,
+                      const std::function<void(unsigned slot, const sweep_block& block)>& block_done) {
+  const std::uint64_t total = space.size();
+  if (total == 0) return;
+  const std::uint64_t parts = schedule.parts, part_points = schedule.part_points, block_points = schedule.block_points;
+  const std::uint64_t groups = total / (parts * part_points);   // models (or 1, the whole space, for one part)
+  const std::uint64_t units_per_group = (part_points + block_points - 1) / block_points;
+  const std::uint64_t units = groups * units_per_group;
+  std::vector<program_cache> programs;  // a worker's, kept from unit to unit
+  for (unsigned w = 0; w < schedule.workers; ++w) programs.emplace_back(program_cache::bytes_per_worker(schedule.workers));
+  std::vector<std::vector<sweep_block>> blocks(schedule.slots, std::vector<sweep_block>(parts));
   // What a worker threw (an internal error, or the row callback's), rethrown once every worker has joined, as
   // a sweep on one thread would throw it, instead of ending the process from the worker.
-  std::vector<std::exception_ptr> thrown(threads);
-  auto fill_or_throw = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
-    sweep_block& bl = blocks[worker];
-    bl = {first, last, 0, 0};
+  std::vector<std::exception_ptr> thrown(schedule.workers);
+
+  auto evaluate_unit = [&](unsigned worker, unsigned slot, std::uint64_t unit) {
+    const std::uint64_t group = unit / units_per_group;
+    const std::uint64_t from = unit % units_per_group * block_points, to = std::min(part_points, from + block_points);
+    std::vector<sweep_block>& bl = blocks[slot];
+    for (std::uint64_t p = 0; p < parts; ++p) {
+      const std::uint64_t base = (group * parts + p) * part_points;
+      bl[p] = {base + from, base + to, 0, 0, p};
+    }
     plan_reuse reuse;
     reuse.programs = &programs[worker];
-    for (std::uint64_t k = first; k < last; ++k) {
-      const sweep_result res = evaluate_point(space.at(k), &reuse, replay);
-      bl.fitting += res.plan && res.plan->fits;
-      bl.invalid += !res.plan;
-      row(worker, res);
-    }
+    // Row by row, each on every GPU in turn: the same schedules meet the same worker's cache one after another.
+    for (std::uint64_t k = from; k < to; ++k)
+      for (std::uint64_t p = 0; p < parts; ++p) {
+        const sweep_result res = evaluate_point(space.at((group * parts + p) * part_points + k), &reuse, replay);
+        bl[p].fitting += res.plan && res.plan->fits;
+        bl[p].invalid += !res.plan;
+        row(slot, p, res);
+      }
   };
-  auto fill = [&](unsigned worker, std::uint64_t first, std::uint64_t last) {
-    try {
-      fill_or_throw(worker, first, last);
-    } catch (...) {
-      thrown[worker] = std::current_exception();
-    }
-  };
-  for (std::uint64_t next = 0; next < total;) {
+
+  for (std::uint64_t next = 0; next < units;) {
+    const std::uint64_t round = std::min<std::uint64_t>(schedule.slots, units - next);
+    std::atomic<std::uint64_t> taken{0};
+    auto work = [&](unsigned worker) {
+      try {
+        for (std::uint64_t slot; (slot = taken.fetch_add(1)) < round;)
+          evaluate_unit(worker, static_cast<unsigned>(slot), next + slot);
+      } catch (...) {
+        thrown[worker] = std::current_exception();
+        taken.store(round);  // the others stop after their unit
+      }
+    };
     std::vector<std::thread> workers;
-    std::uint64_t first = next;
-    unsigned used = 0;
-    for (; used < threads && first < total; ++used) {
-      const std::uint64_t last = std::min(total, first + block_points);
-      if (used + 1 == threads || last == total) fill(used, first, last);  // this thread works too
-      else workers.emplace_back(fill, used, first, last);
-      first = last;
-    }
+    const unsigned used = static_cast<unsigned>(std::min<std::uint64_t>(schedule.workers, round));
+    for (unsigned w = 1; w < used; ++w) workers.emplace_back(work, w);
+    work(0);  // this thread works too
     for (std::thread& w : workers) w.join();
-    for (unsigned k = 0; k < used; ++k)
-      if (thrown[k]) std::rethrow_exception(thrown[k]);
-    for (unsigned k = 0; k < used; ++k) block_done(k, blocks[k]);
-    next = first;
+    for (const std::exception_ptr& e : thrown)
+      if (e) std::rethrow_exception(e);
+    for (unsigned slot = 0; slot < round; ++slot)
+      for (const sweep_block& b : blocks[slot]) block_done(slot, b);
+    next += round;
   }
 }
 
