@@ -519,3 +519,36 @@ TEST_CASE("plan search refuses a GPU layout plan refuses, instead of finding not
     expect_refused(bad, {"--gpus"});  // as plan itself says
   }
 }
+
+TEST_CASE("plan sweep over several GPUs with the replay writes rows in index order, the same on one thread or two", "[cli][sweep][allocator]") {
+  // With the replay, a model's rows are evaluated on every GPU side by side and the later GPUs' rows kept until
+  // the model ends (planner/search/sweep_runner.hpp); the file must not show it: GPUs in the order given, each
+  // model's rows on the first GPU, then the second..., and each row plan's.
+  const std::string config = "sweep --model gpt2,tinyllama-1.1b --gpu h100,l40s,a100-40gb --seq 512,2048 --micro-batch 1,16,64 "
+                             "--grad-accum 1,4";
+  const plan_run two = run_plan(config + " --threads 2"), one = run_plan(config + " --threads 1");
+  REQUIRE(two.exit_code == 0);
+  REQUIRE(one.exit_code == 0);
+  CHECK(two.out == one.out);
+  const std::vector<std::string> lines = lines_of(two.out);
+  REQUIRE(lines.size() == 1 + 2 * 3 * 12);
+  const std::vector<std::string> header = csv_split(lines[0]);
+  auto col = [&](const char* name) { return static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin()); };
+  const char* gpus[] = {"h100", "l40s", "a100-40gb"};
+  std::uint64_t fitting = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = csv_split(lines[i]);
+    const std::size_t k = i - 1;
+    INFO("row " << i);
+    CHECK(f[col("model")] == (k < 36 ? "gpt2" : "tinyllama-1.1b"));
+    CHECK(f[col("gpu")] == gpus[k % 36 / 12]);
+    CHECK(f[col("seq")] == (k % 12 < 6 ? "512" : "2048"));
+    fitting += f[col("fits")] == "true";
+  }
+  CHECK(fitting > 0);
+  CHECK(fitting < lines.size() - 1);
+  // A row on the last GPU, against plan: the same peak.
+  const std::vector<std::string> last = csv_split(lines.back());
+  const json p = json::parse(run_plan("--model tinyllama-1.1b --gpu a100-40gb --seq 2048 --micro-batch 64 --grad-accum 4 --json").out);
+  CHECK(last[col("peak_bytes")] == std::to_string(p["memory"]["peak_bytes"].get<std::uint64_t>()));
+}
