@@ -67,9 +67,9 @@ void register_sweep_command(CLI::App& app, command_action& chosen) {
                                       space.size(), max_rows));
 
       if (!args->estimate && !args->quiet && replays_allocator(space.base) && space.size() > 20'000)
-        fmt::print(stderr, "plan sweep: note: {} configurations: the allocator replay takes about a millisecond a row "
-                           "(up to 15 for a row that does not fit, to find the least memory it needs); --estimate is a "
-                           "thousand times faster\n", space.size());
+        fmt::print(stderr, "plan sweep: note: {} configurations: the allocator replay takes up to a few milliseconds "
+                           "of a core a row, most for rows that do not fit (it finds the least memory they need), less where "
+                           "several GPUs share a row's replay; --estimate is a thousand times faster\n", space.size());
       // One output path (cli/output_file.hpp): a regular file is replaced only once the whole sweep is
       // written; a device or FIFO (/dev/null, /dev/stdout) is written directly and never replaced.
       output_file out(args->output.empty() ? "-" : args->output);
