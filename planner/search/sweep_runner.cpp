@@ -21,6 +21,10 @@ constexpr std::uint64_t replayed_block_points = 16;
 // Units per worker in a round: a worker that finishes early takes the next unit, so that one slow unit (a
 // model's longest sequences) does not hold every other worker idle until the round ends.
 constexpr unsigned units_per_worker = 4;
+// The most rows a sweep keeps aside to evaluate GPUs side by side (one model's rows on every GPU but the first,
+// until the model ends: about 400 bytes of CSV a row, so some 800 MB in a temporary file). A larger sweep is
+// evaluated in index order, as fast as before this existed, rather than fill a small /tmp.
+constexpr std::uint64_t max_kept_rows = 2'000'000;
 
 }  // namespace
 
@@ -33,9 +37,10 @@ sweep_schedule schedule_sweep(const sweep_space& space, unsigned threads, bool r
   s.block_points = replay ? replayed_block_points : analytic_block_points;
   s.slots = s.workers == 1 ? 1 : s.workers * units_per_worker;
   const std::uint64_t total = space.size();
-  if (replay && space.gpus.size() > 1 && total > 0) {
+  const std::uint64_t per_gpu = total == 0 ? 0 : total / (space.models.size() * space.gpus.size());
+  if (replay && total > 0 && space.gpus.size() > 1 && per_gpu <= max_kept_rows / (space.gpus.size() - 1)) {
     s.parts = space.gpus.size();
-    s.part_points = total / (space.models.size() * s.parts);
+    s.part_points = per_gpu;
   } else {
     s.part_points = total;
   }

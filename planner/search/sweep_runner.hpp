@@ -11,7 +11,8 @@
 // the same replay (planner/allocator/known_replays.hpp), so the replay with no limit and, for a run that fits
 // no GPU, every probe of the search for its least memory are made once for all the GPUs, where a worker's
 // cache would long have dropped them by the time the next GPU's rows came in index order (about half the time
-// of a five-GPU sweep: docs/allocator-speed.md).
+// of a five-GPU sweep: docs/allocator-speed.md). Where a model's rows on the other GPUs would pass two million
+// (kept aside until the model ends), the sweep runs in index order instead.
 #include <cstdint>
 #include <functional>
 

@@ -152,3 +152,22 @@ TEST_CASE("run_sweep_blocks evaluates a model's rows on every GPU side by side, 
   CHECK(fitting > 0);
   CHECK(fitting < total);  // some rows fit one GPU and not another
 }
+
+TEST_CASE("a sweep keeps at most two million rows aside for its GPUs, else runs in index order", "[sweep]") {
+  sweep_space space;
+  const model_spec& gpt2 = data().model("gpt2").spec;
+  space.models.push_back({gpt2, describe_model(gpt2)});
+  for (const char* name : {"h100", "a100-80gb", "l40s"}) {
+    const gpu_spec& g = data().gpu(name);
+    space.gpus.push_back({g, data().calibration_for(g)});
+  }
+  space.base.profile = &profile_named("hf");
+  space.seqs.assign(1000, 512);
+  space.micro_batches.assign(1000, 1);  // a million rows on each GPU: two million kept aside
+  CHECK(schedule_sweep(space, 2, true).parts == 3);
+  space.micro_batches.push_back(1);  // a thousand more on each: past the bound
+  const sweep_schedule past = schedule_sweep(space, 2, true);
+  CHECK(past.parts == 1);
+  CHECK(past.part_points == space.size());
+  CHECK(schedule_sweep(space, 2, false).parts == 1);  // the estimate: no replay to share
+}
