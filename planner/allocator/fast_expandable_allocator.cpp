@@ -60,7 +60,7 @@ std::size_t fast_expandable_allocator::unmapped_at(const pool_state& p, std::uin
 }
 
 // Block i keeps its first `keep` bytes; the rest, of `rest_state`, follows it in the segment.
-std::uint32_t fast_expandable_allocator::split(std::uint32_t i, std::uint64_t keep, state rest_state) {
+std::uint32_t fast_expandable_allocator::split(std::uint32_t i, std::uint64_t keep, block_state rest_state) {
   block rest;
   rest.segment = blocks_[i].segment;
   rest.offset = blocks_[i].offset + keep;
@@ -87,7 +87,7 @@ void fast_expandable_allocator::absorb_next(std::uint32_t into) {
 // A block's size plus the unmapped space right after it: what get_free_block compares.
 std::uint64_t fast_expandable_allocator::expandable_size(std::uint32_t i) const {
   const block& b = blocks_[i];
-  if (b.next >= 0 && blocks_[static_cast<std::uint32_t>(b.next)].st == state::unmapped)
+  if (b.next >= 0 && blocks_[static_cast<std::uint32_t>(b.next)].st == block_state::unmapped)
     return b.size + blocks_[static_cast<std::uint32_t>(b.next)].size;
   return b.size;
 }
@@ -121,7 +121,7 @@ std::int64_t fast_expandable_allocator::map(pool_state& p, std::uint32_t u, std:
   }
   const std::size_t place = unmapped_at(p, u);
   if (mapped < blocks_[u].size) {  // the rest stays unmapped, in u's place in the address order
-    const std::uint32_t rest = split(u, mapped, state::unmapped);
+    const std::uint32_t rest = split(u, mapped, block_state::unmapped);
     p.unmapped[place] = {blocks_[rest].segment, rest, blocks_[rest].offset};
   } else {
     p.unmapped.erase(p.unmapped.begin() + static_cast<std::ptrdiff_t>(place));
@@ -129,15 +129,15 @@ std::int64_t fast_expandable_allocator::map(pool_state& p, std::uint32_t u, std:
   reserved_ = checked_add(reserved_, mapped, "reserved bytes");
   peak_reserved_ = std::max(peak_reserved_, reserved_);
   if (!out_of_memory_) checks_.passed(reserved_);
-  blocks_[u].st = state::free;
+  blocks_[u].st = block_state::free;
   std::uint32_t merged = u;
   const std::int32_t n = blocks_[u].next;
-  if (n >= 0 && blocks_[static_cast<std::uint32_t>(n)].st == state::free) {
+  if (n >= 0 && blocks_[static_cast<std::uint32_t>(n)].st == block_state::free) {
     erase_free(static_cast<std::uint32_t>(n));
     absorb_next(u);
   }
   const std::int32_t before = blocks_[u].prev;
-  if (before >= 0 && blocks_[static_cast<std::uint32_t>(before)].st == state::free) {
+  if (before >= 0 && blocks_[static_cast<std::uint32_t>(before)].st == block_state::free) {
     merged = static_cast<std::uint32_t>(before);
     erase_free(merged);
     absorb_next(merged);
@@ -154,10 +154,10 @@ std::int64_t fast_expandable_allocator::grow(pool_state& p, bool small, std::uin
   for (const unmapped_range& r : p.unmapped) {
     const std::int32_t prev = blocks_[r.index].prev;
     const std::uint32_t from =
-        prev >= 0 && blocks_[static_cast<std::uint32_t>(prev)].st == state::free ? static_cast<std::uint32_t>(prev) : r.index;
+        prev >= 0 && blocks_[static_cast<std::uint32_t>(prev)].st == block_state::free ? static_cast<std::uint32_t>(prev) : r.index;
     std::uint64_t run = 0;
     for (std::int32_t i = static_cast<std::int32_t>(from); i >= 0 && run < size; i = blocks_[static_cast<std::uint32_t>(i)].next) {
-      if (blocks_[static_cast<std::uint32_t>(i)].st == state::allocated) break;
+      if (blocks_[static_cast<std::uint32_t>(i)].st == block_state::allocated) break;
       run += blocks_[static_cast<std::uint32_t>(i)].size;
     }
     if (run >= size) {
@@ -175,7 +175,7 @@ std::int64_t fast_expandable_allocator::grow(pool_state& p, bool small, std::uin
     start = w;
   }
   std::uint32_t at = static_cast<std::uint32_t>(start);
-  if (blocks_[at].st == state::unmapped) {
+  if (blocks_[at].st == block_state::unmapped) {
     const std::int64_t m = map(p, at, size);
     if (m < 0) return -1;
     at = static_cast<std::uint32_t>(m);
@@ -206,19 +206,19 @@ void fast_expandable_allocator::release_cached() {
       erase_free(i);
       std::uint32_t whole = i;
       if (first > begin) {
-        whole = split(i, first - begin, state::free);
+        whole = split(i, first - begin, block_state::free);
         insert_free(i);
       }
-      if (last < end) insert_free(split(whole, last - first, state::free));
-      blocks_[whole].st = state::unmapped;
+      if (last < end) insert_free(split(whole, last - first, block_state::free));
+      blocks_[whole].st = block_state::unmapped;
       reserved_ -= last - first;
       const std::int32_t n = blocks_[whole].next;
-      if (n >= 0 && blocks_[static_cast<std::uint32_t>(n)].st == state::unmapped) {
+      if (n >= 0 && blocks_[static_cast<std::uint32_t>(n)].st == block_state::unmapped) {
         p.unmapped.erase(p.unmapped.begin() + static_cast<std::ptrdiff_t>(unmapped_at(p, static_cast<std::uint32_t>(n))));
         absorb_next(whole);
       }
       const std::int32_t before = blocks_[whole].prev;
-      if (before >= 0 && blocks_[static_cast<std::uint32_t>(before)].st == state::unmapped) {
+      if (before >= 0 && blocks_[static_cast<std::uint32_t>(before)].st == block_state::unmapped) {
         whole = static_cast<std::uint32_t>(before);  // filed at its own offset already
         absorb_next(whole);
       } else {
@@ -233,7 +233,7 @@ void fast_expandable_allocator::release_cached() {
   }
 }
 
-fast_expandable_allocator::handle fast_expandable_allocator::allocate(std::uint64_t bytes) {
+fast_expandable_allocator::handle fast_expandable_allocator::allocate(std::uint64_t bytes, std::uint32_t owner) {
   const std::uint64_t size = caching_allocator::round_size(bytes);
   const bool small = size <= small_size;
   pool_state& p = pool(small);
@@ -251,8 +251,9 @@ fast_expandable_allocator::handle fast_expandable_allocator::allocate(std::uint6
     erase_free(static_cast<std::uint32_t>(found));
   }
   const std::uint32_t i = static_cast<std::uint32_t>(found);
-  if (blocks_[i].size - size >= min_block) insert_free(split(i, size, state::free));
-  blocks_[i].st = state::allocated;
+  if (blocks_[i].size - size >= min_block) insert_free(split(i, size, block_state::free));
+  blocks_[i].st = block_state::allocated;
+  blocks_[i].owner = owner;
   allocated_ += blocks_[i].size;
   peak_allocated_ = std::max(peak_allocated_, allocated_);
   return i;
@@ -260,21 +261,43 @@ fast_expandable_allocator::handle fast_expandable_allocator::allocate(std::uint6
 
 void fast_expandable_allocator::free(handle h) {
   allocated_ -= blocks_[h].size;
-  blocks_[h].st = state::free;
+  blocks_[h].st = block_state::free;
   // Merged with free mapped neighbours (the next one into this, this into the previous); nothing is unmapped.
   std::uint32_t merged = h;
   const std::int32_t n = blocks_[h].next;
-  if (n >= 0 && blocks_[static_cast<std::uint32_t>(n)].st == state::free) {
+  if (n >= 0 && blocks_[static_cast<std::uint32_t>(n)].st == block_state::free) {
     erase_free(static_cast<std::uint32_t>(n));
     absorb_next(h);
   }
   const std::int32_t before = blocks_[h].prev;
-  if (before >= 0 && blocks_[static_cast<std::uint32_t>(before)].st == state::free) {
+  if (before >= 0 && blocks_[static_cast<std::uint32_t>(before)].st == block_state::free) {
     merged = static_cast<std::uint32_t>(before);
     erase_free(merged);
     absorb_next(merged);
   }
   insert_free(merged);
+}
+
+void fast_expandable_allocator::state(std::vector<std::uint64_t>& out) const {
+  out.clear();
+  out.insert(out.end(), {allocated_, reserved_, out_of_memory_ ? 1ull : 0ull});
+  // The live segments' first blocks, in address order (segment numbers only grow: a new segment lies above
+  // every live one, so their order, not the numbers, is what a later event can see).
+  std::vector<bool> unused(blocks_.size(), false);
+  for (const std::uint32_t i : unused_) unused[i] = true;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> heads;  // (segment, block)
+  for (std::uint32_t i = 0; i < blocks_.size(); ++i)
+    if (!unused[i] && blocks_[i].prev < 0) heads.push_back({blocks_[i].segment, i});
+  std::sort(heads.begin(), heads.end());
+  std::uint64_t rank = 0;
+  for (const auto& [segment, head] : heads) {
+    out.push_back(rank++);
+    for (std::int32_t i = static_cast<std::int32_t>(head); i >= 0; i = blocks_[static_cast<std::uint32_t>(i)].next) {
+      const block& b = blocks_[static_cast<std::uint32_t>(i)];
+      out.insert(out.end(), {b.offset, b.size, static_cast<std::uint64_t>(b.st) | (b.small ? 4ull : 0ull),
+                             b.st == block_state::allocated ? b.owner : 0ull});
+    }
+  }
 }
 
 }  // namespace trainplan

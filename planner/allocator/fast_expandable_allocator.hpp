@@ -26,7 +26,7 @@ class fast_expandable_allocator {
 
   // gpu_total_bytes: the device's memory (totalGlobalMem), from which PyTorch sizes a segment's addresses.
   explicit fast_expandable_allocator(std::uint64_t gpu_total_bytes);
-  handle allocate(std::uint64_t bytes);  // bytes > 0
+  handle allocate(std::uint64_t bytes, std::uint32_t owner = 0);  // bytes > 0; owner: the replay's slot
   void free(handle h);
 
   void set_capacity(std::uint64_t bytes) { capacity_ = bytes; }  // mapped bytes in all; before the first allocation
@@ -40,13 +40,20 @@ class fast_expandable_allocator {
   std::uint64_t peak_reserved_bytes() const { return peak_reserved_; }
   const capacity_checks& checks() const { return checks_; }
 
+  // Everything later events depend on, canonically, as fast_caching_allocator::state: the counters, then every
+  // live segment by its rank among the live ones, with its blocks in address order (offset, size, pool and
+  // state, and an allocated block's owner). The unmapped ranges and free lists follow from the blocks; which
+  // slot of blocks_ a block has decides nothing. For the fixed point (replay_program.cpp).
+  void state(std::vector<std::uint64_t>& out) const;
+
  private:
-  enum class state : std::uint8_t { allocated, free, unmapped };
+  enum class block_state : std::uint8_t { allocated, free, unmapped };
   struct block {
     std::uint64_t offset = 0, size = 0;  // offsets within the segment
     std::uint32_t segment = 0;           // segments in address order
     std::int32_t prev = -1, next = -1;   // neighbours in the segment (indices into blocks_)
-    state st = state::unmapped;
+    std::uint32_t owner = 0;             // an allocated block's, as allocate() was told
+    block_state st = block_state::unmapped;
     bool small = false;
   };
   struct unmapped_range {
@@ -60,7 +67,7 @@ class fast_expandable_allocator {
   };
   pool_state& pool(bool small) { return small ? small_ : large_; }
   std::uint32_t new_block(const block& b);
-  std::uint32_t split(std::uint32_t i, std::uint64_t keep, state rest_state);  // the rest's slot; files neither
+  std::uint32_t split(std::uint32_t i, std::uint64_t keep, block_state rest_state);  // the rest's slot; files neither
   void absorb_next(std::uint32_t into);                                       // files neither
   void insert_free(std::uint32_t i);
   void erase_free(std::uint32_t i);

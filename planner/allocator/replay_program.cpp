@@ -161,12 +161,11 @@ auto& checkpoint_allocator(C& c) {
   else return c.allocator;
 }
 
-// The replay through either fast twin; both copy whole (the checkpoints), the default allocator's also keeps a
-// comparable state (the fixed point).
+// The replay through either fast twin; both copy whole (the checkpoints) and keep a comparable state (the fixed
+// point).
 template <class allocator>
 allocator_replay run_program(allocator alloc, const replay_program& p, const replay_options& o) {
   static_assert(std::is_same_v<allocator, fast_caching_allocator> || std::is_same_v<allocator, fast_expandable_allocator>);
-  constexpr bool keeps_state = std::is_same_v<allocator, fast_caching_allocator>;
   // The workspaces take part (the capacity holds them too); the peaks are reported without them.
   const std::uint64_t workspaces_bytes = 2 * p.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
   alloc.set_capacity(o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes);
@@ -186,7 +185,7 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   const std::size_t first = i;
   // The fixed point compares the states at the starts of the last two steps: a replay resumed past the
   // first of them goes without it.
-  const bool shortcut = keeps_state && o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
+  const bool shortcut = o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
   std::vector<std::uint64_t> state_from, state_begin;
   std::uint64_t releases_from = 0, segments_from = 0;
   // A step that freed cached segments is left out only where nothing records its events one by one: it
@@ -199,21 +198,19 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       checkpoint_allocator<allocator>(*o.save) = alloc;
       o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
     }
-    if constexpr (keeps_state) {
-      if (shortcut && i == p.repeat_from) {
-        alloc.state(state_from);
-        releases_from = alloc.cache_releases();
-        segments_from = alloc.segments();
-      } else if (shortcut && i == p.repeat_begin) {
-        alloc.state(state_begin);
-        const bool released = alloc.cache_releases() != releases_from;
-        if (state_begin == state_from && !(released && per_event_records)) {  // the last step repeats
-          // ... and frees and makes as many segments as the step before did.
-          repeated_releases = alloc.cache_releases() - releases_from;
-          repeated_segments = alloc.segments() - segments_from;
-          result.events_skipped = count - i;
-          break;
-        }
+    if (shortcut && i == p.repeat_from) {
+      alloc.state(state_from);
+      releases_from = alloc.cache_releases();
+      segments_from = alloc.segments();
+    } else if (shortcut && i == p.repeat_begin) {
+      alloc.state(state_begin);
+      const bool released = alloc.cache_releases() != releases_from;
+      if (state_begin == state_from && !(released && per_event_records)) {  // the last step repeats
+        // ... and frees and makes as many segments as the step before did.
+        repeated_releases = alloc.cache_releases() - releases_from;
+        repeated_segments = alloc.segments() - segments_from;
+        result.events_skipped = count - i;
+        break;
       }
     }
     const replay_program::event& e = p.events[i];
@@ -226,8 +223,7 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
     const std::uint64_t peak_before = alloc.peak_reserved_bytes(), segments_before = alloc.segments();
     const std::uint64_t workspaces_before = workspaces_made;
     const bool failed_before = alloc.out_of_memory();
-    if constexpr (keeps_state) handles[e.slot] = alloc.allocate(e.bytes, e.slot);
-    else handles[e.slot] = alloc.allocate(e.bytes);
+    handles[e.slot] = alloc.allocate(e.bytes, e.slot);
     if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
     if (e.workspace) workspaces_made += p.workspace_bytes;
     if (o.path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())

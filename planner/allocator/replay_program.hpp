@@ -6,7 +6,7 @@
 //
 // The fixed point: the last step's events are those of the step before (the same sizes in the same order, each
 // free of a block that step made, or of the same older block), so where the allocator's state at the start of
-// the last step equals its state at the start of the step before (fast_caching_allocator::state: the same
+// the last step equals its state at the start of the step before (the fast twins' state(): the same
 // blocks in the same places, held by the same slots, segments compared by their order), the last step replays
 // exactly as the one before did: no new peak, and as many segments made and cached segments freed as the step
 // before (a step in memory so short that it frees its cache every time repeats too). The replay then leaves it
