@@ -90,6 +90,8 @@ allocator_schedule resize_schedule(const allocator_schedule& like, const invento
   schedule.ops = like.ops;
   schedule.workspace_ops = like.workspace_ops;
   schedule.step_ops = like.step_ops;
+  schedule.micro_batches = like.micro_batches;
+  schedule.micro_batch_ops = like.micro_batch_ops;
   schedule.sizes.assign(inv.tensors.size(), {});
   schedule.placed.assign(inv.tensors.size(), {});
   for (const backward_program& bp : inv.backward_programs) resolve_program(bp, inv, facts, schedule.sizes, schedule.placed);
@@ -372,6 +374,15 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     while (i < ops.size() && ops[i].time < time_of(step, 0, 0)) ++i;
     schedule.step_ops[static_cast<std::size_t>(step)] = i;
   }
+  // Where each micro-batch, and each step's optimizer, begins (its first event's time; ops are in time order).
+  schedule.micro_batches = mbs;
+  schedule.micro_batch_ops.clear();
+  for (std::size_t i = 0, step = 0; step < static_cast<std::size_t>(std::max(steps, 0)); ++step)
+    for (std::uint64_t k = 0; k <= mbs; ++k) {
+      const std::uint64_t begins = k < mbs ? time_of(static_cast<int>(step), k, 0) : optimizer_time(static_cast<int>(step));
+      while (i < ops.size() && ops[i].time < begins) ++i;
+      schedule.micro_batch_ops.push_back(i);
+    }
   return schedule;
 }
 

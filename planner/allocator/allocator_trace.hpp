@@ -114,6 +114,11 @@ struct allocator_schedule {
   // Where each step's operations begin in `ops` (steps + 1 entries, the last ops.size()); empty for a schedule
   // made by hand, which is then replayed without the fixed-point shortcut (replay_program.hpp).
   std::vector<std::size_t> step_ops;
+  // Where each micro-batch's operations begin in `ops`, step by step: micro_batch_ops[step * (micro_batches + 1)
+  // + k] for micro-batch k, and at k == micro_batches where the step's optimizer begins; empty with step_ops.
+  // The fixed point compares the later micro-batches of a step too (replay_program.hpp).
+  std::size_t micro_batches = 0;
+  std::vector<std::size_t> micro_batch_ops;
 };
 allocator_schedule schedule_allocations(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
                                         int steps = 3);

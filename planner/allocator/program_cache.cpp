@@ -165,6 +165,8 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     kept->schedule.ops = std::move(schedule.ops);  // the schedule is compiled: only the operations are kept
     kept->schedule.workspace_ops = schedule.workspace_ops;
     kept->schedule.step_ops = std::move(schedule.step_ops);
+    kept->schedule.micro_batches = schedule.micro_batches;
+    kept->schedule.micro_batch_ops = std::move(schedule.micro_batch_ops);
     bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t);
   }
   if (bytes_ + bytes > bound_bytes_) entries_.clear(), structures_.clear(), bytes_ = 0;  // start over

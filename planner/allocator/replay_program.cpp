@@ -12,14 +12,15 @@
 namespace trainplan {
 namespace {
 
-// Whether the last step's events repeat the step before's (replay_program.hpp): the same requests in the same
-// order, each free of the block made at the same place in the step before, or of the same older block.
-bool last_step_repeats(const replay_program& p, std::size_t from, std::size_t begin) {
-  const std::size_t length = begin - from;
-  if (length == 0 || p.events.size() - begin != length) return false;
-  std::vector<std::uint32_t> made_as(p.slots, ~0u);  // a slot of the step before: its counterpart in the last
+// Whether events [begin, end) repeat [from, begin) (replay_program.hpp): the same requests in the same order,
+// each free of the block made at the same place in the range before, or of the same older block.
+bool range_repeats(const replay_program& p, const replay_program::repeat_range& r) {
+  const std::size_t length = r.begin - r.from;
+  if (length == 0 || r.end - r.begin != length || r.end > p.events.size()) return false;
+  thread_local std::vector<std::uint32_t> made_as;  // a slot of the range before: its counterpart in the later
+  made_as.assign(p.slots, ~0u);
   for (std::size_t k = 0; k < length; ++k) {
-    const replay_program::event &a = p.events[from + k], &b = p.events[begin + k];
+    const replay_program::event &a = p.events[r.from + k], &b = p.events[r.begin + k];
     if (a.bytes != b.bytes || a.what != b.what || a.stop_check != b.stop_check || a.workspace != b.workspace) return false;
     if (a.bytes > 0) {
       made_as[a.slot] = b.slot;
@@ -28,6 +29,12 @@ bool last_step_repeats(const replay_program& p, std::size_t from, std::size_t be
     }
   }
   return true;
+}
+
+void keep_repeating(replay_program& p, const std::vector<replay_program::repeat_range>& candidates) {
+  p.repeats.clear();
+  for (const replay_program::repeat_range& r : candidates)
+    if (range_repeats(p, r)) p.repeats.push_back(r);
 }
 
 // The words compile_schedule's order of events depends on beyond the operations: for each buffer its count of
@@ -66,9 +73,7 @@ bool refill_program(const replay_program& like, const program_origins& origins, 
               : e.what == replay_program::cublaslt_workspace ? s.lt_workspace_bytes
                                                              : s.sizes[e.what][origins.piece[i]];
   }
-  out.repeat_from = out.repeat_begin = 0;
-  if (origins.last_steps_begin > 0 && last_step_repeats(out, origins.last_steps_from, origins.last_steps_begin))
-    out.repeat_from = origins.last_steps_from, out.repeat_begin = origins.last_steps_begin;
+  keep_repeating(out, origins.repeat_candidates);
   return true;
 }
 
@@ -110,9 +115,12 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
     p.events.back().stop_check = last;
   };
   std::vector<std::size_t> step_begin;  // by step: its first event
-  std::size_t next_step = 0;
+  std::vector<std::size_t> micro_batch_begin;  // as s.micro_batch_ops, in events
+  std::size_t next_step = 0, next_micro_batch = 0;
   for (std::size_t n = 0; n < s.ops.size(); ++n) {
     for (; next_step < s.step_ops.size() && s.step_ops[next_step] <= n; ++next_step) step_begin.push_back(p.events.size());
+    for (; next_micro_batch < s.micro_batch_ops.size() && s.micro_batch_ops[next_micro_batch] <= n; ++next_micro_batch)
+      micro_batch_begin.push_back(p.events.size());
     if (s.workspace_bytes > 0 && (n == s.workspace_ops[0] || n == s.workspace_ops[1])) {
       if (s.workspace_ops[0] == s.workspace_ops[1]) make_workspace(false);  // an empty forward: both here
       make_workspace(true);
@@ -138,16 +146,29 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
     }
   }
   for (; next_step < s.step_ops.size(); ++next_step) step_begin.push_back(p.events.size());
+  for (; next_micro_batch < s.micro_batch_ops.size(); ++next_micro_batch) micro_batch_begin.push_back(p.events.size());
   if (s.workspace_bytes > 0 && s.workspace_ops[1] >= s.ops.size())
     while (workspaces_made < 2) make_workspace(true);  // the schedule ended before them
-  // The fixed point: the last two steps (step_begin holds steps + 1 entries, the last the end of the steps).
-  if (step_begin.size() >= 3) {
-    const std::size_t from = step_begin[step_begin.size() - 3], begin = step_begin[step_begin.size() - 2];
-    const bool candidates = step_begin.back() == p.events.size();
-    if (candidates && origins) origins->last_steps_from = from, origins->last_steps_begin = begin;
-    if (candidates && last_step_repeats(p, from, begin)) p.repeat_from = from, p.repeat_begin = begin;
+  // The fixed point's candidates, in order of where they start: each step's third micro-batch and up against the
+  // one before (the first makes the gradients, the second adds into them: micro_batch_begin holds each step's
+  // micro-batches and its optimizer's start), and the last step against the one before (step_begin holds
+  // steps + 1 entries, the last the end of the steps).
+  std::vector<replay_program::repeat_range> candidates;
+  const std::size_t per_step = s.micro_batches + 1;
+  if (micro_batch_begin.size() == per_step * (step_begin.size() > 0 ? step_begin.size() - 1 : 0))
+    for (std::size_t step = 0; step + 1 < step_begin.size(); ++step)
+      for (std::size_t k = 2; k < s.micro_batches; ++k) {
+        const std::size_t* at = &micro_batch_begin[step * per_step];
+        candidates.push_back({at[k - 1], at[k], at[k + 1]});
+      }
+  if (step_begin.size() >= 3 && step_begin.back() == p.events.size())
+    candidates.push_back({step_begin[step_begin.size() - 3], step_begin[step_begin.size() - 2], p.events.size()});
+  std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.from < b.from; });
+  keep_repeating(p, candidates);
+  if (origins) {
+    origins->repeat_candidates = std::move(candidates);
+    schedule_pattern(s, origins->pattern);
   }
-  if (origins) schedule_pattern(s, origins->pattern);
   return p;
 }
 
@@ -183,13 +204,35 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   }
   handles.resize(p.slots);
   const std::size_t first = i;
-  // The fixed point compares the states at the starts of the last two steps: a replay resumed past the
-  // first of them goes without it.
-  const bool shortcut = o.skip_repeated_step && p.repeat_begin > 0 && i <= p.repeat_from;
-  std::vector<std::uint64_t> state_from, state_begin;
-  std::uint64_t releases_from = 0, segments_from = 0;
-  // A step that freed cached segments is left out only where nothing records its events one by one: it
-  // would free and make them again, and its growth records are the step before's.
+  // The fixed point (replay_program.hpp): at each repeat's `from` the state is kept, at its `begin` compared, and
+  // where they are equal the events up to its `end` are left out. Only the repeats this replay reaches from
+  // their start (a replay resumed past a `from` goes without that one); states are kept before they are compared
+  // at one event.
+  struct mark {
+    std::size_t event;
+    std::uint32_t repeat;
+    bool compare;
+  };
+  struct kept_state {
+    std::vector<std::uint64_t> words;
+    std::uint64_t releases = 0, segments = 0;
+    bool taken = false;
+  };
+  thread_local std::vector<mark> marks;
+  thread_local std::vector<kept_state> kept;
+  thread_local std::vector<std::uint64_t> state_now;
+  marks.clear();
+  if (o.skip_repeated_step)
+    for (std::uint32_t r = 0; r < p.repeats.size(); ++r)
+      if (p.repeats[r].from >= i) marks.push_back({p.repeats[r].from, r, false}), marks.push_back({p.repeats[r].begin, r, true});
+  std::sort(marks.begin(), marks.end(), [](const mark& a, const mark& b) {
+    return a.event != b.event ? a.event < b.event : a.compare < b.compare;
+  });
+  if (kept.size() < p.repeats.size()) kept.resize(p.repeats.size());
+  for (std::size_t r = 0; r < p.repeats.size(); ++r) kept[r].taken = false;
+  std::size_t next_mark = 0, mark_event = marks.empty() ? ~std::size_t{0} : marks[0].event, skipped_events = 0;
+  // A repeat that freed cached segments is left out only where nothing records the events one by one, and only
+  // as the run's last step: it would free and make them again, and its growth records are the step before's.
   const bool per_event_records = o.growth || o.events;
   std::uint64_t repeated_releases = 0, repeated_segments = 0;
   const std::size_t count = p.events.size();
@@ -198,19 +241,37 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       checkpoint_allocator<allocator>(*o.save) = alloc;
       o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
     }
-    if (shortcut && i == p.repeat_from) {
-      alloc.state(state_from);
-      releases_from = alloc.cache_releases();
-      segments_from = alloc.segments();
-    } else if (shortcut && i == p.repeat_begin) {
-      alloc.state(state_begin);
-      const bool released = alloc.cache_releases() != releases_from;
-      if (state_begin == state_from && !(released && per_event_records)) {  // the last step repeats
-        // ... and frees and makes as many segments as the step before did.
-        repeated_releases = alloc.cache_releases() - releases_from;
-        repeated_segments = alloc.segments() - segments_from;
-        result.events_skipped = count - i;
-        break;
+    if (i == mark_event) {
+      std::size_t jump_to = 0;
+      for (; next_mark < marks.size() && marks[next_mark].event == i && jump_to == 0; ++next_mark) {
+        const mark m = marks[next_mark];
+        kept_state& k = kept[m.repeat];
+        // The releases and segments so far, those of the ranges already left out included (a step's third
+        // micro-batch inside the step the last one repeats).
+        const std::uint64_t releases = alloc.cache_releases() + repeated_releases, segments = alloc.segments() + repeated_segments;
+        if (!m.compare) {
+          alloc.state(k.words);
+          k.releases = releases, k.segments = segments, k.taken = true;
+          continue;
+        }
+        const replay_program::repeat_range& r = p.repeats[m.repeat];
+        const bool released = releases != k.releases;
+        if (!k.taken || (per_event_records && (released || r.end != count))) continue;
+        alloc.state(state_now);
+        if (state_now != k.words) continue;
+        // ... and frees and makes as many segments as the range before did.
+        repeated_releases += releases - k.releases;
+        repeated_segments += segments - k.segments;
+        skipped_events += r.end - r.begin;
+        if (o.skipped) o.skipped->push_back(m.repeat);
+        jump_to = r.end;
+      }
+      if (jump_to > 0)  // the marks the jump passes over are not reached
+        while (next_mark < marks.size() && marks[next_mark].event < jump_to) ++next_mark;
+      mark_event = next_mark < marks.size() ? marks[next_mark].event : ~std::size_t{0};
+      if (jump_to > 0) {
+        i = jump_to - 1;  // the loop's step brings it to jump_to, whose save and marks it then takes
+        continue;
       }
     }
     const replay_program::event& e = p.events[i];
@@ -250,7 +311,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       break;
     }
   }
-  result.events_replayed = i - first;
+  result.events_replayed = i - first - skipped_events;
+  result.events_skipped = skipped_events;
   // Without the workspaces (never freed, so in both peaks once made; at least zero regardless).
   result.peak_allocated_bytes = alloc.peak_allocated_bytes() - std::min(alloc.peak_allocated_bytes(), workspaces_made);
   result.peak_reserved_bytes = alloc.peak_reserved_bytes() - std::min(alloc.peak_reserved_bytes(), workspaces_made);

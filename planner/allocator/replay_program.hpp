@@ -10,7 +10,11 @@
 // blocks in the same places, held by the same slots, segments compared by their order), the last step replays
 // exactly as the one before did: no new peak, and as many segments made and cached segments freed as the step
 // before (a step in memory so short that it frees its cache every time repeats too). The replay then leaves it
-// out and counts those. Proved against the full replay on every committed measurement configuration and on
+// out and counts those. A step's third micro-batch likewise repeats its second (both add into the gradients the
+// first made): where the states at their starts are equal, the third is left out and the replay goes on at the
+// step's optimizer, from the state the second left, which is the state the third would leave (every slot is
+// made once, so a state equal to an earlier one holds no block made since: the third's blocks are all freed
+// within it). Proved against the full replay on every committed measurement configuration and on
 // random ones, in capacities that make the allocator free its cache or run out (tests/planner/allocator/
 // test_replay_program.cpp).
 #include <cstdint>
@@ -41,19 +45,23 @@ struct replay_program {
   std::uint64_t workspace_bytes = 0;  // for the capacity: both cuBLAS workspaces take part in it
   bool expandable_segments = false;
   std::uint64_t gpu_total_bytes = 0;
-  // The last step's events [repeat_begin, events.size()) repeat the step before's, [repeat_from, repeat_begin),
-  // as the fixed point requires (set only then: repeat_begin == 0 means no shortcut).
-  std::size_t repeat_from = 0, repeat_begin = 0;
+  // Events [begin, end) that repeat [from, begin) as the fixed point requires: a step's third micro-batch its
+  // second, the last step the one before (end: events.size()). In order of `from`; only those that repeat.
+  struct repeat_range {
+    std::size_t from = 0, begin = 0, end = 0;
+    bool operator==(const repeat_range&) const = default;
+  };
+  std::vector<repeat_range> repeats;
 };
 
 // What a program was compiled from, so that a schedule with the same operations can be compiled by refilling
 // its sizes (refill_program): each allocation's piece of its buffer, the pattern the events' order depends on
 // (how many pieces each buffer splits into, which are empty or placed apart, which workspaces are made), and
-// where its last two steps begin (the fixed point's candidates).
+// the fixed point's candidate ranges, which repeat or not with other sizes.
 struct program_origins {
   std::vector<std::uint32_t> piece;     // by event: an allocation's index in its buffer's sizes (0 otherwise)
   std::vector<std::uint64_t> pattern;   // schedule_pattern's words
-  std::size_t last_steps_from = 0, last_steps_begin = 0;  // both 0: no fixed point to look for
+  std::vector<replay_program::repeat_range> repeat_candidates;
 };
 
 replay_program compile_schedule(const allocator_schedule& schedule, program_origins* origins = nullptr);
@@ -89,6 +97,7 @@ struct replay_options {
   std::uint64_t capacity_bytes = ~0ull;
   bool stop_at_out_of_memory = false;
   bool skip_repeated_step = true;                 // the fixed point's shortcut (the tests turn it off to compare)
+  std::vector<std::size_t>* skipped = nullptr;     // the repeats left out, by their index in program.repeats
   std::vector<allocator_event_state>* events = nullptr;  // the state after each event replayed
   reserved_path* path = nullptr;                         // filled as the replay goes
   // Start from `resume` (its reserved bytes within this capacity, workspaces included), and keep the state

@@ -31,8 +31,7 @@ void check_same_program(const replay_program& shared, const replay_program& alon
   CHECK(shared.workspace_bytes == alone.workspace_bytes);
   CHECK(shared.expandable_segments == alone.expandable_segments);
   CHECK(shared.gpu_total_bytes == alone.gpu_total_bytes);
-  CHECK(shared.repeat_from == alone.repeat_from);
-  CHECK(shared.repeat_begin == alone.repeat_begin);
+  CHECK(shared.repeats == alone.repeats);
   CHECK(replay_compiled(shared).peak_reserved_bytes == replay_compiled(alone).peak_reserved_bytes);
 }
 

@@ -43,6 +43,7 @@ void check_same_result(const allocator_replay& fast, const allocator_replay& ref
 struct equivalence_counts {
   std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0, resumed = 0;
   std::uint64_t releasing_shortcuts = 0;  // shortcuts in a replay that freed cached segments
+  std::uint64_t micro_batch_shortcuts = 0;  // of the shortcuts, a step's third micro-batch left out
   std::uint64_t bounded_ranges = 0;       // same-replay ranges with an end (a failing check), default allocator
   // of those, through expandable segments
   std::uint64_t expandable = 0, expandable_events = 0, expandable_out_of_memory = 0, expandable_releases = 0;
@@ -137,15 +138,20 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
   shortcut.skip_repeated_step = true;
   shortcut.events = nullptr;
   shortcut.growth = nullptr;
+  std::vector<std::size_t> skipped;
+  shortcut.skipped = &skipped;
   const allocator_replay fast = replay_compiled(program, shortcut);
   check_same_result(fast, reference);
   if (!(stop && reference.out_of_memory)) CHECK(fast.events_replayed + fast.events_skipped == program.events.size());
-  if (fast.events_skipped > 0) {
-    // The premise, checked on the reference: the skipped step's states are the step before's, and it makes as
+  std::size_t skipped_events = 0;
+  for (const std::size_t r : skipped) {
+    // The premise, checked on the reference: the skipped range's states are the range before's, and it makes as
     // many segments at the same events.
-    const std::size_t from = program.repeat_from, begin = program.repeat_begin, length = begin - from;
-    REQUIRE(reference_events.size() == program.events.size());
+    const replay_program::repeat_range& range = program.repeats[r];
+    const std::size_t from = range.from, begin = range.begin, length = begin - from;
+    REQUIRE(reference_events.size() >= range.end);  // a replay that stops may run out after a third micro-batch
     REQUIRE(from > 0);
+    REQUIRE(range.end - begin == length);
     const std::uint64_t made_before_from = reference_events[from - 1].segments, made_before_begin = reference_events[begin - 1].segments;
     for (std::size_t k = 0; k < length; ++k) {
       const allocator_event_state &later = reference_events[begin + k], &earlier = reference_events[from + k];
@@ -153,9 +159,12 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
       REQUIRE(later.reserved_bytes == earlier.reserved_bytes);
       REQUIRE(later.segments - made_before_begin == earlier.segments - made_before_from);
     }
+    skipped_events += length;
     ++counts.shortcuts;
+    counts.micro_batch_shortcuts += range.end != program.events.size();
     counts.releasing_shortcuts += reference.cache_releases > 0;
   }
+  CHECK(skipped_events == fast.events_skipped);
   ++counts.schedules;
   counts.events += reference.events_replayed;
   counts.skipped += fast.events_skipped;
@@ -244,6 +253,7 @@ TEST_CASE("fast replay: every committed measurement configuration, event by even
   INFO(runs << " runs");
   CHECK(runs >= 40);
   CHECK(counts.shortcuts > 0);
+  CHECK(counts.micro_batch_shortcuts > 0);
   CHECK(counts.releasing_shortcuts > 0);
   CHECK(counts.resumed > 0);
   CHECK(counts.bounded_ranges > 0);
@@ -252,7 +262,8 @@ TEST_CASE("fast replay: every committed measurement configuration, event by even
   CHECK(counts.expandable_out_of_memory > 0);
   CHECK(counts.expandable_releases > 0);
   WARN(runs << " measured runs, " << counts.schedules << " replays compared, " << counts.events << " events; the fixed point left out "
-            << counts.skipped << " events in " << counts.shortcuts << " replays (" << counts.releasing_shortcuts << " freeing cached segments); "
+            << counts.skipped << " events in " << counts.shortcuts << " ranges (" << counts.micro_batch_shortcuts << " a third micro-batch, "
+            << counts.releasing_shortcuts << " in replays freeing cached segments); "
             << counts.resumed << " resumed from a checkpoint; " << counts.bounded_ranges << " same-replay ranges ending at a failing check; "
             << counts.expandable << " replays (" << counts.expandable_events << " events, " << counts.expandable_releases
             << " releasing, " << counts.expandable_out_of_memory << " out of memory) through expandable segments");
@@ -329,6 +340,7 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
   INFO("hf " << by_stack[0] << ", fsdp2 " << by_stack[1] << ", deepspeed " << by_stack[2]);
   for (std::uint64_t n : by_stack) CHECK(n >= 100);
   CHECK(counts.shortcuts >= 500);
+  CHECK(counts.micro_batch_shortcuts >= 100);
   CHECK(counts.releasing_shortcuts >= 500);
   CHECK(counts.resumed >= 2000);
   CHECK(counts.bounded_ranges >= 2000);
@@ -340,6 +352,7 @@ TEST_CASE("fast replay: 2,000 random configurations of hf, fsdp2 and deepspeed, 
   WARN(counts.expandable << " replays (" << counts.expandable_events << " events, " << counts.expandable_releases << " releasing, "
                          << counts.expandable_out_of_memory << " out of memory) through expandable segments");
   WARN(valid << " random configurations (" << tried << " drawn, " << unschedulable << " unschedulable), " << counts.schedules << " replays compared, " << counts.events
-              << " events; the fixed point left out " << counts.skipped << " events in " << counts.shortcuts << " replays; "
+              << " events; the fixed point left out " << counts.skipped << " events in " << counts.shortcuts << " ranges ("
+              << counts.micro_batch_shortcuts << " a third micro-batch); "
               << counts.resumed << " resumed from a checkpoint; " << counts.bounded_ranges << " same-replay ranges ending at a failing check");
 }
