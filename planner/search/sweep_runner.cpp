@@ -18,8 +18,8 @@ namespace {
 // (plan_result::allocator) one to fifteen milliseconds, so that smaller blocks keep every core busy.
 constexpr std::uint64_t analytic_block_points = 4096;
 constexpr std::uint64_t replayed_block_points = 16;
-// Units per worker in a round: a worker that finishes early takes the next unit, so that one slow unit (a
-// model's longest sequences) does not hold every other worker idle until the round ends.
+// Units per worker in a round of replayed points: a worker that finishes early takes the next unit, so that one
+// slow unit (a model's longest sequences) does not hold every other worker idle until the round ends.
 constexpr unsigned units_per_worker = 4;
 // The most rows a sweep keeps aside to evaluate GPUs side by side (one model's rows on every GPU but the first,
 // until the model ends: about 400 bytes of CSV a row, so some 800 MB in a temporary file). A larger sweep is
@@ -35,7 +35,8 @@ sweep_schedule schedule_sweep(const sweep_space& space, unsigned threads, bool r
   s.workers = sweep_workers(threads);
   replay = replay && replays_allocator(space.base);
   s.block_points = replay ? replayed_block_points : analytic_block_points;
-  s.slots = s.workers == 1 ? 1 : s.workers * units_per_worker;
+  // (An analytic unit's points cost about the same: one a worker, which also bounds the text a round holds.)
+  s.slots = replay && s.workers > 1 ? s.workers * units_per_worker : s.workers;
   const std::uint64_t total = space.size();
   const std::uint64_t per_gpu = total == 0 ? 0 : total / (space.models.size() * space.gpus.size());
   if (replay && total > 0 && space.gpus.size() > 1 && per_gpu <= max_kept_rows / (space.gpus.size() - 1)) {
