@@ -1,7 +1,8 @@
 // `plan bench --planner`: how fast the analytic model is. Prints configurations evaluated per second on
 // one core (the best of three passes, and their median), the allocator replay's rate beside it (configurations
-// and nanoseconds per allocator event, on a strided sample; --seconds bounds it), on every core, and the time of
-// a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file), and the
+// and nanoseconds per allocator event, on a strided sample; --seconds bounds it), a slice of the space swept
+// with the replay on every core as plan sweep runs it (and what a million such rows would take), on every core,
+// and the time of a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file), and the
 // estimate's error against the replay on the committed collector reports (bench_estimate.hpp).
 // `plan bench --backend cuda [--kernels]`: how fast the harness trains on the GPU, and each of its kernels.
 #include <fmt/format.h>
@@ -256,6 +257,38 @@ void register_bench_command(CLI::App& app, command_action& chosen) {
         const double replay_rate = per_row > 0 ? 1 / per_row : 0.0, event_ns = events ? replay_seconds / events * 1e9 : 0.0;
         fmt::print("targets: 2,000 replayed configurations/s on 1 core: {}; 200 ns per event replayed: {}\n",
                    replay_rate >= 2000 ? "met" : "NOT met", events && event_ns <= 200 ? "met" : "NOT met");
+      }
+
+      // As plan sweep runs with the replay on every core: a slice of the space written to CSV, each model on all
+      // five GPUs over every sequence, micro-batch and accumulation (the rows a sweep's GPUs share: planner/search/
+      // sweep_runner.hpp), one precision, optimizer, attention and dropout a model, turned so that the five models
+      // cover each value; from its rate, how long the whole million would take (measured: docs/allocator-speed.md).
+      {
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+        std::uint64_t rows = 0, models_done = 0;
+        double seconds = 0;
+        for (std::size_t m = 0; m < space.models.size() && (args->seconds <= 0 || models_done == 0 || seconds < args->seconds); ++m) {
+          sweep_space slice = space;
+          slice.models = {space.models[m]};
+          slice.precisions = {space.precisions[m % space.precisions.size()]};
+          slice.optimizers = {space.optimizers[m / 2 % space.optimizers.size()]};
+          slice.attentions = {space.attentions[(m + m / 3) % space.attentions.size()]};
+          slice.dropouts = {space.dropouts[m % space.dropouts.size()]};
+          std::FILE* out = std::tmpfile();  // unlinked as it is made: an interrupted bench leaves nothing behind
+          if (!out) throw input_error("cannot make a temporary file for the replayed sweep");
+          const sweep_stats stats = run_sweep(slice, sweep_format::csv, out, threads, false, true);
+          std::fclose(out);
+          rows += stats.rows, seconds += stats.seconds, ++models_done;
+        }
+        const double million_minutes = rows ? seconds / static_cast<double>(rows) * 1e6 / 60 : 0.0;
+        fmt::print("sweep with the allocator replay to CSV, {} threads: {} rows of the space ({} of {} models, each on every GPU, "
+                   "one precision, optimizer, attention and dropout each) in {:.2f} s = {} rows/s: a million such rows in "
+                   "{:.1f} min{}\n",
+                   threads, grouped(rows), models_done, space.models.size(), seconds,
+                   grouped(static_cast<std::uint64_t>(seconds > 0 ? rows / seconds : 0)), million_minutes,
+                   models_done < space.models.size() ? " (stopped by --seconds: the models first in the list are the smallest)" : "");
+        fmt::print("targets: a million-row sweep with the replay in under 10 min on {} threads: {}\n", threads,
+                   million_minutes < 10 ? "met" : "NOT met");
       }
 
       // Every core, evaluation only (each thread takes every threads-th configuration).
