@@ -1,8 +1,8 @@
-// `plan bench --planner`: how fast the analytic model is. Prints configurations evaluated per second on
-// one core (the best of three passes, and their median), the allocator replay's rate beside it (configurations
-// and nanoseconds per allocator event, on a strided sample; --seconds bounds it), a slice of the space swept
-// with the replay on every core as plan sweep runs it (and what a million such rows would take), on every core,
-// and the time of a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file), and the
+// `plan bench --planner`: how fast the planner is. Prints configurations evaluated per second on one core (the
+// best of three passes, and their median); the allocator replay's rate beside it (configurations and nanoseconds
+// per allocator event, on a strided sample; --seconds bounds it); a slice of the space swept with the replay on
+// every core as plan sweep runs it, and what a million such rows would take; the analytic rate on every core; the
+// time of a 1,000,000-configuration sweep written to CSV with every core (into an unnamed temporary file); and the
 // estimate's error against the replay on the committed collector reports (bench_estimate.hpp).
 // `plan bench --backend cuda [--kernels]`: how fast the harness trains on the GPU, and each of its kernels.
 #include <fmt/format.h>
