@@ -24,7 +24,6 @@ class part_spool {
   part_spool() = default;
   part_spool(const part_spool&) = delete;
   part_spool& operator=(const part_spool&) = delete;
-  part_spool(part_spool&& o) noexcept : file_(o.file_), memory_(std::move(o.memory_)), tried_(o.tried_) { o.file_ = nullptr; }
   ~part_spool() {
     if (file_) std::fclose(file_);
   }

@@ -17,18 +17,23 @@ namespace {
 bool range_repeats(const replay_program& p, const replay_program::repeat_range& r) {
   const std::size_t length = r.begin - r.from;
   if (length == 0 || r.end - r.begin != length || r.end > p.events.size()) return false;
-  thread_local std::vector<std::uint32_t> made_as;  // a slot of the range before: its counterpart in the later
-  made_as.assign(p.slots, ~0u);
-  for (std::size_t k = 0; k < length; ++k) {
+  // A slot of the range before: its counterpart in the later. Kept all ~0u between calls: only the entries this
+  // call set are reset (a whole program's slots, several ranges a program, were a fiftieth of a search's time).
+  thread_local std::vector<std::uint32_t> made_as;
+  if (made_as.size() < p.slots) made_as.resize(p.slots, ~0u);
+  std::size_t k = 0;
+  for (; k < length; ++k) {
     const replay_program::event &a = p.events[r.from + k], &b = p.events[r.begin + k];
-    if (a.bytes != b.bytes || a.what != b.what || a.stop_check != b.stop_check || a.workspace != b.workspace) return false;
+    if (a.bytes != b.bytes || a.what != b.what || a.stop_check != b.stop_check || a.workspace != b.workspace) break;
     if (a.bytes > 0) {
       made_as[a.slot] = b.slot;
     } else if (b.slot != (made_as[a.slot] != ~0u ? made_as[a.slot] : a.slot)) {
-      return false;
+      break;
     }
   }
-  return true;
+  for (std::size_t j = 0; j < k; ++j)
+    if (p.events[r.from + j].bytes > 0) made_as[p.events[r.from + j].slot] = ~0u;
+  return k == length;
 }
 
 void keep_repeating(replay_program& p, const std::vector<replay_program::repeat_range>& candidates) {
