@@ -55,7 +55,8 @@ std::uint64_t hash_words(const std::vector<std::uint64_t>& words) {
 }
 
 std::uint64_t entry_bytes(const program_cache::entry& e) {
-  return e.program.events.capacity() * sizeof(replay_program::event) + e.key.capacity() * sizeof(std::uint64_t) +
+  // (Its events are counted where they were compiled: program_cache::get.)
+  return e.program.sizes.capacity() * sizeof(std::uint64_t) + e.key.capacity() * sizeof(std::uint64_t) +
          (e.inv.tensors.capacity() + e.inv.host_tensors.capacity()) * sizeof(tensor_spec) + sizeof(program_cache::entry);
 }
 
@@ -133,7 +134,7 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
   // A schedule whose inventory differed only in sizes: its operations, with these sizes (resize_schedule).
   schedule_structure_key(inv, facts, grad_accum, steps, structure_key_);
   const std::uint64_t structure_hash = hash_words(structure_key_);
-  const structure* like = nullptr;
+  structure* like = nullptr;
   for (auto [it, end] = structures_.equal_range(structure_hash); it != end && !like; ++it)
     if (it->second->key == structure_key_) like = it->second.get();
   allocator_schedule schedule;
@@ -144,22 +145,35 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
   }
   settings.apply(schedule);
+  // The structure's program compiled for this pattern of pieces, if any (refill_program).
+  const structure::compiled* same_pattern = nullptr;
+  if (like) {
+    schedule_pattern(schedule, pattern_);
+    for (const structure::compiled& c : like->programs)
+      if (c.origins.pattern == pattern_) same_pattern = &c;
+  }
   std::unique_ptr<structure> kept;
-  if (like && refill_program(like->program, like->origins, schedule, made->program)) {
+  std::uint64_t bytes = 0;
+  if (same_pattern && refill_program(same_pattern->program, same_pattern->origins, schedule, made->program)) {
     ++programs_refilled_;
-  } else if (like) {
-    made->program = compile_schedule(schedule);
   } else {
-    kept = std::make_unique<structure>();
-    made->program = compile_schedule(schedule, &kept->origins);
-    kept->program = made->program;
+    // Compiled, and kept for the next of its pattern: in a new structure, or in this one while it has room.
+    structure* into = like;
+    if (!like) kept = std::make_unique<structure>(), into = kept.get();
+    if (into->programs.size() < structure::max_patterns) {
+      structure::compiled& c = into->programs.emplace_back();
+      made->program = compile_schedule(schedule, &c.origins);
+      c.program = made->program;
+      c.program.inv = nullptr;  // only its events are read again
+      bytes += c.origins.pattern.capacity() * sizeof(std::uint64_t);
+    } else {
+      made->program = compile_schedule(schedule);
+    }
+    bytes += made->program.events().capacity() * sizeof(replay_program::event);
   }
   made->key = key_;
-  std::uint64_t bytes = entry_bytes(*made);
+  bytes += entry_bytes(*made);
   if (kept) {
-    kept->program.inv = nullptr;  // only its events are read again
-    bytes += kept->program.events.capacity() * sizeof(replay_program::event) +
-             kept->origins.piece.capacity() * sizeof(std::uint32_t) + kept->origins.pattern.capacity() * sizeof(std::uint64_t);
     kept->key = structure_key_;
     kept->schedule.instances = schedule.instances;
     kept->schedule.ops = std::move(schedule.ops);  // the schedule is compiled: only the operations are kept

@@ -72,7 +72,7 @@ class program_cache {
   std::uint64_t misses() const { return misses_; }
   // Of the misses, those whose schedule was an earlier one's operations with new sizes (resize_schedule).
   std::uint64_t structures_shared() const { return structures_shared_; }
-  // Of those, the programs refilled from the structure's first program instead of compiled (refill_program).
+  // Of those, the programs refilled from one compiled earlier for the structure and pattern (refill_program).
   std::uint64_t programs_refilled() const { return programs_refilled_; }
 
  private:
@@ -81,14 +81,20 @@ class program_cache {
   struct structure {
     std::vector<std::uint64_t> key;
     allocator_schedule schedule;  // its operations (no sizes)
-    // The first program compiled from it, and what its events came from: a later one with the same pattern of
-    // pieces is this one refilled with its own sizes (refill_program), not compiled again.
-    replay_program program;
-    program_origins origins;
+    // The first program compiled from it for each pattern of pieces (a piece empty or placed apart, workspaces
+    // made: schedule_pattern), and what its events came from: a later one with that pattern is it refilled with
+    // its own sizes (refill_program), not compiled again. A search's recompute, batch and adapter levers give one
+    // structure a few patterns (a buffer empty at one micro-batch and not another); at most max_patterns kept.
+    struct compiled {
+      replay_program program;
+      program_origins origins;
+    };
+    static constexpr std::size_t max_patterns = 16;
+    std::vector<compiled> programs;
   };
   std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;         // by the key's hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
-  std::vector<std::uint64_t> key_, structure_key_;                                 // the request's, reused
+  std::vector<std::uint64_t> key_, structure_key_, pattern_;                       // the request's, reused
   std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0, programs_refilled_ = 0;
 };
 

@@ -3,6 +3,9 @@
 #include "planner/allocator/replay_program.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
 #include <type_traits>
 
 #include "planner/allocator/caching_allocator.hpp"
@@ -13,34 +16,54 @@ namespace trainplan {
 namespace {
 
 // Whether events [begin, end) repeat [from, begin) (replay_program.hpp): the same requests in the same order,
-// each free of the block made at the same place in the range before, or of the same older block.
-bool range_repeats(const replay_program& p, const replay_program::repeat_range& r) {
+// each free of the block made at the same place in the range before, or of the same older block. `at_any_size`:
+// the same pieces of the same buffers, which repeat whatever their sizes; otherwise the same bytes.
+bool range_repeats(const replay_program& p, const replay_program::repeat_range& r, bool at_any_size) {
+  const std::vector<replay_program::event>& events = p.events();
   const std::size_t length = r.begin - r.from;
-  if (length == 0 || r.end - r.begin != length || r.end > p.events.size()) return false;
+  if (length == 0 || r.end - r.begin != length || r.end > events.size()) return false;
   // A slot of the range before: its counterpart in the later. Kept all ~0u between calls: only the entries this
   // call set are reset (a whole program's slots, several ranges a program, were a fiftieth of a search's time).
   thread_local std::vector<std::uint32_t> made_as;
   if (made_as.size() < p.slots) made_as.resize(p.slots, ~0u);
   std::size_t k = 0;
   for (; k < length; ++k) {
-    const replay_program::event &a = p.events[r.from + k], &b = p.events[r.begin + k];
-    if (a.bytes != b.bytes || a.what != b.what || a.stop_check != b.stop_check || a.workspace != b.workspace) break;
-    if (a.bytes > 0) {
+    const replay_program::event &a = events[r.from + k], &b = events[r.begin + k];
+    const bool same_request = at_any_size ? a.size == b.size : p.bytes(a) == p.bytes(b);
+    if (!same_request || a.what != b.what || a.stop_check != b.stop_check || a.workspace != b.workspace) break;
+    if (a.size != replay_program::free_size) {
       made_as[a.slot] = b.slot;
     } else if (b.slot != (made_as[a.slot] != ~0u ? made_as[a.slot] : a.slot)) {
       break;
     }
   }
   for (std::size_t j = 0; j < k; ++j)
-    if (p.events[r.from + j].bytes > 0) made_as[p.events[r.from + j].slot] = ~0u;
+    if (events[r.from + j].size != replay_program::free_size) made_as[events[r.from + j].slot] = ~0u;
   return k == length;
 }
 
-void keep_repeating(replay_program& p, const std::vector<replay_program::repeat_range>& candidates) {
+// The candidates that repeat in p, kept in p.repeats; with `at_any_size` (by candidate: those known to repeat
+// whatever the sizes), only the others are compared.
+void keep_repeating(replay_program& p, const std::vector<replay_program::repeat_range>& candidates,
+                    const std::vector<bool>* at_any_size = nullptr) {
   p.repeats.clear();
-  for (const replay_program::repeat_range& r : candidates)
-    if (range_repeats(p, r)) p.repeats.push_back(r);
+  for (std::size_t c = 0; c < candidates.size(); ++c)
+    if ((at_any_size && (*at_any_size)[c]) || range_repeats(p, candidates[c], false)) p.repeats.push_back(candidates[c]);
 }
+
+// The program's table of request sizes (replay_program::sizes): a free's 0, the two workspaces, then each
+// buffer's pieces in turn. `first` (optional): by buffer, the index of its first piece.
+void size_table(const allocator_schedule& s, std::vector<std::uint64_t>& out, std::vector<std::uint32_t>* first = nullptr) {
+  out.assign({0, s.workspace_bytes, s.lt_workspace_bytes});
+  if (first) first->clear();
+  for (const std::vector<std::uint64_t>& pieces : s.sizes) {
+    if (first) first->push_back(static_cast<std::uint32_t>(out.size()));
+    out.insert(out.end(), pieces.begin(), pieces.end());
+  }
+  if (out.size() >= (1ull << 32)) throw std::length_error("replay program: more than 2^32 tensor pieces");
+}
+
+}  // namespace
 
 // The words compile_schedule's order of events depends on beyond the operations: for each buffer its count of
 // pieces and, for each piece, whether it is empty (no event) or placed apart (allocated by a backward step of
@@ -58,27 +81,19 @@ void schedule_pattern(const allocator_schedule& s, std::vector<std::uint64_t>& o
   }
 }
 
-}  // namespace
-
 bool refill_program(const replay_program& like, const program_origins& origins, const allocator_schedule& s,
                     replay_program& out) {
   thread_local std::vector<std::uint64_t> pattern;
   schedule_pattern(s, pattern);
-  if (pattern != origins.pattern || origins.piece.size() != like.events.size()) return false;
+  if (pattern != origins.pattern || origins.repeats_at_any_size.size() != origins.repeat_candidates.size()) return false;
   out.inv = s.inv;
   out.workspace_bytes = s.workspace_bytes;
   out.expandable_segments = s.expandable_segments;
   out.gpu_total_bytes = s.gpu_total_bytes;
   out.slots = like.slots;
-  out.events = like.events;
-  for (std::size_t i = 0; i < out.events.size(); ++i) {
-    replay_program::event& e = out.events[i];
-    if (e.bytes == 0) continue;  // a free (compile_schedule makes no empty allocation)
-    e.bytes = e.what == replay_program::cublas_workspace     ? s.workspace_bytes
-              : e.what == replay_program::cublaslt_workspace ? s.lt_workspace_bytes
-                                                             : s.sizes[e.what][origins.piece[i]];
-  }
-  keep_repeating(out, origins.repeat_candidates);
+  out.shared_events = like.shared_events;
+  size_table(s, out.sizes);  // the same pattern: the same pieces, so the same places in the table
+  keep_repeating(out, origins.repeat_candidates, &origins.repeats_at_any_size);
   return true;
 }
 
@@ -88,23 +103,27 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
   p.workspace_bytes = s.workspace_bytes;
   p.expandable_segments = s.expandable_segments;
   p.gpu_total_bytes = s.gpu_total_bytes;
+  std::vector<std::uint32_t> first_piece;  // by buffer: its first piece's place in p.sizes
+  size_table(s, p.sizes, &first_piece);
   // At most: each allocation's pieces, made and freed once each, and the workspaces (a vector grown by doubling
   // copied its events over again: a sixth of a search's time).
   std::size_t most_events = 8;
   for (const allocator_schedule::op& o : s.ops)
     if (!o.free) most_events += 2 * (o.piece >= 0 ? 1 : s.sizes[o.tensor].size());
-  p.events.reserve(most_events);
+  std::vector<replay_program::event> events;
+  events.reserve(most_events);
   // By instance, the slots of its blocks in the order they were made: a list threaded through the slots
   // (first, last by instance; next by slot), not a vector per instance (their heap traffic was a tenth of a
   // search's time).
   constexpr std::uint32_t none = ~0u;
   std::vector<std::uint32_t> first_slot(s.instances, none), last_slot(s.instances, none), next_slot;
   next_slot.reserve(most_events / 2 + 8);
-  if (origins) origins->piece.clear(), origins->piece.reserve(most_events);
-  auto allocate = [&](std::uint64_t bytes, std::uint32_t what, std::int32_t step, bool stop_check, bool workspace,
-                      std::uint32_t piece = 0) {
-    p.events.push_back({bytes, p.slots, what, step, stop_check, workspace});
-    if (origins) origins->piece.push_back(piece);
+  auto step_of = [](int step) {
+    if (step < -1 || step > INT16_MAX) throw std::length_error("replay program: more than 32,767 steps");
+    return static_cast<std::int16_t>(step);
+  };
+  auto allocate = [&](std::uint32_t size, std::uint32_t what, std::int16_t step, bool stop_check, bool workspace) {
+    events.push_back({size, p.slots, what, step, stop_check, workspace});
     next_slot.push_back(none);
     return p.slots++;
   };
@@ -112,30 +131,29 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
   // GEMM with a bias. The replay may stop only after the whole group (`last`).
   std::size_t workspaces_count = 0, workspaces_made = 0;
   auto make_workspace = [&](bool last) {
-    allocate(s.workspace_bytes, replay_program::cublas_workspace, 0, false, true);
+    allocate(replay_program::cublas_size, replay_program::cublas_workspace, 0, false, true);
     ++workspaces_made;
     if (workspaces_count < 2 && s.lt_after[workspaces_count] && s.lt_workspace_bytes > 0)
-      allocate(s.lt_workspace_bytes, replay_program::cublaslt_workspace, 0, false, false);
+      allocate(replay_program::cublaslt_size, replay_program::cublaslt_workspace, 0, false, false);
     ++workspaces_count;
-    p.events.back().stop_check = last;
+    events.back().stop_check = last;
   };
   std::vector<std::size_t> step_begin;  // by step: its first event
   std::vector<std::size_t> micro_batch_begin;  // as s.micro_batch_ops, in events
   std::size_t next_step = 0, next_micro_batch = 0;
   for (std::size_t n = 0; n < s.ops.size(); ++n) {
-    for (; next_step < s.step_ops.size() && s.step_ops[next_step] <= n; ++next_step) step_begin.push_back(p.events.size());
+    for (; next_step < s.step_ops.size() && s.step_ops[next_step] <= n; ++next_step) step_begin.push_back(events.size());
     for (; next_micro_batch < s.micro_batch_ops.size() && s.micro_batch_ops[next_micro_batch] <= n; ++next_micro_batch)
-      micro_batch_begin.push_back(p.events.size());
+      micro_batch_begin.push_back(events.size());
     if (s.workspace_bytes > 0 && (n == s.workspace_ops[0] || n == s.workspace_ops[1])) {
       if (s.workspace_ops[0] == s.workspace_ops[1]) make_workspace(false);  // an empty forward: both here
       make_workspace(true);
     }
     const allocator_schedule::op& o = s.ops[n];
+    const std::int16_t step = step_of(o.step);
     if (o.free) {
-      for (std::uint32_t slot = first_slot[o.instance]; slot != none; slot = next_slot[slot]) {
-        p.events.push_back({0, slot, o.tensor, o.step, false, false});
-        if (origins) origins->piece.push_back(0);
-      }
+      for (std::uint32_t slot = first_slot[o.instance]; slot != none; slot = next_slot[slot])
+        events.push_back({replay_program::free_size, slot, o.tensor, step, false, false});
       first_slot[o.instance] = last_slot[o.instance] = none;
       continue;
     }
@@ -144,16 +162,18 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
     for (std::size_t k = 0; k < sizes.size(); ++k) {
       const bool placed_apart = k < placed.size() && placed[k];  // allocated by a backward step of its own
       if (sizes[k] == 0 || (o.piece >= 0 ? k != static_cast<std::size_t>(o.piece) : placed_apart)) continue;
-      const std::uint32_t slot = allocate(sizes[k], o.tensor, o.step, true, false, static_cast<std::uint32_t>(k));
+      const std::uint32_t slot = allocate(first_piece[o.tensor] + static_cast<std::uint32_t>(k), o.tensor, step, true, false);
       if (last_slot[o.instance] == none) first_slot[o.instance] = slot;
       else next_slot[last_slot[o.instance]] = slot;
       last_slot[o.instance] = slot;
     }
   }
-  for (; next_step < s.step_ops.size(); ++next_step) step_begin.push_back(p.events.size());
-  for (; next_micro_batch < s.micro_batch_ops.size(); ++next_micro_batch) micro_batch_begin.push_back(p.events.size());
+  for (; next_step < s.step_ops.size(); ++next_step) step_begin.push_back(events.size());
+  for (; next_micro_batch < s.micro_batch_ops.size(); ++next_micro_batch) micro_batch_begin.push_back(events.size());
   if (s.workspace_bytes > 0 && s.workspace_ops[1] >= s.ops.size())
     while (workspaces_made < 2) make_workspace(true);  // the schedule ended before them
+  const std::size_t event_count = events.size();
+  p.shared_events = std::make_shared<const std::vector<replay_program::event>>(std::move(events));
   // The fixed point's candidates, in order of where they start: each step's third micro-batch and up against the
   // one before (the first makes the gradients, the second adds into them: micro_batch_begin holds each step's
   // micro-batches and its optimizer's start), and the last step against the one before (step_begin holds
@@ -166,14 +186,18 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
         const std::size_t* at = &micro_batch_begin[step * per_step];
         candidates.push_back({at[k - 1], at[k], at[k + 1]});
       }
-  if (step_begin.size() >= 3 && step_begin.back() == p.events.size())
-    candidates.push_back({step_begin[step_begin.size() - 3], step_begin[step_begin.size() - 2], p.events.size()});
+  if (step_begin.size() >= 3 && step_begin.back() == event_count)
+    candidates.push_back({step_begin[step_begin.size() - 3], step_begin[step_begin.size() - 2], event_count});
   std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.from < b.from; });
-  keep_repeating(p, candidates);
-  if (origins) {
-    origins->repeat_candidates = std::move(candidates);
-    schedule_pattern(s, origins->pattern);
+  if (!origins) {
+    keep_repeating(p, candidates);
+    return p;
   }
+  origins->repeats_at_any_size.clear();
+  for (const replay_program::repeat_range& r : candidates) origins->repeats_at_any_size.push_back(range_repeats(p, r, true));
+  keep_repeating(p, candidates, &origins->repeats_at_any_size);
+  origins->repeat_candidates = std::move(candidates);
+  schedule_pattern(s, origins->pattern);
   return p;
 }
 
@@ -240,7 +264,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   // as the run's last step: it would free and make them again, and its growth records are the step before's.
   const bool per_event_records = o.growth || o.events;
   std::uint64_t repeated_releases = 0, repeated_segments = 0;
-  const std::size_t count = p.events.size();
+  const std::vector<replay_program::event>& events = p.events();
+  const std::size_t count = events.size();
   for (; i < count; ++i) {
     if (o.save && i == o.save_before) {
       checkpoint_allocator<allocator>(*o.save) = alloc;
@@ -279,17 +304,18 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
         continue;
       }
     }
-    const replay_program::event& e = p.events[i];
-    if (e.bytes == 0) {
+    const replay_program::event& e = events[i];
+    if (e.size == replay_program::free_size) {
       alloc.free(handles[e.slot]);
       if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
       continue;
     }
+    const std::uint64_t bytes = p.sizes[e.size];
     const std::uint64_t before = alloc.reserved_bytes();
     const std::uint64_t peak_before = alloc.peak_reserved_bytes(), segments_before = alloc.segments();
     const std::uint64_t workspaces_before = workspaces_made;
     const bool failed_before = alloc.out_of_memory();
-    handles[e.slot] = alloc.allocate(e.bytes, e.slot);
+    handles[e.slot] = alloc.allocate(bytes, e.slot);
     if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
     if (e.workspace) workspaces_made += p.workspace_bytes;
     if (o.path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())
@@ -309,7 +335,7 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       // (replay_through records no growth for a buffer's allocation that fails where the replay stops.)
       const bool buffer = e.what != replay_program::cublas_workspace && e.what != replay_program::cublaslt_workspace;
       if (o.growth && alloc.reserved_bytes() > before && !(failed && buffer && o.stop_at_out_of_memory))
-        o.growth->push_back({what, alloc.reserved_bytes(), e.step, alloc.reserved_bytes() - before, caching_allocator::small_pool(e.bytes)});
+        o.growth->push_back({what, alloc.reserved_bytes(), e.step, alloc.reserved_bytes() - before, caching_allocator::small_pool(bytes)});
     }
     if (o.stop_at_out_of_memory && e.stop_check && alloc.out_of_memory()) {
       ++i;

@@ -18,6 +18,7 @@
 // random ones, in capacities that make the allocator free its cache or run out (tests/planner/allocator/
 // test_replay_program.cpp).
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -29,18 +30,24 @@
 namespace trainplan {
 
 struct replay_program {
-  struct event {
-    std::uint64_t bytes = 0;  // an allocation's request; 0: a free
+  struct event {  // 16 bytes: a search replays a hundred million of them
+    std::uint32_t size = 0;   // an allocation's request, as its index in `sizes` (never 0); 0: a free
     std::uint32_t slot = 0;   // where the allocation's handle goes, or the handle a free gives back
     std::uint32_t what = 0;   // the allocation's buffer (index in inv->tensors), or one of the workspaces below
-    std::int32_t step = 0;    // the buffer's 0-based step (-1: creating the model), reported on a failure
+    std::int16_t step = 0;    // the buffer's 0-based step (-1: creating the model), reported on a failure
     bool stop_check = false;  // with stop_at_out_of_memory, the replay may stop after this event
     bool workspace = false;   // a cuBLAS workspace: left out of the peaks
   };
   static constexpr std::uint32_t cublas_workspace = ~0u, cublaslt_workspace = ~0u - 1;
+  // Where `sizes` holds a free's 0 and the workspaces' requests; each buffer's pieces follow, in the order of
+  // the schedule's buffers (size_table in replay_program.cpp).
+  static constexpr std::uint32_t free_size = 0, cublas_size = 1, cublaslt_size = 2, first_piece_size = 3;
 
   const inventory* inv = nullptr;
-  std::vector<event> events;
+  // The events, shared by every program refilled from the one compiled for their schedule's structure and
+  // pattern (refill_program): a refilled program differs only in `sizes`.
+  std::shared_ptr<const std::vector<event>> shared_events;
+  std::vector<std::uint64_t> sizes;  // bytes by event::size
   std::uint32_t slots = 0;
   std::uint64_t workspace_bytes = 0;  // for the capacity: both cuBLAS workspaces take part in it
   bool expandable_segments = false;
@@ -52,26 +59,37 @@ struct replay_program {
     bool operator==(const repeat_range&) const = default;
   };
   std::vector<repeat_range> repeats;
+
+  const std::vector<event>& events() const {
+    static const std::vector<event> none;
+    return shared_events ? *shared_events : none;
+  }
+  std::uint64_t bytes(const event& e) const { return sizes[e.size]; }
 };
 
 // What a program was compiled from, so that a schedule with the same operations can be compiled by refilling
-// its sizes (refill_program): each allocation's piece of its buffer, the pattern the events' order depends on
-// (how many pieces each buffer splits into, which are empty or placed apart, which workspaces are made), and
-// the fixed point's candidate ranges, which repeat or not with other sizes.
+// its sizes (refill_program): the pattern the events depend on (how many pieces each buffer splits into, which
+// are empty or placed apart, which workspaces are made), and the fixed point's candidate ranges, which repeat
+// or not with other sizes.
 struct program_origins {
-  std::vector<std::uint32_t> piece;     // by event: an allocation's index in its buffer's sizes (0 otherwise)
-  std::vector<std::uint64_t> pattern;   // schedule_pattern's words
+  std::vector<std::uint64_t> pattern;  // schedule_pattern's words
   std::vector<replay_program::repeat_range> repeat_candidates;
+  // By candidate: whether it repeats at any sizes (the same pieces of the same buffers in both ranges, not only
+  // the same bytes), so that a refill need not compare its events again.
+  std::vector<bool> repeats_at_any_size;
 };
 
 replay_program compile_schedule(const allocator_schedule& schedule, program_origins* origins = nullptr);
 
 // The program compile_schedule(schedule) makes, from `like`, compiled (with `origins`) from a schedule with the same
-// operations (resize_schedule's: another micro-batch or sequence length): the same events with this schedule's
-// sizes. False, leaving `out` unspecified, where the pattern differs (a piece empty in one and not the other, a
-// workspace made in one only): compile_schedule then.
+// operations (resize_schedule's: another micro-batch or sequence length): `like`'s events, shared, with this
+// schedule's sizes. False, leaving `out` unspecified, where the pattern differs (a piece empty in one and not the
+// other, a workspace made in one only): compile_schedule then.
 bool refill_program(const replay_program& like, const program_origins& origins, const allocator_schedule& schedule,
                     replay_program& out);
+// The pattern refill_program compares (program_origins::pattern): for each buffer its count of pieces and which
+// are empty or placed apart, the workspaces made, the operations' counts.
+void schedule_pattern(const allocator_schedule& schedule, std::vector<std::uint64_t>& out);
 
 // A replay stopped before one of its events, to resume other replays from. A replay in a capacity follows the
 // replay without one event for event until the first segment (with expandable segments, the first pages mapped)

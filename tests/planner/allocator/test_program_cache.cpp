@@ -20,11 +20,11 @@ using trainplan::test::data;
 namespace {
 
 void check_same_program(const replay_program& shared, const replay_program& alone) {
-  REQUIRE(shared.events.size() == alone.events.size());
-  for (std::size_t k = 0; k < alone.events.size(); ++k) {
-    const replay_program::event &a = shared.events[k], &b = alone.events[k];
+  REQUIRE(shared.events().size() == alone.events().size());
+  for (std::size_t k = 0; k < alone.events().size(); ++k) {
+    const replay_program::event &a = shared.events()[k], &b = alone.events()[k];
     INFO("event " << k);
-    REQUIRE((a.bytes == b.bytes && a.slot == b.slot && a.what == b.what && a.step == b.step && a.stop_check == b.stop_check &&
+    REQUIRE((shared.bytes(a) == alone.bytes(b) && (a.size == 0) == (b.size == 0) && a.slot == b.slot && a.what == b.what && a.step == b.step && a.stop_check == b.stop_check &&
              a.workspace == b.workspace));
   }
   CHECK(shared.slots == alone.slots);
@@ -96,8 +96,8 @@ TEST_CASE("program cache: a change the schedule reads is a program of its own", 
   CHECK(cache.misses() == 2);
   cache.get(p.inv, facts, 7, settings);
   CHECK(cache.misses() == 2);
-  const std::size_t two_steps = cache.get(p.inv, facts, 1, settings, 2).program.events.size();
-  CHECK(two_steps < cache.get(p.inv, facts, 1, settings).program.events.size());
+  const std::size_t two_steps = cache.get(p.inv, facts, 1, settings, 2).program.events().size();
+  CHECK(two_steps < cache.get(p.inv, facts, 1, settings).program.events().size());
   CHECK(cache.misses() == 3);  // two steps
 
   schedule_settings expandable = settings;
@@ -201,14 +201,14 @@ TEST_CASE("program cache: a schedule resized from another of the same structure 
 }
 
 TEST_CASE("program cache: a program is refilled only from a schedule with the same pieces and workspaces", "[allocator]") {
-  // refill_program copies the events and writes in the new sizes; where a piece is empty in one schedule and not
-  // the other, or a workspace is made in one only, the events themselves differ, and it must refuse.
+  // refill_program shares the events and makes a table of the new sizes; where a piece is empty in one schedule
+  // and not the other, or a workspace is made in one only, the events themselves differ, and it must refuse.
   const model_facts facts = describe_model(data().model("gpt2").spec);
   const plan_result p = gpt2_plan();
   const allocator_schedule schedule = plan_allocator_schedule(p, facts);
   program_origins origins;
   const replay_program like = compile_schedule(schedule, &origins);
-  REQUIRE(origins.piece.size() == like.events.size());
+  REQUIRE(origins.repeats_at_any_size.size() == origins.repeat_candidates.size());
   replay_program out;
   // The same schedule with every size doubled: the same events, each allocation twice its bytes.
   allocator_schedule doubled = schedule;
@@ -218,8 +218,9 @@ TEST_CASE("program cache: a program is refilled only from a schedule with the sa
   doubled.lt_workspace_bytes *= 2;
   REQUIRE(refill_program(like, origins, doubled, out));
   check_same_program(out, compile_schedule(doubled));
-  for (std::size_t k = 0; k < like.events.size(); ++k)
-    REQUIRE(out.events[k].bytes == 2 * like.events[k].bytes);  // frees stay 0
+  REQUIRE(out.shared_events == like.shared_events);
+  for (const replay_program::event& e : like.events())
+    REQUIRE(out.bytes(e) == 2 * like.bytes(e));  // frees stay 0
   // A piece that empties: one allocation fewer.
   allocator_schedule emptied = schedule;
   const auto first = std::find_if(emptied.sizes.begin(), emptied.sizes.end(), [](const auto& sizes) { return !sizes.empty(); });

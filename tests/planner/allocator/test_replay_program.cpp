@@ -142,7 +142,7 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
   shortcut.skipped = &skipped;
   const allocator_replay fast = replay_compiled(program, shortcut);
   check_same_result(fast, reference);
-  if (!(stop && reference.out_of_memory)) CHECK(fast.events_replayed + fast.events_skipped == program.events.size());
+  if (!(stop && reference.out_of_memory)) CHECK(fast.events_replayed + fast.events_skipped == program.events().size());
   std::size_t skipped_events = 0;
   for (const std::size_t r : skipped) {
     // The premise, checked on the reference: the skipped range's states are the range before's, and it makes as
@@ -161,7 +161,7 @@ void check_at_capacity(const allocator_schedule& schedule, const replay_program&
     }
     skipped_events += length;
     ++counts.shortcuts;
-    counts.micro_batch_shortcuts += range.end != program.events.size();
+    counts.micro_batch_shortcuts += range.end != program.events().size();
     counts.releasing_shortcuts += reference.cache_releases > 0;
   }
   CHECK(skipped_events == fast.events_skipped);
