@@ -74,20 +74,22 @@ void sort_operations(std::vector<op>& ops) {
 // The sizes of each allocated buffer's tensors (split_by_parameters), those a backward program's steps resolve
 // first, then every other buffer the schedule allocates, then AdamW's states interleaved by parameter.
 void fill_allocation_sizes(allocator_schedule& schedule, const inventory& inv, const model_facts& facts) {
-  for (const allocator_schedule::op& o : schedule.ops) {
-    std::vector<std::uint64_t>& tensor_sizes = schedule.sizes[o.tensor];
-    if (!o.free && tensor_sizes.empty()) tensor_sizes = split_by_parameters(inv.tensors[o.tensor], facts, inv);
+  for (const std::uint32_t t : schedule.allocated) {
+    std::vector<std::uint64_t>& tensor_sizes = schedule.sizes[t];
+    if (tensor_sizes.empty()) tensor_sizes = split_by_parameters(inv.tensors[t], facts, inv);
   }
   interleave_optimizer_states(schedule, inv);
 }
 
 }  // namespace
 
-allocator_schedule resize_schedule(const allocator_schedule& like, const inventory& inv, const model_facts& facts) {
+allocator_schedule resize_schedule(const allocator_schedule& like, const inventory& inv, const model_facts& facts,
+                                   bool with_operations) {
   allocator_schedule schedule;
   schedule.inv = &inv;
   schedule.instances = like.instances;
-  schedule.ops = like.ops;
+  if (with_operations) schedule.ops = like.ops;
+  schedule.allocated = like.allocated;
   schedule.workspace_ops = like.workspace_ops;
   schedule.step_ops = like.step_ops;
   schedule.micro_batches = like.micro_batches;
@@ -358,6 +360,9 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
     schedule.ops.push_back(
         {o.index, in.tensor, in.begin == 0 ? -1 : static_cast<int>((in.begin - 1) / per_step), o.kind == 1, o.piece});
   }
+  std::vector<bool> seen(inv.tensors.size(), false);
+  for (const allocator_schedule::op& o : schedule.ops)
+    if (!o.free && !seen[o.tensor]) seen[o.tensor] = true, schedule.allocated.push_back(o.tensor);
   fill_allocation_sizes(schedule, inv, facts);
   // Where the cuBLAS workspaces are requested: before the first operation of step 1's first layer forward and
   // of its backward (the loss's gradient), or at the end when the schedule stops before them.

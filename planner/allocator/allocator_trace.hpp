@@ -87,6 +87,7 @@ struct allocator_schedule {
   std::vector<op> ops;
   std::vector<std::vector<std::uint64_t>> sizes;  // by tensor: the tensors PyTorch allocates for one instance
   std::vector<std::vector<bool>> placed;          // by tensor: which of those a backward step allocates (else empty)
+  std::vector<std::uint32_t> allocated;           // the buffers the operations allocate, each once, in that order
   // The allocator it replays through: PyTorch's default (planner/allocator/caching_allocator.hpp), or with
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (planner/allocator/expandable_allocator.hpp), whose segments'
   // address space is sized from the GPU's memory (80 GiB when not set).
@@ -127,8 +128,10 @@ allocator_schedule schedule_allocations(const inventory& inv, const model_facts&
 // buffers' lifetimes, places and names, not on their sizes: where an operation names one tensor of a buffer (a
 // backward program placing a parameter's gradient), the tensor's place among the parameters, which the model's
 // facts fix (a buffer that no longer splits into them throws, as schedule_allocations does). Only the sizes are
-// worked out again.
-allocator_schedule resize_schedule(const allocator_schedule& like, const inventory& inv, const model_facts& facts);
+// worked out again. Without `with_operations` the result's ops are left empty: its sizes and the rest, for
+// refill_program (replay_program.hpp), which reads no operation, without copying them.
+allocator_schedule resize_schedule(const allocator_schedule& like, const inventory& inv, const model_facts& facts,
+                                   bool with_operations = true);
 // How many buffer instances schedule_allocations would make, at most (without making them): what a replay
 // costs in time and host memory, about 100 bytes an instance and its two operations.
 std::uint64_t count_schedule_instances(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,

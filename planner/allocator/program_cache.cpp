@@ -140,7 +140,7 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
   allocator_schedule schedule;
   if (like) {
     ++structures_shared_;
-    schedule = resize_schedule(like->schedule, made->inv, facts);
+    schedule = resize_schedule(like->schedule, made->inv, facts, false);  // the operations only if compiled
   } else {
     schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
   }
@@ -158,6 +158,7 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     ++programs_refilled_;
   } else {
     // Compiled, and kept for the next of its pattern: in a new structure, or in this one while it has room.
+    if (like) schedule.ops = like->schedule.ops;
     structure* into = like;
     if (!like) kept = std::make_unique<structure>(), into = kept.get();
     if (into->programs.size() < structure::max_patterns) {
@@ -177,11 +178,13 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     kept->key = structure_key_;
     kept->schedule.instances = schedule.instances;
     kept->schedule.ops = std::move(schedule.ops);  // the schedule is compiled: only the operations are kept
+    kept->schedule.allocated = std::move(schedule.allocated);
     kept->schedule.workspace_ops = schedule.workspace_ops;
     kept->schedule.step_ops = std::move(schedule.step_ops);
     kept->schedule.micro_batches = schedule.micro_batches;
     kept->schedule.micro_batch_ops = std::move(schedule.micro_batch_ops);
-    bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t);
+    bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t) +
+             kept->schedule.allocated.capacity() * sizeof(std::uint32_t);
   }
   if (bytes_ + bytes > bound_bytes_) entries_.clear(), structures_.clear(), bytes_ = 0;  // start over
   bytes_ += bytes;

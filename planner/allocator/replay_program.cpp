@@ -67,10 +67,10 @@ void size_table(const allocator_schedule& s, std::vector<std::uint64_t>& out, st
 
 // The words compile_schedule's order of events depends on beyond the operations: for each buffer its count of
 // pieces and, for each piece, whether it is empty (no event) or placed apart (allocated by a backward step of
-// its own); the workspaces made; the operations' counts.
+// its own); the workspaces made; the instances. (Not the operations: refill_program's caller vouches for them.)
 void schedule_pattern(const allocator_schedule& s, std::vector<std::uint64_t>& out) {
   out.clear();
-  out.insert(out.end(), {s.instances, s.ops.size(), s.workspace_bytes > 0, s.lt_workspace_bytes > 0, s.lt_after[0],
+  out.insert(out.end(), {s.instances, s.workspace_bytes > 0, s.lt_workspace_bytes > 0, s.lt_after[0],
                          s.lt_after[1], s.workspace_ops[0], s.workspace_ops[1]});
   for (std::size_t t = 0; t < s.sizes.size(); ++t) {
     const std::vector<std::uint64_t>& sizes = s.sizes[t];

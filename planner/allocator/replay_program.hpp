@@ -84,11 +84,13 @@ replay_program compile_schedule(const allocator_schedule& schedule, program_orig
 // The program compile_schedule(schedule) makes, from `like`, compiled (with `origins`) from a schedule with the same
 // operations (resize_schedule's: another micro-batch or sequence length): `like`'s events, shared, with this
 // schedule's sizes. False, leaving `out` unspecified, where the pattern differs (a piece empty in one and not the
-// other, a workspace made in one only): compile_schedule then.
+// other, a workspace made in one only): compile_schedule then. `schedule`'s operations are not read (nor
+// compared: the caller knows them the same, as program_cache's structure key does) and may be left out.
 bool refill_program(const replay_program& like, const program_origins& origins, const allocator_schedule& schedule,
                     replay_program& out);
 // The pattern refill_program compares (program_origins::pattern): for each buffer its count of pieces and which
-// are empty or placed apart, the workspaces made, the operations' counts.
+// are empty or placed apart, the workspaces made, the instances: not the operations, which `schedule` may leave
+// out (resize_schedule without them).
 void schedule_pattern(const allocator_schedule& schedule, std::vector<std::uint64_t>& out);
 
 // A replay stopped before one of its events, to resume other replays from. A replay in a capacity follows the
