@@ -56,7 +56,7 @@ std::uint64_t hash_words(const std::vector<std::uint64_t>& words) {
 
 std::uint64_t entry_bytes(const program_cache::entry& e) {
   // (Its events are counted where they were compiled: program_cache::get.)
-  return e.program.sizes.capacity() * sizeof(std::uint64_t) + e.key.capacity() * sizeof(std::uint64_t) +
+  return e.program.sizes.capacity() * sizeof(std::uint64_t) +
          (e.inv.tensors.capacity() + e.inv.host_tensors.capacity()) * sizeof(tensor_spec) + sizeof(program_cache::entry);
 }
 
@@ -123,10 +123,10 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
                                          const schedule_settings& settings, int steps) {
   program_cache_key(inv, facts, grad_accum, settings, steps, key_);
   const std::uint64_t hash = hash_words(key_);
-  for (auto [it, end] = entries_.equal_range(hash); it != end; ++it)
-    if (it->second->key == key_) {
+  for (auto [it, end] = keys_.equal_range(hash); it != end; ++it)
+    if (it->second.key == key_) {
       ++hits_;
-      return *it->second;
+      return *it->second.program;
     }
   ++misses_;
   auto made = std::make_unique<entry>();
@@ -172,7 +172,6 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     }
     bytes += made->program.events().capacity() * sizeof(replay_program::event);
   }
-  made->key = key_;
   bytes += entry_bytes(*made);
   if (kept) {
     kept->key = structure_key_;
@@ -186,10 +185,30 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t) +
              kept->schedule.allocated.capacity() * sizeof(std::uint32_t);
   }
-  if (bytes_ + bytes > bound_bytes_) entries_.clear(), structures_.clear(), bytes_ = 0;  // start over
+  // An earlier entry whose program replays alike: this key shares it.
+  const std::uint64_t content = program_content_hash(made->program);
+  entry* same = nullptr;
+  for (auto [it, end] = contents_.equal_range(content); it != end && !same; ++it)
+    if (same_program_content(it->second->program, made->program)) same = it->second;
+  const std::uint64_t key_bytes = key_.capacity() * sizeof(std::uint64_t) + sizeof(keyed);
+  if (same) {
+    ++contents_shared_;
+    bytes = bytes - entry_bytes(*made) + key_bytes;  // the entry built is dropped (its compiled events, if kept, stay)
+  } else {
+    bytes += key_bytes;
+  }
+  if (bytes_ + bytes > bound_bytes_) {  // start over
+    keys_.clear(), contents_.clear(), structures_.clear(), entries_.clear(), bytes_ = 0;
+    same = nullptr;
+  }
   bytes_ += bytes;
   if (kept) structures_.emplace(structure_hash, std::move(kept));
-  return *entries_.emplace(hash, std::move(made))->second;
+  if (!same) {
+    same = entries_.emplace_back(std::move(made)).get();
+    contents_.emplace(content, same);
+  }
+  keys_.emplace(hash, keyed{key_, same});
+  return *same;
 }
 
 }  // namespace trainplan

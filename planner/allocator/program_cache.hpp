@@ -13,6 +13,10 @@
 // backward program places one parameter's gradient; a buffer that then no longer splits into whole parameters
 // is an error in both ways of building: resolve_program's.)
 //
+// A program built for a new key may still equal an earlier entry's, event for event (same_program_content: an
+// inventory that differs only where the allocator cannot see it, as levers that change no allocation do): the
+// new key then shares that entry, whose replays answer it (about half of an all-lever search's programs).
+//
 // Each entry also keeps what its caller derived from the program at a capacity (apply_allocator_replay's
 // outcome, bisection included: planner/evaluate/plan.cpp), which depends on nothing else.
 //
@@ -50,7 +54,6 @@ class program_cache {
     std::vector<std::pair<std::uint64_t, allocator_replay>> outcomes;
     // The replays behind them, each answering every capacity that makes the same replay (known_replays.hpp).
     known_replays replays;
-    std::vector<std::uint64_t> key;
   };
   static constexpr std::uint64_t max_bytes = 128ull << 20;  // one cache's default bound
   // For `workers` caches kept side by side (one per thread): each at most the default, all of them together at
@@ -74,6 +77,9 @@ class program_cache {
   std::uint64_t structures_shared() const { return structures_shared_; }
   // Of those, the programs refilled from one compiled earlier for the structure and pattern (refill_program).
   std::uint64_t programs_refilled() const { return programs_refilled_; }
+  // Of the misses, those whose program turned out equal to an earlier entry's (same_program_content): that
+  // entry, its replays and outcomes, under the new key too.
+  std::uint64_t contents_shared() const { return contents_shared_; }
 
  private:
   // A schedule's operations (no sizes), under its structure key: most levers and every micro-batch and
@@ -92,10 +98,16 @@ class program_cache {
     static constexpr std::size_t max_patterns = 16;
     std::vector<compiled> programs;
   };
-  std::unordered_multimap<std::uint64_t, std::unique_ptr<entry>> entries_;         // by the key's hash
+  struct keyed {
+    std::vector<std::uint64_t> key;
+    entry* program;
+  };
+  std::vector<std::unique_ptr<entry>> entries_;
+  std::unordered_multimap<std::uint64_t, keyed> keys_;                             // by the key's hash
+  std::unordered_multimap<std::uint64_t, entry*> contents_;                        // by program_content_hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
   std::vector<std::uint64_t> key_, structure_key_, pattern_;                       // the request's, reused
-  std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0, programs_refilled_ = 0;
+  std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0, programs_refilled_ = 0, contents_shared_ = 0;
 };
 
 // The key's words (program_cache.cpp): exposed for the test that a changed field changes it.

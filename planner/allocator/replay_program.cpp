@@ -203,6 +203,52 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
 
 namespace {
 
+std::string_view event_buffer_name(const replay_program& p, const replay_program::event& e) {
+  if (e.what == replay_program::cublas_workspace) return "cuBLAS workspace";
+  if (e.what == replay_program::cublaslt_workspace) return "cuBLASLt workspace";
+  return p.inv ? std::string_view(p.inv->tensors[e.what].name) : std::string_view{};
+}
+
+}  // namespace
+
+std::uint64_t program_content_hash(const replay_program& p) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ p.events().size();
+  auto mix = [&h](std::uint64_t w) {
+    h ^= w * 0xff51afd7ed558ccdull;
+    h = (h << 29 | h >> 35) * 0xc4ceb9fe1a85ec53ull;
+  };
+  mix(std::uint64_t{p.expandable_segments} << 1 | 1);
+  mix(p.expandable_segments ? p.gpu_total_bytes : 0);
+  mix(p.workspace_bytes);
+  for (const replay_program::event& e : p.events()) {
+    mix(p.bytes(e));
+    mix(std::uint64_t{e.slot} << 32 | static_cast<std::uint16_t>(e.step) << 2 | std::uint64_t{e.stop_check} << 1 | e.workspace);
+  }
+  return h ^ (h >> 32);
+}
+
+bool same_program_content(const replay_program& a, const replay_program& b) {
+  if (a.expandable_segments != b.expandable_segments || (a.expandable_segments && a.gpu_total_bytes != b.gpu_total_bytes) ||
+      a.workspace_bytes != b.workspace_bytes || a.slots != b.slots || a.events().size() != b.events().size())
+    return false;
+  const std::vector<replay_program::event>&ea = a.events(), &eb = b.events();
+  const bool same_events = a.shared_events == b.shared_events;  // refilled from one compiled: only sizes differ
+  for (std::size_t k = 0; k < ea.size(); ++k) {
+    const replay_program::event &x = ea[k], &y = eb[k];
+    if (a.bytes(x) != b.bytes(y)) return false;
+    if (same_events) continue;
+    if (x.slot != y.slot || x.step != y.step || x.stop_check != y.stop_check || x.workspace != y.workspace) return false;
+    if (x.size != replay_program::free_size && event_buffer_name(a, x) != event_buffer_name(b, y)) return false;
+  }
+  // Shared events name the same buffers by index: the same names only where the inventories agree on them.
+  if (same_events && a.inv != b.inv)
+    for (const replay_program::event& e : ea)
+      if (e.size != replay_program::free_size && event_buffer_name(a, e) != event_buffer_name(b, e)) return false;
+  return true;
+}
+
+namespace {
+
 // A checkpoint's copy of the allocator of type A (replay_checkpoint holds one of each fast twin).
 // (C: replay_checkpoint, const or not.)
 template <class A, class C>
@@ -324,9 +370,7 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
       result.first_failed_check_event = i;
     const bool failed = alloc.out_of_memory() && !failed_before;
     if (failed || (o.growth && alloc.reserved_bytes() > before)) {
-      const std::string_view what = e.what == replay_program::cublas_workspace     ? "cuBLAS workspace"
-                                    : e.what == replay_program::cublaslt_workspace ? "cuBLASLt workspace"
-                                                                                   : std::string_view(p.inv->tensors[e.what].name);
+      const std::string_view what = event_buffer_name(p, e);
       if (failed) {
         result.failed_tensor = what, result.failed_step = e.step;
         result.reserved_before_failure_bytes = peak_before - std::min(peak_before, workspaces_before);

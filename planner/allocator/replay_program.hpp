@@ -93,6 +93,14 @@ bool refill_program(const replay_program& like, const program_origins& origins, 
 // out (resize_schedule without them).
 void schedule_pattern(const allocator_schedule& schedule, std::vector<std::uint64_t>& out);
 
+// Programs that replay alike in every capacity, with every option: the same settings (allocator, its address
+// space where expandable, workspaces) and the same events, each with the same request in bytes, slot, flags,
+// step and, for an allocation, buffer name. Two inventories that differ only where the allocator cannot see it
+// (a lever that changes no allocation, a buffer renamed) compile to such programs. (Their fixed-point ranges may
+// differ; the fixed point is exact, so their results do not.) program_content_hash is equal for equal programs.
+std::uint64_t program_content_hash(const replay_program& p);
+bool same_program_content(const replay_program& a, const replay_program& b);
+
 // A replay stopped before one of its events, to resume other replays from. A replay in a capacity follows the
 // replay without one event for event until the first segment (with expandable segments, the first pages mapped)
 // that would pass the capacity (caching_allocator.hpp, expandable_allocator.hpp: a limit acts only when

@@ -299,3 +299,63 @@ TEST_CASE("program cache: a buffer that no longer splits into whole parameters f
   CHECK_THROWS_AS(schedule_allocations(whole, facts, 1), std::logic_error);
   CHECK_THROWS_AS(cache.get(whole, facts, 1, settings_of(base)), std::logic_error);
 }
+
+TEST_CASE("program cache: a new key whose program replays alike shares the earlier entry", "[allocator]") {
+  // The key holds every field of the inventory, so an inventory that differs where the allocator cannot see it
+  // (a summary field, a host buffer) is a miss; its program, built, equals the earlier one event for event, and
+  // the new key then takes the earlier entry with its replays and outcomes (same_program_content).
+  const model_facts facts = describe_model(data().model("gpt2").spec);
+  const plan_result p = gpt2_plan();
+  const schedule_settings settings = settings_of(plan_allocator_schedule(p, facts));
+  program_cache cache;
+  program_cache::entry& first = cache.get(p.inv, facts, 1, settings);
+  inventory summary = p.inv;
+  summary.activations_per_layer_bytes += 1;  // read by the report, not by the schedule
+  program_cache::entry& second = cache.get(summary, facts, 1, settings);
+  CHECK(cache.misses() == 2);
+  CHECK(cache.contents_shared() == 1);
+  CHECK(&second == &first);
+  cache.get(summary, facts, 1, settings);  // the new key is kept: a hit
+  CHECK(cache.hits() == 1);
+  // A replayed buffer renamed: the same bytes in the same order, but a failure or a growth record would name
+  // another buffer, so not shared.
+  inventory renamed = p.inv;
+  const auto replayed = std::find_if(renamed.tensors.begin(), renamed.tensors.end(), [](const tensor_spec& t) { return t.replayed && t.bytes > 0; });
+  REQUIRE(replayed != renamed.tensors.end());
+  replayed->name = "another.name";
+  program_cache::entry& third = cache.get(renamed, facts, 1, settings);
+  CHECK(&third != &first);
+  CHECK(cache.contents_shared() == 1);
+  CHECK_FALSE(same_program_content(first.program, third.program));
+  // One size changed: not shared either.
+  inventory bigger = p.inv;
+  bigger.tensors.back().bytes += 512;
+  CHECK(&cache.get(bigger, facts, 1, settings) != &first);
+  CHECK(cache.contents_shared() == 1);
+}
+
+TEST_CASE("same_program_content: equal for a program and its refill with the same sizes, not for one size changed", "[allocator]") {
+  const model_facts facts = describe_model(data().model("gpt2").spec);
+  const plan_result p = gpt2_plan();  // the schedule points at its inventory
+  const allocator_schedule schedule = plan_allocator_schedule(p, facts);
+  program_origins origins;
+  const replay_program compiled = compile_schedule(schedule, &origins);
+  replay_program refilled;
+  REQUIRE(refill_program(compiled, origins, schedule, refilled));
+  CHECK(same_program_content(compiled, refilled));
+  CHECK(same_program_content(compiled, compile_schedule(schedule)));  // its own events, compared one by one
+  CHECK(program_content_hash(compiled) == program_content_hash(refilled));
+  allocator_schedule other = schedule;
+  for (std::vector<std::uint64_t>& sizes : other.sizes)
+    if (!sizes.empty() && sizes.back() > 0) {
+      sizes.back() += 512;
+      break;
+    }
+  CHECK_FALSE(same_program_content(compiled, compile_schedule(other)));
+  replay_program other_refilled;
+  REQUIRE(refill_program(compiled, origins, other, other_refilled));
+  CHECK_FALSE(same_program_content(compiled, other_refilled));
+  allocator_schedule expandable = schedule;
+  expandable.expandable_segments = true;
+  CHECK_FALSE(same_program_content(compiled, compile_schedule(expandable)));
+}
