@@ -45,6 +45,11 @@ class fast_caching_allocator {
   // cached segments they free. Peaks and the counts of segments made and releases are left out: they only ever
   // take a maximum or grow.
   void state(std::vector<std::uint64_t>& out) const;
+  // Its heap storage, about: what a copy of it costs (prefix_checkpoints, replay_program.hpp).
+  std::size_t memory_bytes() const {
+    return sizeof(*this) + blocks_.capacity() * sizeof(block) + unused_.capacity() * sizeof(std::uint32_t) +
+           segment_head_.capacity() * sizeof(std::int32_t) + small_free_.memory_bytes() + large_free_.memory_bytes();
+  }
 
  private:
   struct block {

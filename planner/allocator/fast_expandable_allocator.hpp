@@ -45,6 +45,12 @@ class fast_expandable_allocator {
   // state, and an allocated block's owner). The unmapped ranges and free lists follow from the blocks; which
   // slot of blocks_ a block has decides nothing. For the fixed point (replay_program.cpp).
   void state(std::vector<std::uint64_t>& out) const;
+  // Its heap storage, about: what a copy of it costs (prefix_checkpoints, replay_program.hpp).
+  std::size_t memory_bytes() const {
+    return sizeof(*this) + blocks_.capacity() * sizeof(block) + unused_.capacity() * sizeof(std::uint32_t) +
+           scratch_.capacity() * sizeof(std::uint32_t) + small_.free.memory_bytes() + large_.free.memory_bytes() +
+           (small_.unmapped.capacity() + large_.unmapped.capacity()) * sizeof(unmapped_range);
+  }
 
  private:
   enum class block_state : std::uint8_t { allocated, free, unmapped };

@@ -86,6 +86,13 @@ bool free_list::first_not_smaller(std::uint64_t size_bytes, position& p) const {
   return p.size_rank < sizes_.size();
 }
 
+std::size_t free_list::memory_bytes() const {
+  std::size_t bytes = sizes_.capacity() * sizeof(std::uint64_t) + bucket_ids_.capacity() * sizeof(std::uint32_t) +
+                      buckets_.capacity() * sizeof(bucket) + unused_ids_.capacity() * sizeof(std::uint32_t);
+  for (const bucket& b : buckets_) bytes += b.capacity() * sizeof(slot);
+  return bytes;
+}
+
 bool free_list::take_best_fit(std::uint64_t size_bytes, entry& out) {
   const std::size_t r = rank_not_smaller(size_bytes);
   if (r == sizes_.size()) return false;

@@ -55,6 +55,7 @@ class free_list {
   template <class keep_fn>
   void keep_only(keep_fn keep);
   std::size_t size() const { return count_; }
+  std::size_t memory_bytes() const;  // its heap storage, about (a checkpoint's cost: prefix_checkpoints, replay_program.hpp)
 
  private:
   struct slot {  // a block within its size's bucket

@@ -61,7 +61,7 @@ class program_cache {
   static std::uint64_t bytes_per_worker(unsigned workers) {
     return std::min(max_bytes, std::max<std::uint64_t>(max_bytes / 4, 2 * max_bytes / std::max(1u, workers)));
   }
-  explicit program_cache(std::uint64_t bound_bytes = max_bytes) : bound_bytes_(bound_bytes) {}
+  explicit program_cache(std::uint64_t bound_bytes = max_bytes) : prefixes_(bound_bytes / 4), bound_bytes_(bound_bytes) {}
 
   // The program for this schedule, compiled on the first request; valid until the next call.
   entry& get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum, const schedule_settings& settings,
@@ -80,6 +80,9 @@ class program_cache {
   // Of the misses, those whose program turned out equal to an earlier entry's (same_program_content): that
   // entry, its replays and outcomes, under the new key too.
   std::uint64_t contents_shared() const { return contents_shared_; }
+  // The replays' states at their programs' first optimizer step, for programs that begin alike (another
+  // optimizer, its states offloaded or sharded): bounded apart from the programs, kept when they start over.
+  prefix_checkpoints& prefixes() { return prefixes_; }
 
  private:
   // A schedule's operations (no sizes), under its structure key: most levers and every micro-batch and
@@ -106,6 +109,7 @@ class program_cache {
   std::unordered_multimap<std::uint64_t, keyed> keys_;                             // by the key's hash
   std::unordered_multimap<std::uint64_t, entry*> contents_;                        // by program_content_hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
+  prefix_checkpoints prefixes_;
   std::vector<std::uint64_t> key_, structure_key_, pattern_;                       // the request's, reused
   std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0, programs_refilled_ = 0, contents_shared_ = 0;
 };

@@ -92,6 +92,7 @@ bool refill_program(const replay_program& like, const program_origins& origins, 
   out.gpu_total_bytes = s.gpu_total_bytes;
   out.slots = like.slots;
   out.shared_events = like.shared_events;
+  out.prefix_end = like.prefix_end;
   size_table(s, out.sizes);  // the same pattern: the same pieces, so the same places in the table
   keep_repeating(out, origins.repeat_candidates, &origins.repeats_at_any_size);
   return true;
@@ -173,6 +174,9 @@ replay_program compile_schedule(const allocator_schedule& s, program_origins* or
   if (s.workspace_bytes > 0 && s.workspace_ops[1] >= s.ops.size())
     while (workspaces_made < 2) make_workspace(true);  // the schedule ended before them
   const std::size_t event_count = events.size();
+  // The first optimizer step's first event (micro_batch_begin holds each step's micro-batches' starts and then its
+  // optimizer's).
+  if (micro_batch_begin.size() > s.micro_batches) p.prefix_end = micro_batch_begin[s.micro_batches];
   p.shared_events = std::make_shared<const std::vector<replay_program::event>>(std::move(events));
   // The fixed point's candidates, in order of where they start: each step's third micro-batch and up against the
   // one before (the first makes the gradients, the second adds into them: micro_batch_begin holds each step's
@@ -211,40 +215,119 @@ std::string_view event_buffer_name(const replay_program& p, const replay_program
 
 }  // namespace
 
-std::uint64_t program_content_hash(const replay_program& p) {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ p.events().size();
-  auto mix = [&h](std::uint64_t w) {
-    h ^= w * 0xff51afd7ed558ccdull;
-    h = (h << 29 | h >> 35) * 0xc4ceb9fe1a85ec53ull;
+namespace {
+
+// The settings, the count of events and every eighth of the first `end` events; with `records`, their steps
+// and stop checks too. A candidate finder only: equal programs hash equal, and every candidate is compared
+// event by event (same_events), so a sample does; hashing every event of every program built was a tenth of a
+// search's time. Two lanes of multiply-xorshift, so the multiplications do not wait on each other.
+std::uint64_t hash_events(const replay_program& p, std::size_t end, bool records) {
+  constexpr std::uint64_t k0 = 0xff51afd7ed558ccdull, k1 = 0xc4ceb9fe1a85ec53ull;
+  constexpr std::size_t stride = 8;
+  std::uint64_t lane[2] = {0x9e3779b97f4a7c15ull ^ end, std::uint64_t{p.expandable_segments} << 1 | 1};
+  auto mix = [](std::uint64_t& h, std::uint64_t w, std::uint64_t k) {
+    h = (h ^ w) * k;
+    h ^= h >> 31;
   };
-  mix(std::uint64_t{p.expandable_segments} << 1 | 1);
-  mix(p.expandable_segments ? p.gpu_total_bytes : 0);
-  mix(p.workspace_bytes);
-  for (const replay_program::event& e : p.events()) {
-    mix(p.bytes(e));
-    mix(std::uint64_t{e.slot} << 32 | static_cast<std::uint16_t>(e.step) << 2 | std::uint64_t{e.stop_check} << 1 | e.workspace);
+  mix(lane[0], p.expandable_segments ? p.gpu_total_bytes : 0, k0);
+  mix(lane[1], p.workspace_bytes, k1);
+  const std::vector<replay_program::event>& events = p.events();
+  for (std::size_t k = 0; k < end; k += stride) {
+    const replay_program::event& e = events[k];
+    const std::uint64_t step = records ? static_cast<std::uint16_t>(e.step) : 0, stop = records && e.stop_check;
+    mix(lane[0], p.bytes(e), k0);
+    mix(lane[1], std::uint64_t{e.slot} << 32 | step << 2 | stop << 1 | e.workspace, k1);
   }
+  std::uint64_t h = lane[0];
+  mix(h, lane[1], k1);
   return h ^ (h >> 32);
 }
 
-bool same_program_content(const replay_program& a, const replay_program& b) {
+// Names have static storage (inventory.hpp): the same literal is most often the same pointer.
+bool same_name(std::string_view a, std::string_view b) { return (a.data() == b.data() && a.size() == b.size()) || a == b; }
+
+// Whether the settings and the first `end` events (which both have) are alike; with `records`, their steps, stop
+// checks and the names of the buffers they allocate too.
+bool same_events(const replay_program& a, const replay_program& b, std::size_t end, bool records) {
   if (a.expandable_segments != b.expandable_segments || (a.expandable_segments && a.gpu_total_bytes != b.gpu_total_bytes) ||
-      a.workspace_bytes != b.workspace_bytes || a.slots != b.slots || a.events().size() != b.events().size())
+      a.workspace_bytes != b.workspace_bytes)
     return false;
   const std::vector<replay_program::event>&ea = a.events(), &eb = b.events();
-  const bool same_events = a.shared_events == b.shared_events;  // refilled from one compiled: only sizes differ
-  for (std::size_t k = 0; k < ea.size(); ++k) {
+  const bool shared = a.shared_events == b.shared_events;  // refilled from one compiled: only sizes differ
+  // (and with the same sizes too, the same events: a table is a few hundred words, the events thousands)
+  const bool same_names = !records || a.inv == b.inv;
+  if (shared && a.sizes == b.sizes && same_names) return true;
+  for (std::size_t k = 0; k < end; ++k) {
     const replay_program::event &x = ea[k], &y = eb[k];
     if (a.bytes(x) != b.bytes(y)) return false;
-    if (same_events) continue;
-    if (x.slot != y.slot || x.step != y.step || x.stop_check != y.stop_check || x.workspace != y.workspace) return false;
-    if (x.size != replay_program::free_size && event_buffer_name(a, x) != event_buffer_name(b, y)) return false;
+    if (shared) continue;
+    if (x.slot != y.slot || x.workspace != y.workspace) return false;
+    if (records && (x.step != y.step || x.stop_check != y.stop_check)) return false;
+    if (records && x.size != replay_program::free_size && !same_name(event_buffer_name(a, x), event_buffer_name(b, y))) return false;
   }
   // Shared events name the same buffers by index: the same names only where the inventories agree on them.
-  if (same_events && a.inv != b.inv)
-    for (const replay_program::event& e : ea)
-      if (e.size != replay_program::free_size && event_buffer_name(a, e) != event_buffer_name(b, e)) return false;
+  if (records && shared && a.inv != b.inv)
+    for (std::size_t k = 0; k < end; ++k)
+      if (ea[k].size != replay_program::free_size && !same_name(event_buffer_name(a, ea[k]), event_buffer_name(b, ea[k]))) return false;
   return true;
+}
+
+}  // namespace
+
+std::uint64_t program_content_hash(const replay_program& p) { return hash_events(p, p.events().size(), true); }
+
+bool same_program_content(const replay_program& a, const replay_program& b) {
+  return a.slots == b.slots && a.events().size() == b.events().size() && same_events(a, b, a.events().size(), true);
+}
+
+std::uint64_t prefix_content_hash(const replay_program& p, std::size_t end) {
+  return hash_events(p, std::min(end, p.events().size()), false);
+}
+
+bool same_prefix_content(const replay_program& a, const replay_program& b, std::size_t end) {
+  return end <= a.events().size() && end <= b.events().size() && same_events(a, b, end, false);
+}
+
+// The prefix checkpoints' store (replay_program.hpp).
+const prefix_checkpoints::kept* prefix_checkpoints::find(const replay_program& p, std::uint64_t hash, std::uint64_t capacity_bytes) {
+  for (auto [it, end] = by_hash_.equal_range(hash); it != end; ++it) {
+    const kept& k = *it->second;
+    const capacity_checks& checks = k.expandable ? k.state.expandable_allocator.checks() : k.state.allocator.checks();
+    // Every check the prefix made passes in this capacity too (none failed: keep()'s caller keeps no other).
+    if (k.expandable != p.expandable_segments || k.state.next_event != p.prefix_end || checks.passed_reserved_bytes > capacity_bytes)
+      continue;
+    if (!same_prefix_content(k.program, p, p.prefix_end)) continue;  // the hash only found it
+    order_.splice(order_.begin(), order_, it->second);                // now the most recently used
+    ++resumed_;
+    return &*it->second;
+  }
+  return nullptr;
+}
+
+bool prefix_checkpoints::has(const replay_program& p, std::uint64_t hash) const {
+  for (auto [it, end] = by_hash_.equal_range(hash); it != end; ++it) {
+    const kept& k = *it->second;
+    if (k.expandable == p.expandable_segments && k.state.next_event == p.prefix_end && same_prefix_content(k.program, p, p.prefix_end))
+      return true;
+  }
+  return false;
+}
+
+void prefix_checkpoints::keep(kept&& k) {
+  ++kept_;
+  bytes_ += k.bytes;
+  order_.push_front(std::move(k));
+  by_hash_.emplace(order_.front().hash, order_.begin());
+  while (bytes_ > bound_bytes_ && order_.size() > 1) {
+    const list::iterator last = std::prev(order_.end());
+    for (auto [it, end] = by_hash_.equal_range(last->hash); it != end; ++it)
+      if (it->second == last) {
+        by_hash_.erase(it);
+        break;
+      }
+    bytes_ -= last->bytes;
+    order_.erase(last);
+  }
 }
 
 namespace {
@@ -264,18 +347,40 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   static_assert(std::is_same_v<allocator, fast_caching_allocator> || std::is_same_v<allocator, fast_expandable_allocator>);
   // The workspaces take part (the capacity holds them too); the peaks are reported without them.
   const std::uint64_t workspaces_bytes = 2 * p.workspace_bytes;  // below 2^40 (planner/io/catalog.cpp)
-  alloc.set_capacity(o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes);
+  const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
+  alloc.set_capacity(capacity);
   allocator_replay result;
   std::uint64_t workspaces_made = 0;
   std::vector<typename allocator::handle> handles;
   std::size_t i = 0;
   if (o.resume) {
-    const std::uint64_t capacity = o.capacity_bytes > ~0ull - workspaces_bytes ? ~0ull : o.capacity_bytes + workspaces_bytes;
     alloc = checkpoint_allocator<allocator>(*o.resume);
     alloc.set_capacity(capacity);
     handles = o.resume->handles;
     i = o.resume->next_event;
     workspaces_made = o.resume->workspaces_made;
+  }
+  // The prefix (prefix_checkpoints, replay_program.hpp): resumed from a state kept for a program that begins alike, or this
+  // replay's state kept there for the next. Its reserved path is kept with it, so this replay records one even
+  // where not asked to, until then.
+  const bool per_event_records = o.growth || o.events;
+  reserved_path* path = o.path;
+  thread_local reserved_path own_path;
+  std::uint64_t prefix_hash = 0;
+  bool keep_prefix = false;
+  if (o.prefixes && !o.resume && !per_event_records && !o.skipped && p.prefix_end > 0 && o.save_before >= p.prefix_end) {
+    prefix_hash = prefix_content_hash(p, p.prefix_end);
+    if (const prefix_checkpoints::kept* k = o.prefixes->find(p, prefix_hash, capacity)) {
+      alloc = checkpoint_allocator<allocator>(k->state);
+      alloc.set_capacity(capacity);
+      handles = k->state.handles;
+      i = k->state.next_event;
+      workspaces_made = k->state.workspaces_made;
+      if (path) *path = k->path;
+    } else if (!o.prefixes->has(p, prefix_hash)) {
+      keep_prefix = true;
+      if (!path) own_path.clear(), path = &own_path;
+    }
   }
   handles.resize(p.slots);
   const std::size_t first = i;
@@ -308,7 +413,6 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
   std::size_t next_mark = 0, mark_event = marks.empty() ? ~std::size_t{0} : marks[0].event, skipped_events = 0;
   // A repeat that freed cached segments is left out only where nothing records the events one by one, and only
   // as the run's last step: it would free and make them again, and its growth records are the step before's.
-  const bool per_event_records = o.growth || o.events;
   std::uint64_t repeated_releases = 0, repeated_segments = 0;
   const std::vector<replay_program::event>& events = p.events();
   const std::size_t count = events.size();
@@ -316,6 +420,27 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
     if (o.save && i == o.save_before) {
       checkpoint_allocator<allocator>(*o.save) = alloc;
       o.save->handles = handles, o.save->next_event = i, o.save->workspaces_made = workspaces_made;
+    }
+    if (keep_prefix && i == p.prefix_end) {
+      keep_prefix = false;
+      // Only a state any capacity holding what it reserved would reach: no cached segment freed (nor in a
+      // range left out), no check failed.
+      if (alloc.cache_releases() == 0 && repeated_releases == 0 && !alloc.out_of_memory() && alloc.checks().failed_asked_bytes == ~0ull) {
+        prefix_checkpoints::kept k;
+        k.hash = prefix_hash;
+        checkpoint_allocator<allocator>(k.state) = alloc;
+        k.state.handles.assign(handles.begin(), handles.end());
+        k.state.next_event = i, k.state.workspaces_made = workspaces_made;
+        k.path = *path;
+        k.program = p;
+        k.program.inv = nullptr;  // the prefix's comparison reads no name
+        k.expandable = std::is_same_v<allocator, fast_expandable_allocator>;
+        k.bytes = sizeof(k) + alloc.memory_bytes() + k.state.handles.capacity() * sizeof(typename allocator::handle) +
+                  k.path.capacity() * sizeof(k.path[0]) + k.program.sizes.capacity() * sizeof(std::uint64_t) +
+                  k.program.repeats.capacity() * sizeof(replay_program::repeat_range);
+        o.prefixes->keep(std::move(k));
+      }
+      if (path == &own_path) path = nullptr;
     }
     if (i == mark_event) {
       std::size_t jump_to = 0;
@@ -364,8 +489,8 @@ allocator_replay run_program(allocator alloc, const replay_program& p, const rep
     handles[e.slot] = alloc.allocate(bytes, e.slot);
     if (o.events) o.events->push_back({alloc.allocated_bytes(), alloc.reserved_bytes(), alloc.segments()});
     if (e.workspace) workspaces_made += p.workspace_bytes;
-    if (o.path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())
-      o.path->push_back({i, alloc.reserved_bytes()});
+    if (path && alloc.reserved_bytes() > before && alloc.cache_releases() == 0 && !alloc.out_of_memory())
+      path->push_back({i, alloc.reserved_bytes()});
     if (result.first_failed_check_event == ~std::size_t{0} && alloc.checks().failed_asked_bytes != ~0ull)
       result.first_failed_check_event = i;
     const bool failed = alloc.out_of_memory() && !failed_before;

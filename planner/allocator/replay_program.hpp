@@ -18,7 +18,9 @@
 // random ones, in capacities that make the allocator free its cache or run out (tests/planner/allocator/
 // test_replay_program.cpp).
 #include <cstdint>
+#include <list>
 #include <memory>
+#include <unordered_map>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -59,6 +61,9 @@ struct replay_program {
     bool operator==(const repeat_range&) const = default;
   };
   std::vector<repeat_range> repeats;
+  // The first event of the first optimizer step (0: none): a replay resumes there from another program's
+  // state where the events before it are alike (prefix_checkpoints below).
+  std::size_t prefix_end = 0;
 
   const std::vector<event>& events() const {
     static const std::vector<event> none;
@@ -100,6 +105,11 @@ void schedule_pattern(const allocator_schedule& schedule, std::vector<std::uint6
 // differ; the fixed point is exact, so their results do not.) program_content_hash is equal for equal programs.
 std::uint64_t program_content_hash(const replay_program& p);
 bool same_program_content(const replay_program& a, const replay_program& b);
+// The same for the first `end` events alone, where a replay resumed after them takes only the allocator's state
+// from them (prefix_checkpoints below): their bytes, slots, frees and workspaces, not their steps, stop checks or
+// names, which only failures and growth records read, and a prefix resumed from has neither.
+std::uint64_t prefix_content_hash(const replay_program& p, std::size_t end);
+bool same_prefix_content(const replay_program& a, const replay_program& b, std::size_t end);
 
 // A replay stopped before one of its events, to resume other replays from. A replay in a capacity follows the
 // replay without one event for event until the first segment (with expandable segments, the first pages mapped)
@@ -120,6 +130,8 @@ struct replay_checkpoint {
 // bytes after it, workspaces included). Up to the first such freeing, any replay follows the unlimited one.
 using reserved_path = std::vector<std::pair<std::size_t, std::uint64_t>>;
 
+class prefix_checkpoints;
+
 struct replay_options {
   std::vector<allocator_growth>* growth = nullptr;
   std::uint64_t capacity_bytes = ~0ull;
@@ -133,6 +145,58 @@ struct replay_options {
   const replay_checkpoint* resume = nullptr;
   replay_checkpoint* save = nullptr;
   std::size_t save_before = ~std::size_t{0};
+  // Where given, a replay not resumed otherwise and asked for no per-event records resumes at the program's
+  // prefix_end from a state kept there by a replay of a program that begins alike, or keeps its own state
+  // there for the next (prefix_checkpoints below).
+  prefix_checkpoints* prefixes = nullptr;
+};
+
+// Replays' states at the start of the first optimizer step, kept by the events before it, so that a program
+// whose events begin the same way resumes there instead of replaying them (replay_options::prefixes).
+//
+// Programs that differ only from the first optimizer step on are common where a search or sweep varies the
+// optimizer: its kind, its implementation (fused or foreach), its states offloaded or sharded (ZeRO-1), the
+// GPU count under ZeRO-1. Each replays the model's creation and the first step's micro-batches as the others
+// did, a third to a half of its events (docs/allocator-speed.md).
+//
+// A kept state stands for a replay in another capacity only where that replay would have made the same
+// choices up to there (planner/allocator/capacity_checks.hpp): the replay kept had freed no cached segment,
+// failed no check and not run out, and the new capacity holds what it had reserved. A hash of the prefix
+// finds a candidate; the candidate's events and sizes are then compared with the program's one by one (the
+// same test as same_program_content's, on the prefix), so the hash decides nothing.
+//
+// Bounded in bytes (each state is a copy of the allocator and the slots' handles); the least recently used
+// goes first. Not shared between threads: each worker's program cache holds one.
+class prefix_checkpoints {
+ public:
+  struct kept {
+    std::uint64_t hash = 0;  // prefix_content_hash's
+    replay_checkpoint state;  // before event state.next_event, the prefix's end
+    reserved_path path;       // where the reservations grew before it
+    // The program it was replayed from: its events (shared) and sizes, to compare a later program's prefix.
+    replay_program program;
+    bool expandable = false;  // which of the state's allocators holds it
+    std::uint64_t bytes = 0;  // about, against the bound
+  };
+  static constexpr std::uint64_t default_bound_bytes = 32ull << 20;
+  explicit prefix_checkpoints(std::uint64_t bound_bytes = default_bound_bytes) : bound_bytes_(bound_bytes) {}
+
+  // A state kept for p's prefix (p.prefix_end events, hashing to `hash`: prefix_content_hash), usable in
+  // `capacity_bytes` (the allocator's, workspaces included); null if none.
+  const kept* find(const replay_program& p, std::uint64_t hash, std::uint64_t capacity_bytes);
+  // Whether a state for p's prefix is kept already, usable or not in this replay's capacity (then the replay
+  // need not keep another).
+  bool has(const replay_program& p, std::uint64_t hash) const;
+  void keep(kept&& k);
+
+  std::uint64_t resumed() const { return resumed_; }
+  std::uint64_t kept_count() const { return kept_; }
+
+ private:
+  using list = std::list<kept>;  // most recently used first
+  list order_;
+  std::unordered_multimap<std::uint64_t, list::iterator> by_hash_;
+  std::uint64_t bound_bytes_, bytes_ = 0, resumed_ = 0, kept_ = 0;
 };
 
 // replay_schedule_reference's result for the schedule the program was compiled from, faster.

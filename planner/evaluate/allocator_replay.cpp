@@ -52,7 +52,9 @@ struct program_replays {
         ++thread_replay_counters().replays_recalled;
         return k->result;
       }
-    const allocator_replay made = replay_compiled(program, options);
+    replay_options with_prefixes = options;
+    if (cache) with_prefixes.prefixes = &cache->prefixes();
+    const allocator_replay made = replay_compiled(program, with_prefixes);
     if (known) {
       const std::uint64_t kept_bytes = known->add(made, options.path, options.stop_at_out_of_memory);
       if (cache) cache->grew(kept_bytes);

@@ -3,6 +3,7 @@
 #include "planner/search/search.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <exception>
 #include <cmath>
@@ -201,6 +202,36 @@ point_outcome search_point(const sweep_space& space, std::uint64_t k, std::uint6
   return o;
 }
 
+// The order a search evaluates its points in: the optimizer's axes innermost (its kind, implementation, offload
+// and the layout that shards it), then the others as the index orders them. Programs that begin alike (the same
+// run up to the first optimizer step: prefix_checkpoints, replay_program.hpp) or replay alike (program_cache.hpp) then come
+// together, in one worker's blocks and within its caches' reach, instead of thousands of points apart on other
+// workers. Each result is placed by its index, so the listing is the same in any order.
+class evaluation_order {
+ public:
+  explicit evaluation_order(const sweep_space& space) : radices_(space.radices()) {
+    std::uint64_t stride = 1;
+    for (std::size_t d = 0; d < sweep_space::digit_count; ++d) strides_[d] = stride, stride *= radices_[d];  // size() checked it
+  }
+  // The index of the point evaluated `position`-th.
+  std::uint64_t index(std::uint64_t position) const {
+    std::uint64_t index = 0;
+    for (const std::size_t d : order) {
+      index += position % radices_[d] * strides_[d];
+      position /= radices_[d];
+    }
+    return index;
+  }
+
+ private:
+  static constexpr std::array<std::size_t, sweep_space::digit_count> order = {
+      sweep_space::optimizer_digit, sweep_space::optimizer_impl_digit, sweep_space::offload_digit, sweep_space::layout_digit,
+      sweep_space::accum_digit, sweep_space::micro_batch_digit, sweep_space::seq_digit, sweep_space::dropout_digit,
+      sweep_space::attention_digit, sweep_space::recompute_digit, sweep_space::expandable_digit, sweep_space::finetune_digit,
+      sweep_space::grad_dtype_digit, sweep_space::precision_digit, sweep_space::gpu_digit, sweep_space::model_digit};
+  std::array<std::uint64_t, sweep_space::digit_count> radices_{}, strides_{};
+};
+
 // Points a worker takes at a time: a replayed point costs a fraction of a millisecond to several, an analytic
 // one a few microseconds; a round (workers x blocks_per_worker blocks) is kept until it is handed back in order.
 constexpr std::uint64_t search_block_points = 64, blocks_per_worker = 8;
@@ -222,6 +253,10 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
   for (unsigned w = 0; w < threads; ++w) caches.emplace_back(program_cache::bytes_per_worker(threads));
   const std::uint64_t round_points = search_block_points * blocks_per_worker * threads;
   std::vector<point_outcome> round;
+  const evaluation_order order(space);
+  // The summaries with their points' indices, put in index order at the end.
+  std::vector<std::pair<std::uint64_t, config_summary>> fitting, failing;
+  std::uint64_t first_invalid_index = ~0ull;
   for (std::uint64_t first = 0; first < total; first += round_points) {
     const std::uint64_t count = std::min(round_points, total - first);
     round.assign(count, {});
@@ -235,7 +270,7 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
         program_cache* programs = share_programs ? &caches[worker] : nullptr;
         for (std::uint64_t b; (b = next_block.fetch_add(1)) < blocks;)
           for (std::uint64_t i = b * search_block_points; i < std::min(count, (b + 1) * search_block_points); ++i)
-            round[i] = search_point(space, first + i, target_tokens_per_step, margin, programs);
+            round[i] = search_point(space, order.index(first + i), target_tokens_per_step, margin, programs);
       } catch (...) {
         thrown[worker] = std::current_exception();
         next_block = blocks;  // the others stop at their next block
@@ -247,18 +282,26 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     for (std::thread& w : workers) w.join();
     for (const std::exception_ptr& e : thrown)
       if (e) std::rethrow_exception(e);
-    // Handed back in the points' order: the listing's ties keep the order of a search on one thread.
-    for (point_outcome& o : round) {
+    // Handed back in index order (below): the listing's ties keep the order of a search on one thread.
+    for (std::uint64_t i = 0; i < count; ++i) {
+      point_outcome& o = round[i];
       if (!o.reachable) {
         ++out.unreachable;
         continue;
       }
       ++out.evaluated;
+      const std::uint64_t index = order.index(first + i);
       if (!o.summary) {
-        if (out.invalid++ == 0) out.first_invalid_reason = o.why;
-      } else if (o.summary->fits) out.fitting.push_back(std::move(*o.summary));
-      else out.failing.push_back(std::move(*o.summary));
+        ++out.invalid;
+        if (index < first_invalid_index) first_invalid_index = index, out.first_invalid_reason = o.why;
+      } else if (o.summary->fits) fitting.emplace_back(index, std::move(*o.summary));
+      else failing.emplace_back(index, std::move(*o.summary));
     }
+  }
+  for (auto [from, to] : {std::pair{&fitting, &out.fitting}, std::pair{&failing, &out.failing}}) {
+    std::sort(from->begin(), from->end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    to->reserve(from->size());
+    for (auto& [index, summary] : *from) to->push_back(std::move(summary));
   }
   program_cache* programs = share_programs ? &caches[0] : nullptr;
   replay_shown_failing(out.failing, margin, programs);

@@ -23,15 +23,18 @@ std::size_t take(std::uint64_t& index, std::size_t radix) {
 
 }  // namespace
 
-std::uint64_t sweep_space::size() const {
-  const std::uint64_t accum = global_batches.empty() ? grad_accums.size() : global_batches.size();
-  const std::uint64_t drops = dropouts.empty() ? 1 : dropouts.size();
+std::array<std::uint64_t, sweep_space::digit_count> sweep_space::radices() const {
   auto or_one = [](std::size_t n) -> std::uint64_t { return n == 0 ? 1 : n; };
-  return checked_product({models.size(), gpus.size(), precisions.size(), grad_dtypes.size(), optimizers.size(),
-                          or_one(layouts.size()), or_one(offloads.size()), or_one(finetunes.size()),
-                          or_one(optimizer_impls.size()), or_one(expandable_segments.size()), recomputes.size(), attentions.size(), drops, seqs.size(),
-                          micro_batches.size(), accum},
-                         "the number of sweep configurations");
+  return {global_batches.empty() ? grad_accums.size() : global_batches.size(), micro_batches.size(), seqs.size(),
+          or_one(dropouts.size()), attentions.size(), recomputes.size(), or_one(optimizer_impls.size()),
+          or_one(expandable_segments.size()), or_one(finetunes.size()), or_one(offloads.size()), or_one(layouts.size()),
+          optimizers.size(), grad_dtypes.size(), precisions.size(), gpus.size(), models.size()};
+}
+
+std::uint64_t sweep_space::size() const {
+  std::uint64_t n = 1;
+  for (const std::uint64_t radix : radices()) n = checked_mul(n, radix, "the number of sweep configurations");
+  return n;
 }
 
 sweep_space::point sweep_space::at(std::uint64_t index) const {

@@ -3,6 +3,7 @@
 // needs no memory beyond its axes. Axes from outer to inner: model, gpu, precision, grad dtype, optimizer,
 // GPU layout (count and ZeRO stage), offload, fine-tuning, optimizer implementation, recompute, attention,
 // dropout, sequence, micro-batch, accumulation (or global batch).
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,6 +64,14 @@ struct sweep_space {
     std::string error;  // the point cannot exist (a global batch that the micro-batch does not divide)
   };
   point at(std::uint64_t index) const;
+  // The radix of each of an index's digits, innermost first, in at()'s order: accumulation, micro-batch,
+  // sequence, dropout, attention, recomputation, optimizer implementation, expandable segments, fine-tuning,
+  // offload, layout, optimizer, gradient dtype, precision, GPU, model (1 for an axis not swept).
+  static constexpr std::size_t digit_count = 16;
+  enum digit : std::size_t { accum_digit, micro_batch_digit, seq_digit, dropout_digit, attention_digit, recompute_digit,
+                             optimizer_impl_digit, expandable_digit, finetune_digit, offload_digit, layout_digit,
+                             optimizer_digit, grad_dtype_digit, precision_digit, gpu_digit, model_digit };
+  std::array<std::uint64_t, digit_count> radices() const;
 };
 
 // One evaluated point: the plan, or why it has none.

@@ -429,3 +429,46 @@ TEST_CASE("search with replay programs shared between equal schedules, on three 
   same_rows(shared.failing, alone.failing);
   same_rows(shared.pareto, alone.pareto);
 }
+
+TEST_CASE("a sweep space's digits are at()'s, and a search lists its rows in index order whatever order it evaluates them in", "[search]") {
+  // The search evaluates the optimizer's axes innermost (programs that begin alike come together:
+  // planner/search/search.cpp), then puts every result back at its index: its failing rows, unsorted, come in
+  // index order, as a search that walked the index would list them.
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  const gpu_spec& h100 = data().gpu("h100");
+  s.gpus.push_back({h100, data().calibration_for(h100)});
+  s.base.profile = &default_cli_profile();
+  s.precisions = {precision_regime::amp_bf16};
+  s.seqs = {1024};
+  s.micro_batches = {64, 256, 512};  // the larger two do not fit an H100
+  s.optimizers = {optimizer_kind::adamw, optimizer_kind::lion, optimizer_kind::sgd_momentum};
+  s.optimizer_impls = {optimizer_impl_kind::fused, optimizer_impl_kind::foreach_impl};
+  s.recomputes = {recompute_mode::none, recompute_mode::full};
+  // radices(): innermost first, their product the size, each digit the axis at() reads there.
+  const auto radices = s.radices();
+  std::uint64_t product = 1, stride = 1;
+  for (std::size_t d = 0; d < sweep_space::digit_count; ++d) {
+    product *= radices[d];
+    if (d == sweep_space::micro_batch_digit) CHECK(s.at(stride).run.micro_batch == s.micro_batches[1]);
+    if (d == sweep_space::recompute_digit) CHECK(s.at(stride).run.recompute == s.recomputes[1]);
+    if (d == sweep_space::optimizer_impl_digit) CHECK(s.at(stride).run.optimizer_impl == s.optimizer_impls[1]);
+    if (d == sweep_space::optimizer_digit) CHECK(s.at(stride).run.optimizer == s.optimizers[1]);
+    stride *= radices[d];
+  }
+  CHECK(product == s.size());
+  const search_result r = search_configs(s, 1u << 20, 0.05, true, 2);
+  INFO(r.evaluated << " evaluated, " << r.fitting.size() << " fit, " << r.invalid << " invalid: " << r.first_invalid_reason);
+  REQUIRE(r.failing.size() > 5);
+  auto index_of = [&s](const run_config& run) {
+    for (std::uint64_t k = 0; k < s.size(); ++k) {
+      run_config at = s.at(k).run;
+      at.grad_accum = run.grad_accum;  // the search's, from the target batch
+      if (at == run) return k;
+    }
+    FAIL("a listed row that is no point of the space");
+    return std::uint64_t{0};
+  };
+  for (std::size_t k = 1; k < r.failing.size(); ++k) CHECK(index_of(r.failing[k - 1].run) < index_of(r.failing[k].run));
+}
