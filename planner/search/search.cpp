@@ -7,6 +7,7 @@
 #include <atomic>
 #include <exception>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -203,15 +204,19 @@ point_outcome search_point(const sweep_space& space, std::uint64_t k, std::uint6
 }
 
 // The order a search evaluates its points in: the optimizer's axes innermost (its kind, implementation, offload
-// and the layout that shards it), then the others as the index orders them. Programs that begin alike (the same
-// run up to the first optimizer step: prefix_checkpoints, replay_program.hpp) or replay alike (program_cache.hpp) then come
-// together, in one worker's blocks and within its caches' reach, instead of thousands of points apart on other
-// workers. Each result is placed by its index, so the listing is the same in any order.
+// and the layout that shards it), then those that change only the buffers' sizes or the allocator's settings
+// (accumulation, micro-batch, sequence, dropout, expandable segments), then the others as the index orders them.
+// Programs that begin alike (the same run up to the first optimizer step: prefix_checkpoints, replay_program.hpp)
+// or replay alike (program_cache.hpp) then come together, and a unit (the points that differ only in those inner
+// axes) holds every size of the schedules it builds (program_cache's structures); a worker takes whole units, so
+// it builds each structure once and finds its variants in its own caches. Each result is placed by its index, so
+// the listing is the same in any order.
 class evaluation_order {
  public:
   explicit evaluation_order(const sweep_space& space) : radices_(space.radices()) {
     std::uint64_t stride = 1;
     for (std::size_t d = 0; d < sweep_space::digit_count; ++d) strides_[d] = stride, stride *= radices_[d];  // size() checked it
+    for (std::size_t k = 0; k < inner_digits; ++k) unit_points_ *= radices_[order[k]];
   }
   // The index of the point evaluated `position`-th.
   std::uint64_t index(std::uint64_t position) const {
@@ -222,19 +227,29 @@ class evaluation_order {
     }
     return index;
   }
+  std::uint64_t unit_points() const { return unit_points_; }
 
  private:
+  static constexpr std::size_t inner_digits = 9;  // those a unit spans
   static constexpr std::array<std::size_t, sweep_space::digit_count> order = {
       sweep_space::optimizer_digit, sweep_space::optimizer_impl_digit, sweep_space::offload_digit, sweep_space::layout_digit,
       sweep_space::accum_digit, sweep_space::micro_batch_digit, sweep_space::seq_digit, sweep_space::dropout_digit,
-      sweep_space::attention_digit, sweep_space::recompute_digit, sweep_space::expandable_digit, sweep_space::finetune_digit,
+      sweep_space::expandable_digit, sweep_space::attention_digit, sweep_space::recompute_digit, sweep_space::finetune_digit,
       sweep_space::grad_dtype_digit, sweep_space::precision_digit, sweep_space::gpu_digit, sweep_space::model_digit};
   std::array<std::uint64_t, sweep_space::digit_count> radices_{}, strides_{};
+  std::uint64_t unit_points_ = 1;
 };
 
-// Points a worker takes at a time: a replayed point costs a fraction of a millisecond to several, an analytic
-// one a few microseconds; a round (workers x blocks_per_worker blocks) is kept until it is handed back in order.
-constexpr std::uint64_t search_block_points = 64, blocks_per_worker = 8;
+// Points a worker takes at a time: a unit of the evaluation order, or a part of one where the search has too
+// few units to keep every worker busy to the end (sixteen blocks a worker at least); never fewer than 64 points
+// (a replayed point costs a fraction of a millisecond to several, an analytic one a few microseconds), whole
+// units where they are smaller.
+std::uint64_t search_block_points(const evaluation_order& order, std::uint64_t total, unsigned workers) {
+  constexpr std::uint64_t least = 64;
+  const std::uint64_t unit = order.unit_points();
+  if (unit < least) return unit * ((least + unit - 1) / unit);
+  return std::max(least, std::min(unit, total / (16 * std::uint64_t{workers})));
+}
 
 }  // namespace
 
@@ -246,57 +261,60 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
     throw input_error("the search chooses the accumulation from the target batch: give no --grad-accum or --global-batch");
   search_result out;
   const std::uint64_t total = space.size();
-  threads = static_cast<unsigned>(std::min<std::uint64_t>(sweep_workers(threads), std::max<std::uint64_t>(1, total / search_block_points)));
-  // A worker's programs, kept from round to round (the cache is not shared between threads: each shares the
+  const evaluation_order order(space);
+  threads = static_cast<unsigned>(std::min<std::uint64_t>(sweep_workers(threads), std::max<std::uint64_t>(1, total / 64)));
+  const std::uint64_t block_points = search_block_points(order, total, threads);
+  // A worker's programs, kept through the search (the cache is not shared between threads: each shares the
   // programs of the points it evaluated; equal schedules give equal outcomes either way).
   std::vector<program_cache> caches;
   for (unsigned w = 0; w < threads; ++w) caches.emplace_back(program_cache::bytes_per_worker(threads));
-  const std::uint64_t round_points = search_block_points * blocks_per_worker * threads;
-  std::vector<point_outcome> round;
-  const evaluation_order order(space);
-  // The summaries with their points' indices, put in index order at the end.
+  // What each worker found: its summaries with their points' indices, put in index order at the end (the
+  // listing's ties keep the order of a search on one thread that walked the index), and its counts.
+  struct found {
+    std::vector<std::pair<std::uint64_t, config_summary>> fitting, failing;
+    std::uint64_t evaluated = 0, unreachable = 0, invalid = 0, first_invalid_index = ~0ull;
+    std::string first_invalid_reason;
+    std::exception_ptr thrown;  // an internal error, rethrown here as a search on one thread would throw it
+  };
+  std::vector<found> by_worker(threads);
+  const std::uint64_t blocks = (total + block_points - 1) / block_points;
+  std::atomic<std::uint64_t> next_block{0};
+  auto work = [&](unsigned worker) {
+    found& f = by_worker[worker];
+    try {
+      program_cache* programs = share_programs ? &caches[worker] : nullptr;
+      for (std::uint64_t b; (b = next_block.fetch_add(1)) < blocks;)
+        for (std::uint64_t position = b * block_points; position < std::min(total, (b + 1) * block_points); ++position) {
+          const std::uint64_t index = order.index(position);
+          point_outcome o = search_point(space, index, target_tokens_per_step, margin, programs);
+          if (!o.reachable) {
+            ++f.unreachable;
+            continue;
+          }
+          ++f.evaluated;
+          if (!o.summary) {
+            ++f.invalid;
+            if (index < f.first_invalid_index) f.first_invalid_index = index, f.first_invalid_reason = std::move(o.why);
+          } else if (o.summary->fits) f.fitting.emplace_back(index, std::move(*o.summary));
+          else f.failing.emplace_back(index, std::move(*o.summary));
+        }
+    } catch (...) {
+      f.thrown = std::current_exception();
+      next_block = blocks;  // the others stop at their next block
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned w = 1; w < threads; ++w) workers.emplace_back(work, w);
+  work(0);  // this thread works too
+  for (std::thread& w : workers) w.join();
   std::vector<std::pair<std::uint64_t, config_summary>> fitting, failing;
   std::uint64_t first_invalid_index = ~0ull;
-  for (std::uint64_t first = 0; first < total; first += round_points) {
-    const std::uint64_t count = std::min(round_points, total - first);
-    round.assign(count, {});
-    std::atomic<std::uint64_t> next_block{0};
-    const std::uint64_t blocks = (count + search_block_points - 1) / search_block_points;
-    // What a worker threw (an internal error: summarize_config reports a run that cannot run), rethrown here as a
-    // search on one thread would throw it, instead of ending the process from the worker.
-    std::vector<std::exception_ptr> thrown(threads);
-    auto work = [&](unsigned worker) {
-      try {
-        program_cache* programs = share_programs ? &caches[worker] : nullptr;
-        for (std::uint64_t b; (b = next_block.fetch_add(1)) < blocks;)
-          for (std::uint64_t i = b * search_block_points; i < std::min(count, (b + 1) * search_block_points); ++i)
-            round[i] = search_point(space, order.index(first + i), target_tokens_per_step, margin, programs);
-      } catch (...) {
-        thrown[worker] = std::current_exception();
-        next_block = blocks;  // the others stop at their next block
-      }
-    };
-    std::vector<std::thread> workers;
-    for (unsigned w = 1; w < threads; ++w) workers.emplace_back(work, w);
-    work(0);  // this thread works too
-    for (std::thread& w : workers) w.join();
-    for (const std::exception_ptr& e : thrown)
-      if (e) std::rethrow_exception(e);
-    // Handed back in index order (below): the listing's ties keep the order of a search on one thread.
-    for (std::uint64_t i = 0; i < count; ++i) {
-      point_outcome& o = round[i];
-      if (!o.reachable) {
-        ++out.unreachable;
-        continue;
-      }
-      ++out.evaluated;
-      const std::uint64_t index = order.index(first + i);
-      if (!o.summary) {
-        ++out.invalid;
-        if (index < first_invalid_index) first_invalid_index = index, out.first_invalid_reason = o.why;
-      } else if (o.summary->fits) fitting.emplace_back(index, std::move(*o.summary));
-      else failing.emplace_back(index, std::move(*o.summary));
-    }
+  for (found& f : by_worker) {
+    if (f.thrown) std::rethrow_exception(f.thrown);
+    out.evaluated += f.evaluated, out.unreachable += f.unreachable, out.invalid += f.invalid;
+    if (f.first_invalid_index < first_invalid_index) first_invalid_index = f.first_invalid_index, out.first_invalid_reason = f.first_invalid_reason;
+    std::move(f.fitting.begin(), f.fitting.end(), std::back_inserter(fitting));
+    std::move(f.failing.begin(), f.failing.end(), std::back_inserter(failing));
   }
   for (auto [from, to] : {std::pair{&fitting, &out.fitting}, std::pair{&failing, &out.failing}}) {
     std::sort(from->begin(), from->end(), [](const auto& a, const auto& b) { return a.first < b.first; });
