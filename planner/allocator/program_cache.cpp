@@ -119,30 +119,20 @@ void schedule_structure_key(const inventory& inv, const model_facts& facts, std:
   write_key(inv, facts, grad_accum, nullptr, steps, out);
 }
 
-program_cache::entry& program_cache::get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
-                                         const schedule_settings& settings, int steps) {
-  program_cache_key(inv, facts, grad_accum, settings, steps, key_);
-  const std::uint64_t hash = hash_words(key_);
-  for (auto [it, end] = keys_.equal_range(hash); it != end; ++it)
-    if (it->second.key == key_) {
-      ++hits_;
-      return *it->second.program;
-    }
-  ++misses_;
-  auto made = std::make_unique<entry>();
-  made->inv = inv;
+std::uint64_t program_cache::build_program(entry& made, const model_facts& facts, std::uint64_t grad_accum,
+                                           const schedule_settings& settings, int steps, std::unique_ptr<structure>& kept) {
   // A schedule whose inventory differed only in sizes: its operations, with these sizes (resize_schedule).
-  schedule_structure_key(inv, facts, grad_accum, steps, structure_key_);
-  const std::uint64_t structure_hash = hash_words(structure_key_);
+  schedule_structure_key(made.inv, facts, grad_accum, steps, structure_key_);
+  structure_hash_ = hash_words(structure_key_);
   structure* like = nullptr;
-  for (auto [it, end] = structures_.equal_range(structure_hash); it != end && !like; ++it)
+  for (auto [it, end] = structures_.equal_range(structure_hash_); it != end && !like; ++it)
     if (it->second->key == structure_key_) like = it->second.get();
   allocator_schedule schedule;
   if (like) {
     ++structures_shared_;
-    schedule = resize_schedule(like->schedule, made->inv, facts, false);  // the operations only if compiled
+    schedule = resize_schedule(like->schedule, made.inv, facts, false);  // the operations only if compiled
   } else {
-    schedule = schedule_allocations(made->inv, facts, grad_accum, steps);
+    schedule = schedule_allocations(made.inv, facts, grad_accum, steps);
   }
   settings.apply(schedule);
   // The structure's program compiled for this pattern of pieces, if any (refill_program).
@@ -152,9 +142,8 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     for (const structure::compiled& c : like->programs)
       if (c.origins.pattern == pattern_) same_pattern = &c;
   }
-  std::unique_ptr<structure> kept;
   std::uint64_t bytes = 0;
-  if (same_pattern && refill_program(same_pattern->program, same_pattern->origins, schedule, made->program)) {
+  if (same_pattern && refill_program(same_pattern->program, same_pattern->origins, schedule, made.program)) {
     ++programs_refilled_;
   } else {
     // Compiled, and kept for the next of its pattern: in a new structure, or in this one while it has room.
@@ -163,16 +152,15 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     if (!like) kept = std::make_unique<structure>(), into = kept.get();
     if (into->programs.size() < structure::max_patterns) {
       structure::compiled& c = into->programs.emplace_back();
-      made->program = compile_schedule(schedule, &c.origins);
-      c.program = made->program;
+      made.program = compile_schedule(schedule, &c.origins);
+      c.program = made.program;
       c.program.inv = nullptr;  // only its events are read again
       bytes += c.origins.pattern.capacity() * sizeof(std::uint64_t);
     } else {
-      made->program = compile_schedule(schedule);
+      made.program = compile_schedule(schedule);
     }
-    bytes += made->program.events().capacity() * sizeof(replay_program::event);
+    bytes += made.program.events().capacity() * sizeof(replay_program::event);
   }
-  bytes += entry_bytes(*made);
   if (kept) {
     kept->key = structure_key_;
     kept->schedule.instances = schedule.instances;
@@ -185,24 +173,38 @@ program_cache::entry& program_cache::get(const inventory& inv, const model_facts
     bytes += kept->schedule.ops.capacity() * sizeof(allocator_schedule::op) + kept->key.capacity() * sizeof(std::uint64_t) +
              kept->schedule.allocated.capacity() * sizeof(std::uint32_t);
   }
-  // An earlier entry whose program replays alike: this key shares it.
+  return bytes;
+}
+
+program_cache::entry& program_cache::get(const inventory& inv, const model_facts& facts, std::uint64_t grad_accum,
+                                         const schedule_settings& settings, int steps) {
+  program_cache_key(inv, facts, grad_accum, settings, steps, key_);
+  const std::uint64_t hash = hash_words(key_);
+  for (auto [it, end] = keys_.equal_range(hash); it != end; ++it)
+    if (it->second.key == key_) {
+      ++hits_;
+      return *it->second.program;
+    }
+  ++misses_;
+  auto made = std::make_unique<entry>();
+  made->inv = inv;
+  std::unique_ptr<structure> kept;  // a new structure, kept below
+  std::uint64_t bytes = build_program(*made, facts, grad_accum, settings, steps, kept);
+  // An earlier entry whose program replays alike: this key shares it, and the entry built is dropped (its
+  // compiled events, if its structure keeps them, stay).
   const std::uint64_t content = program_content_hash(made->program);
   entry* same = nullptr;
   for (auto [it, end] = contents_.equal_range(content); it != end && !same; ++it)
     if (same_program_content(it->second->program, made->program)) same = it->second;
-  const std::uint64_t key_bytes = key_.capacity() * sizeof(std::uint64_t) + sizeof(keyed);
-  if (same) {
-    ++contents_shared_;
-    bytes = bytes - entry_bytes(*made) + key_bytes;  // the entry built is dropped (its compiled events, if kept, stay)
-  } else {
-    bytes += key_bytes;
-  }
+  if (same) ++contents_shared_;
+  else bytes += entry_bytes(*made);
+  bytes += key_.capacity() * sizeof(std::uint64_t) + sizeof(keyed);
   if (bytes_ + bytes > bound_bytes_) {  // start over
     keys_.clear(), contents_.clear(), structures_.clear(), entries_.clear(), bytes_ = 0;
     same = nullptr;
   }
   bytes_ += bytes;
-  if (kept) structures_.emplace(structure_hash, std::move(kept));
+  if (kept) structures_.emplace(structure_hash_, std::move(kept));
   if (!same) {
     same = entries_.emplace_back(std::move(made)).get();
     contents_.emplace(content, same);

@@ -15,7 +15,7 @@
 //
 // A program built for a new key may still equal an earlier entry's, event for event (same_program_content: an
 // inventory that differs only where the allocator cannot see it, as levers that change no allocation do): the
-// new key then shares that entry, whose replays answer it (about half of an all-lever search's programs).
+// new key then shares that entry, whose replays answer it (two in five of an all-lever search's new keys).
 //
 // Each entry also keeps what its caller derived from the program at a capacity (apply_allocator_replay's
 // outcome, bisection included: planner/evaluate/plan.cpp), which depends on nothing else.
@@ -105,12 +105,18 @@ class program_cache {
     std::vector<std::uint64_t> key;
     entry* program;
   };
+  // Builds made.program (resized and refilled, or compiled) for its inventory; a new structure in `kept`.
+  // Returns the bytes it added, but for the entry's own.
+  std::uint64_t build_program(entry& made, const model_facts& facts, std::uint64_t grad_accum, const schedule_settings& settings,
+                              int steps, std::unique_ptr<structure>& kept);
+
   std::vector<std::unique_ptr<entry>> entries_;
   std::unordered_multimap<std::uint64_t, keyed> keys_;                             // by the key's hash
   std::unordered_multimap<std::uint64_t, entry*> contents_;                        // by program_content_hash
   std::unordered_multimap<std::uint64_t, std::unique_ptr<structure>> structures_;  // by the structure key's hash
   prefix_checkpoints prefixes_;
   std::vector<std::uint64_t> key_, structure_key_, pattern_;                       // the request's, reused
+  std::uint64_t structure_hash_ = 0;                                               // structure_key_'s
   std::uint64_t bound_bytes_, bytes_ = 0, hits_ = 0, misses_ = 0, structures_shared_ = 0, programs_refilled_ = 0, contents_shared_ = 0;
 };
 

@@ -1,8 +1,8 @@
-// Replays resumed at the first optimizer step from another program's state (planner/allocator/
-// replay_program.hpp: prefix_checkpoints) against the same replays from the start: random configurations of the hf, fsdp2 and
-// deepspeed stacks, each under several optimizers and implementations (programs that begin alike and part at
-// the optimizer), replayed in capacities that make the allocator free its cache or run out; every field of the
-// result, the same-replay range and the reserved path equal.
+// Replays resumed at the first optimizer step from another program's state (prefix_checkpoints in
+// planner/allocator/replay_program.hpp) against the same replays from the start: random configurations of the
+// hf, fsdp2 and deepspeed stacks, each under several optimizers and implementations (programs that begin alike
+// and part at the optimizer), replayed in capacities that make the allocator free its cache or run out; every
+// field of the result, the same-replay range and the reserved path equal.
 #include <catch2/catch.hpp>
 
 #include <random>
