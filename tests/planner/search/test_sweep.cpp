@@ -61,6 +61,17 @@ sweep_space small_space() {
   return s;
 }
 
+// GPT-2 on an H100 under the default profile (which replays the allocator), for the searches below to vary.
+sweep_space gpt2_h100_space() {
+  sweep_space s;
+  const model_spec& m = data().model("gpt2").spec;
+  s.models.push_back({m, describe_model(m)});
+  const gpu_spec& h100 = data().gpu("h100");
+  s.gpus.push_back({h100, data().calibration_for(h100)});
+  s.base.profile = &default_cli_profile();
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("the sweep visits every combination exactly once, innermost axis fastest", "[sweep]") {
@@ -385,12 +396,7 @@ TEST_CASE("search with replay programs shared between equal schedules, on three 
   // gpt2 along axes that leave the allocator's schedule alone (GPU counts under DDP: a whole replica on each) or
   // change it (precision, the optimizer's implementation, recomputation, expandable segments, micro-batch): many
   // configurations share a schedule.
-  sweep_space s;
-  const model_spec& m = data().model("gpt2").spec;
-  s.models.push_back({m, describe_model(m)});
-  const gpu_spec& h100 = data().gpu("h100");
-  s.gpus.push_back({h100, data().calibration_for(h100)});
-  s.base.profile = &default_cli_profile();
+  sweep_space s = gpt2_h100_space();
   REQUIRE(replays_allocator(s.base));
   s.seqs = {512};
   s.micro_batches = {4, 16, 64, 256};
@@ -434,12 +440,7 @@ TEST_CASE("a sweep space's digits are at()'s, and a search lists its rows in ind
   // The search evaluates the optimizer's axes innermost (programs that begin alike come together:
   // planner/search/search.cpp), then puts every result back at its index: its failing rows, unsorted, come in
   // index order, as a search that walked the index would list them.
-  sweep_space s;
-  const model_spec& m = data().model("gpt2").spec;
-  s.models.push_back({m, describe_model(m)});
-  const gpu_spec& h100 = data().gpu("h100");
-  s.gpus.push_back({h100, data().calibration_for(h100)});
-  s.base.profile = &default_cli_profile();
+  sweep_space s = gpt2_h100_space();
   s.precisions = {precision_regime::amp_bf16};
   s.seqs = {1024};
   s.micro_batches = {64, 256, 512};  // the larger two do not fit an H100
