@@ -213,10 +213,6 @@ std::string_view event_buffer_name(const replay_program& p, const replay_program
   return p.inv ? std::string_view(p.inv->tensors[e.what].name) : std::string_view{};
 }
 
-}  // namespace
-
-namespace {
-
 // The settings, the count of events and every eighth of the first `end` events; with `records`, their steps
 // and stop checks too. A candidate finder only: equal programs hash equal, and every candidate is compared
 // event by event (same_events), so a sample does; hashing every event of every program built was a tenth of a
@@ -289,27 +285,27 @@ bool same_prefix_content(const replay_program& a, const replay_program& b, std::
 }
 
 // The prefix checkpoints' store (replay_program.hpp).
+bool prefix_checkpoints::same_prefix(const kept& k, const replay_program& p) {
+  return k.expandable == p.expandable_segments && k.state.next_event == p.prefix_end &&
+         same_prefix_content(k.program, p, p.prefix_end);  // the hash only found it
+}
+
 const prefix_checkpoints::kept* prefix_checkpoints::find(const replay_program& p, std::uint64_t hash, std::uint64_t capacity_bytes) {
   for (auto [it, end] = by_hash_.equal_range(hash); it != end; ++it) {
     const kept& k = *it->second;
-    const capacity_checks& checks = k.expandable ? k.state.expandable_allocator.checks() : k.state.allocator.checks();
     // Every check the prefix made passes in this capacity too (none failed: keep()'s caller keeps no other).
-    if (k.expandable != p.expandable_segments || k.state.next_event != p.prefix_end || checks.passed_reserved_bytes > capacity_bytes)
-      continue;
-    if (!same_prefix_content(k.program, p, p.prefix_end)) continue;  // the hash only found it
-    order_.splice(order_.begin(), order_, it->second);                // now the most recently used
+    const capacity_checks& checks = k.expandable ? k.state.expandable_allocator.checks() : k.state.allocator.checks();
+    if (checks.passed_reserved_bytes > capacity_bytes || !same_prefix(k, p)) continue;
+    order_.splice(order_.begin(), order_, it->second);  // now the most recently used
     ++resumed_;
-    return &*it->second;
+    return &k;
   }
   return nullptr;
 }
 
 bool prefix_checkpoints::has(const replay_program& p, std::uint64_t hash) const {
-  for (auto [it, end] = by_hash_.equal_range(hash); it != end; ++it) {
-    const kept& k = *it->second;
-    if (k.expandable == p.expandable_segments && k.state.next_event == p.prefix_end && same_prefix_content(k.program, p, p.prefix_end))
-      return true;
-  }
+  for (auto [it, end] = by_hash_.equal_range(hash); it != end; ++it)
+    if (same_prefix(*it->second, p)) return true;
   return false;
 }
 

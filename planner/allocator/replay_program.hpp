@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <unordered_map>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -43,7 +43,7 @@ struct replay_program {
   static constexpr std::uint32_t cublas_workspace = ~0u, cublaslt_workspace = ~0u - 1;
   // Where `sizes` holds a free's 0 and the workspaces' requests; each buffer's pieces follow, in the order of
   // the schedule's buffers (size_table in replay_program.cpp).
-  static constexpr std::uint32_t free_size = 0, cublas_size = 1, cublaslt_size = 2, first_piece_size = 3;
+  static constexpr std::uint32_t free_size = 0, cublas_size = 1, cublaslt_size = 2;
 
   const inventory* inv = nullptr;
   // The events, shared by every program refilled from the one compiled for their schedule's structure and
@@ -101,7 +101,7 @@ void schedule_pattern(const allocator_schedule& schedule, std::vector<std::uint6
 // Programs that replay alike in every capacity, with every option: the same settings (allocator, its address
 // space where expandable, workspaces) and the same events, each with the same request in bytes, slot, flags,
 // step and, for an allocation, buffer name. Two inventories that differ only where the allocator cannot see it
-// (a lever that changes no allocation, a buffer renamed) compile to such programs. (Their fixed-point ranges may
+// (a lever that changes no allocation on the GPU, a host buffer, a summary field) compile to such programs. (Their fixed-point ranges may
 // differ; the fixed point is exact, so their results do not.) program_content_hash is equal for equal programs.
 std::uint64_t program_content_hash(const replay_program& p);
 bool same_program_content(const replay_program& a, const replay_program& b);
@@ -162,8 +162,10 @@ struct replay_options {
 // A kept state stands for a replay in another capacity only where that replay would have made the same
 // choices up to there (planner/allocator/capacity_checks.hpp): the replay kept had freed no cached segment,
 // failed no check and not run out, and the new capacity holds what it had reserved. A hash of the prefix
-// finds a candidate; the candidate's events and sizes are then compared with the program's one by one (the
-// same test as same_program_content's, on the prefix), so the hash decides nothing.
+// finds a candidate; the candidate's events and sizes are then compared with the program's one by one
+// (same_prefix_content), so the hash decides nothing. With the default three steps the fixed point loses
+// nothing by it: the only repeat a resumed replay goes without (a step's third micro-batch) ends at the
+// prefix's end; with two, the last step's repeat starts before it and is replayed instead.
 //
 // Bounded in bytes (each state is a copy of the allocator and the slots' handles); the least recently used
 // goes first. Not shared between threads: each worker's program cache holds one.
@@ -193,6 +195,7 @@ class prefix_checkpoints {
   std::uint64_t kept_count() const { return kept_; }
 
  private:
+  static bool same_prefix(const kept& k, const replay_program& p);  // k was kept for p's prefix
   using list = std::list<kept>;  // most recently used first
   list order_;
   std::unordered_multimap<std::uint64_t, list::iterator> by_hash_;

@@ -244,8 +244,9 @@ class evaluation_order {
 // few units to keep every worker busy to the end (sixteen blocks a worker at least); never fewer than 64 points
 // (a replayed point costs a fraction of a millisecond to several, an analytic one a few microseconds), whole
 // units where they are smaller.
+constexpr std::uint64_t least_block_points = 64;
 std::uint64_t search_block_points(const evaluation_order& order, std::uint64_t total, unsigned workers) {
-  constexpr std::uint64_t least = 64;
+  constexpr std::uint64_t least = least_block_points;
   const std::uint64_t unit = order.unit_points();
   if (unit < least) return unit * ((least + unit - 1) / unit);
   return std::max(least, std::min(unit, total / (16 * std::uint64_t{workers})));
@@ -262,7 +263,7 @@ search_result search_configs(const sweep_space& space, std::uint64_t target_toke
   search_result out;
   const std::uint64_t total = space.size();
   const evaluation_order order(space);
-  threads = static_cast<unsigned>(std::min<std::uint64_t>(sweep_workers(threads), std::max<std::uint64_t>(1, total / 64)));
+  threads = static_cast<unsigned>(std::min<std::uint64_t>(sweep_workers(threads), std::max<std::uint64_t>(1, total / least_block_points)));
   const std::uint64_t block_points = search_block_points(order, total, threads);
   // A worker's programs, kept through the search (the cache is not shared between threads: each shares the
   // programs of the points it evaluated; equal schedules give equal outcomes either way).

@@ -1,8 +1,8 @@
 #pragma once
 // A sweep: the cross product of resolved axes, visited by index (mixed radix) so that a sweep of any size
 // needs no memory beyond its axes. Axes from outer to inner: model, gpu, precision, grad dtype, optimizer,
-// GPU layout (count and ZeRO stage), offload, fine-tuning, optimizer implementation, recompute, attention,
-// dropout, sequence, micro-batch, accumulation (or global batch).
+// GPU layout (count and ZeRO stage), offload, fine-tuning, expandable segments, optimizer implementation,
+// recompute, attention, dropout, sequence, micro-batch, accumulation (or global batch).
 #include <array>
 #include <cstdint>
 #include <optional>

@@ -23,22 +23,13 @@
 #include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "tests/support/measured_runs.hpp"
+#include "tests/support/replay_checks.hpp"
 #include "tests/support/test_helpers.hpp"
 
 using namespace trainplan;
+using trainplan::test::check_same_result;
 
 namespace {
-
-// Every field of a replay's result but what the replay did (events_replayed, events_skipped).
-void check_same_result(const allocator_replay& fast, const allocator_replay& reference) {
-  CHECK(fast.peak_allocated_bytes == reference.peak_allocated_bytes);
-  CHECK(fast.peak_reserved_bytes == reference.peak_reserved_bytes);
-  CHECK(fast.segments_made == reference.segments_made);
-  CHECK(fast.out_of_memory == reference.out_of_memory);
-  CHECK(fast.cache_releases == reference.cache_releases);
-  CHECK(fast.failed_tensor == reference.failed_tensor);
-  CHECK(fast.failed_step == reference.failed_step);
-}
 
 struct equivalence_counts {
   std::uint64_t schedules = 0, events = 0, skipped = 0, shortcuts = 0, out_of_memory = 0, releases = 0, resumed = 0;
