@@ -116,12 +116,12 @@ void add_model_run_options(CLI::App& app, model_run_args& a) {
                  "the stacks that run transformers' modules, --attention sdpa or flash_attention_2; default off)")
       ->type_name("DOC_TOKENS")->group(run_group);
   app.add_option("--compile", a.compile,
-                 "torch.compile (the default --framework only; what its partitioner saves and Inductor's fused kernels, "
-                 "derived from the partitioner's rules, not measured). SCOPE: model (the default: the whole model and its "
-                 "loss, as the Trainer's torch_compile), layers (each decoder layer apart, the rest eager: accelerate's "
-                 "regional compilation), layers+loss (each layer and the loss apart, the logits upcast to fp32 eagerly "
-                 "between them: torchtune's compile)")
-      ->expected(0, 1)->default_str("model")->type_name("[SCOPE]")->group(run_group);
+                 "torch.compile (the stacks that model it; what its partitioner saves and Inductor's fused kernels, "
+                 "derived from the partitioner's rules, not measured). SCOPE: default (the stack's own: model for Hugging "
+                 "Face's Trainer, layers+loss for torchtune's recipes), model (the whole model and its loss, as the Trainer's torch_compile), "
+                 "layers (each decoder layer apart, the rest eager: accelerate's regional compilation), layers+loss (each "
+                 "layer and the loss apart: torchtune's compile_model and compile_loss)")
+      ->expected(0, 1)->default_str("default")->type_name("[SCOPE]")->group(run_group);
   app.add_option("--dropout", a.dropout, "dropout probability (default: the model's)")->type_name("P")->group(run_group);
   const char* par_group = "Several GPUs, offload, fine-tuning";
   app.add_option("--gpus", a.gpus, "GPUs in all: data parallel x --tp x --cp x --pp (default 1)")->type_name("N")->group(par_group);
@@ -298,7 +298,11 @@ resolved_run resolve_model_run(const model_run_args& a) {
     run.loss_chunks = parse_integer(a.loss_chunks, "--loss-chunks", 1);
   }
   if (!a.packing.empty()) run.packing_doc_tokens = parse_integer(a.packing, "--packing", 1);
-  if (!a.compile.empty()) run.compile = parse_compile_scope(a.compile);
+  // A bare --compile is the stack's own scope (stack_profile::compile_scopes); one it does not offer, check_run refuses.
+  if (a.compile == "default")
+    run.compile = stack.compile_scopes.empty() ? compile_scope::model : stack.compile_scopes.front();
+  else if (!a.compile.empty())
+    run.compile = parse_compile_scope(a.compile);
   // A stack without dropout (llm.c) takes the model's as 0 unless one is asked for (then refused).
   run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 

@@ -16,7 +16,7 @@ import sys
 # A stack that runs another's model code builds on that stack's folder: FSDP2 and DeepSpeed (under Hugging Face's
 # Trainer or Accelerate) run the hf folder's modules, their op lists and kernels, in the same PyTorch process.
 # Only these dependencies are allowed between profile folders; they must not form a cycle.
-BUILDS_ON = {"fsdp2": ("hf",), "deepspeed": ("hf",)}
+BUILDS_ON = {"fsdp2": ("hf",), "deepspeed": ("hf",), "torchtune": ("hf",)}
 
 TOP_LEVEL = ["planner", "kernels", "validate", "cli"]
 SOURCE_EXTENSIONS = (".hpp", ".cpp", ".cu", ".cuh", ".h")

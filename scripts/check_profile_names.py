@@ -6,7 +6,7 @@ rest of the code by what it declares (its traits, its allocator model, its check
 that tests a name would have to change when a stack is added. This script looks, in planner/, cli/ and
 validate/ (outside planner/profiles/<name>/ and the registry), for:
 
-  - a profile's name as a string literal ("hf", "fsdp2", "deepspeed", "llmc", "megatron", "trainplan"),
+  - a profile's name as a string literal ("hf", "fsdp2", "deepspeed", "torchtune", "llmc", "megatron", "trainplan"),
   - `--framework NAME` in a string or a comment,
   - the lowercase words hf, fsdp2, deepspeed, llmc and megatron in a comment or a string, which name the
     profiles (Hugging Face is "HF" or "Hugging Face", llm.c "llm.c"; FSDP2, DeepSpeed, Megatron-LM and
@@ -23,8 +23,10 @@ import pathlib
 import re
 import sys
 
-PROFILES = ("hf", "fsdp2", "deepspeed", "llmc", "megatron", "trainplan")
-WORD_NAMES = ("hf", "fsdp2", "deepspeed", "llmc", "megatron")  # "trainplan" is also the project's name
+PROFILES = ("hf", "fsdp2", "deepspeed", "torchtune", "llmc", "megatron", "trainplan")
+# "trainplan" is also the project's name, "torchtune" the library whose losses and compile scope other stacks'
+# options name (--loss chunked is its CEWithChunkedOutputLoss).
+WORD_NAMES = ("hf", "fsdp2", "deepspeed", "llmc", "megatron")
 
 literal = re.compile(r'"(%s)"' % "|".join(PROFILES))
 framework_flag = re.compile(r"--framework[ =](%s)\b" % "|".join(PROFILES))

@@ -6,6 +6,7 @@
 // uses. Adding a stack is a folder under planner/profiles/, its line in planner/profiles/registry.cpp, its data
 // and its tests (docs/architecture.md).
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +73,12 @@ struct stack_profile {
 
   // ---- how it stores and runs the model ---------------------------------------------------------------------
   stack_traits traits;
+  // What torch.compile (--compile) can cover under it, the first what a bare --compile means; empty: --compile is
+  // refused (check_run says so for every stack alike).
+  std::span<const compile_scope> compile_scopes = {};
+  // The losses beyond the standard one (--loss) that are the stack's own, not another library's it would have to
+  // take up: a suggestion of one costs nothing (torchtune's chunked cross-entropy under torchtune).
+  std::span<const loss_kind> own_losses = {};
 
   // ---- memory ------------------------------------------------------------------------------------------------
   // The step's inventory on one GPU. `facts` describe what this GPU holds of `m` (describe_model, or a pipeline

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include "planner/profiles/deepspeed/deepspeed_profile.hpp"
@@ -9,6 +10,7 @@
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/llmc/llmc_profile.hpp"
 #include "planner/profiles/megatron/megatron_profile.hpp"
+#include "planner/profiles/torchtune/torchtune_profile.hpp"
 #include "planner/profiles/trainplan/trainplan_profile.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/util/names.hpp"
@@ -17,9 +19,10 @@ namespace trainplan {
 
 // One line per stack: adding a stack adds its folder and its line here.
 std::span<const stack_profile* const> all_profiles() {
-  static const std::array<const stack_profile*, 6> profiles{&hf_profile(),       &fsdp2_profile(),
-                                                            &deepspeed_profile(), &llmc_profile(),
-                                                            &megatron_profile(),  &trainplan_profile()};
+  static const std::array<const stack_profile*, 7> profiles{&hf_profile(),        &fsdp2_profile(),
+                                                            &deepspeed_profile(),  &torchtune_profile(),
+                                                            &llmc_profile(),       &megatron_profile(),
+                                                            &trainplan_profile()};
   return profiles;
 }
 
@@ -53,6 +56,16 @@ namespace {
 void check_stack(const stack_profile& profile, const model_spec& m, const run_config& run, const precision_layout& layout) {
   if (run.cp > 1 && !profile.traits.context_parallel)
     throw input_error(fmt::format("--cp {}: --framework {} has no context parallelism", run.cp, profile.name));
+  // torch.compile where the stack's compiled graphs are modelled (stack_profile::compile_scopes).
+  if (run.compile != compile_scope::none && std::ranges::find(profile.compile_scopes, run.compile) == profile.compile_scopes.end()) {
+    if (profile.compile_scopes.empty())
+      throw input_error(fmt::format("--compile (torch.compile) is not modelled under --framework {}", profile.name));
+    std::string offered;
+    for (const compile_scope c : profile.compile_scopes)
+      offered += fmt::format("{}--compile {}", offered.empty() ? "" : " or ", compile_scope_name(c));
+    throw input_error(fmt::format("--compile {}: --framework {} is modelled with {}", compile_scope_name(run.compile),
+                                  profile.name, offered));
+  }
   profile.check(m, run, layout);
 }
 

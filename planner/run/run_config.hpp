@@ -41,9 +41,9 @@ enum class loss_kind { standard, chunked, fused_linear };
 // model: the whole model with its loss in one compiled program (torch.compile(model): the Trainer's torch_compile).
 // layers: each decoder layer compiled apart, the embedding, final norm, head and loss eager (regional
 //   compilation: accelerate's use_regional_compilation compiles the blocks of every nn.ModuleList).
-// layers_and_loss: each decoder layer and the loss compiled apart, the head eager and its logits upcast to fp32
-//   eagerly before a standard loss (torchtune's compile_model and compile_loss, its TransformerDecoder's
-//   self.output(h).float(); a chunked loss compiles compute_cross_entropy, the upcast inside it).
+// layers_and_loss: each decoder layer and the loss compiled apart, the head eager (torchtune's compile_model and
+//   compile_loss; its model upcasts the logits to fp32 before a standard loss, stack_traits::model_upcasts_logits;
+//   a chunked loss compiles compute_cross_entropy, the upcast inside it).
 enum class compile_scope : std::uint8_t { none, model, layers, layers_and_loss };
 
 // Where ZeRO-Offload / ZeRO-Infinity put model state (Ren et al. 2021; Rajbhandari et al. 2021).

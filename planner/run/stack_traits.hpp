@@ -27,6 +27,15 @@ struct stack_traits {
   // with Transformer Engine's AttnFuncWithCPAndKVP2P); false: a stack without context parallelism refuses --cp.
   bool context_parallel = false;
   selective_recompute_kind selective_recompute = selective_recompute_kind::attention_core;
+  // Its attention module copies the grouped keys and values out to every query head before the attention kernel
+  // (torchtune's MultiHeadAttention.forward, torchtune/modules/attention.py: view, expand, reshape), so the kernel
+  // saves q-wide keys and values and their gradients are summed back per group in the backward; false: the
+  // grouped heads reach the kernel as they are (transformers' sdpa_attention_forward with enable_gqa).
+  bool expands_kv_heads = false;
+  // Its model returns fp32 logits (torchtune's TransformerDecoder: self.output(h).float()), which its training loop
+  // deletes once the loss is computed (its recipes' `del logits`); false: the model returns the head's logits,
+  // which the loop holds until after backward, and the loss upcasts them (transformers' ForCausalLMLoss).
+  bool model_upcasts_logits = false;
 };
 
 }  // namespace trainplan

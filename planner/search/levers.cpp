@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "planner/profiles/registry.hpp"
@@ -106,7 +107,9 @@ unsigned change_costs(const run_config& from, const run_config& to) {
   if ((levers & lever_gpus) && to.gpus > from.gpus) costs |= cost_hardware;
   if ((levers & lever_offload) && to.offload != offload_mode::none) costs |= cost_slower;
   if ((levers & lever_seq) && to.seq < from.seq) costs |= cost_shorter_seq;
-  if ((levers & lever_loss) && to.loss != loss_kind::standard) costs |= cost_library;
+  if ((levers & lever_loss) && to.loss != loss_kind::standard &&
+      std::ranges::find(profile_of(to).own_losses, to.loss) == profile_of(to).own_losses.end())
+    costs |= cost_library;
   return costs;
 }
 

@@ -55,7 +55,8 @@ enum suggestion_cost : unsigned {
   cost_slower = 4,       // offload: the same numerics on the same GPU, at PCIe speed
   cost_shorter_seq = 8,  // trains on shorter sequences than asked for
   cost_library = 16,     // the same loss from another library's kernels (--loss: torchtune's chunked
-                         // cross-entropy, Liger's fused linear one): a dependency and a change to the training code
+                         // cross-entropy, Liger's fused linear one): a dependency and a change to the training code;
+                         // none where the stack ships it (stack_profile::own_losses)
 };
 std::string suggestion_cost_text(unsigned costs);  // "same numerics", "changes the numerics, more hardware"...
 // The order a user chooses in: what keeps the numerics and the hardware (at full speed, then slower or

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "planner/model/model_facts.hpp"
+#include "planner/profiles/registry.hpp"
 #include "planner/util/input_error.hpp"
 #include "planner/search/max_fit.hpp"
 #include "planner/search/search.hpp"
@@ -119,6 +120,10 @@ std::optional<fit_suggestion::variant> roomiest_variant(const evaluator& eval, c
       r.micro_batch = 1;
     });
   if (!(kept & lever_attention)) frugal.push_back([](run_config& r) { r.attention = attention_kind::flash; });
+  // A loss the stack ships itself (stack_profile::own_losses: torchtune's chunked cross-entropy) computes the same
+  // and needs no other library.
+  if (!(kept & lever_loss))
+    for (const loss_kind loss : profile_of(s.run).own_losses) frugal.push_back([loss](run_config& r) { r.loss = loss; });
 
   auto peak_with = [&](const std::vector<bool>& on) -> std::optional<config_summary> {
     run_config r = s.run;

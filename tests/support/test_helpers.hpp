@@ -1,6 +1,9 @@
 #pragma once
 // Small builders shared by the planner tests.
+#include <cstdint>
 #include <filesystem>
+#include <map>
+#include <string>
 
 #include "planner/io/catalog.hpp"
 #include "planner/profiles/registry.hpp"
@@ -15,6 +18,15 @@ inline const tensor_spec* tensor_named(const inventory& inv, std::string_view na
   for (const tensor_spec& t : inv.tensors)
     if (t.name == name) return &t;
   return nullptr;
+}
+
+// One layer's tensors kept from its forward to its backward (saved activations, not momentary): name -> bytes.
+inline std::map<std::string, std::uint64_t> saved_per_layer(const inventory& inv) {
+  std::map<std::string, std::uint64_t> saved;
+  for (const tensor_spec& t : inv.tensors)
+    if (t.per_layer && t.kept_to_backward && t.category == tensor_category::activations && !t.momentary)
+      saved[std::string(t.name)] += t.bytes;
+  return saved;
 }
 
 inline const catalog& data() {

@@ -10,7 +10,6 @@
 #include "planner/profiles/deepspeed/deepspeed_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
-#include "planner/profiles/hf/hf_compile.hpp"
 #include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
@@ -44,7 +43,6 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   check_hf_loss("deepspeed", run);
   check_hf_attention("deepspeed", m, layout, run);
   check_hf_packing("deepspeed", run);
-  check_hf_compile("deepspeed", m, run, layout);
 }
 
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
@@ -54,7 +52,7 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
   add_deepspeed_state(out, m, run, layout, facts);
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   inv.set_inflight(stage.inflight);
-  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
+  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs, hf_traits);
   out.forward_in_program_order = order.forward;
   out.coarse_forward_reason = order.coarse_forward;
   out.coarse_backward_reason = order.coarse_backward;

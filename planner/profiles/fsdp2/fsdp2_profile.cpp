@@ -10,7 +10,6 @@
 #include "planner/profiles/fsdp2/fsdp2_state.hpp"
 #include "planner/profiles/hf/activations_hf.hpp"
 #include "planner/profiles/hf/hf_loss_chunks.hpp"
-#include "planner/profiles/hf/hf_compile.hpp"
 #include "planner/profiles/hf/hf_packing.hpp"
 #include "planner/profiles/hf/hf_profile.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
@@ -53,7 +52,6 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
   check_hf_loss("fsdp2", run);
   check_hf_attention("fsdp2", m, layout, run);
   check_hf_packing("fsdp2", run);
-  check_hf_compile("fsdp2", m, run, layout);
   check_hf_selective_checkpoint("fsdp2", m, run, layout);
 }
 
@@ -64,7 +62,7 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
   add_fsdp2_state(out, m, run, layout, facts);
   inventory_builder inv(static_cast<std::int64_t>(m.layers), out.tensors);
   inv.set_inflight(stage.inflight);
-  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
+  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs, fsdp2_traits);
   out.forward_in_program_order = order.forward;
   out.coarse_forward_reason = order.coarse_forward;
   out.coarse_backward_reason = order.coarse_backward;

@@ -134,7 +134,8 @@ void add_gpt_backward_outside_layers(inventory_builder& inv, const model_spec& m
 }  // namespace
 
 hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
-                        const param_counts& counts, std::array<backward_program, 3>& backward) {
+                        const param_counts& counts, std::array<backward_program, 3>& backward,
+                        const stack_traits& traits) {
   const std::uint64_t b = run.micro_batch, s = run.seq, h = m.hidden, a = m.heads, d = m.head_dim;
   // The dense MLP's width (DeepSeek's dense first layers have their own) and an expert's.
   const std::uint64_t f = m.dense_mlp_width(), f_expert = m.ffn;
@@ -190,11 +191,13 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   // then repeats k and v to every head (use_gqa_in_sdpa needs no mask).
   // Packed documents under SDPA (hf_packing_mask): the block-diagonal mask likewise.
   if (!copies && hf_sdpa_mask(m, run)) holds |= sdpa_mask;
+  // A stack whose attention module expands k and v itself (torchtune's): SDPA sees as many key heads as query heads.
+  if (!copies && traits.expands_kv_heads && m.kv_heads != m.heads) holds |= kv_expanded;
   // The values SDPA saves: a projection's own output (every attention but MLA), or with Phi-3's qkv_proj a
   // view of its whole output, unless repeat_kv copied them to every head (a mask with grouped heads);
   // eager attention saves its own contiguous copy either way.
   if (!m.is_mla()) {
-    const bool repeated = (holds & sdpa_mask) && m.kv_heads != m.heads;
+    const bool repeated = (holds & (sdpa_mask | kv_expanded)) && m.kv_heads != m.heads;
     holds |= m.fused_projections && !repeated && !copies ? v_in_qkv : gqa_values;
   }
   if (copies && (probs_type != compute || drop)) holds |= probs_copy;
@@ -281,6 +284,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
       case shape_rule::bs_qkv: return {b, s, m.qkv_width()};
       case shape_rule::bs_q: return {b, a, s, d};
       case shape_rule::bs_kv: return {b, holds & sdpa_mask ? a : m.kv_heads, s, d};  // repeat_kv under a mask
+      case shape_rule::bs_kv_sdpa: return {b, holds & (sdpa_mask | kv_expanded) ? a : m.kv_heads, s, d};
       case shape_rule::bs_v: return {b, a, s, m.v_dim()};
       case shape_rule::bs_qr: return {b, s, m.q_lora_rank};
       case shape_rule::bs_kvr: return {b, s, m.kv_lora_rank};
@@ -566,7 +570,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   }
 
   // ---- around the layers: the embedding, final norm, head and loss (hf_head_ops.cpp) ------------------
-  add_hf_head_buffers(inv, m, run, layout, {holds, program, own_input, layer0_without_input_grad});
+  add_hf_head_buffers(inv, m, run, layout, {holds, program, own_input, layer0_without_input_grad, traits.model_upcasts_logits});
   if (backward_in_order) add_gpt_backward_outside_layers(inv, m, run, compute, param, autocast, holds, backward);
   return {in_program_order, forward_gap, backward_gap};
 }

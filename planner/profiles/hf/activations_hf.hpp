@@ -7,6 +7,7 @@
 
 #include "planner/memory/inventory_builder.hpp"
 #include "planner/profiles/hf/hf_sdpa.hpp"
+#include "planner/run/stack_traits.hpp"
 #include "planner/model/model_spec.hpp"
 #include "planner/model/param_count.hpp"
 #include "planner/run/precision.hpp"
@@ -31,7 +32,10 @@ std::string_view hf_coarse_forward_reason(const model_spec& m, const run_config&
 // temporaries carry their own free points (tensor_spec::freed_after), which the allocator replay makes and
 // frees where PyTorch does; GPT-2's backward is written op by op too, into `backward`
 // (inventory::backward_programs).
+// `traits`: how the stack's modules differ from transformers' (stack_traits::expands_kv_heads,
+// model_upcasts_logits); LoRA's adapters are always peft's.
 hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m, const run_config& run, const precision_layout& layout,
-                        const param_counts& counts, std::array<backward_program, 3>& backward);
+                        const param_counts& counts, std::array<backward_program, 3>& backward,
+                        const stack_traits& traits);
 
 }  // namespace trainplan

@@ -16,6 +16,7 @@ enum class shape_rule {
   bs2f,        // [b, s, 2f]: Phi-3's gate_up_proj output, of which gate and up are views
   bs_q,        // [b, a, s, d]
   bs_kv,       // [b, kv, s, d]
+  bs_kv_sdpa,  // [b, kv, s, d] as SDPA receives k and v: q's heads where they were repeated (a mask, kv_expanded)
   bs_v,        // [b, a, s, d_v]: the attention output (d_v = d but with multi-head latent attention)
   bs_1,        // [b, s, 1]
   two_bs,      // mean and rstd of a LayerNorm, [b, s, 1] each
@@ -200,6 +201,10 @@ enum when_bits : std::uint64_t {
   // (--recompute selective: planner/run/selective_checkpoint.hpp) keeps the attention's and every odd mm's,
   // counted through the rows in program order, from the layer's forward to its backward.
   mm_output = 1ull << 56, attention_output = 1ull << 57,
+  // A stack whose attention copies the grouped keys and values out to every query head before SDPA
+  // (stack_traits::expands_kv_heads, torchtune's MultiHeadAttention): SDPA saves the q-wide copies, and the
+  // grouped tensors they were copied from live only until the copies exist.
+  kv_expanded = 1ull << 58,
 };
 
 // A row's condition: every bit it names holds, and none of those written `unless{...}`

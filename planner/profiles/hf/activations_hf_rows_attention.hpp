@@ -39,7 +39,14 @@ constexpr hf_row rotary_rows[] = {
     {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment, llama | fwd_program | amp | unless{compiled},
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
-     llama | fwd_program | no_autocast | sdpa_saves_qkv, "layer{}.fwd.attn_proj_out"},
+     llama | fwd_program | no_autocast | sdpa_saves_qkv | unless{kv_expanded}, "layer{}.fwd.attn_proj_out"},
+    // (kv_expanded, torchtune's MultiHeadAttention: the rotated k, [b, s, kv, d], is viewed, expanded to every query
+    // head and reshaped, a q-wide copy SDPA saves; the grouped tensor is freed once the copy exists. Compiled, the
+    // rotation and the copy are one fused kernel that writes only the copy.)
+    {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment,
+     llama | fwd_program | no_autocast | kv_expanded | unless{compiled}, "layer{}.attn.k_rope"},
+    {"layer{}.attn.k_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved,
+     llama | fwd_program | no_autocast | sdpa_saves_qkv | kv_expanded, "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.k_embed", shape_rule::bs_kv, dtype_role::param, keep_class::forward_moment,
      llama | fwd_program | no_autocast | attn_copies, "layer{}.fwd.attn_proj_out"},
     // SDPA casts its arguments right to left: k's bf16 copy, then q's (v is bf16 already); it saves both.
@@ -77,8 +84,8 @@ constexpr hf_row attention_rows[] = {
      "layer{}.fwd.attn_out", "@output"},
     {"layer{}.attn.qkv", shape_rule::bs_qkv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | v_in_qkv},
     {"layer{}.attn.q_rope", shape_rule::bs_q, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
-    {"layer{}.attn.k_rope", shape_rule::bs_kv, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
-    {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
+    {"layer{}.attn.k_rope", shape_rule::bs_kv_sdpa, dtype_role::compute, keep_class::saved, llama | sdpa_saves_qkv | coarse_forward},
+    {"layer{}.attn.v", shape_rule::bs_kv_sdpa, dtype_role::compute, keep_class::saved,
      llama | sdpa_saves_qkv | gqa_values | coarse_forward},
     {"layer{}.attn.lse", shape_rule::bas, dtype_role::fp32, keep_class::saved, lse_fused | attention_output},
     {"layer{}.attn.lse", shape_rule::bas32, dtype_role::fp32, keep_class::saved, lse_efficient | attention_output},

@@ -89,7 +89,13 @@ constexpr hf_row qkv_projection_rows[] = {
     {"layer{}.fwd.v_sum", shape_rule::bs_kvw, dtype_role::adapter_in, keep_class::forward_moment,
      llama | peft_per_module | peft_v, "layer{}.attn.v"},
     {"layer{}.attn.v", shape_rule::bs_kv, dtype_role::compute, keep_class::saved,
-     llama | fwd_program | gqa_values | sdpa_saves_qkv | mm_output, "layer{}.fwd.attn_proj_out"},
+     llama | fwd_program | gqa_values | sdpa_saves_qkv | mm_output | unless{kv_expanded}, "layer{}.fwd.attn_proj_out"},
+    // (kv_expanded, torchtune's MultiHeadAttention: v_proj's output is viewed, expanded to every query head and
+    // reshaped, a q-wide copy SDPA saves, and freed once the copy exists.)
+    {"layer{}.fwd.v_grouped", shape_rule::bs_kvw, dtype_role::compute, keep_class::forward_moment,
+     llama | fwd_program | gqa_values | sdpa_saves_qkv | mm_output | kv_expanded, "layer{}.attn.v"},
+    {"layer{}.attn.v", shape_rule::bs_q, dtype_role::compute, keep_class::saved,
+     llama | fwd_program | gqa_values | sdpa_saves_qkv | kv_expanded, "layer{}.fwd.attn_proj_out"},
     {"layer{}.fwd.v_out", shape_rule::bs_kv, dtype_role::compute, keep_class::forward_moment, llama | fwd_program | attn_copies,
      "layer{}.fwd.attn_proj_out"},
     {"layer{}.autocast.weights.qkv", shape_rule::w_qkv, dtype_role::compute, keep_class::autocast_cache,

@@ -28,18 +28,15 @@ std::string_view not_modelled(const model_spec& m, const run_config& run, const 
 }  // namespace
 
 void check_hf_compile(std::string_view stack, const model_spec& m, const run_config& run, const precision_layout& layout) {
-  if (!compiles_layers(run)) return;
-  if (stack != "hf")
-    throw input_error(fmt::format("--compile (torch.compile): modelled for --framework hf only, not for --framework {}",
-                                  stack));
+  if (!compiles_layers(run)) return;  // (which stacks offer which scopes: stack_profile::compile_scopes, check_run)
   if (const std::string_view gap = not_modelled(m, run, layout); !gap.empty())
     throw input_error(fmt::format("--compile (torch.compile) is modelled for a dense Llama-family model in --precision "
                                   "bf16 or under autocast, fully fine-tuned, on SDPA's fused kernels or flash-attn; "
-                                  "not for {}",
-                                  gap));
+                                  "not for {} (--framework {})",
+                                  gap, stack));
 }
 
-std::string hf_compile_line(const run_config& run) {
+std::string hf_compile_line(const run_config& run, const stack_traits& traits) {
   if (!compiles_layers(run)) return {};
   std::string_view scope;
   switch (run.compile) {
@@ -49,23 +46,26 @@ std::string hf_compile_line(const run_config& run) {
               "embedding, final norm, head and loss eager";
       break;
     default:
-      scope = "of each decoder layer and of the loss apart (torchtune's compile_model and compile_loss), the head "
-              "eager and, before a standard loss, its logits upcast to fp32 eagerly";
+      scope = traits.model_upcasts_logits
+                  ? "of each decoder layer and of the loss apart (torchtune's compile_model and compile_loss), the head "
+                    "eager and, before a standard loss, its logits upcast to fp32 eagerly by the model"
+                  : "of each decoder layer and of the loss apart, the embedding, final norm and head eager";
   }
   const std::string_view loss = !compiles_loss(run) ? ""
-                                : run.compile == compile_scope::layers_and_loss && run.loss == loss_kind::standard
+                                : traits.model_upcasts_logits && run.loss == loss_kind::standard
                                     ? "; the compiled loss saves the fp32 logits it is given and their logsumexp"
                                     : "; the loss's fp32 upcast is fused, its logsumexp saved, the logits' gradient "
                                       "written in their dtype";
+  const std::string_view saved_kv = traits.expands_kv_heads ? "q and k rotated, v (k and v expanded to every query head)"
+                                                             : "q and k rotated, v";
   return fmt::format(
       "torch.compile (--compile {}) {}, derived from its min-cut partitioner's rules and unchecked (no compiled run "
-      "measured): each layer saves its input, the residual sum, the norms' rsqrt and outputs, q and k rotated, v, "
+      "measured): each layer saves its input, the residual sum, the norms' rsqrt and outputs, {}, "
       "SDPA's output and log-sum-exp, gate's, up's and their product, and under autocast the weights' casts (what a "
       "GEMM reads in the backward is never recomputed); fused kernels write no pointwise intermediates (RMSNorm's "
-      "fp32 upcast, RoPE's steps, silu){}. Against torchtune's published compiled Llama-3.2-3B runs (--compile "
-      "layers+loss): -7.5% with the chunked loss, +0.1% with full activation checkpointing too, -11.3% with the "
-      "standard loss (torchtune's attention also saves k and v expanded to every head)",
-      compile_scope_name(run.compile), scope, loss);
+      "fp32 upcast, RoPE's steps, silu){}. Checked against torchtune's published compiled Llama-3.2-3B runs, "
+      "through torchtune's own modules (docs/accuracy.md)",
+      compile_scope_name(run.compile), scope, saved_kv, loss);
 }
 
 }  // namespace trainplan

@@ -46,15 +46,17 @@
 #include "planner/model/model_spec.hpp"
 #include "planner/run/precision.hpp"
 #include "planner/run/run_config.hpp"
+#include "planner/run/stack_traits.hpp"
 
 namespace trainplan {
 
-// Throws input_error naming --compile for a run whose compiled layers are not modelled: `stack` other than hf, or
-// layers the rows do not write op by op for a compiled graph (GPT-2, experts, latent attention, fused projections,
-// fp32 weights without autocast, adapters, eager attention, SDPA with a mask).
+// Throws input_error naming --compile for a run whose compiled layers are not modelled: layers the rows do not write
+// op by op for a compiled graph (GPT-2, experts, latent attention, fused projections, fp32 weights without autocast,
+// adapters, eager attention, SDPA with a mask). Which stacks offer which scopes is their registration's
+// (stack_profile::compile_scopes).
 void check_hf_compile(std::string_view stack, const model_spec& m, const run_config& run, const precision_layout& layout);
 
 // The report's line on the compile assumption; empty without --compile.
-std::string hf_compile_line(const run_config& run);
+std::string hf_compile_line(const run_config& run, const stack_traits& traits);
 
 }  // namespace trainplan

@@ -40,10 +40,10 @@ struct head_pass {
   bool gpt_program = head.program && is_gpt;
   // The loss: chunked (torchtune) runs the head chunk by chunk; fused_linear (Liger) runs it inside the loss.
   bool chunked = run.loss == loss_kind::chunked, fused = run.loss == loss_kind::fused_linear;
-  // The loss compiled apart from an eager head that upcasts the whole logits to fp32 first (compile_scope's
-  // layers_and_loss, torchtune's TransformerDecoder.unembed: self.output(h).float()); with the whole model
-  // compiled the upcast is fused into the loss's kernels.
-  bool eager_upcast = run.compile == compile_scope::layers_and_loss && run.loss == loss_kind::standard;
+  // A model that upcasts its whole logits to fp32 itself (stack_traits::model_upcasts_logits, torchtune's
+  // TransformerDecoder: self.output(h).float(), which its chunked output does not do): the loss, eager or compiled
+  // apart, reads fp32 logits.
+  bool eager_upcast = head.model_upcasts_logits && run.loss == loss_kind::standard;
   hf_loss_chunking chunking = hf_loss_chunks(m, run);
   std::int64_t last_layer = static_cast<std::int64_t>(m.layers) - 1;
 
@@ -223,10 +223,12 @@ void lm_head(head_pass& p) {
   // after backward, before optimizer.step().
   if (p.eager_upcast) {
     // The head's 16-bit output lives only until .float() has copied it; the fp32 logits are the model's output,
-    // which the recipe deletes after the loss ("free logits otherwise it peaks backward memory") but the
-    // compiled loss's graph saves as its input, until the loss's backward.
+    // which the recipe deletes after the loss ("free logits otherwise it peaks backward memory"): eagerly nothing
+    // saves them (log_softmax saves its own output), but a compiled loss's graph saves its input until the loss's
+    // backward.
     inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::fwd_head);
-    inv.span("logits.fp32", {b, s, V}, dtype::fp32, tensor_category::logits, ek::fwd_head, ek::bwd_head);
+    inv.span("logits.fp32", {b, s, V}, dtype::fp32, tensor_category::logits, ek::fwd_head,
+             compiles_loss(p.run) ? ek::bwd_head : ek::loss);
   } else if (!p.chunked) {
     inv.span("logits", {b, s, V}, p.compute, tensor_category::logits, ek::fwd_head, ek::bwd_embed);
   } else {
@@ -257,9 +259,11 @@ void logit_softcap(head_pass& p) {
 // ForCausalLMLoss: logits.float() (a copy unless they are fp32 already), pad and shift the labels,
 // cross_entropy = log_softmax, whose fp32 output is saved, then nll_loss. Backward: nll_loss_backward
 // (zero-fill and scatter) and log_softmax_backward, whose gradients coexist, and the cast back.
+// (A model that returns fp32 logits, eager_upcast: torchtune's recipe shifts the labels, not the logits, and
+// cross_entropy reads the model's fp32 logits as they are; the upcast and its backward are lm_head's.)
 void loss_standard(head_pass& p) {
   if (p.g) {
-    const double TV = p.x.T * static_cast<double>(p.V), c = p.x.c;
+    const double TV = p.x.T * static_cast<double>(p.V), c = p.eager_upcast ? 4 : p.x.c;
     const double upcast = c != 4 ? TV * (c + 4) : 0;
     p.g->add("loss.cross_entropy", op_class::loss, upcast + 8 * TV, (c != 4 ? 1 : 0) + 4, 4 * TV + 12 * TV + upcast,
              (c != 4 ? 1 : 0) + 3);
@@ -267,7 +271,7 @@ void loss_standard(head_pass& p) {
   if (!p.inv) return;
   inventory_builder& inv = *p.inv;
   const std::uint64_t tokens = p.b * p.s, V = p.V;
-  if (p.compute != dtype::fp32)
+  if (p.compute != dtype::fp32 && !p.eager_upcast)
     inv.span("loss.logits_fp32", {tokens, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::loss);
   inv.span("loss.log_probs", {tokens, V}, dtype::fp32, tensor_category::logits, ek::loss, ek::bwd_head);
   if (p.final_norm_out) p.free_after_latest(p.final_norm_out);
@@ -433,8 +437,10 @@ void add_hf_head_buffers(inventory_builder& inv, const model_spec& m, const run_
   for (auto op : head_ops) op(p);
 }
 
-void add_hf_head_kernels(ops::row_group& head, const model_spec& m, const run_config& run, const precision_layout& layout) {
-  head_pass p{m, run, layout, nullptr, {}, &head, hf_kernels::shape_of(m, run, layout)};
+void add_hf_head_kernels(ops::row_group& head, const model_spec& m, const run_config& run, const precision_layout& layout,
+                         const stack_traits& traits) {
+  head_pass p{m, run, layout, nullptr, {.model_upcasts_logits = traits.model_upcasts_logits}, &head,
+              hf_kernels::shape_of(m, run, layout, traits)};
   for (auto op : head_ops) op(p);
 }
 

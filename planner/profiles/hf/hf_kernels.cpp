@@ -17,7 +17,7 @@ double size_of(dtype t) { return static_cast<double>(dtype_bytes(t)); }
 
 }  // namespace
 
-hf_shape shape_of(const model_spec& m, const run_config& run, const precision_layout& layout) {
+hf_shape shape_of(const model_spec& m, const run_config& run, const precision_layout& layout, const stack_traits& traits) {
   hf_shape x;
   x.T = static_cast<double>(run.seq) * static_cast<double>(run.micro_batch);
   x.s = static_cast<double>(run.seq);
@@ -42,6 +42,7 @@ hf_shape shape_of(const model_spec& m, const run_config& run, const precision_la
   x.adapter = run.lora_fp32 ? 4 : x.w;
   x.lora_dropout = run.lora_dropout > 0;
   x.mask = hf_sdpa_mask(m, run);  // a sliding window's, or packed documents' under SDPA
+  x.kv_expanded = traits.expands_kv_heads && m.kv_heads != m.heads;
   x.flash_attn = run.attention == attention_kind::flash_attention_2;
   // Packed documents: flash_attn_varlen_func computes each document's causal tiles alone (cu_seqlens); SDPA,
   // handed the block-diagonal mask, every tile of the row's square (every_tile below).
@@ -135,14 +136,17 @@ void attention_core(ops::row_group& g, const hf_shape& x, sdpa_backend backend, 
   const double flops = 2 * x.T * x.keys * (x.qw + x.ow);
   if (backend == sdpa_backend::fused || backend == sdpa_backend::efficient) {
     // A sliding-window mask: repeat_kv copies k and v out to every head (backward sums them back), SDPA
-    // makes the bool mask a bias (logical_not, where) and the kernels read it.
+    // makes the bool mask a bias (logical_not, where) and the kernels read it. A stack whose attention expands
+    // k and v itself (torchtune's expand and reshape) makes the same copies, without a mask.
     double kvw = x.kvw, vw = x.vw, bias = 0;
+    if ((x.mask || x.kv_expanded) && x.kvw < x.qw) {
+      g.add("attention.repeat_kv", op_class::elementwise, 2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2,
+            2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2);
+      kvw = vw = x.qw;
+    }
     if (x.mask) {
       const double bss = x.batches / x.heads * x.s * x.s;
       bias = bss * x.c;
-      if (x.kvw < x.qw)
-        g.add("attention.repeat_kv", op_class::elementwise, 2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2,
-              2 * (x.T * x.kvw + x.T * x.qw) * x.c, 2);
       g.add("attention.mask_bias", op_class::elementwise, bss * (2 + 1 + x.c), 2, 0, 0);
       kvw = vw = x.qw;
     }

@@ -9,6 +9,7 @@
 #include "planner/profiles/hf/hf_sdpa.hpp"
 #include "planner/run/precision.hpp"
 #include "planner/run/run_config.hpp"
+#include "planner/run/stack_traits.hpp"
 #include "planner/time/step_ops_builder.hpp"
 
 namespace trainplan::hf_kernels {
@@ -24,6 +25,7 @@ struct hf_shape {
   bool amp;   // autocast: casts of GEMM inputs and weights
   bool trains = true;  // the base's weights train (LoRA: frozen, no weight gradients)
   bool mask = false;   // a sliding-window mask: k and v repeated to every head, the mask made a bias
+  bool kv_expanded = false;  // the stack's attention copies k and v out to every head (stack_traits::expands_kv_heads)
   double adapter = 4;  // LoRA adapters' dtype bytes (peft: fp32)
   bool lora_dropout = false;  // peft's lora_dropout above 0: each adapted module drops out its input
   bool flash_attn = false;    // the flash-attn package (attn_implementation="flash_attention_2"), not SDPA
@@ -32,7 +34,7 @@ struct hf_shape {
   double keys = 0;
   double documents = 0;  // the micro-batch's packed documents (flash_attn_varlen_func's sequences); 0: unpacked
 };
-hf_shape shape_of(const model_spec& m, const run_config& run, const precision_layout& layout);
+hf_shape shape_of(const model_spec& m, const run_config& run, const precision_layout& layout, const stack_traits& traits);
 
 void layer_norm(ops::row_group& g, std::string_view name, const hf_shape& x);
 void rms_norm(ops::row_group& g, std::string_view name, const hf_shape& x);

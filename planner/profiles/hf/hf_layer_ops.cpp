@@ -275,8 +275,8 @@ std::span<const hf_layer_op> hf_layer_ops(model_family family) {
 }
 
 void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
-                     const model_spec& m, const run_config& run, const precision_layout& layout) {
-  const hf_shape x = shape_of(m, run, layout);
+                     const model_spec& m, const run_config& run, const precision_layout& layout, const stack_traits& traits) {
+  const hf_shape x = shape_of(m, run, layout, traits);
   const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;
 
@@ -296,7 +296,7 @@ void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_
       if (op.part == part && op.kernels) op.kernels(g, c);
   }
 
-  add_hf_head_kernels(head, m, run, layout);
+  add_hf_head_kernels(head, m, run, layout, traits);
 }
 
 }  // namespace trainplan

@@ -14,6 +14,7 @@
 #include "planner/profiles/hf/activations_hf_row_rules.hpp"
 #include "planner/run/precision.hpp"
 #include "planner/run/run_config.hpp"
+#include "planner/run/stack_traits.hpp"
 #include "planner/time/step_ops_builder.hpp"
 
 namespace trainplan {
@@ -51,7 +52,9 @@ std::span<const hf_layer_op> hf_layer_ops(model_family family);
 // The kernels PyTorch eager launches for a Hugging Face training step (transformers 5.17, torch 2.11): each
 // layer's, from its op list, into `layer`, `dense_mlp` or `moe_mlp` by part; the embedding's, final norm's,
 // head's and loss's into `head`.
+// `traits`: how the stack's modules differ from transformers' (stack_traits::expands_kv_heads, model_upcasts_logits).
 void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
-                     const model_spec& m, const run_config& run, const precision_layout& layout);
+                     const model_spec& m, const run_config& run, const precision_layout& layout,
+                     const stack_traits& traits);
 
 }  // namespace trainplan

@@ -54,4 +54,28 @@ hf_loss_chunking hf_loss_chunks(const model_spec& m, const run_config& run) {
   return {1, tokens};
 }
 
+std::string hf_loss_line(const model_spec& m, const run_config& run) {
+  if (run.loss == loss_kind::standard) return {};
+  const hf_loss_chunking c = hf_loss_chunks(m, run);
+  if (run.loss == loss_kind::chunked && compiles_loss(run))
+    return fmt::format(
+        "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
+        "tokens), compute_cross_entropy compiled: each chunk's graph saves its bf16 logits (kept until the head's "
+        "backward) and their logsumexp, no fp32 copy",
+        c.chunks, c.largest_rows);
+  if (run.loss == loss_kind::chunked)
+    return fmt::format(
+        "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
+        "tokens): each chunk's bf16 logits upcast to fp32 and cross-entropied in turn, every chunk's fp32 "
+        "log-softmax saved for backward, the logits freed before backward (its recipes' `del logits`); run eagerly "
+        "(a --compile scope that compiles the loss compiles it)",
+        c.chunks, c.largest_rows);
+  return fmt::format(
+        "loss: Liger's fused linear cross-entropy in {} chunks of {} tokens (its chunk size from the vocabulary and "
+        "hidden size): no logits kept, the head's input and weight gradients computed in the forward and saved "
+        "(the weight's in its own dtype); Liger's other kernels (RMSNorm, RoPE, SwiGLU) are not modelled: the "
+        "layers stay PyTorch's",
+        c.chunks, c.largest_rows);
+}
+
 }  // namespace trainplan

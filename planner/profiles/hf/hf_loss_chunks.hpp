@@ -4,6 +4,7 @@
 // buffer either makes; the hf profile's head operations (hf_head_ops.cpp) size their rows and kernels from this.
 #include <cstdint>
 
+#include <string>
 #include <string_view>
 
 #include "planner/model/model_spec.hpp"
@@ -27,5 +28,8 @@ std::uint64_t chunked_loss_rows(const run_config& run, std::uint64_t chunks, std
 
 // Throws input_error naming the option (and `stack`) for a --loss-chunks the chunked loss cannot take.
 void check_hf_loss(std::string_view stack, const run_config& run);
+
+// The report's line on the loss; empty for the standard loss.
+std::string hf_loss_line(const model_spec& m, const run_config& run);
 
 }  // namespace trainplan

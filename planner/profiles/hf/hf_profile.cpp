@@ -44,6 +44,10 @@ void check(const model_spec& m, const run_config& run, const precision_layout& l
 
 constexpr const stack_traits& traits = hf_traits;
 
+// torch.compile: the whole model with its loss (the Trainer's torch_compile, what a bare --compile means), each
+// decoder layer apart (accelerate's regional compilation), or each layer and the loss apart.
+constexpr compile_scope compile_scopes[] = {compile_scope::model, compile_scope::layers, compile_scope::layers_and_loss};
+
 inventory build(const model_spec& m, const run_config& run, const precision_layout& layout, const model_facts& facts,
                 const pipeline_stage& stage) {
   inventory out;
@@ -67,7 +71,7 @@ inventory build(const model_spec& m, const run_config& run, const precision_layo
                     tensor_role::communication);
   }
   inv.set_inflight(stage.inflight);
-  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs);
+  const hf_program_order order = add_hf_activations(inv, m, run, layout, facts.counts, out.backward_programs, traits);
   out.forward_in_program_order = order.forward;
   out.coarse_forward_reason = order.coarse_forward;
   out.coarse_backward_reason = order.coarse_backward;
@@ -87,7 +91,7 @@ step_ops micro_batch_ops(const model_spec& m, const run_config& run, const preci
                          const trained_share& trained) {
   // (hf refuses --recompute selective; the stacks that run its ops and offer it run torchtitan's per-op policy.)
   step_ops ops = micro_batch_step_ops(m, run, layout, selective_rerun::op_policy, [&](step_rows& rows) {
-    add_hf_step_ops(rows.layer, rows.dense_mlp, rows.moe_mlp, rows.head, m, run, layout);
+    add_hf_step_ops(rows.layer, rows.dense_mlp, rows.moe_mlp, rows.head, m, run, layout, traits);
   });
   add_optimizer_op(ops, run.optimizer_impl == optimizer_impl_kind::foreach_impl ? optimizer_kernels::pytorch_foreach
                                                                                 : optimizer_kernels::multi_tensor_fused,
@@ -126,35 +130,13 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
                                     "grown by mapping 20 MiB pages, 2 MiB for small tensors: simulated from PyTorch's "
                                     "source, not yet measured)"
                                   : ""));
-  if (run.loss != loss_kind::standard) {
-    const hf_loss_chunking c = hf_loss_chunks(m, run);
-    if (run.loss == loss_kind::chunked && compiles_loss(run))
-      lines.push_back(fmt::format(
-          "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
-          "tokens), compute_cross_entropy compiled: each chunk's graph saves its bf16 logits (kept until the head's "
-          "backward) and their logsumexp, no fp32 copy",
-          c.chunks, c.largest_rows));
-    else if (run.loss == loss_kind::chunked)
-      lines.push_back(fmt::format(
-          "loss: torchtune's chunked output and CEWithChunkedOutputLoss in {} chunks of the sequence (at most {} "
-          "tokens): each chunk's bf16 logits upcast to fp32 and cross-entropied in turn, every chunk's fp32 "
-          "log-softmax saved for backward, the logits freed before backward (its recipes' `del logits`); run eagerly "
-          "(--compile model or layers+loss: compiled)",
-          c.chunks, c.largest_rows));
-    else
-      lines.push_back(fmt::format(
-          "loss: Liger's fused linear cross-entropy in {} chunks of {} tokens (its chunk size from the vocabulary and "
-          "hidden size): no logits kept, the head's input and weight gradients computed in the forward and saved "
-          "(the weight's in its own dtype); Liger's other kernels (RMSNorm, RoPE, SwiGLU) are not modelled: the "
-          "layers stay PyTorch's",
-          c.chunks, c.largest_rows));
-  }
+  if (std::string loss = hf_loss_line(m, run); !loss.empty()) lines.push_back(std::move(loss));
   if (hf_sliding_window_mask(m, run))
     lines.push_back(fmt::format("sliding window {} <= seq {}: transformers builds the mask, so k and v are repeated to "
                                 "every head and SDPA's {} kernel saves the mask as a [b,1,s,s] bias in each layer",
                                 m.sliding_window_tokens, run.seq, hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout), run)));
   if (std::string packing = hf_packing_line(m, run, layout); !packing.empty()) lines.push_back(std::move(packing));
-  if (std::string compiled = hf_compile_line(run); !compiled.empty()) lines.push_back(std::move(compiled));
+  if (std::string compiled = hf_compile_line(run, traits); !compiled.empty()) lines.push_back(std::move(compiled));
   if (run.finetune == finetune_kind::lora)
     lines.push_back(fmt::format(
         "LoRA through peft: the base wrapped in its own dtype, adapters {}, with gradients and AdamW state "
@@ -198,6 +180,7 @@ const stack_profile& hf_profile() {
       .lora_through_peft = true,
       .hugging_face_modules = true,
       .traits = traits,
+      .compile_scopes = compile_scopes,
       .build_inventory = build,
       .allocator = allocator_model::pytorch_replay,
       .overhead = overhead,

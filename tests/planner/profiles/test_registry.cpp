@@ -56,7 +56,7 @@ TEST_CASE("registry: every folder under planner/profiles/ is one registered prof
     CHECK(p->check != nullptr);
   }
   CHECK(registered == folders);
-  CHECK(folders.size() == 6);  // hf, fsdp2, deepspeed, llmc, megatron, trainplan
+  CHECK(folders.size() == 7);  // hf, fsdp2, deepspeed, torchtune, llmc, megatron, trainplan
 }
 
 TEST_CASE("registry: profile_names lists every registered profile once, in the registration order", "[profiles][registry]") {
@@ -64,7 +64,7 @@ TEST_CASE("registry: profile_names lists every registered profile once, in the r
   for (const stack_profile* p : all_profiles()) expected.emplace_back(p->name);
   CHECK(split(profile_names(), " | ") == expected);
   CHECK(split(profile_names(", "), ", ") == expected);
-  CHECK(profile_names() == "hf | fsdp2 | deepspeed | llmc | megatron | trainplan");
+  CHECK(profile_names() == "hf | fsdp2 | deepspeed | torchtune | llmc | megatron | trainplan");
 }
 
 TEST_CASE("registry: a profile is found by its name in any case", "[profiles][registry]") {
@@ -79,7 +79,7 @@ TEST_CASE("registry: a profile is found by its name in any case", "[profiles][re
 TEST_CASE("registry: an unknown profile names the option, the known profiles and the one probably meant", "[profiles][registry][errors]") {
   // "hff": d = 1 from hf (3 <= 3).
   CHECK_THROWS_WITH(profile_named("hff"),
-                    "--framework: unknown framework 'hff' (known: hf, fsdp2, deepspeed, llmc, megatron, trainplan); did you mean 'hf'?");
+                    "--framework: unknown framework 'hff' (known: hf, fsdp2, deepspeed, torchtune, llmc, megatron, trainplan); did you mean 'hf'?");
   // "megatorn": a transposition, d = 2 from megatron (6 <= 8).
   CHECK_THROWS_WITH(profile_named("megatorn"), Catch::EndsWith("did you mean 'megatron'?"));
   // "llm": d = 1 from llmc (3 <= 4), and 3 from hf (9 > 3).
@@ -87,7 +87,7 @@ TEST_CASE("registry: an unknown profile names the option, the known profiles and
   // "colossalai": d >= 8 from every name (more than a third of its 10 letters), and none starts with it: no
   // suggestion.
   CHECK_THROWS_WITH(profile_named("colossalai"),
-                    "--framework: unknown framework 'colossalai' (known: hf, fsdp2, deepspeed, llmc, megatron, trainplan)");
+                    "--framework: unknown framework 'colossalai' (known: hf, fsdp2, deepspeed, torchtune, llmc, megatron, trainplan)");
   // The caller's option: a calibration file's key, a report's env line.
   CHECK_THROWS_WITH(profile_named("fsdp", "calibration.json: profiles"), Catch::StartsWith("calibration.json: profiles: unknown framework 'fsdp'"));
   CHECK_THROWS_AS(profile_named(""), input_error);
