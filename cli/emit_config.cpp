@@ -28,6 +28,10 @@
 //     reshard_after_forward "default" is "not pipeline-parallel"), distributed/pipeline_parallel.py
 //     (microbatches = local_batch_size / pipeline_parallel_microbatch_size), components/optimizer.py (Adam,
 //     AdamW).
+//   torchtune: recipes/full_finetune_single_device.py (batch_size, gradient_accumulation_steps, dtype, compile,
+//     enable_activation_checkpointing, enable_activation_offloading, optimizer_in_bwd; the loss's
+//     num_output_chunks set on the model for CEWithChunkedOutputLoss) and recipes/configs/llama3_2/
+//     3B_full_single_device.yaml (its keys' layout: tokenizer.max_seq_len, dataset.packed, optimizer, loss).
 namespace trainplan::cli {
 namespace {
 
@@ -109,8 +113,8 @@ void note_model_loading(const std::string& engine, const run_config& r, bool hol
                              "use_regional_compilation, or each layer's .compile() in your script); no key of this "
                              "config does it");
   if (r.compile == compile_scope::layers_and_loss)
-    notes.push_back(engine + ": --compile layers+loss: compile each decoder layer and the loss apart (torchtune's "
-                             "compile: True), the logits upcast to fp32 by the model; no key of this config does it");
+    notes.push_back(engine + ": --compile layers+loss: compile each decoder layer and the loss apart (each layer's "
+                             ".compile() and torch.compile of the loss in your script); no key of this config does it");
   if (r.finetune != finetune_kind::full && !r.lora_fp32)
     notes.push_back(engine + ": --lora-dtype model: cast the adapters to the model's dtype after get_peft_model "
                              "(peft keeps them in fp32 otherwise)");
@@ -419,6 +423,72 @@ std::string torchtitan(const model_spec& m, const run_config& r, std::vector<std
       r.optimizer_impl == optimizer_impl_kind::fused ? "fused" : "foreach");
 }
 
+// torchtune's single-device full fine-tuning: the keys of its config the plan decided, as YAML to merge into the
+// recipe's config for the model (tune cp), which holds the model's builder, tokenizer and checkpointer.
+std::string torchtune(const model_spec& m, const run_config& r, std::vector<std::string>& notes) {
+  const std::string e = "torchtune";
+  refuse_common(e, r);
+  // A plan of another stack's modules saves less than torchtune's (its attention's expanded k and v, its fp32
+  // logits): the file would run what was not planned.
+  const stack_profile& planned = profile_of(r);
+  if (!planned.traits.expands_kv_heads || !planned.traits.model_upcasts_logits)
+    refuse(e, fmt::format("the plan is of --framework {} ({}), whose modules save less than torchtune's: plan the run "
+                          "with --framework torchtune", planned.name, planned.title));
+  if (r.finetune != finetune_kind::full)
+    refuse(e, "this writes full_finetune_single_device's config; torchtune's LoRA recipes (its own LoRALinear) are "
+              "not what the plan models");
+  if (r.gpus > 1) refuse(e, "this writes full_finetune_single_device's config: one GPU");
+  if (r.precision != precision_regime::bf16 && r.precision != precision_regime::fp32)
+    refuse(e, fmt::format("torchtune trains in the model's dtype (dtype: bf16 or fp32), not {}", precision_name(r.precision)));
+  if (r.recompute == recompute_mode::selective)
+    refuse(e, "the single-device recipe checkpoints whole decoder layers: --recompute full or none");
+  if (r.offload != offload_mode::none) refuse(e, "the plan's offloading is not torchtune's (enable_activation_offloading)");
+  if (r.loss == loss_kind::fused_linear) refuse(e, "Liger's fused linear cross-entropy is not a torchtune loss");
+  if (r.compile != compile_scope::none && r.compile != compile_scope::layers_and_loss)
+    refuse(e, fmt::format("torchtune's compile: True compiles each layer and the loss apart (--compile layers+loss), not "
+                          "--compile {}", compile_scope_name(r.compile)));
+  std::string optimizer;
+  switch (r.optimizer) {
+    case optimizer_kind::adamw:
+      optimizer = fmt::format("  _component_: torch.optim.AdamW\n  fused: {}\n",
+                              r.optimizer_impl == optimizer_impl_kind::fused ? "True" : "False");
+      break;
+    case optimizer_kind::adamw_8bit: optimizer = "  _component_: bitsandbytes.optim.PagedAdamW8bit\n"; break;
+    default:
+      refuse(e, fmt::format("the plan's {} is no optimizer torchtune's configs name: --optimizer adamw or adamw-8bit",
+                            optimizer_name(r.optimizer)));
+  }
+  const std::string loss = r.loss == loss_kind::chunked
+                               ? fmt::format("  _component_: torchtune.modules.loss.CEWithChunkedOutputLoss\n"
+                                             "  num_output_chunks: {}\n",
+                                             r.loss_chunks ? r.loss_chunks : 8)
+                               : std::string("  _component_: torch.nn.CrossEntropyLoss\n");
+  // (Packed rows run flex attention, which the plan does not model: its stack refuses --packing.)
+  notes.push_back(fmt::format("{}: the plan takes every row as {} tokens; torchtune pads a batch to its longest sequence, "
+                              "so a batch of shorter rows uses less", e, r.seq));
+  notes.push_back(fmt::format("{}: the model's builder for {}, its tokenizer's and checkpointer's paths are the recipe "
+                              "config's (model._component_: torchtune.models.<family>.<builder>)",
+                              e, m.name));
+  note_placeholders(e, "optimizer.lr", notes);
+  return fmt::format(
+      "# torchtune full_finetune_single_device config keys, written by trainplan (plan --emit torchtune): merge them\n"
+      "# into the recipe's config for your model (tune cp), which holds the model, tokenizer and checkpointer.\n"
+      "batch_size: {}\n"
+      "gradient_accumulation_steps: {}\n"
+      "tokenizer:\n  max_seq_len: {}\n"
+      "dataset:\n  packed: False\n"
+      "dtype: {}\n"
+      "compile: {}\n"
+      "enable_activation_checkpointing: {}\n"
+      "enable_activation_offloading: False\n"
+      "optimizer_in_bwd: False\n"
+      "optimizer:\n{}  lr: {}  # {}: the learning rate (trainplan does not know it)\n"
+      "loss:\n{}",
+      r.micro_batch, r.grad_accum, r.seq,
+      r.precision == precision_regime::fp32 ? "fp32" : "bf16", r.compile != compile_scope::none ? "True" : "False",
+      r.recompute == recompute_mode::full ? "True" : "False", optimizer, placeholder, placeholder, loss);
+}
+
 // "-", and any name of the file standard output goes to (/dev/stdout, //dev/stdout, /proc/self/fd/1, or the
 // file `> report.txt` made), would mix the config into the report printed there or rename it over the report.
 bool names_stdout(const std::string& path) {
@@ -442,6 +512,8 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
     out.files.push_back({path, accelerate_fsdp(run, out.notes)});
   } else if (engine == "torchtitan") {
     out.files.push_back({path, torchtitan(m, run, out.notes)});
+  } else if (engine == "torchtune") {
+    out.files.push_back({path, torchtune(m, run, out.notes)});
   } else if (engine == "hf-trainer") {
     out.files.push_back({path, hf_trainer(run, out.notes).dump(2) + "\n"});
     if (run.finetune != finetune_kind::full) {
@@ -460,7 +532,7 @@ emitted_config emit_config(const std::string& engine, const std::string& path, c
 
 std::string emit_engine_names(std::string_view separator) {
   std::string names;
-  for (std::string_view engine : {"deepspeed", "fsdp", "hf-trainer", "torchtitan"})
+  for (std::string_view engine : {"deepspeed", "fsdp", "hf-trainer", "torchtitan", "torchtune"})
     names += fmt::format("{}{}", names.empty() ? "" : separator, engine);
   return names;
 }

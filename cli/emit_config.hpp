@@ -23,7 +23,8 @@ struct emitted_config {
 
 // deepspeed: DeepSpeed config JSON; fsdp: Hugging Face Accelerate config YAML (distributed_type FSDP);
 // hf-trainer: transformers TrainingArguments JSON (and, for LoRA, a PEFT LoraConfig JSON beside it);
-// torchtitan: train config TOML (v0.2's job config). Throws input_error for what the engine cannot express,
+// torchtitan: train config TOML (v0.2's job config); torchtune: the keys of full_finetune_single_device's YAML config
+// the plan decides. Throws input_error for what the engine cannot express,
 // so that no file runs something other than what was planned without saying so. Each rule names the
 // engine's source it was read from. Hyperparameters the plan cannot know (learning rate, weight decay,
 // clipping, warmup) are written as the placeholder "SET_ME", which no engine reads as a number, and a note

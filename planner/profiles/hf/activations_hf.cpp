@@ -153,7 +153,7 @@ hf_program_order add_hf_activations(inventory_builder& inv, const model_spec& m,
   // rule below (an adapted linear saves its input as a trained one does).
   const bool peft_lora = run.finetune == finetune_kind::lora && !m.is_moe() && !m.is_mla();
   const dtype adapter_type = run.lora_fp32 ? dtype::fp32 : layout.weights;
-  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
+  const sdpa_backend backend = hf_sdpa_backend(m, run, layout, traits);
   const bool copies = backend == sdpa_backend::eager || backend == sdpa_backend::math;
   const dtype probs_type = (!is_gpt || backend == sdpa_backend::math) ? dtype::fp32 : param;
 

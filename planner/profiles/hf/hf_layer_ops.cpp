@@ -277,7 +277,7 @@ std::span<const hf_layer_op> hf_layer_ops(model_family family) {
 void add_hf_step_ops(ops::row_group& layer, ops::row_group& dense_mlp, ops::row_group& moe_mlp, ops::row_group& head,
                      const model_spec& m, const run_config& run, const precision_layout& layout, const stack_traits& traits) {
   const hf_shape x = shape_of(m, run, layout, traits);
-  const sdpa_backend backend = hf_sdpa_backend(m, run, layout);
+  const sdpa_backend backend = hf_sdpa_backend(m, run, layout, traits);
   const bool gpt = m.family == model_family::gpt, drop = run.dropout > 0;
 
   // The layer's kernels, op by op from its family's list, group by group (every layer's, then the dense MLP

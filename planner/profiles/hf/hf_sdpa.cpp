@@ -87,6 +87,11 @@ std::string_view hf_sdpa_kernel_name(sdpa_backend b, const run_config& run) {
 }
 
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout) {
+  return hf_sdpa_backend(m, run, layout, stack_traits{});  // transformers' modules: the grouped heads as they are
+}
+
+sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout,
+                             const stack_traits& traits) {
   if (run.attention == attention_kind::eager) return sdpa_backend::eager;
   // The flash-attn package saves what SDPA's fused kernel saves (its rows add its rng_state and workspaces).
   if (run.attention == attention_kind::flash_attention_2) return sdpa_backend::fused;
@@ -102,8 +107,10 @@ sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const p
   if (sixteen_bit && fused_takes(m, run)) return sdpa_backend::fused;
   // fp32 (FlashAttention and cuDNN take only 16-bit inputs), and 16-bit inputs the fused kernel refuses on this
   // GPU: the memory-efficient kernel takes them but not grouped-query heads (the recorded inventory shows the
-  // math path for fp32 Llama with 4 kv heads of 16), unless a mask made transformers repeat k and v to every head.
-  return m.kv_heads == m.heads || hf_sdpa_mask(m, run) ? sdpa_backend::efficient : sdpa_backend::math;
+  // math path for fp32 Llama with 4 kv heads of 16), unless a mask made transformers repeat k and v to every head,
+  // or the stack's attention expanded them itself (torchtune's).
+  return m.kv_heads == m.heads || hf_sdpa_mask(m, run) || traits.expands_kv_heads ? sdpa_backend::efficient
+                                                                                   : sdpa_backend::math;
 }
 
 

@@ -6,6 +6,7 @@
 #include "planner/model/model_spec.hpp"
 #include "planner/run/precision.hpp"
 #include "planner/run/run_config.hpp"
+#include "planner/run/stack_traits.hpp"
 
 namespace trainplan {
 
@@ -17,6 +18,10 @@ enum class sdpa_backend { fused, efficient, math, eager };
 // k, v, the output and an fp32 log-sum-exp), memory-efficient attention for fp32 without grouped-query heads and
 // for what neither fused kernel takes on the GPU, the math path for the rest.
 sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout);
+// The same for a stack whose modules may hand SDPA keys and values expanded to every query head
+// (stack_traits::expands_kv_heads): SDPA then sees as many key heads as query heads.
+sdpa_backend hf_sdpa_backend(const model_spec& m, const run_config& run, const precision_layout& layout,
+                             const stack_traits& traits);
 // The kernel's name for the report: which of cuDNN and FlashAttention the fused backend is on the run's GPU.
 std::string_view hf_sdpa_kernel_name(sdpa_backend b, const run_config& run);
 

@@ -126,7 +126,7 @@ void describe(const model_spec& m, const run_config& run, const precision_layout
       "attention: {} with k and v expanded to every query head before it (MultiHeadAttention: view, expand, reshape), "
       "so each layer saves q-wide keys and values; the model returns fp32 logits (self.output(h).float(), not with "
       "the chunked loss), deleted after the loss; AdamW {}{}",
-      hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout), run), optimizer_impl_name(run.optimizer_impl),
+      hf_sdpa_kernel_name(hf_sdpa_backend(m, run, layout, torchtune_traits), run), optimizer_impl_name(run.optimizer_impl),
       run.expandable_segments ? "; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (simulated, not yet measured)" : ""));
   if (std::string loss = hf_loss_line(m, run); !loss.empty()) lines.push_back(std::move(loss));
   if (std::string compiled = hf_compile_line(run, torchtune_traits); !compiled.empty()) lines.push_back(std::move(compiled));

@@ -198,3 +198,24 @@ TEST_CASE("torchtune's chunked cross-entropy is its own: suggesting it costs no 
   from = run_under("hf"), to = run_under("hf", compile_scope::none, loss_kind::chunked);
   CHECK(change_costs(from, to) == cost_library);
 }
+
+TEST_CASE("in fp32 torchtune's expanded heads take SDPA's memory-efficient kernel, not the math path", "[unit][torchtune]") {
+  // The memory-efficient kernel refuses grouped-query heads (sdp_utils.cpp), so transformers' fp32 Llama with 8 of
+  // 32 key heads runs the math path (the s x s probabilities saved); torchtune hands SDPA 32 expanded key heads,
+  // which the memory-efficient kernel takes: q, k, v and the output saved in fp32, k and v at q's width, and the
+  // log-sum-exp padded to a multiple of 32 positions. Llama-3.2-1B: 32 heads of 64, 8 key-value heads; seq 2048.
+  const model_spec m = test::data().model("llama-3.2-1b").spec;
+  REQUIRE(m.kv_heads < m.heads);
+  run_config r = run_under("torchtune");
+  r.precision = precision_regime::fp32;
+  r.seq = 2048;
+  r.micro_batch = 1;
+  const std::uint64_t tokens = 2048, q = m.heads * m.head_dim;
+  const std::map<std::string, std::uint64_t> saved = test::saved_per_layer(test::inventory_of(m, r));
+  CHECK(saved.at("layer{}.attn.k_rope") == 4 * tokens * q);
+  CHECK(saved.at("layer{}.attn.v") == 4 * tokens * q);
+  CHECK(saved.at("layer{}.attn.lse") == 4 * m.heads * tokens);  // 2048 is a multiple of 32 already
+  CHECK(saved.count("layer{}.attn.probs") == 0);
+  r.profile = &profile_named("hf");
+  CHECK(test::saved_per_layer(test::inventory_of(m, r)).count("layer{}.attn.k_rope") == 0);  // the math path's copies
+}
