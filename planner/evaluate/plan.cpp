@@ -118,8 +118,12 @@ std::uint64_t optimizer_traffic_bytes(const inventory& inv, const precision_layo
 // --nodes and --gpus-per-node into the preset's gpus_per_node). nullopt, with the reason in `why`, where
 // communication is not modelled: one GPU, no cluster, a stack that lists no collectives, or a layout the cluster
 // cannot hold.
+// The preset is used as it is (a GPU's cluster, shared by every configuration a sweep or search evaluates); a run
+// that spreads fewer GPUs a node than the preset holds gets a copy with that many, measured curves and all.
 struct comm_layout {
-  cluster_spec cluster;
+  const cluster_spec* preset = nullptr;  // the GPU's cluster, which outlives the evaluation
+  std::optional<cluster_spec> narrowed;  // the preset with fewer GPUs a node; nullopt: the preset's own
+  const cluster_spec& cluster() const { return narrowed ? *narrowed : *preset; }
 };
 std::optional<comm_layout> communication_layout(const run_config& run, const gpu_spec& gpu, const stack_profile& profile,
                                                 std::string& why) {
@@ -144,8 +148,11 @@ std::optional<comm_layout> communication_layout(const run_config& run, const gpu
     why = fmt::format("{} has no network between nodes (at most {} GPUs)", preset.name, preset.gpus_per_node);
     return std::nullopt;
   }
-  comm_layout at{preset};
-  at.cluster.gpus_per_node = run.gpus / nodes;
+  comm_layout at{&preset, std::nullopt};
+  if (run.gpus / nodes != preset.gpus_per_node) {
+    at.narrowed = preset;
+    at.narrowed->gpus_per_node = run.gpus / nodes;
+  }
   return at;
 }
 
@@ -300,7 +307,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& asked, cons
   const std::optional<comm_layout> comm_at = communication_layout(run, gpu, profile, r.comm_not_modelled);
   if (comm_at) {
     r.comm = profile.communication(comm_model(model, run, *facts), run, r.layout, comm_facts(model, run, *facts));
-    r.overhead.nccl_bytes = static_cast<std::uint64_t>(nccl_memory_bytes(r.comm, comm_at->cluster, run));
+    r.overhead.nccl_bytes = static_cast<std::uint64_t>(nccl_memory_bytes(r.comm, comm_at->cluster(), run));
   }
   set_peak_and_verdict(r, gpu.memory_bytes);
   // A peak-only evaluation leaves the replay (about a millisecond; 1 to 15 for a run that does not fit) to its
@@ -343,7 +350,7 @@ plan_result evaluate_plan(const model_spec& model, const run_config& asked, cons
   if (comm_at) {
     const comm_windows windows =
         windows_of(r.ops, roofline_rates(*peak, gpu.memory_bandwidth_bytes_per_s, timing, r.ops.fp32_gemms), run.grad_accum);
-    comm_seconds = overlap_communication(r.comm, windows, comm_at->cluster, run, gpu.sm_count);
+    comm_seconds = overlap_communication(r.comm, windows, comm_at->cluster(), run, gpu.sm_count);
   }
   r.time = estimate_step_time(r.flops, r.ops, *peak, gpu.memory_bandwidth_bytes_per_s, timing, run.tp * run.cp * run.pp,
                               run.data_parallel(), pcie_bytes / gpu.host_link_bytes_per_s,
