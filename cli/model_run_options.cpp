@@ -290,19 +290,7 @@ resolved_run resolve_model_run(const model_run_args& a) {
   run.optimizer = parse_optimizer(a.optimizer);
   run.recompute = parse_recompute(recompute_text(a));
   run.attention = parse_attention(a.attention);
-  run.loss = parse_loss(a.loss);
-  if (!a.loss_chunks.empty()) {
-    if (run.loss != loss_kind::chunked)
-      throw input_error("--loss-chunks applies to --loss chunked (Liger's fused-linear loss sizes its chunks from the "
-                        "vocabulary and hidden size; the standard loss has none)");
-    run.loss_chunks = parse_integer(a.loss_chunks, "--loss-chunks", 1);
-  }
-  if (!a.packing.empty()) run.packing_doc_tokens = parse_integer(a.packing, "--packing", 1);
-  // A bare --compile is the stack's own scope (stack_profile::compile_scopes); one it does not offer, check_run refuses.
-  if (a.compile == "default")
-    run.compile = stack.compile_scopes.empty() ? compile_scope::model : stack.compile_scopes.front();
-  else if (!a.compile.empty())
-    run.compile = parse_compile_scope(a.compile);
+  apply_loss_options(a, run);
   // A stack without dropout (llm.c) takes the model's as 0 unless one is asked for (then refused).
   run.dropout = !a.dropout.empty() ? parse_probability(a.dropout, "--dropout") : !stack.runs_model_dropout ? 0.0 : m.dropout;
 
@@ -342,6 +330,23 @@ void apply_framework_options(const model_run_args& a, run_config& run) {
   run.expandable_segments = a.expandable_segments;
   // A stack that always shards (FSDP2: ZeRO-3; DeepSpeed under the Trainer: ZeRO-2 in its examples) unless told.
   if (a.zero.empty() && a.fsdp.empty()) run.zero = run.profile->default_zero;
+}
+
+void apply_loss_options(const model_run_args& a, run_config& run) {
+  run.loss = parse_loss(a.loss);
+  if (!a.loss_chunks.empty()) {
+    if (run.loss != loss_kind::chunked)
+      throw input_error("--loss-chunks applies to --loss chunked (Liger's fused-linear loss sizes its chunks from the "
+                        "vocabulary and hidden size; the standard loss has none)");
+    run.loss_chunks = parse_integer(a.loss_chunks, "--loss-chunks", 1);
+  }
+  if (!a.packing.empty()) run.packing_doc_tokens = parse_integer(a.packing, "--packing", 1);
+  // A bare --compile is the stack's own scope (stack_profile::compile_scopes); one it does not offer, check_run refuses.
+  const stack_profile& stack = profile_of(run);
+  if (a.compile == "default")
+    run.compile = stack.compile_scopes.empty() ? compile_scope::model : stack.compile_scopes.front();
+  else if (!a.compile.empty())
+    run.compile = parse_compile_scope(a.compile);
 }
 
 void apply_parallel_options(const model_run_args& a, run_config& run) {

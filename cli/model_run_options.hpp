@@ -65,6 +65,9 @@ std::string precision_text(const model_run_args& args);
 // Likewise for --recompute: as given, else the stack's default (stack_profile::default_recompute).
 std::string recompute_text(const model_run_args& args);
 
+// The loss (--loss, --loss-chunks), --packing and --compile onto a run whose stack is set (a bare --compile is the
+// stack's own scope); throws input_error.
+void apply_loss_options(const model_run_args& args, run_config& run);
 // The parallelism, offload and fine-tuning options onto a run (throws input_error).
 void apply_parallel_options(const model_run_args& args, run_config& run);
 

@@ -96,7 +96,8 @@ const std::vector<std::string>& sweep_columns() {
       "seq", "micro_batch", "grad_accum", "global_batch", "tokens_per_step", "precision", "grad_dtype", "optimizer",
       "recompute", "attention", "dropout",
       // the stack and the layout the row predicts (single-valued in a sweep, so that each row says it)
-      "framework", "optimizer_impl", "finetune", "gpus", "zero", "offload", "expandable_segments",
+      "framework", "optimizer_impl", "finetune", "gpus", "zero", "offload", "expandable_segments", "loss", "compile",
+      "packing",
       "weights_bytes", "master_weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
       "activations_per_layer_bytes", "logits_bytes", "activation_grads_bytes", "overhead_bytes", "peak_bytes",
       "peak_phase", "fits", "headroom_bytes",
@@ -154,6 +155,9 @@ void append_row(fmt::memory_buffer& out, const sweep_result& res, sweep_format f
   cells[n++] = u(static_cast<std::uint64_t>(run.zero));
   cells[n++] = t(offload_name(run.offload));
   cells[n++] = b(run.expandable_segments);
+  cells[n++] = t(loss_name(run.loss));
+  cells[n++] = t(compile_scope_name(run.compile));
+  cells[n++] = u(run.packing_doc_tokens);  // the documents' tokens in each packed row; 0: not packed
   if (ok) {
     const plan_result& pl = *res.plan;
     for (tensor_category c : {tensor_category::weights, tensor_category::master_weights, tensor_category::gradients,

@@ -30,6 +30,9 @@ sweep_space resolve_sweep_space(const model_run_args& args, std::vector<std::str
   space.base.profile = &chosen_profile(args);
   space.base.optimizer_impl = parse_optimizer_impl(args.optimizer_impl);
   space.base.expandable_segments = args.expandable_segments;
+  // A stack that always shards unless told (as `plan` takes it: apply_framework_options).
+  if (args.zero.empty() && args.fsdp.empty()) space.base.zero = space.base.profile->default_zero;
+  apply_loss_options(args, space.base);
   // Models: resolve each listed one through the same path as `plan` (single values).
   std::vector<model_run_args> per_model;
   auto each = [&](const std::string& text, const char* option, std::string model_run_args::*field) {

@@ -35,6 +35,33 @@ TEST_CASE("plan sweep writes the cross product as CSV with plan's field names", 
     CHECK(at("zero") == "1");
     CHECK(at("expandable_segments") == "false");
   }
+  {  // and the loss, the compile scope and the packing it assumes
+    const std::vector<std::string> tune = lines_of(
+        run_plan("sweep --model llama-3.2-1b --seq 2048 --framework torchtune --compile --loss chunked").out);
+    REQUIRE(tune.size() == 2);
+    const std::vector<std::string> h = csv_split(tune[0]), row = csv_split(tune[1]);
+    auto at = [&](const char* col) { return row[std::find(h.begin(), h.end(), col) - h.begin()]; };
+    CHECK(at("framework") == "torchtune");
+    CHECK(at("loss") == "chunked");
+    CHECK(at("compile") == "layers+loss");
+    CHECK(at("packing") == "0");
+    // The row is `plan`'s for the same options (the loss and the compile scope are not dropped on the way).
+    const json same = json::parse(
+        run_plan("--model llama-3.2-1b --seq 2048 --framework torchtune --compile --loss chunked --micro-batch 1 --json").out);
+    CHECK(at("peak_bytes") == std::to_string(same["memory"]["peak_bytes"].get<std::uint64_t>()));
+    // A stack that shards by default does so in a sweep as in `plan` (FSDP2: ZeRO-3).
+    const std::vector<std::string> sharded = lines_of(run_plan("sweep --model llama-3.1-8b --seq 4096 --framework fsdp2 --gpus 8").out);
+    REQUIRE(sharded.size() == 2);
+    const std::vector<std::string> hs = csv_split(sharded[0]), rs = csv_split(sharded[1]);
+    CHECK(rs[std::find(hs.begin(), hs.end(), "zero") - hs.begin()] == "3");
+    CHECK(rs[std::find(hs.begin(), hs.end(), "error") - hs.begin()].empty());
+    const std::vector<std::string> packed = lines_of(run_plan("sweep --model llama-3.2-1b --seq 4096 --packing 1024").out);
+    REQUIRE(packed.size() == 2);
+    const std::vector<std::string> hp = csv_split(packed[0]), rp = csv_split(packed[1]);
+    CHECK(rp[std::find(hp.begin(), hp.end(), "packing") - hp.begin()] == "1024");
+    CHECK(rp[std::find(hp.begin(), hp.end(), "loss") - hp.begin()] == "standard");
+    CHECK(rp[std::find(hp.begin(), hp.end(), "compile") - hp.begin()] == "none");
+  }
   const std::size_t peak_col = std::find(header.begin(), header.end(), "peak_bytes") - header.begin();
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const std::vector<std::string> f = csv_split(lines[i]);
